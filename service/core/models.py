@@ -1,0 +1,172 @@
+"""Value types shared by the core and every adapter.
+
+Nothing here does I/O. Records carry raw bytes: the embedded formats
+(binary, json, string) are an API concern and live in ``api_schemas``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Header = tuple[str, bytes | None]
+
+OffsetReset = Literal["earliest", "latest", "none"]
+EmbeddedFormat = Literal["binary", "json", "string"]
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class TopicPartition:
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+@dataclass(slots=True)
+class NewRecord:
+    """A record on its way into the log; the log assigns its offset."""
+
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...] = ()
+    timestamp: int | None = None  # ms since epoch; None means "now" at append time
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A record as stored, with its offset."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...] = ()
+
+    @property
+    def size(self) -> int:
+        """Approximate payload size, used for ``max_bytes`` accounting."""
+        n = len(self.key or b"") + len(self.value or b"")
+        for k, v in self.headers:
+            n += len(k) + len(v or b"")
+        return n
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionData:
+    """What a fetch returns for one partition."""
+
+    records: list[Record]
+    high_watermark: int
+    log_start_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionInfo:
+    partition: int
+    leader: int
+    replicas: tuple[int, ...]
+    in_sync: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    name: str
+    partitions: tuple[PartitionInfo, ...]
+    replication_factor: int
+    configs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Broker:
+    broker_id: int
+    host: str
+    port: int
+
+
+@dataclass(frozen=True, slots=True)
+class Subscription:
+    """What a group member asked for: a topic list or a regex pattern."""
+
+    topics: tuple[str, ...] = ()
+    pattern: str | None = None
+
+    def is_empty(self) -> bool:
+        return not self.topics and self.pattern is None
+
+
+@dataclass(slots=True)
+class Member:
+    """A consumer instance as a member of its group."""
+
+    member_id: str
+    subscription: Subscription
+    strategy: str = "balanced"
+    joined_ms: int = 0
+
+
+@dataclass(slots=True)
+class GroupState:
+    """One generation of a group's assignment.
+
+    ``owned_since`` records, per partition, the generation since which its
+    current owner has held it continuously; a member whose view is older than
+    that must not trust (or commit) positions it had for the partition.
+    ``topics`` is the partition count per subscribed topic that the
+    assignment was computed from, so a topic gaining partitions (or a new topic
+    matching a pattern) is detected by comparing it with the live metadata.
+    ``version`` is the adapter's compare-and-set token.
+    """
+
+    generation: int = 0
+    assignment: dict[str, list[TopicPartition]] = field(default_factory=dict)
+    owned_since: dict[TopicPartition, int] = field(default_factory=dict)
+    topics: dict[str, int] = field(default_factory=dict)
+    version: int = 0
+
+    def owner_of(self, tp: TopicPartition) -> str | None:
+        for member, tps in self.assignment.items():
+            if tp in tps:
+                return member
+        return None
+
+
+@dataclass(slots=True)
+class InstanceConfig:
+    """The configuration a consumer instance was created with."""
+
+    format: EmbeddedFormat = "binary"
+    auto_offset_reset: OffsetReset = "latest"
+    auto_commit: bool = False
+    fetch_min_bytes: int = 1
+    request_timeout_ms: int = 1000
+    instance_timeout_ms: int = 300_000
+    strategy: str = "balanced"
+
+
+@dataclass(slots=True)
+class InstanceState:
+    """Everything a consumer instance needs between two requests.
+
+    ``positions`` is the next offset to fetch per partition; it is also what an
+    empty-body commit commits (Kafka's "all consumed"). ``generation`` is the
+    group generation the positions belong to. ``version`` is the adapter's
+    compare-and-set token: two concurrent polls of one instance can never both
+    advance the same positions.
+    """
+
+    group: str
+    name: str
+    config: InstanceConfig
+    created_ms: int
+    last_seen_ms: int
+    subscription: Subscription | None = None
+    manual: list[TopicPartition] | None = None
+    generation: int = 0
+    positions: dict[TopicPartition, int] = field(default_factory=dict)
+    version: int = 0
+
+    @property
+    def expires_ms(self) -> int:
+        return self.last_seen_ms + self.config.instance_timeout_ms

@@ -1,0 +1,176 @@
+"""The three ports the core talks through.
+
+Each port has an embedded adapter (one process, nothing to install) and a
+distributed one (Kafka, ZooKeeper, Redis). The core only ever sees these
+protocols; ``service.adapters.factory`` picks the adapters from the settings.
+
+Every port is started and stopped by the application lifespan; ``stop()`` is
+idempotent. Adapters raise ``service.errors`` exceptions only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Protocol, runtime_checkable
+
+from .models import (
+    Broker,
+    GroupState,
+    InstanceState,
+    Member,
+    NewRecord,
+    PartitionData,
+    TopicInfo,
+    TopicPartition,
+)
+
+
+@runtime_checkable
+class Log(Protocol):
+    """Where records live: topics, partitions, offsets.
+
+    ``append`` gives the records of one call dense, consecutive offsets and
+    returns only once they are acknowledged (durable per the flush policy).
+    ``fetch`` is stateless: it reads from the given positions and may wait up
+    to ``max_wait_ms`` for at least ``min_bytes`` to arrive. It always returns
+    at least one record for a partition that has one at its position, even if
+    that record alone exceeds ``max_bytes``.
+    """
+
+    @property
+    def cluster_id(self) -> str: ...
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    async def brokers(self) -> list[Broker]: ...
+
+    async def list_topics(self) -> list[str]: ...
+
+    async def describe_topic(self, topic: str) -> TopicInfo:
+        """Raise ``TopicNotFound`` if absent."""
+        ...
+
+    async def create_topic(
+        self, topic: str, partitions: int, replication_factor: int, configs: Mapping[str, str]
+    ) -> TopicInfo:
+        """Raise ``TopicExists`` if present."""
+        ...
+
+    async def delete_topic(self, topic: str) -> None: ...
+
+    async def add_partitions(self, topic: str, total: int) -> TopicInfo:
+        """Grow ``topic`` to ``total`` partitions (never shrinks)."""
+        ...
+
+    async def append(self, tp: TopicPartition, records: Sequence[NewRecord]) -> int:
+        """Append and return the offset of the first record."""
+        ...
+
+    async def fetch(
+        self,
+        positions: Mapping[TopicPartition, int],
+        *,
+        max_bytes: int,
+        max_wait_ms: int,
+        min_bytes: int = 1,
+    ) -> dict[TopicPartition, PartitionData]: ...
+
+    async def offsets(self, tp: TopicPartition) -> tuple[int, int]:
+        """(beginning offset, end offset): the first stored and the next to be written."""
+        ...
+
+    async def offset_for_timestamp(self, tp: TopicPartition, timestamp_ms: int) -> int | None:
+        """First offset whose timestamp is >= ``timestamp_ms``; None if there is none."""
+        ...
+
+
+@runtime_checkable
+class Coordinator(Protocol):
+    """Consumer groups: membership, the current generation's assignment, committed offsets.
+
+    The core computes assignments (``service.core.groups``); the coordinator
+    stores them with compare-and-set (``publish``) so concurrent rebalances
+    through several replicas cannot interleave. ``commit`` is atomic per call
+    and fenced: with a ``member_id`` it is refused (``IllegalState``) unless
+    that member owns every partition in the current generation since at least
+    ``generation``.
+    """
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    def is_leader(self) -> bool:
+        """Whether this replica runs the group-wide duties (expiry, rebalance on metadata change)."""
+        ...
+
+    async def groups(self) -> list[str]: ...
+
+    async def join(self, group: str, member: Member) -> None:
+        """Add or replace a member."""
+        ...
+
+    async def leave(self, group: str, member_id: str) -> bool: ...
+
+    async def members(self, group: str) -> dict[str, Member]: ...
+
+    async def state(self, group: str) -> GroupState:
+        """The current generation (generation 0, empty, if the group has none)."""
+        ...
+
+    async def publish(self, group: str, state: GroupState, *, expected_version: int) -> bool:
+        """Store ``state`` if the stored version is still ``expected_version``."""
+        ...
+
+    async def commit(
+        self,
+        group: str,
+        offsets: Mapping[TopicPartition, int],
+        *,
+        member_id: str | None = None,
+        generation: int | None = None,
+    ) -> None: ...
+
+    async def committed(
+        self, group: str, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, int]:
+        """Committed offsets of ``group`` (all of them when ``partitions`` is None)."""
+        ...
+
+
+@runtime_checkable
+class Sessions(Protocol):
+    """Per-consumer-instance state between requests.
+
+    ``save`` is compare-and-set on ``InstanceState.version`` and bumps it on
+    success, so two requests of one instance through two replicas can never
+    both advance the same positions.
+    """
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    async def create(self, state: InstanceState) -> None:
+        """Raise ``ConsumerAlreadyExists`` if the instance exists."""
+        ...
+
+    async def load(self, group: str, name: str) -> InstanceState:
+        """Raise ``ConsumerInstanceNotFound`` if absent or expired."""
+        ...
+
+    async def save(self, state: InstanceState) -> bool: ...
+
+    async def touch(self, group: str, name: str, now_ms: int) -> None:
+        """Renew the instance's lease."""
+        ...
+
+    async def delete(self, group: str, name: str) -> bool: ...
+
+    async def instances(self, group: str | None = None) -> list[InstanceState]: ...
+
+    async def expired(self, now_ms: int) -> list[tuple[str, str]]:
+        """(group, name) of instances whose lease ran out before ``now_ms``."""
+        ...

@@ -1,0 +1,77 @@
+"""The one settings object, built once at start and passed in.
+
+Every field is settable as ``BROKERGATE_<FIELD>`` (upper case) and, for the
+common ones, as a ``brokergate serve`` flag. Nothing reads the environment at
+import time.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+FlushPolicy = Literal["always", "interval", "never"]
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="BROKERGATE_", extra="ignore")
+
+    host: str = "0.0.0.0"
+    port: int = Field(8082, ge=1, le=65535)
+    data_dir: Path = Path("./data")
+    log: str = "embedded"
+    coordinator: str = "embedded"
+    sessions: str = "embedded"
+    advertised_url: str | None = Field(
+        None, description="Base URL put in consumer base_uri; default: the request's own host."
+    )
+    node_id: str | None = Field(None, description="This replica's id; default: hostname-pid.")
+
+    # embedded log
+    flush: FlushPolicy = "always"
+    flush_interval_ms: int = Field(1000, ge=1)
+    segment_bytes: int = Field(64 * 1024 * 1024, ge=1024)
+    segment_ms: int = Field(7 * 24 * 3600 * 1000, ge=1000)
+    retention_ms: int = Field(7 * 24 * 3600 * 1000, ge=-1)
+    retention_bytes: int = Field(-1, ge=-1)
+    retention_check_ms: int = Field(60_000, ge=100)
+
+    # topics
+    auto_create_topics_enable: bool = True
+    default_partitions: int = Field(1, ge=1)
+
+    # consumers
+    consumer_instance_timeout_ms: int = Field(300_000, ge=1000)
+    consumer_request_timeout_ms: int = Field(1000, ge=0)
+    consumer_max_timeout_ms: int = Field(60_000, ge=0)
+    consumer_max_bytes: int = Field(64 * 1024 * 1024, ge=1)
+    reaper_interval_ms: int = Field(1000, ge=50)
+    metadata_refresh_ms: int = Field(2000, ge=50)
+
+    # limits
+    max_request_bytes: int = Field(64 * 1024 * 1024, ge=1024)
+    max_record_bytes: int = Field(8 * 1024 * 1024, ge=16)
+
+    @field_validator("log")
+    @classmethod
+    def _log_scheme(cls, v: str) -> str:
+        if v != "embedded" and not v.startswith("kafka://"):
+            raise ValueError("log must be 'embedded' or 'kafka://host:port[,host:port...]'")
+        return v
+
+    @field_validator("coordinator")
+    @classmethod
+    def _coordinator_scheme(cls, v: str) -> str:
+        if v != "embedded" and not v.startswith("zookeeper://"):
+            raise ValueError("coordinator must be 'embedded' or 'zookeeper://host:port[,...][/chroot]'")
+        return v
+
+    @field_validator("sessions")
+    @classmethod
+    def _sessions_scheme(cls, v: str) -> str:
+        if v != "embedded" and not v.startswith("redis://"):
+            raise ValueError("sessions must be 'embedded' or 'redis://host:port/db'")
+        return v
