@@ -158,10 +158,16 @@ class Sessions(Protocol):
         ...
 
     async def load(self, group: str, name: str) -> InstanceState:
-        """Raise ``ConsumerInstanceNotFound`` if absent or expired."""
+        """Raise ``ConsumerInstanceNotFound`` if absent.
+
+        Expiry is judged by the caller, which owns the clock.
+        """
         ...
 
-    async def save(self, state: InstanceState) -> bool: ...
+    async def save(self, state: InstanceState) -> bool:
+        """Store ``state`` if the stored version is still ``state.version``; on success the new
+        version is also set on ``state``."""
+        ...
 
     async def touch(self, group: str, name: str, now_ms: int) -> None:
         """Renew the instance's lease."""

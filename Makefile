@@ -1,0 +1,46 @@
+# brokergate — two commands: `make run` serves the gateway, `make test` runs everything.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+PORT   ?= 8082
+
+.PHONY: run test lint unit bench openapi clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[test]'
+	touch $(VENV)/.installed $@
+
+## serve the gateway on the embedded backends (no Kafka, ZooKeeper or Redis needed)
+run: $(VENV)/.installed
+	$(BIN)/brokergate serve --port $(PORT)
+
+## install what the tests need, then lint, type-check and run the whole suite
+test: $(VENV)/.installed-test
+	$(MAKE) lint
+	$(BIN)/pytest -q
+
+lint: $(VENV)/.installed-test
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+unit: $(VENV)/.installed-test
+	$(BIN)/pytest -q tests/unit
+
+## regenerate openapi.yaml from the app
+openapi: $(VENV)/.installed-test
+	$(BIN)/python -m service.openapi > openapi.yaml
+
+bench: $(VENV)/.installed-test
+	$(BIN)/python bench/embedded.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,162 @@
+"""Embedded data formats: how keys, values and headers travel inside JSON.
+
+``binary`` carries base64, ``json`` carries any JSON value (stored as its
+UTF-8 JSON text), ``string`` carries UTF-8 text. Header values are base64 in
+every format, as in Confluent's v3 API. Decoding turns client input into
+bytes (raising ``ConversionError`` with the record's position); encoding turns
+stored bytes back into JSON-ready values.
+"""
+
+from __future__ import annotations
+
+import binascii
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from service.core.models import EmbeddedFormat, Header
+from service.errors import ConversionError, UnsupportedMediaType
+
+FORMATS: tuple[EmbeddedFormat, ...] = ("binary", "json", "string")
+
+_DATA_TYPES: dict[str, EmbeddedFormat] = {
+    f"application/vnd.kafka.{fmt}.v2+json": fmt for fmt in FORMATS
+}
+# Confluent treats the generic types as binary.
+_GENERIC_TYPES = {"application/vnd.kafka.v2+json", "application/vnd.kafka+json", "application/json"}
+_SCHEMA_FORMATS = ("avro", "jsonschema", "protobuf")
+
+
+def media_type(header: str | None) -> str:
+    """The bare media type of a Content-Type/Accept item, lower-cased, without parameters."""
+    return (header or "").split(";", 1)[0].strip().lower()
+
+
+def produce_format(content_type: str | None) -> EmbeddedFormat:
+    """The embedded format a produce request's Content-Type names."""
+    mt = media_type(content_type)
+    if mt in _DATA_TYPES:
+        return _DATA_TYPES[mt]
+    if not mt or mt in _GENERIC_TYPES:
+        return "binary"
+    for schema_fmt in _SCHEMA_FORMATS:
+        if mt == f"application/vnd.kafka.{schema_fmt}.v2+json":
+            raise UnsupportedMediaType(
+                f"The {schema_fmt} embedded format needs a schema registry, which brokergate does not "
+                "provide; use binary, json or string."
+            )
+    raise UnsupportedMediaType(
+        f"Unsupported Content-Type {mt!r}; use application/vnd.kafka.{{binary,json,string}}.v2+json "
+        "or application/json."
+    )
+
+
+def accept_formats(accept: str | None) -> set[EmbeddedFormat] | None:
+    """Formats an Accept header allows; None when it allows any (absent, */*, generic JSON)."""
+    if not accept:
+        return None
+    allowed: set[EmbeddedFormat] = set()
+    for item in accept.split(","):
+        mt = media_type(item)
+        if mt in ("*/*", "application/*") or mt in _GENERIC_TYPES:
+            return None
+        if mt in _DATA_TYPES:
+            allowed.add(_DATA_TYPES[mt])
+    return allowed
+
+
+def content_type_for(fmt: EmbeddedFormat) -> str:
+    return f"application/vnd.kafka.{fmt}.v2+json"
+
+
+# --- decoding: client JSON -> bytes -------------------------------------------------
+
+
+def _decode_binary(value: Any, where: str) -> bytes | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ConversionError(f"{where}: expected a base64 string or null for the binary format")
+    try:
+        return binascii.a2b_base64(value, strict_mode=True)
+    except (binascii.Error, ValueError) as exc:
+        raise ConversionError(f"{where}: invalid base64 ({exc})") from exc
+
+
+def _decode_json(value: Any, where: str) -> bytes | None:
+    if value is None:
+        return None
+    try:
+        return orjson.dumps(value)
+    except TypeError as exc:  # e.g. integers beyond 64 bits
+        raise ConversionError(f"{where}: cannot encode as JSON ({exc})") from exc
+
+
+def _decode_string(value: Any, where: str) -> bytes | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ConversionError(f"{where}: expected a string or null for the string format")
+    return value.encode("utf-8", "surrogatepass")
+
+
+DECODERS: dict[EmbeddedFormat, Callable[[Any, str], bytes | None]] = {
+    "binary": _decode_binary,
+    "json": _decode_json,
+    "string": _decode_string,
+}
+
+
+def decode_headers(raw: Any, where: str) -> tuple[Header, ...]:
+    """Headers as ``[{"name": str, "value": base64|null}, ...]``."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise ConversionError(f"{where}: headers must be a list of {{name, value}} objects")
+    out: list[Header] = []
+    for i, h in enumerate(raw):
+        if not isinstance(h, dict) or not isinstance(h.get("name"), str) or not h["name"]:
+            raise ConversionError(f"{where}[{i}]: a header needs a non-empty string 'name'")
+        out.append((h["name"], _decode_binary(h.get("value"), f"{where}[{i}].value")))
+    return tuple(out)
+
+
+# --- encoding: bytes -> JSON-ready values -------------------------------------------
+
+
+def _encode_binary(data: bytes | None) -> str | None:
+    return None if data is None else binascii.b2a_base64(data, newline=False).decode("ascii")
+
+
+def _encode_json(data: bytes | None) -> Any:
+    if data is None:
+        return None
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise ConversionError(
+            "A stored record is not valid JSON; read it with a binary consumer or seek past it."
+        ) from exc
+
+
+def _encode_string(data: bytes | None) -> str | None:
+    if data is None:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConversionError(
+            "A stored record is not valid UTF-8; read it with a binary consumer or seek past it."
+        ) from exc
+
+
+ENCODERS: dict[EmbeddedFormat, Callable[[bytes | None], Any]] = {
+    "binary": _encode_binary,
+    "json": _encode_json,
+    "string": _encode_string,
+}
+
+
+def encode_headers(headers: tuple[Header, ...]) -> list[dict[str, str | None]]:
+    return [{"name": k, "value": _encode_binary(v)} for k, v in headers]

@@ -1,0 +1,188 @@
+"""Request and response bodies of the Confluent REST Proxy v2 API (plus extensions).
+
+Field names and shapes follow Confluent's v2 entities; brokergate's additions
+(record ``timestamp`` and ``headers``, ``timestamps`` seeks, instance timeout
+and assignment strategy) are optional fields that no existing client sends.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class ErrorBody(BaseModel):
+    error_code: int = Field(description="Confluent error code, e.g. 40401 for an unknown topic.")
+    message: str
+
+
+class Header(BaseModel):
+    name: str = Field(min_length=1)
+    value: str | None = Field(None, description="Base64 of the header value, or null.")
+
+
+class ProduceRecord(BaseModel):
+    key: Any = Field(None, description="base64 (binary), any JSON (json) or a string (string); null for none.")
+    value: Any = Field(None, description="Same encoding as key.")
+    partition: int | None = Field(None, ge=0, description="Target partition; default: by key, else spread.")
+    headers: list[Header] | None = None
+    timestamp: int | datetime | None = Field(None, description="Milliseconds since epoch or ISO 8601; default now.")
+
+
+class ProduceRequest(BaseModel):
+    records: list[ProduceRecord]
+    key_schema: str | None = None
+    key_schema_id: int | None = None
+    value_schema: str | None = None
+    value_schema_id: int | None = None
+
+
+class PartitionOffset(BaseModel):
+    partition: int
+    offset: int | None
+    error_code: int | None = None
+    error: str | None = None
+
+
+class ProduceResponse(BaseModel):
+    key_schema_id: int | None = None
+    value_schema_id: int | None = None
+    offsets: list[PartitionOffset]
+
+
+BoolLike = bool | Literal["true", "false", "TRUE", "FALSE", "True", "False"]
+
+
+class CreateConsumerRequest(BaseModel):
+    """Confluent's consumer instance config; unknown keys are ignored as Confluent does."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="ignore")
+
+    name: str | None = None
+    format: Literal["binary", "json", "string"] = "binary"
+    auto_offset_reset: Literal["earliest", "latest", "none"] | None = Field(None, alias="auto.offset.reset")
+    auto_commit_enable: BoolLike | None = Field(None, alias="auto.commit.enable")
+    fetch_min_bytes: int | str | None = Field(None, alias="fetch.min.bytes")
+    consumer_request_timeout_ms: int | str | None = Field(None, alias="consumer.request.timeout.ms")
+    consumer_instance_timeout_ms: int | str | None = Field(None, alias="consumer.instance.timeout.ms")
+    partition_assignment_strategy: str | None = Field(None, alias="partition.assignment.strategy")
+
+    @field_validator("fetch_min_bytes", "consumer_request_timeout_ms", "consumer_instance_timeout_ms")
+    @classmethod
+    def _int_like(cls, v: int | str | None) -> int | None:
+        if v is None:
+            return None
+        try:
+            n = int(v)
+        except ValueError as exc:
+            raise ValueError("must be an integer") from exc
+        if n < 0:
+            raise ValueError("must not be negative")
+        return n
+
+
+class CreateConsumerResponse(BaseModel):
+    instance_id: str
+    base_uri: str
+
+
+class SubscriptionRequest(BaseModel):
+    topics: list[str] | None = None
+    topic_pattern: str | None = None
+
+
+class SubscriptionResponse(BaseModel):
+    topics: list[str]
+    topic_pattern: str | None = None
+
+
+class TopicPartitionRef(BaseModel):
+    topic: str
+    partition: int = Field(ge=0)
+
+
+class PartitionsRequest(BaseModel):
+    partitions: list[TopicPartitionRef]
+
+
+class AssignmentResponse(BaseModel):
+    partitions: list[TopicPartitionRef]
+
+
+class TopicPartitionOffset(BaseModel):
+    topic: str
+    partition: int = Field(ge=0)
+    offset: int = Field(ge=0)
+
+
+class CommitRequest(BaseModel):
+    offsets: list[TopicPartitionOffset] | None = None
+
+
+class CommittedOffset(BaseModel):
+    topic: str
+    partition: int
+    offset: int = Field(description="Next offset the group reads; -1 if never committed.")
+    metadata: str = ""
+
+
+class CommittedOffsetsResponse(BaseModel):
+    offsets: list[CommittedOffset]
+
+
+class TopicPartitionTimestamp(BaseModel):
+    topic: str
+    partition: int = Field(ge=0)
+    timestamp: int | datetime = Field(description="Milliseconds since epoch or ISO 8601.")
+
+
+class SeekRequest(BaseModel):
+    offsets: list[TopicPartitionOffset] | None = None
+    timestamps: list[TopicPartitionTimestamp] | None = None
+
+
+class ConsumerRecord(BaseModel):
+    topic: str
+    key: Any
+    value: Any
+    partition: int
+    offset: int
+    timestamp: int
+    headers: list[Header]
+
+
+class Replica(BaseModel):
+    broker: int
+    leader: bool
+    in_sync: bool
+
+
+class Partition(BaseModel):
+    partition: int
+    leader: int
+    replicas: list[Replica]
+
+
+class Topic(BaseModel):
+    name: str
+    configs: dict[str, str]
+    partitions: list[Partition]
+
+
+class PartitionOffsets(BaseModel):
+    beginning_offset: int
+    end_offset: int
+
+
+class Brokers(BaseModel):
+    brokers: list[int]
+
+
+class ReadRecords(BaseModel):
+    """A stateless read: records from one partition starting at an offset."""
+
+    records: list[ConsumerRecord]
+    next_offset: int
+    high_watermark: int

@@ -1,0 +1,136 @@
+"""Bodies of the Confluent v3 shapes brokergate serves: clusters, topics, consumer groups, lag."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class Related(BaseModel):
+    related: str
+
+
+class ResourceMetadata(BaseModel):
+    self: str
+    resource_name: str | None = None
+
+
+class ListMetadata(BaseModel):
+    self: str
+    next: str | None = None
+
+
+class Cluster(BaseModel):
+    kind: str = "KafkaCluster"
+    metadata: ResourceMetadata
+    cluster_id: str
+    brokers: Related
+    topics: Related
+    consumer_groups: Related
+
+
+class ClusterList(BaseModel):
+    kind: str = "KafkaClusterList"
+    metadata: ListMetadata
+    data: list[Cluster]
+
+
+class ConfigEntry(BaseModel):
+    name: str = Field(min_length=1)
+    value: str | None
+
+
+class CreateTopicRequest(BaseModel):
+    topic_name: str
+    partitions_count: int | None = Field(None, description="Default: the gateway's default partition count.")
+    replication_factor: int | None = Field(None, description="Default: the backend's default.")
+    configs: list[ConfigEntry] = Field(default_factory=list)
+
+
+class UpdatePartitionCountRequest(BaseModel):
+    partitions_count: int
+
+
+class TopicData(BaseModel):
+    kind: str = "KafkaTopic"
+    metadata: ResourceMetadata
+    cluster_id: str
+    topic_name: str
+    is_internal: bool = False
+    replication_factor: int
+    partitions_count: int
+    configs: dict[str, str]
+    partitions: Related
+
+
+class TopicList(BaseModel):
+    kind: str = "KafkaTopicList"
+    metadata: ListMetadata
+    data: list[TopicData]
+
+
+class AssignedPartition(BaseModel):
+    topic_name: str
+    partition_id: int
+
+
+class ConsumerData(BaseModel):
+    kind: str = "KafkaConsumer"
+    metadata: ResourceMetadata
+    cluster_id: str
+    consumer_group_id: str
+    consumer_id: str
+    instance_id: str
+    client_id: str
+    subscription: list[str] = Field(description="Subscribed topics (resolved for a pattern).")
+    topic_pattern: str | None = None
+    assignments: list[AssignedPartition]
+
+
+class ConsumerGroupData(BaseModel):
+    kind: str = "KafkaConsumerGroup"
+    metadata: ResourceMetadata
+    cluster_id: str
+    consumer_group_id: str
+    is_simple: bool
+    partition_assignor: str
+    state: str = Field(description="Stable when it has members, Empty otherwise.")
+    generation: int
+    consumers: list[ConsumerData]
+    lag_summary: Related
+    lags: Related
+
+
+class ConsumerGroupList(BaseModel):
+    kind: str = "KafkaConsumerGroupList"
+    metadata: ListMetadata
+    data: list[ConsumerGroupData]
+
+
+class ConsumerLag(BaseModel):
+    kind: str = "KafkaConsumerLag"
+    cluster_id: str
+    consumer_group_id: str
+    topic_name: str
+    partition_id: int
+    current_offset: int = Field(description="Committed offset; -1 if never committed.")
+    log_end_offset: int
+    lag: int
+    consumer_id: str
+    instance_id: str
+    client_id: str
+
+
+class ConsumerLagList(BaseModel):
+    kind: str = "KafkaConsumerLagList"
+    metadata: ListMetadata
+    data: list[ConsumerLag]
+
+
+class LagSummary(BaseModel):
+    kind: str = "KafkaConsumerGroupLagSummary"
+    cluster_id: str
+    consumer_group_id: str
+    max_lag: int
+    total_lag: int
+    max_lag_topic_name: str | None
+    max_lag_partition_id: int | None

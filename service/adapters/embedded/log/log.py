@@ -1,0 +1,437 @@
+"""``EmbeddedLog``: the ``Log`` port over segment files in a local data directory.
+
+The façade: it validates input, maps topics and partitions to ``Partition``
+objects, runs fetch's long-poll, owns the interval flusher, and translates
+codec and OS errors into ``service.errors``. Collaborators: ``DataDir``
+(directory layout, topic metadata), ``Partition`` (appends, durability,
+retention), ``batch`` (encoding), ``config`` (names and topic configs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal, TypeVar
+
+from service.core.models import (
+    Broker,
+    NewRecord,
+    PartitionData,
+    PartitionInfo,
+    Record,
+    TopicInfo,
+    TopicPartition,
+)
+from service.errors import (
+    BackendError,
+    BackendUnavailable,
+    GatewayError,
+    InvalidPayload,
+    InvalidTopicConfig,
+    PartitionNotFound,
+    PayloadTooLarge,
+    TopicExists,
+    TopicNotFound,
+)
+
+from .batch import BatchError, RecordTooLarge, encode_batch
+from .config import (
+    LogDefaults,
+    TopicConfig,
+    check_partition_count,
+    check_partitions_and_replication,
+    validate_topic_name,
+)
+from .metadata import DataDir, TopicMeta
+from .partition import FlushPolicy, Partition, PartitionOptions, PartitionView, finish_in_thread
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+MiB = 1024 * 1024
+DAY_MS = 24 * 3600 * 1000
+
+
+@dataclass(slots=True)
+class _Topic:
+    meta: TopicMeta
+    config: TopicConfig
+    partitions: list[Partition]  # replaced, never mutated, so iterating callers see a stable list
+
+
+async def _uncancellable(coro: Coroutine[Any, Any, T]) -> T:
+    """Run an admin operation to its end even if the caller goes away half way."""
+    task = asyncio.ensure_future(coro)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())  # no "never retrieved" noise
+        raise
+
+
+class EmbeddedLog:
+    """Topics and partitions as segment files under ``data_dir`` (see ``metadata`` for the layout).
+
+    ``start()`` locks the directory and opens (recovering if needed) every
+    partition; ``stop()`` flushes and closes everything and is idempotent.
+    Also usable as ``async with EmbeddedLog(path) as log:``.
+    """
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        flush: FlushPolicy = "always",
+        flush_interval_ms: int = 1000,
+        segment_bytes: int = 64 * MiB,
+        segment_ms: int = 7 * DAY_MS,
+        retention_ms: int = 7 * DAY_MS,
+        retention_bytes: int = -1,
+        index_interval_bytes: int = 4096,
+        clock: Callable[[], float] = time.time,
+        advertised_host: str = "localhost",
+        advertised_port: int = 8082,
+    ) -> None:
+        if flush not in ("always", "interval", "never"):
+            raise ValueError(f"flush must be 'always', 'interval' or 'never', got {flush!r}")
+        if flush_interval_ms < 1 or index_interval_bytes < 1:
+            raise ValueError("flush_interval_ms and index_interval_bytes must be positive")
+        self._dir = DataDir(Path(data_dir))
+        self._defaults = LogDefaults(
+            retention_ms=retention_ms,
+            retention_bytes=retention_bytes,
+            segment_bytes=segment_bytes,
+            segment_ms=segment_ms,
+        )
+        self._opts = PartitionOptions(flush, index_interval_bytes, clock)
+        self._flush_interval = flush_interval_ms / 1000
+        self._broker = Broker(0, advertised_host, advertised_port)
+        self._topics: dict[str, _Topic] = {}
+        self._admin = asyncio.Lock()
+        self._state: Literal["new", "starting", "started", "stopping", "stopped"] = "new"
+        self._stopped: asyncio.Event | None = None
+        self._flusher: asyncio.Task[None] | None = None
+        self._cluster_id: str | None = None
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    @property
+    def cluster_id(self) -> str:
+        if self._cluster_id is None:
+            self._cluster_id = self._dir.cluster_id()  # before start(): one tiny read, once
+        return self._cluster_id
+
+    async def start(self) -> None:
+        if self._state != "new":
+            return
+        self._state = "starting"
+        clean = await asyncio.to_thread(self._dir.open)
+        try:
+            self._cluster_id = await asyncio.to_thread(self._dir.cluster_id)
+            metas = await asyncio.to_thread(self._dir.load_topics)
+            for meta in metas:
+                try:
+                    config = TopicConfig.build(meta.configs, self._defaults)
+                except InvalidTopicConfig as exc:
+                    log.error("topic %s not opened: %s", meta.name, exc)
+                    continue
+                parts = await self._open_partitions(meta.name, range(meta.partitions), config, clean=clean)
+                self._topics[meta.name] = _Topic(meta, config, parts)
+        except BaseException:
+            for t in self._topics.values():
+                for p in t.partitions:
+                    await p.close(flush=False)
+            self._topics.clear()
+            await asyncio.to_thread(self._dir.close, clean=False)
+            self._state = "new"
+            raise
+        self._state = "started"
+        if self._opts.flush == "interval":
+            self._flusher = asyncio.get_running_loop().create_task(self._flush_loop())
+        log.info("embedded log open at %s: %d topic(s), clean=%s", self._dir.root, len(self._topics), clean)
+
+    async def stop(self) -> None:
+        """Flush every partition, close all files, mark the shutdown clean. Safe to call twice."""
+        if self._state in ("new", "stopped"):
+            return
+        if self._state == "stopping":
+            assert self._stopped is not None
+            await self._stopped.wait()
+            return
+        self._state = "stopping"
+        self._stopped = asyncio.Event()
+        try:
+            if self._flusher is not None:
+                self._flusher.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._flusher
+                self._flusher = None
+            clean = True
+            for topic in self._topics.values():
+                for p in topic.partitions:
+                    try:
+                        await p.close(flush=True, error=self._stopped_error)
+                    except Exception:
+                        log.exception("closing %s failed", p.tp)
+                        clean = False
+            await asyncio.to_thread(self._dir.close, clean=clean)
+        finally:
+            self._state = "stopped"
+            self._stopped.set()
+
+    async def __aenter__(self) -> EmbeddedLog:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    @staticmethod
+    def _stopped_error() -> Exception:
+        return BackendUnavailable("The embedded log is stopped.")
+
+    def _require_started(self) -> None:
+        if self._state != "started":
+            raise BackendUnavailable(f"The embedded log is not running ({self._state}).")
+
+    async def _open_partitions(
+        self, topic: str, numbers: range, config: TopicConfig, *, clean: bool
+    ) -> list[Partition]:
+        jobs = [
+            asyncio.to_thread(
+                Partition.open,
+                TopicPartition(topic, n),
+                self._dir.partition_dir(topic, n),
+                config,
+                self._opts,
+                clean=clean,
+            )
+            for n in numbers
+        ]
+        results = await asyncio.gather(*jobs, return_exceptions=True)
+        opened = [r for r in results if isinstance(r, Partition)]
+        failed = [r for r in results if isinstance(r, BaseException)]
+        if failed:
+            for p in opened:
+                await p.close(flush=False)
+            raise BackendError(f"Cannot open topic {topic!r}: {failed[0]}") from failed[0]
+        return opened
+
+    async def _flush_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._flush_interval)
+            dirty = [p for t in list(self._topics.values()) for p in t.partitions if p.dirty]
+            results = await asyncio.gather(*(p.flush() for p in dirty), return_exceptions=True)
+            for p, result in zip(dirty, results, strict=True):
+                if isinstance(result, Exception) and not isinstance(result, TopicNotFound):
+                    log.error("interval flush of %s failed: %s", p.tp, result)
+
+    # --- metadata -----------------------------------------------------------------------
+
+    async def brokers(self) -> list[Broker]:
+        return [self._broker]
+
+    async def list_topics(self) -> list[str]:
+        self._require_started()
+        return sorted(self._topics)
+
+    async def describe_topic(self, topic: str) -> TopicInfo:
+        self._require_started()
+        return self._info(self._topic(topic))
+
+    def _topic(self, topic: str) -> _Topic:
+        found = self._topics.get(topic)
+        if found is None:
+            raise TopicNotFound(f"Topic {topic[:300]!r} not found.")
+        return found
+
+    def _partition(self, tp: TopicPartition) -> Partition:
+        parts = self._topic(tp.topic).partitions
+        if not 0 <= tp.partition < len(parts):
+            raise PartitionNotFound(f"Partition {tp.partition} of topic {tp.topic!r} not found.")
+        return parts[tp.partition]
+
+    @staticmethod
+    def _info(t: _Topic) -> TopicInfo:
+        parts = tuple(PartitionInfo(n, 0, (0,), (0,)) for n in range(len(t.partitions)))
+        return TopicInfo(t.meta.name, parts, 1, t.config.effective())
+
+    async def create_topic(
+        self, topic: str, partitions: int, replication_factor: int, configs: Mapping[str, str]
+    ) -> TopicInfo:
+        validate_topic_name(topic)
+        check_partitions_and_replication(partitions, replication_factor)
+        config = TopicConfig.build(configs, self._defaults)
+        return await _uncancellable(self._create_topic(topic, partitions, config))
+
+    async def _create_topic(self, topic: str, partitions: int, config: TopicConfig) -> TopicInfo:
+        async with self._admin:
+            self._require_started()
+            if topic in self._topics:
+                raise TopicExists(f"Topic {topic!r} already exists.")
+            meta = TopicMeta(topic, partitions, config.overrides, created_ms=self._opts.now_ms())
+            try:
+                await asyncio.to_thread(self._dir.create_topic, meta)
+            except FileExistsError as exc:
+                raise BackendError(f"Directory of topic {topic!r} exists but holds no topic.") from exc
+            except OSError as exc:
+                raise BackendUnavailable(f"Cannot create topic {topic!r}: {exc}") from exc
+            parts = await self._open_partitions(topic, range(partitions), config, clean=True)
+            self._topics[topic] = t = _Topic(meta, config, parts)
+            return self._info(t)
+
+    async def delete_topic(self, topic: str) -> None:
+        validate_topic_name(topic)
+        await _uncancellable(self._delete_topic(topic))
+
+    async def _delete_topic(self, topic: str) -> None:
+        async with self._admin:
+            self._require_started()
+            t = self._topic(topic)
+            del self._topics[topic]  # from here on appends and fetches see TopicNotFound
+            for p in t.partitions:
+                await p.close(flush=False)
+            try:
+                await asyncio.to_thread(self._dir.delete_topic, topic)
+            except OSError as exc:
+                raise BackendError(f"Cannot delete the files of topic {topic!r}: {exc}") from exc
+
+    async def add_partitions(self, topic: str, total: int) -> TopicInfo:
+        check_partition_count(total)
+        return await _uncancellable(self._add_partitions(topic, total))
+
+    async def _add_partitions(self, topic: str, total: int) -> TopicInfo:
+        async with self._admin:
+            self._require_started()
+            t = self._topic(topic)
+            current = len(t.partitions)
+            if total <= current:
+                raise InvalidTopicConfig(
+                    f"Topic {topic!r} has {current} partition(s); the count can only grow, "
+                    f"so {total} is not a valid new total."
+                )
+            meta = dataclasses.replace(t.meta, partitions=total)
+            try:
+                await asyncio.to_thread(self._dir.grow_topic, t.meta, meta)
+            except OSError as exc:
+                raise BackendUnavailable(f"Cannot add partitions to {topic!r}: {exc}") from exc
+            added = await self._open_partitions(topic, range(current, total), t.config, clean=True)
+            t.partitions = [*t.partitions, *added]
+            t.meta = meta
+            return self._info(t)
+
+    # --- records ------------------------------------------------------------------------
+
+    async def append(self, tp: TopicPartition, records: Sequence[NewRecord]) -> int:
+        self._require_started()
+        p = self._partition(tp)
+        if not records:
+            return p.high_watermark
+        try:
+            batch = encode_batch(records, self._opts.now_ms(), max_record_bytes=p.config.max_message_bytes)
+        except RecordTooLarge as exc:
+            raise PayloadTooLarge(str(exc)) from exc
+        except (BatchError, TypeError, UnicodeEncodeError) as exc:
+            raise InvalidPayload(f"Cannot store the records: {exc}") from exc
+        return await p.append(batch)
+
+    async def fetch(
+        self,
+        positions: Mapping[TopicPartition, int],
+        *,
+        max_bytes: int,
+        max_wait_ms: int,
+        min_bytes: int = 1,
+    ) -> dict[TopicPartition, PartitionData]:
+        """Read from every position; long-poll until ``min_bytes`` arrive or ``max_wait_ms`` passes.
+
+        Returns at once when a position is below its partition's log start
+        (the caller must reset) or the log is stopping.
+        """
+        self._require_started()
+        wanted = [(tp, self._partition(tp), offset) for tp, offset in positions.items()]
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(max_wait_ms, 0) / 1000
+        while True:
+            # Take the futures before reading, so an append landing during the read still wakes us.
+            wakeups = [p.changed() for _, p, _ in wanted]
+            result, size, out_of_range = await self._read(wanted, max_bytes)
+            if size >= min_bytes or size >= max_bytes or out_of_range:
+                return result
+            remaining = deadline - loop.time()
+            if remaining <= 0 or self._state != "started" or any(p.closed for _, p, _ in wanted):
+                return result
+            done, _ = await asyncio.wait(wakeups, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+            if not done:
+                return result
+
+    async def _read(
+        self, wanted: list[tuple[TopicPartition, Partition, int]], max_bytes: int
+    ) -> tuple[dict[TopicPartition, PartitionData], int, bool]:
+        views = [p.view() for _, p, _ in wanted]
+        reads = [(tp, offset, view) for (tp, _, offset), view in zip(wanted, views, strict=True)]
+        return await self._pinned(views, lambda: _read_views(reads, max_bytes))
+
+    async def _pinned(self, views: list[PartitionView], fn: Callable[[], T]) -> T:
+        for v in views:
+            v.pin()
+        try:
+            return await finish_in_thread(fn)  # never unpin while the thread still reads
+        except OSError as exc:
+            raise BackendUnavailable(f"Cannot read the log: {exc}") from exc
+        finally:
+            for v in views:
+                v.unpin()
+
+    async def offsets(self, tp: TopicPartition) -> tuple[int, int]:
+        self._require_started()
+        p = self._partition(tp)
+        return p.log_start_offset, p.high_watermark
+
+    async def offset_for_timestamp(self, tp: TopicPartition, timestamp_ms: int) -> int | None:
+        self._require_started()
+        view = self._partition(tp).view()
+        return await self._pinned([view], lambda: view.find_timestamp(timestamp_ms))
+
+    async def apply_retention(self) -> int:
+        """Delete closed segments past retention.ms / retention.bytes; return how many went."""
+        if self._state != "started":
+            return 0
+        removed = 0
+        for t in list(self._topics.values()):
+            for p in t.partitions:
+                try:
+                    removed += await p.apply_retention()
+                except GatewayError as exc:
+                    log.error("retention of %s failed: %s", p.tp, exc)
+        return removed
+
+
+def _read_views(
+    reads: list[tuple[TopicPartition, int, PartitionView]], max_bytes: int
+) -> tuple[dict[TopicPartition, PartitionData], int, bool]:
+    """Runs in a worker thread: read every partition in order within one shared budget."""
+    result: dict[TopicPartition, PartitionData] = {}
+    used = 0
+    taken = 0
+    exhausted = False
+    out_of_range = False
+    for tp, offset, view in reads:
+        records: list[Record] = []
+        if not exhausted:
+            n, exhausted = view.read(offset, records, budget=max(max_bytes - used, 0), force_first=taken == 0)
+            used += n
+            taken += len(records)
+        if offset < view.log_start_offset:
+            out_of_range = True
+        result[tp] = PartitionData(records, view.high_watermark, view.log_start_offset)
+    return result, used, out_of_range

@@ -1,0 +1,381 @@
+"""One segment of a partition: a ``.log`` file of batches and its two indexes.
+
+A ``Segment`` is synchronous and knows nothing of asyncio: ``Partition`` calls
+it under its append lock (``append``, ``seal``) or from reader threads
+(``read``, ``find_timestamp``), and opens it at start (``open``, which is where
+recovery happens). Collaborators: ``batch`` (codec), ``fileio`` (batch walks,
+durable writes), ``index`` (offset and time indexes).
+
+The descriptor outlives ``close`` while reader threads hold a pin, so a
+segment removed by retention or topic deletion is never read through a closed
+(or, worse, reused) descriptor.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Final
+
+from service.core.models import Record
+
+from .batch import EncodedBatch, crc_ok, decode_records
+from .fileio import BatchScan, create_file, fsync_dir, open_file, read_header_at, write_all
+from .index import MAX_RELATIVE, OffsetIndex, TimeIndex
+
+log = logging.getLogger(__name__)
+
+NO_TIMESTAMP: Final = -(2**63)
+LOG_SUFFIX: Final = ".log"
+INDEX_SUFFIX: Final = ".index"
+TIMEINDEX_SUFFIX: Final = ".timeindex"
+
+
+def segment_name(base_offset: int) -> str:
+    return f"{base_offset:020d}"
+
+
+def parse_segment_name(filename: str) -> int | None:
+    """Base offset of a ``<20 digits>.log`` file name, else None."""
+    stem, dot, suffix = filename.partition(".")
+    if dot and "." + suffix == LOG_SUFFIX and len(stem) == 20 and stem.isdigit() and stem.isascii():
+        return int(stem)
+    return None
+
+
+class Segment:
+    """A segment file, its in-memory indexes, and what the partition needs to know about it."""
+
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        fd: int,
+        index: OffsetIndex,
+        time_index: TimeIndex,
+        index_interval: int,
+    ) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.fd = fd
+        self.index = index
+        self.time_index = time_index
+        self._interval = index_interval
+        self.size = 0
+        self.next_offset = base_offset
+        self.max_timestamp = NO_TIMESTAMP
+        self.first_append_time: int | None = None  # drives roll by segment.ms
+        self.sealed = False
+        self.broken = False  # a failed write left bytes we could not truncate
+        self._last_rel = 0
+        self._since_index = 0
+        self._pins = 0
+        self._doomed = False
+        self._closed = False
+
+    # --- paths -----------------------------------------------------------------
+
+    @property
+    def log_path(self) -> Path:
+        return self.directory / (segment_name(self.base_offset) + LOG_SUFFIX)
+
+    @staticmethod
+    def paths(directory: Path, base_offset: int) -> tuple[Path, Path, Path]:
+        stem = segment_name(base_offset)
+        return (
+            directory / (stem + LOG_SUFFIX),
+            directory / (stem + INDEX_SUFFIX),
+            directory / (stem + TIMEINDEX_SUFFIX),
+        )
+
+    # --- opening and recovery --------------------------------------------------
+
+    @classmethod
+    def create(cls, directory: Path, base_offset: int, index_interval: int) -> Segment:
+        """A new, empty segment; its directory entry is made durable."""
+        log_path, index_path, time_path = cls.paths(directory, base_offset)
+        for stale in (index_path, time_path):  # left by a crash between their creation and the log's
+            stale.unlink(missing_ok=True)
+        fd = create_file(log_path)
+        fsync_dir(directory)
+        return cls(directory, base_offset, fd, OffsetIndex(index_path), TimeIndex(time_path), index_interval)
+
+    @classmethod
+    def open(
+        cls, directory: Path, base_offset: int, index_interval: int, *, active: bool, full_scan: bool
+    ) -> Segment:
+        """Open an existing segment, repairing what a crash can leave behind.
+
+        Sound indexes are trusted, and only the batches after the last offset
+        index entry are read (so a healthy log opens fast). ``full_scan``
+        (the active segment after an unclean shutdown) re-reads every batch.
+        A damaged index is rebuilt; a torn or corrupt tail of the active segment
+        is truncated away.
+        """
+        log_path, index_path, time_path = cls.paths(directory, base_offset)
+        fd = open_file(log_path)
+        try:
+            file_size = os.fstat(fd).st_size
+            seg = cls(
+                directory, base_offset, fd, OffsetIndex(index_path), TimeIndex(time_path), index_interval
+            )
+            if file_size == 0:
+                seg._reset_indexes_if_present()
+            elif full_scan or not seg._open_with_index(file_size):
+                seg._rebuild(file_size)
+            if seg.size < file_size:
+                if active:
+                    log.warning(
+                        "%s: truncating %d bytes of torn/corrupt tail", log_path, file_size - seg.size
+                    )
+                    os.ftruncate(fd, seg.size)
+                    os.fsync(fd)
+                else:
+                    log.error(
+                        "%s: %d unreadable bytes at the end of a closed segment",
+                        log_path,
+                        file_size - seg.size,
+                    )
+            if seg.size:
+                first = read_header_at(fd, 0)
+                seg.first_append_time = first.append_time if first else None
+            seg.sealed = not active
+            return seg
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def _reset_indexes_if_present(self) -> None:
+        for idx in (self.index, self.time_index):
+            if idx.path.exists() and idx.path.stat().st_size:
+                idx.path.unlink()
+
+    def _open_with_index(self, file_size: int) -> bool:
+        """Trust the index files if sound, reading only the tail; False if they must be rebuilt."""
+        index = OffsetIndex.load(self.index.path, file_size)
+        if index is None or not len(index):
+            return False
+        rel, pos = index.last
+        header = read_header_at(self.fd, pos)
+        if header is None or header.base_offset != self.base_offset + rel:
+            return False
+        scan = BatchScan(self.fd, pos, file_size, next_offset=self.base_offset + rel)
+        tail_max = NO_TIMESTAMP
+        last_rel = rel
+        for view in scan:
+            tail_max = max(tail_max, view.header.max_timestamp)
+            last_rel = view.header.base_offset - self.base_offset
+        if scan.valid_end == pos:
+            return False  # the indexed batch itself is bad: the index cannot be trusted
+        assert scan.next_offset is not None
+        time_index = TimeIndex.load(self.time_index.path, scan.next_offset - self.base_offset)
+        if time_index is None:
+            return False
+        self.index = index
+        self.time_index = time_index
+        self.size = scan.valid_end
+        self.next_offset = scan.next_offset
+        self.max_timestamp = max(tail_max, time_index.last_timestamp or NO_TIMESTAMP)
+        self._last_rel = last_rel
+        self._since_index = scan.valid_end - pos
+        return True
+
+    def _rebuild(self, file_size: int) -> None:
+        """Re-read every batch, rebuild both index files, and find where the valid data ends."""
+        rels: list[int] = []
+        positions: list[int] = []
+        stamps: list[int] = []
+        time_rels: list[int] = []
+        since = 0
+        max_ts = NO_TIMESTAMP
+        scan = BatchScan(self.fd, 0, file_size, next_offset=self.base_offset)
+        for view in scan:
+            rel = view.header.base_offset - self.base_offset
+            max_ts = max(max_ts, view.header.max_timestamp)
+            if not rels or since >= self._interval:
+                rels.append(rel)
+                positions.append(view.pos)
+                if not stamps or max_ts > stamps[-1]:
+                    stamps.append(max_ts)
+                    time_rels.append(rel)
+                since = 0
+            since += view.header.size
+            self._last_rel = rel
+        if scan.error:
+            log.warning("%s: %s", self.log_path, scan.error)
+        log.info("%s: rebuilt indexes (%d entries)", self.log_path, len(rels))
+        self.index.replace(rels, positions)
+        self.time_index.replace(stamps, time_rels)
+        self.size = scan.valid_end
+        assert scan.next_offset is not None
+        self.next_offset = scan.next_offset
+        self.max_timestamp = max_ts
+        self._since_index = since
+
+    # --- writing (under the partition's append lock) ---------------------------
+
+    def fits(self, batch: EncodedBatch, segment_bytes: int) -> bool:
+        """Whether ``batch`` may go into this segment (an empty segment takes any batch)."""
+        if self.size == 0:
+            return True
+        if self.size + batch.size > segment_bytes:
+            return False
+        return self.next_offset + batch.count - self.base_offset <= MAX_RELATIVE
+
+    def append(self, batch: EncodedBatch, base_offset: int) -> int:
+        """Write ``batch`` with offsets from ``base_offset``; return the new size of the file."""
+        if self.broken:
+            raise OSError(f"{self.log_path}: an earlier failed write could not be undone")
+        pos = self.size
+        try:
+            write_all(self.fd, [batch.head(base_offset), batch.body], pos)
+        except BaseException:
+            # Never leave half a batch behind: the next append would follow garbage.
+            try:
+                os.ftruncate(self.fd, pos)
+            except OSError:
+                self.broken = True
+            raise
+        self.size = pos + batch.size
+        self.next_offset = base_offset + batch.count
+        rel = base_offset - self.base_offset
+        self._last_rel = rel
+        if self.first_append_time is None:
+            self.first_append_time = batch.append_time
+        if batch.max_timestamp > self.max_timestamp:
+            self.max_timestamp = batch.max_timestamp
+        if not len(self.index) or self._since_index >= self._interval:
+            try:
+                self.index.append(rel, pos)
+                self.time_index.maybe_append(self.max_timestamp, rel)
+            except OSError as exc:  # indexes are rebuildable: a missing entry only slows seeks
+                log.warning("%s: index write failed: %s", self.log_path, exc)
+            self._since_index = 0
+        self._since_index += batch.size
+        return self.size
+
+    def flush(self) -> None:
+        """fsync the log file (the indexes are rebuilt after a crash, so they need not be)."""
+        os.fsync(self.fd)
+
+    def sync_all(self) -> None:
+        """fsync the log and its index files (clean shutdown: the next start trusts them)."""
+        os.fsync(self.fd)
+        self.index.flush()
+        self.time_index.flush()
+
+    def seal(self) -> None:
+        """Make the segment read-only: final time index entry, everything fsynced, index files closed."""
+        if self.sealed:
+            return
+        if self.size:
+            try:
+                self.time_index.maybe_append(self.max_timestamp, self._last_rel)
+            except OSError as exc:
+                log.warning("%s: time index write failed: %s", self.log_path, exc)
+        os.fsync(self.fd)
+        self.index.flush()
+        self.time_index.flush()
+        self.index.close()
+        self.time_index.close()
+        self.sealed = True
+
+    # --- reading (from reader threads, up to a limit published by the partition) --
+
+    def read(
+        self,
+        min_offset: int,
+        limit: int,
+        out: list[Record],
+        *,
+        budget: int,
+        force_first: bool,
+        chunk: int,
+    ) -> tuple[int, bool]:
+        """Append records with offset >= ``min_offset`` found before ``limit``; (bytes, budget hit)."""
+        used = 0
+        first = len(out)
+        for scan in self._scans(max(min_offset - self.base_offset, 0), limit, verify=True, chunk=chunk):
+            for view in scan:
+                if view.header.next_offset <= min_offset:
+                    continue
+                n, hit = decode_records(
+                    view.buf,
+                    view.off,
+                    view.header,
+                    out,
+                    min_offset=min_offset,
+                    budget=budget - used if budget >= 0 else -1,
+                    force_first=force_first and len(out) == first,
+                )
+                used += n
+                if hit:
+                    return used, True
+        return used, False
+
+    def _scans(self, rel: int, limit: int, *, verify: bool, chunk: int = 1 << 16) -> Iterator[BatchScan]:
+        """A walk from the index entry for ``rel``; if that entry proves wrong, one from the start.
+
+        Only the last index entry is checked at open (checking all would slow
+        startup), so a damaged middle entry is caught here instead.
+        """
+        start_rel, pos = self.index.lookup(rel)
+        scan = BatchScan(
+            self.fd, pos, limit, next_offset=self.base_offset + start_rel, verify=verify, chunk=chunk
+        )
+        yield scan
+        if scan.error and scan.valid_end == pos and pos:
+            log.warning("%s: index entry for offset %d is wrong; scanning from the start", self.log_path, rel)
+            scan = BatchScan(self.fd, 0, limit, next_offset=self.base_offset, verify=verify, chunk=chunk)
+            yield scan
+        if scan.error:
+            log.error("%s: %s; records after it cannot be read", self.log_path, scan.error)
+
+    def find_timestamp(self, timestamp: int, limit: int) -> int | None:
+        """Offset of the first record with a timestamp >= ``timestamp`` before ``limit``, else None."""
+        if self.max_timestamp < timestamp:
+            return None
+        for scan in self._scans(self.time_index.lookup(timestamp), limit, verify=False):
+            for view in scan:
+                if view.header.max_timestamp < timestamp:
+                    continue
+                if not crc_ok(view.buf, view.off, view.header):
+                    log.error("%s: CRC mismatch at offset %d", self.log_path, view.header.base_offset)
+                    return None
+                records: list[Record] = []
+                decode_records(view.buf, view.off, view.header, records)
+                for r in records:
+                    if r.timestamp >= timestamp:
+                        return r.offset
+        return None
+
+    # --- lifetime --------------------------------------------------------------
+
+    def pin(self) -> None:
+        self._pins += 1
+
+    def unpin(self) -> None:
+        self._pins -= 1
+        if self._doomed and self._pins == 0:
+            self._close_now()
+
+    def close(self) -> None:
+        """Release the descriptors now, or when the last reader unpins."""
+        self._doomed = True
+        if self._pins == 0:
+            self._close_now()
+
+    def _close_now(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.index.close()
+        self.time_index.close()
+        os.close(self.fd)
+
+    def delete_files(self) -> None:
+        """Remove the segment's files, log first (index files alone are cleaned up at open)."""
+        for path in self.paths(self.directory, self.base_offset):
+            path.unlink(missing_ok=True)

@@ -1,0 +1,133 @@
+"""The embedded ``Sessions``: consumer-instance state in a dict of this process.
+
+``ConsumerService`` (``service.core.consumers``) loads an instance at the
+start of every request, changes its copy, and saves it back with
+compare-and-set on ``InstanceState.version``; the idle-instance reaper
+(``workers.reaper``) asks for the expired ones. Instances do not outlive the
+process, like the group memberships of the embedded coordinator they go with.
+
+Every value crossing this boundary is copied, so no caller can change the
+store behind its back; ``poll`` loads and saves on every call, so the copies
+are shallow where that is safe: ``Subscription`` and ``TopicPartition`` are
+frozen, and only the containers (``positions``, ``manual``) and the small
+mutable ``InstanceConfig`` are duplicated.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+from service.core.models import InstanceConfig, InstanceState
+from service.errors import ConsumerAlreadyExists, ConsumerInstanceNotFound
+
+__all__ = ["EmbeddedSessions"]
+
+_Key = tuple[str, str]
+
+
+def _copy_config(c: InstanceConfig) -> InstanceConfig:
+    return InstanceConfig(
+        c.format,
+        c.auto_offset_reset,
+        c.auto_commit,
+        c.fetch_min_bytes,
+        c.request_timeout_ms,
+        c.instance_timeout_ms,
+        c.strategy,
+    )
+
+
+def _copy(s: InstanceState) -> InstanceState:
+    # Spelled out rather than dataclasses.replace/copy.deepcopy: this runs
+    # twice per poll, and a direct constructor call is several times cheaper.
+    return InstanceState(
+        s.group,
+        s.name,
+        _copy_config(s.config),
+        s.created_ms,
+        s.last_seen_ms,
+        s.subscription,
+        list(s.manual) if s.manual is not None else None,
+        s.generation,
+        dict(s.positions),
+        s.version,
+    )
+
+
+class EmbeddedSessions:
+    """Consumer-instance state keyed by (group, instance name), for one gateway process."""
+
+    def __init__(self) -> None:
+        self._store: dict[_Key, InstanceState] = {}
+
+    async def __aenter__(self) -> EmbeddedSessions:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        """Nothing to open."""
+
+    async def stop(self) -> None:
+        """Nothing to close; the instances go with the process."""
+
+    async def create(self, state: InstanceState) -> None:
+        key = (state.group, state.name)
+        if key in self._store:
+            raise ConsumerAlreadyExists(
+                f"Consumer instance {state.name!r} already exists in consumer group {state.group!r}."
+            )
+        self._store[key] = _copy(state)
+
+    async def load(self, group: str, name: str) -> InstanceState:
+        """A copy of the stored state; ``ConsumerInstanceNotFound`` if there is none.
+
+        Expiry is not checked here: the caller owns the clock and removes an
+        expired instance from its group as well (``ConsumerService._load``).
+        """
+        stored = self._store.get((group, name))
+        if stored is None:
+            raise ConsumerInstanceNotFound(f"Consumer instance {name!r} not found in group {group!r}.")
+        return _copy(stored)
+
+    async def save(self, state: InstanceState) -> bool:
+        """Store a copy if the stored version is still ``state.version``; bump both on success.
+
+        The lease never moves backwards: a ``touch`` that happened after this
+        copy was loaded is kept.
+        """
+        key = (state.group, state.name)
+        stored = self._store.get(key)
+        if stored is None or stored.version != state.version:
+            return False
+        new = _copy(state)
+        new.version = state.version + 1
+        new.last_seen_ms = max(stored.last_seen_ms, state.last_seen_ms)
+        self._store[key] = new
+        state.version = new.version
+        return True
+
+    async def touch(self, group: str, name: str, now_ms: int) -> None:
+        """Renew the lease; ``ConsumerInstanceNotFound`` if the instance is gone.
+
+        Not a compare-and-set change: the version stays, so a concurrent
+        request's save is not refused for it.
+        """
+        stored = self._store.get((group, name))
+        if stored is None:
+            raise ConsumerInstanceNotFound(f"Consumer instance {name!r} not found in group {group!r}.")
+        stored.last_seen_ms = max(stored.last_seen_ms, now_ms)
+
+    async def delete(self, group: str, name: str) -> bool:
+        return self._store.pop((group, name), None) is not None
+
+    async def instances(self, group: str | None = None) -> list[InstanceState]:
+        """Copies of the stored instances (of ``group`` only, if given), by group then name."""
+        return [_copy(self._store[key]) for key in sorted(self._store) if group is None or key[0] == group]
+
+    async def expired(self, now_ms: int) -> list[tuple[str, str]]:
+        return sorted(key for key, s in self._store.items() if s.expires_ms < now_ms)

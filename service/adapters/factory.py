@@ -1,0 +1,56 @@
+"""Picks one adapter per port from the settings.
+
+The only module that knows every adapter; imports are local so a deployment
+that does not use a backend never imports its client library.
+"""
+
+from __future__ import annotations
+
+from service.core.ports import Coordinator, Log, Sessions
+from service.settings import Settings
+
+
+class BackendNotAvailable(Exception):
+    """A configured backend has no adapter in this build; the message is one line for the CLI."""
+
+
+def build_log(settings: Settings) -> Log:
+    if settings.log == "embedded":
+        from .embedded.log import EmbeddedLog
+
+        return EmbeddedLog(
+            settings.data_dir,
+            flush=settings.flush,
+            flush_interval_ms=settings.flush_interval_ms,
+            segment_bytes=settings.segment_bytes,
+            segment_ms=settings.segment_ms,
+            retention_ms=settings.retention_ms,
+            retention_bytes=settings.retention_bytes,
+            advertised_port=settings.port,
+        )
+    raise BackendNotAvailable(f"log backend {settings.log!r} is not available in this version; use 'embedded'")
+
+
+def build_coordinator(settings: Settings) -> Coordinator:
+    if settings.coordinator == "embedded":
+        from .embedded.coordinator import EmbeddedCoordinator
+
+        return EmbeddedCoordinator(settings.data_dir)
+    raise BackendNotAvailable(
+        f"coordinator backend {settings.coordinator!r} is not available in this version; use 'embedded'"
+    )
+
+
+def build_sessions(settings: Settings) -> Sessions:
+    if settings.sessions == "embedded":
+        from .embedded.sessions import EmbeddedSessions
+
+        return EmbeddedSessions()
+    raise BackendNotAvailable(
+        f"sessions backend {settings.sessions!r} is not available in this version; use 'embedded'"
+    )
+
+
+def build_ports(settings: Settings) -> tuple[Log, Coordinator, Sessions]:
+    """All three adapters, or ``BackendNotAvailable`` before anything is opened."""
+    return build_log(settings), build_coordinator(settings), build_sessions(settings)

@@ -1,0 +1,278 @@
+"""v2 consumer resources: instances, subscription, assignment, records, offsets, positions."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import Response
+
+from api_schemas import v2
+from api_schemas.formats import accept_formats, content_type_for
+from api_schemas.records import render_records
+from service.core.assignors import STRATEGIES
+from service.core.models import InstanceConfig, Subscription, TopicPartition
+from service.errors import InvalidConsumerConfig, InvalidPayload
+from service.gateway import Gateway, get_gateway
+
+from .http import JSONBody, body_doc, no_content, parse, parse_optional, v2 as v2_response
+from .responses import CONSUMER_ERRORS
+
+router = APIRouter(prefix="/consumers/{group}", tags=["consumers"])
+GW = Annotated[Gateway, Depends(get_gateway)]
+INSTANCE = "/instances/{instance}"
+_NO_CONTENT = {204: {"description": "Done."}, **CONSUMER_ERRORS}
+
+
+def _config(req: v2.CreateConsumerRequest | None, gw: Gateway) -> InstanceConfig:
+    s = gw.settings
+    config = InstanceConfig(
+        request_timeout_ms=s.consumer_request_timeout_ms,
+        instance_timeout_ms=s.consumer_instance_timeout_ms,
+    )
+    if req is None:
+        return config
+    config.format = req.format
+    if req.auto_offset_reset is not None:
+        config.auto_offset_reset = req.auto_offset_reset
+    if req.auto_commit_enable is not None:
+        config.auto_commit = str(req.auto_commit_enable).lower() == "true"
+    if req.fetch_min_bytes is not None:
+        config.fetch_min_bytes = max(1, int(req.fetch_min_bytes))
+    if req.consumer_request_timeout_ms is not None:
+        config.request_timeout_ms = min(int(req.consumer_request_timeout_ms), s.consumer_max_timeout_ms)
+    if req.consumer_instance_timeout_ms is not None:
+        timeout = int(req.consumer_instance_timeout_ms)
+        if timeout < 1000:
+            raise InvalidConsumerConfig("consumer.instance.timeout.ms must be at least 1000.")
+        config.instance_timeout_ms = timeout
+    if req.partition_assignment_strategy is not None:
+        if req.partition_assignment_strategy not in STRATEGIES:
+            raise InvalidConsumerConfig(
+                f"Unknown partition.assignment.strategy {req.partition_assignment_strategy!r}; "
+                "use range, roundrobin or balanced."
+            )
+        config.strategy = req.partition_assignment_strategy
+    return config
+
+
+def _base_uri(request: Request, gw: Gateway, group: str, instance: str) -> str:
+    base = gw.settings.advertised_url or str(request.base_url)
+    return f"{base.rstrip('/')}/consumers/{group}/instances/{instance}"
+
+
+@router.post(
+    "",
+    operation_id="createConsumer",
+    responses={200: {"model": v2.CreateConsumerResponse}, **CONSUMER_ERRORS},
+    openapi_extra=body_doc(v2.CreateConsumerRequest, required=False),
+)
+async def create_consumer(group: str, request: Request, gw: GW) -> Response:
+    """Create a consumer instance in `group`."""
+    req = await parse_optional(request, v2.CreateConsumerRequest)
+    state = await gw.consumers.create(group, req.name if req else None, _config(req, gw))
+    return v2_response({"instance_id": state.name, "base_uri": _base_uri(request, gw, group, state.name)})
+
+
+@router.delete(INSTANCE, operation_id="deleteConsumer", status_code=204, responses=_NO_CONTENT)
+async def delete_consumer(group: str, instance: str, gw: GW) -> Response:
+    """Delete the instance; its partitions go to the rest of the group."""
+    await gw.consumers.delete(group, instance)
+    return no_content()
+
+
+@router.post(
+    INSTANCE + "/subscription",
+    operation_id="subscribe",
+    status_code=204,
+    responses=_NO_CONTENT,
+    openapi_extra=body_doc(v2.SubscriptionRequest),
+)
+async def subscribe(group: str, instance: str, request: Request, gw: GW) -> Response:
+    """Subscribe to a list of topics or to a regex pattern (new matching topics are picked up)."""
+    req = await parse(request, v2.SubscriptionRequest)
+    if (req.topics is None) == (req.topic_pattern is None):
+        raise InvalidPayload("Give either 'topics' (a list) or 'topic_pattern', not both and not neither.")
+    if req.topics is not None and not req.topics:
+        raise InvalidPayload("'topics' must name at least one topic.")
+    sub = Subscription(tuple(dict.fromkeys(req.topics or ())), req.topic_pattern)
+    await gw.consumers.subscribe(group, instance, sub)
+    return no_content()
+
+
+@router.get(
+    INSTANCE + "/subscription",
+    operation_id="getSubscription",
+    responses={200: {"model": v2.SubscriptionResponse}, **CONSUMER_ERRORS},
+)
+async def get_subscription(group: str, instance: str, gw: GW) -> Response:
+    sub = await gw.consumers.subscription(group, instance)
+    if sub is None:
+        return v2_response({"topics": []})
+    if sub.pattern is not None:
+        topics = sorted(await gw.consumers.subscribed_topics(group, instance))
+        return v2_response({"topics": topics, "topic_pattern": sub.pattern})
+    return v2_response({"topics": list(sub.topics)})
+
+
+@router.delete(INSTANCE + "/subscription", operation_id="unsubscribe", status_code=204, responses=_NO_CONTENT)
+async def unsubscribe(group: str, instance: str, gw: GW) -> Response:
+    await gw.consumers.unsubscribe(group, instance)
+    return no_content()
+
+
+def _tps(req: v2.PartitionsRequest) -> list[TopicPartition]:
+    return [TopicPartition(p.topic, p.partition) for p in req.partitions]
+
+
+@router.post(
+    INSTANCE + "/assignments",
+    operation_id="assignPartitions",
+    status_code=204,
+    responses=_NO_CONTENT,
+    openapi_extra=body_doc(v2.PartitionsRequest),
+)
+async def assign(group: str, instance: str, request: Request, gw: GW) -> Response:
+    """Manually assign partitions (no group management)."""
+    req = await parse(request, v2.PartitionsRequest)
+    await gw.consumers.assign(group, instance, _tps(req))
+    return no_content()
+
+
+@router.get(
+    INSTANCE + "/assignments",
+    operation_id="getAssignments",
+    responses={200: {"model": v2.AssignmentResponse}, **CONSUMER_ERRORS},
+)
+async def get_assignments(group: str, instance: str, gw: GW) -> Response:
+    tps = await gw.consumers.assignment(group, instance)
+    return v2_response({"partitions": [{"topic": tp.topic, "partition": tp.partition} for tp in tps]})
+
+
+@router.get(
+    INSTANCE + "/records",
+    operation_id="pollRecords",
+    responses={200: {"model": list[v2.ConsumerRecord]}, **CONSUMER_ERRORS},
+)
+async def poll(
+    group: str,
+    instance: str,
+    request: Request,
+    gw: GW,
+    timeout: Annotated[int | None, Query(description="Max wait in ms; default consumer.request.timeout.ms.")] = None,
+    max_bytes: Annotated[int | None, Query(description="Byte budget; a bigger record still comes alone.")] = None,
+) -> Response:
+    """Long-poll for records: returns as soon as some are available, or empty at `timeout`."""
+    s = gw.settings
+    if timeout is not None:
+        timeout = min(timeout, s.consumer_max_timeout_ms)
+    budget = s.consumer_max_bytes if max_bytes is None or max_bytes <= 0 else min(max_bytes, s.consumer_max_bytes)
+    fmt, polled = await gw.consumers.poll(
+        group,
+        instance,
+        timeout_ms=timeout,
+        max_bytes=budget,
+        accept=accept_formats(request.headers.get("accept")),
+    )
+    if polled:
+        counter = request.app.state.metrics.consumed_records
+        for topic in {tp.topic for tp, _ in polled}:
+            counter.labels(topic).inc(sum(1 for tp, _ in polled if tp.topic == topic))
+    return JSONBody(render_records(fmt, polled), media_type=content_type_for(fmt))
+
+
+@router.post(
+    INSTANCE + "/offsets",
+    operation_id="commitOffsets",
+    responses={200: {"model": list[v2.TopicPartitionOffset]}, **CONSUMER_ERRORS},
+    openapi_extra=body_doc(v2.CommitRequest, required=False),
+)
+async def commit(group: str, instance: str, request: Request, gw: GW) -> Response:
+    """Commit: each listed offset is the last processed (offset+1 is stored); no body commits all fetched."""
+    req = await parse_optional(request, v2.CommitRequest)
+    offsets = None
+    if req is not None and req.offsets is not None:
+        offsets = {TopicPartition(o.topic, o.partition): o.offset for o in req.offsets}
+    done = await gw.consumers.commit(group, instance, offsets)
+    return v2_response(
+        [{"topic": tp.topic, "partition": tp.partition, "offset": off} for tp, off in sorted(done.items())]
+    )
+
+
+@router.get(
+    INSTANCE + "/offsets",
+    operation_id="getCommittedOffsets",
+    responses={200: {"model": v2.CommittedOffsetsResponse}, **CONSUMER_ERRORS},
+    openapi_extra=body_doc(v2.PartitionsRequest, required=False),
+)
+async def committed(group: str, instance: str, request: Request, gw: GW) -> Response:
+    """Committed offsets of the listed partitions (default: the instance's assignment)."""
+    req = await parse_optional(request, v2.PartitionsRequest)
+    found = await gw.consumers.committed(group, instance, _tps(req) if req else None)
+    return v2_response(
+        {
+            "offsets": [
+                {"topic": tp.topic, "partition": tp.partition, "offset": -1 if off is None else off, "metadata": ""}
+                for tp, off in found.items()
+            ]
+        }
+    )
+
+
+def _millis(ts: int | datetime) -> int:
+    if isinstance(ts, datetime):
+        if ts.tzinfo is None:
+            raise InvalidPayload("An ISO 8601 timestamp needs a time zone (e.g. 'Z').")
+        return int(ts.timestamp() * 1000)
+    if ts < 0:
+        raise InvalidPayload("A timestamp must not be negative.")
+    return ts
+
+
+@router.post(
+    INSTANCE + "/positions",
+    operation_id="seek",
+    status_code=204,
+    responses=_NO_CONTENT,
+    openapi_extra=body_doc(v2.SeekRequest),
+)
+async def seek(group: str, instance: str, request: Request, gw: GW) -> Response:
+    """Seek assigned partitions to offsets, or to the first offset at/after timestamps."""
+    req = await parse(request, v2.SeekRequest)
+    if not req.offsets and not req.timestamps:
+        raise InvalidPayload("Give 'offsets' or 'timestamps'.")
+    if req.offsets:
+        await gw.consumers.seek(
+            group, instance, {TopicPartition(o.topic, o.partition): o.offset for o in req.offsets}
+        )
+    if req.timestamps:
+        targets = {TopicPartition(t.topic, t.partition): _millis(t.timestamp) for t in req.timestamps}
+        await gw.consumers.seek_to_timestamps(group, instance, targets)
+    return no_content()
+
+
+@router.post(
+    INSTANCE + "/positions/beginning",
+    operation_id="seekToBeginning",
+    status_code=204,
+    responses=_NO_CONTENT,
+    openapi_extra=body_doc(v2.PartitionsRequest),
+)
+async def seek_to_beginning(group: str, instance: str, request: Request, gw: GW) -> Response:
+    req = await parse(request, v2.PartitionsRequest)
+    await gw.consumers.seek_to(group, instance, _tps(req), end=False)
+    return no_content()
+
+
+@router.post(
+    INSTANCE + "/positions/end",
+    operation_id="seekToEnd",
+    status_code=204,
+    responses=_NO_CONTENT,
+    openapi_extra=body_doc(v2.PartitionsRequest),
+)
+async def seek_to_end(group: str, instance: str, request: Request, gw: GW) -> Response:
+    req = await parse(request, v2.PartitionsRequest)
+    await gw.consumers.seek_to(group, instance, _tps(req), end=True)
+    return no_content()

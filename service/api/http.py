@@ -1,0 +1,120 @@
+"""Request and response plumbing shared by the routers.
+
+Bodies are read here with their size limit and Content-Type checked, parsed
+with orjson (or a pydantic model), and turned into ``GatewayError``s with the
+Confluent shape when they are wrong. Responses are rendered with orjson under
+the vendor media types. Models used as request bodies are registered so the
+OpenAPI document can declare them (``body_doc``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import orjson
+from fastapi import Request
+from fastapi.responses import Response
+from pydantic import BaseModel, ValidationError
+
+from api_schemas.formats import media_type
+from service.errors import InvalidPayload, PayloadTooLarge, UnsupportedMediaType
+
+V2 = "application/vnd.kafka.v2+json"
+V3 = "application/json"
+CONTROL_TYPES = (V2, "application/json", "application/vnd.kafka+json")
+DATA_TYPES = tuple(f"application/vnd.kafka.{f}.v2+json" for f in ("binary", "json", "string"))
+
+M = TypeVar("M", bound=BaseModel)
+
+BODY_MODELS: dict[str, type[BaseModel]] = {}
+
+
+class JSONBody(Response):
+    """orjson-rendered JSON with a configurable (vendor) media type."""
+
+    media_type = V2
+
+    def render(self, content: Any) -> bytes:
+        return orjson.dumps(content)
+
+
+def v2(content: Any, status_code: int = 200) -> JSONBody:
+    return JSONBody(content, status_code=status_code)
+
+
+def v3(content: Any, status_code: int = 200) -> JSONBody:
+    return JSONBody(content, status_code=status_code, media_type=V3)
+
+
+def no_content() -> Response:
+    return Response(status_code=204)
+
+
+async def read_body(request: Request) -> bytes:
+    """The raw body, refused with 413 as soon as it passes the configured limit."""
+    limit: int = request.app.state.gateway.settings.max_request_bytes
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(f"Request body of {declared} bytes is over the limit of {limit} bytes.")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"Request body is over the limit of {limit} bytes.")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def check_control_type(request: Request) -> None:
+    """Control endpoints take JSON: the v2 vendor types, any embedded-format type, or plain JSON."""
+    mt = media_type(request.headers.get("content-type"))
+    if mt and mt not in CONTROL_TYPES and not (mt.startswith("application/vnd.kafka.") and mt.endswith("+json")):
+        raise UnsupportedMediaType(
+            f"Unsupported Content-Type {mt!r}; send JSON as application/vnd.kafka.v2+json or application/json."
+        )
+
+
+def loads(body: bytes) -> Any:
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidPayload(f"Request body is not valid JSON: {exc}") from exc
+
+
+async def parse_optional(request: Request, model: type[M]) -> M | None:
+    """Parse a control-plane body into ``model``; an empty body (or JSON null) is None."""
+    check_control_type(request)
+    body = await read_body(request)
+    if not body.strip():
+        return None
+    data = loads(body)
+    if data is None:
+        return None
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise InvalidPayload(describe_validation(exc)) from exc
+
+
+async def parse(request: Request, model: type[M]) -> M:
+    """Parse a required control-plane body into ``model``."""
+    parsed = await parse_optional(request, model)
+    if parsed is None:
+        raise InvalidPayload("A JSON request body is required.")
+    return parsed
+
+
+def describe_validation(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:5]:
+        where = ".".join(str(x) for x in err["loc"]) or "body"
+        parts.append(f"{where}: {err['msg']}")
+    return "Invalid request: " + "; ".join(parts)
+
+
+def body_doc(model: type[BaseModel], media_types: tuple[str, ...] = CONTROL_TYPES, *, required: bool = True) -> dict[str, Any]:
+    """``openapi_extra`` declaring ``model`` as the request body under ``media_types``."""
+    BODY_MODELS[model.__name__] = model
+    ref = {"$ref": f"#/components/schemas/{model.__name__}"}
+    return {"requestBody": {"required": required, "content": {mt: {"schema": ref} for mt in media_types}}}

@@ -1,0 +1,57 @@
+"""Root, brokers, health, readiness and metrics."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from api_schemas import v2
+from api_schemas.v2 import ErrorBody
+from service.errors import GatewayError
+from service.gateway import Gateway, get_gateway
+
+from .http import v2 as v2_response, v3 as v3_response
+
+router = APIRouter(tags=["ops"])
+GW = Annotated[Gateway, Depends(get_gateway)]
+
+
+@router.get("/", operation_id="root", responses={200: {"description": "An empty object, as Confluent's."}})
+async def root() -> Response:
+    return v2_response({})
+
+
+@router.get("/brokers", operation_id="listBrokers", responses={200: {"model": v2.Brokers}})
+async def brokers(gw: GW) -> Response:
+    return v2_response({"brokers": [b.broker_id for b in await gw.log.brokers()]})
+
+
+@router.get("/healthz", operation_id="health", responses={200: {"description": "The process is up."}})
+async def healthz() -> Response:
+    return v3_response({"status": "ok"})
+
+
+@router.get(
+    "/readyz",
+    operation_id="ready",
+    responses={200: {"description": "Every backend answers."}, 503: {"model": ErrorBody}},
+)
+async def readyz(gw: GW) -> Response:
+    """Ready when the log, the coordinator and the sessions store all answer."""
+    try:
+        await gw.log.list_topics()
+        await gw.coordinator.groups()
+        await gw.sessions.instances("\x00readiness")
+    except GatewayError as exc:
+        return v3_response({"error_code": int(exc.error_code), "message": exc.message}, status_code=503)
+    return v3_response({"status": "ready"})
+
+
+@router.get("/metrics", operation_id="metrics", responses={200: {"content": {"text/plain": {}}}})
+async def metrics(request: Request) -> Response:
+    """Prometheus exposition."""
+    registry = request.app.state.metrics.registry
+    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,168 @@
+"""v2 topic resources: metadata, produce, partition offsets, and the native stateless read."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import Response
+
+from api_schemas import v2
+from api_schemas.formats import accept_formats, content_type_for, produce_format
+from api_schemas.records import parse_produce, render_records
+from service.core.models import TopicInfo, TopicPartition
+from service.core.producer import ProduceResult
+from service.errors import NotAcceptable
+from service.gateway import Gateway, get_gateway
+
+from .http import DATA_TYPES, CONTROL_TYPES, JSONBody, body_doc, loads, read_body, v2 as v2_response
+from .responses import ERRORS, PRODUCE_ERRORS
+
+router = APIRouter(tags=["topics"])
+GW = Annotated[Gateway, Depends(get_gateway)]
+
+
+def topic_body(info: TopicInfo) -> dict[str, Any]:
+    return {
+        "name": info.name,
+        "configs": info.configs,
+        "partitions": [partition_body(p) for p in info.partitions],
+    }
+
+
+def partition_body(p: Any) -> dict[str, Any]:
+    return {
+        "partition": p.partition,
+        "leader": p.leader,
+        "replicas": [
+            {"broker": b, "leader": b == p.leader, "in_sync": b in p.in_sync} for b in p.replicas
+        ],
+    }
+
+
+def produce_body(results: list[ProduceResult]) -> dict[str, Any]:
+    return {
+        "key_schema_id": None,
+        "value_schema_id": None,
+        "offsets": [
+            {"partition": r.partition, "offset": r.offset, "error_code": r.error_code, "error": r.error}
+            for r in results
+        ],
+    }
+
+
+@router.get("/topics", operation_id="listTopics", responses={200: {"model": list[str]}, **ERRORS})
+async def list_topics(gw: GW) -> Response:
+    """Names of all topics."""
+    return v2_response(await gw.topics.names())
+
+
+@router.get("/topics/{topic}", operation_id="getTopic", responses={200: {"model": v2.Topic}, **ERRORS})
+async def get_topic(topic: str, gw: GW) -> Response:
+    """A topic's configs and partitions."""
+    return v2_response(topic_body(await gw.topics.describe(topic)))
+
+
+async def _produce(request: Request, gw: Gateway, topic: str, partition: int | None) -> Response:
+    fmt = produce_format(request.headers.get("content-type"))
+    records, explicit = parse_produce(loads(await read_body(request)), fmt)
+    results = await gw.producer.produce(topic, records, explicit, partition=partition)
+    metrics = request.app.state.metrics
+    metrics.produced_records.labels(topic).inc(len(records))
+    metrics.produced_bytes.labels(topic).inc(sum(len(r.value or b"") + len(r.key or b"") for r in records))
+    return v2_response(produce_body(results))
+
+
+_PRODUCE_DOC = body_doc(v2.ProduceRequest, DATA_TYPES + CONTROL_TYPES)
+
+
+@router.post(
+    "/topics/{topic}",
+    operation_id="produceToTopic",
+    responses={200: {"model": v2.ProduceResponse}, **PRODUCE_ERRORS},
+    openapi_extra=_PRODUCE_DOC,
+)
+async def produce_to_topic(topic: str, request: Request, gw: GW) -> Response:
+    """Produce records; each goes to its `partition`, else by key (murmur2), else spread evenly."""
+    return await _produce(request, gw, topic, None)
+
+
+@router.get(
+    "/topics/{topic}/partitions",
+    operation_id="listPartitions",
+    responses={200: {"model": list[v2.Partition]}, **ERRORS},
+)
+async def list_partitions(topic: str, gw: GW) -> Response:
+    return v2_response([partition_body(p) for p in (await gw.topics.describe(topic)).partitions])
+
+
+@router.get(
+    "/topics/{topic}/partitions/{partition}",
+    operation_id="getPartition",
+    responses={200: {"model": v2.Partition}, **ERRORS},
+)
+async def get_partition(topic: str, partition: int, gw: GW) -> Response:
+    info = await gw.topics.check_partition(TopicPartition(topic, partition))
+    return v2_response(partition_body(info.partitions[partition]))
+
+
+@router.post(
+    "/topics/{topic}/partitions/{partition}",
+    operation_id="produceToPartition",
+    responses={200: {"model": v2.ProduceResponse}, **PRODUCE_ERRORS},
+    openapi_extra=_PRODUCE_DOC,
+)
+async def produce_to_partition(topic: str, partition: int, request: Request, gw: GW) -> Response:
+    """Produce records to one partition."""
+    return await _produce(request, gw, topic, partition)
+
+
+@router.get(
+    "/topics/{topic}/partitions/{partition}/offsets",
+    operation_id="getPartitionOffsets",
+    responses={200: {"model": v2.PartitionOffsets}, **ERRORS},
+)
+async def partition_offsets(topic: str, partition: int, gw: GW) -> Response:
+    """The first stored offset and the next offset to be written."""
+    begin, end = await gw.topics.offsets(TopicPartition(topic, partition))
+    return v2_response({"beginning_offset": begin, "end_offset": end})
+
+
+@router.get(
+    "/topics/{topic}/partitions/{partition}/records",
+    operation_id="readPartition",
+    responses={200: {"model": v2.ReadRecords}, **ERRORS},
+)
+async def read_partition(
+    topic: str,
+    partition: int,
+    request: Request,
+    gw: GW,
+    offset: Annotated[int, Query(ge=0, description="First offset to read.")] = 0,
+    max_bytes: Annotated[int | None, Query(ge=1, description="Byte budget; one record is always returned.")] = None,
+    timeout: Annotated[int, Query(ge=0, description="Long-poll wait in ms when nothing is there yet.")] = 0,
+) -> Response:
+    """Stateless read by offset: no consumer instance, no group (native extension).
+
+    The Accept header picks the embedded format (binary by default).
+    """
+    allowed = accept_formats(request.headers.get("accept"))
+    if allowed is not None and not allowed:
+        raise NotAcceptable("Accept one of " + ", ".join(content_type_for(f) for f in ("binary", "json", "string")))
+    fmt = "binary" if allowed is None else sorted(allowed)[0]
+    tp = TopicPartition(topic, partition)
+    await gw.topics.check_partition(tp)
+    settings = gw.settings
+    data = await gw.log.fetch(
+        {tp: offset},
+        max_bytes=min(max_bytes or settings.consumer_max_bytes, settings.consumer_max_bytes),
+        max_wait_ms=min(timeout, settings.consumer_max_timeout_ms),
+    )
+    part = data[tp]
+    next_offset = part.records[-1].offset + 1 if part.records else max(offset, part.log_start_offset)
+    body = {
+        "records": render_records(fmt, ((tp, r) for r in part.records)),
+        "next_offset": next_offset,
+        "high_watermark": part.high_watermark,
+    }
+    return JSONBody(body, media_type=content_type_for(fmt))

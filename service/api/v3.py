@@ -1,0 +1,264 @@
+"""Native admin in Confluent's v3 shapes: cluster, topics (create, grow, delete), consumer groups, lag."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import Response
+
+from api_schemas import v3
+from service.core.groups import GroupDescription, resolve
+from service.core.models import TopicInfo
+from service.errors import InvalidTopicConfig, NotFound
+from service.gateway import Gateway, get_gateway
+
+from .http import body_doc, no_content, parse, v3 as v3_response
+from .responses import ERRORS
+
+router = APIRouter(prefix="/v3/clusters", tags=["v3"])
+GW = Annotated[Gateway, Depends(get_gateway)]
+CLUSTER = "/{cluster_id}"
+
+
+def _base(request: Request, gw: Gateway) -> str:
+    return (gw.settings.advertised_url or str(request.base_url)).rstrip("/") + "/v3/clusters"
+
+
+def _check(cluster_id: str, gw: Gateway) -> None:
+    if cluster_id != gw.log.cluster_id:
+        raise NotFound(f"Cluster {cluster_id!r} not found.")
+
+
+def _cluster(base: str, cid: str) -> dict[str, Any]:
+    url = f"{base}/{cid}"
+    return {
+        "kind": "KafkaCluster",
+        "metadata": {"self": url, "resource_name": f"crn:///kafka={cid}"},
+        "cluster_id": cid,
+        "brokers": {"related": f"{url}/brokers"},
+        "topics": {"related": f"{url}/topics"},
+        "consumer_groups": {"related": f"{url}/consumer-groups"},
+    }
+
+
+def _topic(base: str, cid: str, info: TopicInfo) -> dict[str, Any]:
+    url = f"{base}/{cid}/topics/{info.name}"
+    return {
+        "kind": "KafkaTopic",
+        "metadata": {"self": url, "resource_name": f"crn:///kafka={cid}/topic={info.name}"},
+        "cluster_id": cid,
+        "topic_name": info.name,
+        "is_internal": False,
+        "replication_factor": info.replication_factor,
+        "partitions_count": len(info.partitions),
+        "configs": info.configs,
+        "partitions": {"related": f"{url}/partitions"},
+    }
+
+
+def _listing(kind: str, url: str, data: list[Any]) -> dict[str, Any]:
+    return {"kind": kind, "metadata": {"self": url, "next": None}, "data": data}
+
+
+@router.get("", operation_id="listClusters", responses={200: {"model": v3.ClusterList}})
+async def list_clusters(request: Request, gw: GW) -> Response:
+    base = _base(request, gw)
+    return v3_response(_listing("KafkaClusterList", base, [_cluster(base, gw.log.cluster_id)]))
+
+
+@router.get(CLUSTER, operation_id="getCluster", responses={200: {"model": v3.Cluster}, **ERRORS})
+async def get_cluster(cluster_id: str, request: Request, gw: GW) -> Response:
+    _check(cluster_id, gw)
+    return v3_response(_cluster(_base(request, gw), cluster_id))
+
+
+@router.get(CLUSTER + "/topics", operation_id="listTopicsV3", responses={200: {"model": v3.TopicList}, **ERRORS})
+async def list_topics(cluster_id: str, request: Request, gw: GW) -> Response:
+    _check(cluster_id, gw)
+    base = _base(request, gw)
+    data = []
+    for name in await gw.topics.names():
+        try:
+            data.append(_topic(base, cluster_id, await gw.topics.describe(name)))
+        except NotFound:  # deleted while listing
+            continue
+    return v3_response(_listing("KafkaTopicList", f"{base}/{cluster_id}/topics", data))
+
+
+@router.post(
+    CLUSTER + "/topics",
+    operation_id="createTopic",
+    status_code=201,
+    responses={201: {"model": v3.TopicData}, 400: ERRORS[422], **ERRORS},
+    openapi_extra=body_doc(v3.CreateTopicRequest, ("application/json",)),
+)
+async def create_topic(cluster_id: str, request: Request, gw: GW) -> Response:
+    """Create a topic (400/40002 if it exists)."""
+    _check(cluster_id, gw)
+    req = await parse(request, v3.CreateTopicRequest)
+    configs: dict[str, str] = {}
+    for c in req.configs:
+        if c.value is None:
+            raise InvalidTopicConfig(f"Config {c.name!r} needs a value.")
+        configs[c.name] = c.value
+    info = await gw.topics.create(
+        req.topic_name,
+        req.partitions_count if req.partitions_count is not None else gw.settings.default_partitions,
+        req.replication_factor if req.replication_factor is not None else -1,
+        configs,
+    )
+    return v3_response(_topic(_base(request, gw), cluster_id, info), status_code=201)
+
+
+@router.get(
+    CLUSTER + "/topics/{topic}", operation_id="getTopicV3", responses={200: {"model": v3.TopicData}, **ERRORS}
+)
+async def get_topic(cluster_id: str, topic: str, request: Request, gw: GW) -> Response:
+    _check(cluster_id, gw)
+    return v3_response(_topic(_base(request, gw), cluster_id, await gw.topics.describe(topic)))
+
+
+@router.patch(
+    CLUSTER + "/topics/{topic}",
+    operation_id="updatePartitionCount",
+    responses={200: {"model": v3.TopicData}, **ERRORS},
+    openapi_extra=body_doc(v3.UpdatePartitionCountRequest, ("application/json",)),
+)
+async def update_partition_count(cluster_id: str, topic: str, request: Request, gw: GW) -> Response:
+    """Increase a topic's partition count; subscribed groups rebalance onto the new partitions."""
+    _check(cluster_id, gw)
+    req = await parse(request, v3.UpdatePartitionCountRequest)
+    info = await gw.topics.set_partition_count(topic, req.partitions_count)
+    return v3_response(_topic(_base(request, gw), cluster_id, info))
+
+
+@router.delete(
+    CLUSTER + "/topics/{topic}",
+    operation_id="deleteTopic",
+    status_code=204,
+    responses={204: {"description": "Deleted."}, **ERRORS},
+)
+async def delete_topic(cluster_id: str, topic: str, gw: GW) -> Response:
+    _check(cluster_id, gw)
+    await gw.topics.delete(topic)
+    return no_content()
+
+
+async def _group(base: str, cid: str, desc: GroupDescription, gw: Gateway) -> dict[str, Any]:
+    url = f"{base}/{cid}/consumer-groups/{desc.group}"
+    all_topics = await gw.log.list_topics()
+    consumers = []
+    for member_id, member in sorted(desc.members.items()):
+        consumers.append(
+            {
+                "kind": "KafkaConsumer",
+                "metadata": {"self": f"{url}/consumers/{member_id}", "resource_name": None},
+                "cluster_id": cid,
+                "consumer_group_id": desc.group,
+                "consumer_id": member_id,
+                "instance_id": member_id,
+                "client_id": member_id,
+                "subscription": sorted(resolve(member.subscription, all_topics)),
+                "topic_pattern": member.subscription.pattern,
+                "assignments": [
+                    {"topic_name": tp.topic, "partition_id": tp.partition}
+                    for tp in sorted(desc.state.assignment.get(member_id, []))
+                ],
+            }
+        )
+    return {
+        "kind": "KafkaConsumerGroup",
+        "metadata": {"self": url, "resource_name": f"crn:///kafka={cid}/consumer-group={desc.group}"},
+        "cluster_id": cid,
+        "consumer_group_id": desc.group,
+        "is_simple": not desc.members,
+        "partition_assignor": desc.strategy,
+        "state": "Stable" if desc.members else "Empty",
+        "generation": desc.state.generation,
+        "consumers": consumers,
+        "lag_summary": {"related": f"{url}/lag-summary"},
+        "lags": {"related": f"{url}/lags"},
+    }
+
+
+@router.get(
+    CLUSTER + "/consumer-groups",
+    operation_id="listConsumerGroups",
+    responses={200: {"model": v3.ConsumerGroupList}, **ERRORS},
+)
+async def list_groups(cluster_id: str, request: Request, gw: GW) -> Response:
+    _check(cluster_id, gw)
+    base = _base(request, gw)
+    data = []
+    for group in sorted(await gw.coordinator.groups()):
+        try:
+            data.append(await _group(base, cluster_id, await gw.groups.describe(group), gw))
+        except NotFound:
+            continue
+    return v3_response(_listing("KafkaConsumerGroupList", f"{base}/{cluster_id}/consumer-groups", data))
+
+
+@router.get(
+    CLUSTER + "/consumer-groups/{group}",
+    operation_id="getConsumerGroup",
+    responses={200: {"model": v3.ConsumerGroupData}, **ERRORS},
+)
+async def get_group(cluster_id: str, group: str, request: Request, gw: GW) -> Response:
+    """A group with its members, their subscriptions and assignments, and its generation."""
+    _check(cluster_id, gw)
+    return v3_response(await _group(_base(request, gw), cluster_id, await gw.groups.describe(group), gw))
+
+
+def _lag_rows(cid: str, group: str, lags: list[Any]) -> list[dict[str, Any]]:
+    return [
+        {
+            "kind": "KafkaConsumerLag",
+            "cluster_id": cid,
+            "consumer_group_id": group,
+            "topic_name": lag.tp.topic,
+            "partition_id": lag.tp.partition,
+            "current_offset": -1 if lag.committed is None else lag.committed,
+            "log_end_offset": lag.end_offset,
+            "lag": lag.lag,
+            "consumer_id": lag.owner or "",
+            "instance_id": lag.owner or "",
+            "client_id": lag.owner or "",
+        }
+        for lag in lags
+    ]
+
+
+@router.get(
+    CLUSTER + "/consumer-groups/{group}/lags",
+    operation_id="getConsumerGroupLags",
+    responses={200: {"model": v3.ConsumerLagList}, **ERRORS},
+)
+async def get_lags(cluster_id: str, group: str, request: Request, gw: GW) -> Response:
+    """Per partition: committed offset, log end offset and lag (end minus committed)."""
+    _check(cluster_id, gw)
+    rows = _lag_rows(cluster_id, group, await gw.groups.lag(group))
+    url = f"{_base(request, gw)}/{cluster_id}/consumer-groups/{group}/lags"
+    return v3_response(_listing("KafkaConsumerLagList", url, rows))
+
+
+@router.get(
+    CLUSTER + "/consumer-groups/{group}/lag-summary",
+    operation_id="getConsumerGroupLagSummary",
+    responses={200: {"model": v3.LagSummary}, **ERRORS},
+)
+async def get_lag_summary(cluster_id: str, group: str, gw: GW) -> Response:
+    _check(cluster_id, gw)
+    lags = await gw.groups.lag(group)
+    worst = max(lags, key=lambda lag: lag.lag, default=None)
+    return v3_response(
+        {
+            "kind": "KafkaConsumerGroupLagSummary",
+            "cluster_id": cluster_id,
+            "consumer_group_id": group,
+            "max_lag": worst.lag if worst else 0,
+            "total_lag": sum(lag.lag for lag in lags),
+            "max_lag_topic_name": worst.tp.topic if worst else None,
+            "max_lag_partition_id": worst.tp.partition if worst else None,
+        }
+    )

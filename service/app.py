@@ -1,0 +1,173 @@
+"""The FastAPI application: routers, error shape, lifecycle.
+
+``create_app(settings)`` builds the app; its lifespan opens the three ports in
+an ``AsyncExitStack`` (closed in reverse), wires the core services, and owns
+the background workers.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from workers.metadata import metadata_watcher
+from workers.reaper import reaper
+from workers.retention import retention
+
+from .adapters.factory import build_ports
+from .api import consumers, ops, topics, v3
+from .api.http import BODY_MODELS, JSONBody
+from .core.ports import Coordinator, Log, Sessions
+from .errors import ErrorCode, GatewayError
+from .gateway import Gateway
+from .metrics import Metrics
+from .settings import Settings
+
+log = logging.getLogger("brokergate")
+
+VERSION = "0.1.0"
+DESCRIPTION = (
+    "HTTP gateway to Kafka-style messaging. Speaks the Confluent REST Proxy v2 API "
+    "(produce, consumer groups, commit, seek) plus native extensions: long-poll, timestamp seek, "
+    "headers and timestamps, stateless reads by offset, v3 topic admin, consumer-group lag."
+)
+
+
+def _error(status: int, code: int, message: str, retry_after: float | None = None) -> Response:
+    headers = {"Retry-After": str(max(1, round(retry_after)))} if retry_after is not None else None
+    return JSONBody({"error_code": code, "message": message}, status_code=status, headers=headers)
+
+
+async def _gateway_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, GatewayError)
+    if exc.http_status >= 500:
+        log.warning("%s %s: %s", request.method, request.url.path, exc.message)
+    return _error(exc.http_status, int(exc.error_code), exc.message, exc.retry_after)
+
+
+async def _validation_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    errors = exc.errors()
+    if any(err["loc"][:1] == ("path",) for err in errors):
+        # /topics/t/partitions/abc names no resource: that is a 404, as Confluent answers.
+        return _error(404, ErrorCode.NOT_FOUND, f"Not found: {request.url.path}")
+    parts = [f"{'.'.join(str(x) for x in err['loc'][1:]) or err['loc'][0]}: {err['msg']}" for err in errors[:5]]
+    return _error(422, ErrorCode.INVALID_REQUEST, "Invalid request: " + "; ".join(parts))
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, StarletteHTTPException)
+    return _error(exc.status_code, exc.status_code * 100 + 1, str(exc.detail), None)
+
+
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    log.exception("unexpected error on %s %s", request.method, request.url.path)
+    return _error(500, ErrorCode.INTERNAL, "Internal server error.")
+
+
+class MetricsMiddleware:
+    """Counts and times requests by route template (pure ASGI: no per-request copies)."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = 500
+
+        async def send_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_status)
+        finally:
+            route = scope.get("route")
+            path = getattr(route, "path", "unmatched")
+            method = scope["method"]
+            self.metrics.requests.labels(method, path, str(status)).inc()
+            self.metrics.latency.labels(method, path).observe(time.perf_counter() - start)
+
+
+def create_app(settings: Settings, ports: tuple[Log, Coordinator, Sessions] | None = None) -> FastAPI:
+    """Build the application; ``ports`` overrides the adapters the settings would pick."""
+    metrics = Metrics()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        log_port, coordinator, sessions = ports or build_ports(settings)
+        async with AsyncExitStack() as stack:
+            for port in (log_port, coordinator, sessions):
+                await port.start()
+                stack.push_async_callback(port.stop)
+            gateway = Gateway.build(settings, log_port, coordinator, sessions)
+            app.state.gateway = gateway
+            workers = [
+                reaper(gateway.consumers, coordinator, metrics, settings.reaper_interval_ms),
+                retention(log_port, metrics, settings.retention_check_ms),
+                metadata_watcher(gateway.groups, settings.metadata_refresh_ms),
+            ]
+            for worker in workers:
+                if worker is not None:
+                    await worker.start()
+                    stack.push_async_callback(worker.stop)
+            log.info(
+                "brokergate ready: log=%s coordinator=%s sessions=%s",
+                settings.log,
+                settings.coordinator,
+                settings.sessions,
+            )
+            yield
+
+    app = FastAPI(
+        title="brokergate",
+        version=VERSION,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        default_response_class=JSONBody,
+    )
+    app.state.metrics = metrics
+    app.state.settings = settings
+    for router in (ops.router, topics.router, consumers.router, v3.router):
+        app.include_router(router)
+    app.add_exception_handler(GatewayError, _gateway_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(Exception, _unexpected)
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = build_openapi(app)
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return app
+
+
+def build_openapi(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's document plus the request-body models the routers parse themselves."""
+    schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    for name, model in sorted(BODY_MODELS.items()):
+        model_schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+        for def_name, definition in model_schema.pop("$defs", {}).items():
+            components.setdefault(def_name, definition)
+        components[name] = model_schema
+    return schema

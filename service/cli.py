@@ -1,0 +1,92 @@
+"""The ``brokergate`` command.
+
+``brokergate serve`` runs the gateway under uvicorn (uvloop + httptools when
+installed). Every flag falls back to ``BROKERGATE_<FLAG>`` and then to the
+default in ``Settings``. Configuration mistakes end in one line on stderr and
+exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from pydantic import ValidationError
+
+from .settings import Settings
+
+_SERVE_FLAGS = ("host", "port", "data_dir", "log", "coordinator", "sessions", "advertised_url", "flush")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="brokergate", description="HTTP gateway to Kafka-style messaging.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="serve the REST API")
+    serve.add_argument("--host", help="bind address (default 0.0.0.0)")
+    serve.add_argument("--port", type=int, help="port (default 8082)")
+    serve.add_argument("--data-dir", dest="data_dir", help="data directory of the embedded backends (default ./data)")
+    serve.add_argument("--log", help="embedded | kafka://host:port[,host:port...]")
+    serve.add_argument("--coordinator", help="embedded | zookeeper://host:port[,...][/chroot]")
+    serve.add_argument("--sessions", help="embedded | redis://host:port/db")
+    serve.add_argument("--advertised-url", dest="advertised_url", help="base URL put in consumer base_uri")
+    serve.add_argument("--flush", choices=["always", "interval", "never"], help="embedded log fsync policy")
+    serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    return parser
+
+
+def _fail(message: str) -> int:
+    print(f"brokergate: error: {message}", file=sys.stderr)
+    return 2
+
+
+def serve(args: argparse.Namespace) -> int:
+    overrides = {k: getattr(args, k) for k in _SERVE_FLAGS if getattr(args, k) is not None}
+    try:
+        settings = Settings(**overrides)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        return _fail(f"{'.'.join(str(x) for x in first['loc'])}: {first['msg']}")
+
+    import uvicorn
+
+    from .adapters.factory import BackendNotAvailable, build_ports
+    from .app import create_app
+
+    try:
+        ports = build_ports(settings)
+    except BackendNotAvailable as exc:
+        return _fail(str(exc))
+    try:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return _fail(f"cannot use data dir {str(settings.data_dir)!r}: {exc.strerror}")
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    app = create_app(settings, ports)
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=args.log_level,
+        access_log=False,
+        loop="auto",
+        http="auto",
+        timeout_graceful_shutdown=10,
+    )
+    try:
+        uvicorn.Server(config).run()
+    except OSError as exc:
+        return _fail(str(exc))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "serve":
+        return serve(args)
+    return _fail(f"unknown command {args.command!r}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

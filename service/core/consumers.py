@@ -1,0 +1,383 @@
+"""Consumer instances: subscribe or assign, poll, commit, seek.
+
+An instance's state lives in the Sessions port and its group membership in
+the Coordinator, so any replica can serve any request of any instance. Every
+mutation is load → change → compare-and-set save, retried on conflict: two
+concurrent polls of one instance can never return the same records twice or
+skip any. Positions are trusted only for partitions the instance has owned
+continuously since the generation they were read in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
+
+from service.errors import (
+    ConsumerFormatMismatch,
+    ConsumerInstanceNotFound,
+    IllegalState,
+    InvalidConsumerConfig,
+    InvalidPayload,
+)
+
+from .groups import GroupManager, compile_pattern, resolve
+from .models import (
+    EmbeddedFormat,
+    InstanceConfig,
+    InstanceState,
+    Member,
+    Record,
+    Subscription,
+    TopicPartition,
+)
+from .ports import Coordinator, Log, Sessions
+from .topics import TopicService, validate_topic_name
+
+log = logging.getLogger(__name__)
+
+_INSTANCE_RE = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+_GROUP_RE = re.compile(r"[^\x00-\x1f\x7f/]{1,255}")
+# A long-poll waits on the log in slices so that a rebalance during the wait is noticed.
+_WAIT_SLICE_MS = 1000
+_IDLE_SLICE_S = 0.1
+
+Polled = list[tuple[TopicPartition, Record]]
+
+
+def validate_group(group: str) -> str:
+    if not _GROUP_RE.fullmatch(group):
+        raise InvalidConsumerConfig("A consumer group name is 1 to 255 characters, without '/' or control characters.")
+    return group
+
+
+def validate_instance_name(name: str) -> str:
+    if not _INSTANCE_RE.fullmatch(name):
+        raise InvalidConsumerConfig("A consumer instance name is 1 to 249 characters of [a-zA-Z0-9._-].")
+    return name
+
+
+class ConsumerService:
+    """The consumer-instance façade the API calls; collaborators: the three ports and the group manager."""
+
+    def __init__(
+        self,
+        log: Log,
+        coordinator: Coordinator,
+        sessions: Sessions,
+        groups: GroupManager,
+        topics: TopicService,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._log = log
+        self._coordinator = coordinator
+        self._sessions = sessions
+        self._groups = groups
+        self._topics = topics
+        self._clock = clock
+
+    def now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    # --- lifecycle -----------------------------------------------------------------
+
+    async def create(self, group: str, name: str | None, config: InstanceConfig) -> InstanceState:
+        validate_group(group)
+        name = validate_instance_name(name) if name else f"rest-consumer-{uuid.uuid4()}"
+        now = self.now_ms()
+        state = InstanceState(group=group, name=name, config=config, created_ms=now, last_seen_ms=now)
+        await self._sessions.create(state)
+        return state
+
+    async def delete(self, group: str, name: str) -> None:
+        await self._load(group, name)
+        await self._remove(group, name)
+
+    async def expire(self) -> int:
+        """Remove every instance whose lease ran out; returns how many."""
+        expired = await self._sessions.expired(self.now_ms())
+        for group, name in expired:
+            log.info("consumer %s/%s expired", group, name)
+            await self._remove(group, name)
+        return len(expired)
+
+    async def _remove(self, group: str, name: str) -> None:
+        await self._sessions.delete(group, name)
+        if await self._coordinator.leave(group, name):
+            await self._groups.rebalance(group)
+
+    async def _load(self, group: str, name: str) -> InstanceState:
+        state = await self._sessions.load(group, name)
+        if state.expires_ms < self.now_ms():
+            await self._remove(group, name)
+            raise ConsumerInstanceNotFound()
+        return state
+
+    async def _touch(self, state: InstanceState) -> None:
+        await self._sessions.touch(state.group, state.name, self.now_ms())
+
+    async def _mutate(
+        self,
+        group: str,
+        name: str,
+        change: Callable[[InstanceState, list[TopicPartition]], Awaitable[None]],
+    ) -> InstanceState:
+        """Load, apply ``change`` (given the owned partitions), save; retry if another request won."""
+        while True:
+            state = await self._load(group, name)
+            owned, _ = await self._view(state)
+            await change(state, owned)
+            state.last_seen_ms = self.now_ms()
+            if await self._sessions.save(state):
+                return state
+
+    # --- subscription and assignment ---------------------------------------------
+
+    async def subscribe(self, group: str, name: str, subscription: Subscription) -> None:
+        if subscription.pattern is not None:
+            compile_pattern(subscription.pattern)
+        for topic in subscription.topics:
+            validate_topic_name(topic)
+
+        async def change(state: InstanceState, owned: list[TopicPartition]) -> None:
+            if state.manual is not None:
+                raise IllegalState(
+                    "Subscription to topics, partitions and pattern are mutually exclusive; "
+                    "delete the assignment first."
+                )
+            state.subscription = subscription
+
+        state = await self._mutate(group, name, change)
+        members = await self._coordinator.members(group)
+        joined = members[name].joined_ms if name in members else state.created_ms
+        await self._coordinator.join(group, Member(name, subscription, state.config.strategy, joined))
+        await self._groups.rebalance(group)
+
+    async def unsubscribe(self, group: str, name: str) -> None:
+        async def change(state: InstanceState, owned: list[TopicPartition]) -> None:
+            state.subscription = None
+            state.manual = None
+            state.positions = {}
+
+        await self._mutate(group, name, change)
+        if await self._coordinator.leave(group, name):
+            await self._groups.rebalance(group)
+
+    async def subscription(self, group: str, name: str) -> Subscription | None:
+        state = await self._load(group, name)
+        await self._touch(state)
+        return state.subscription
+
+    async def subscribed_topics(self, group: str, name: str) -> set[str]:
+        """The existing topics the instance's subscription covers now."""
+        state = await self._load(group, name)
+        if state.subscription is None:
+            return set()
+        return resolve(state.subscription, await self._log.list_topics())
+
+    async def assign(self, group: str, name: str, partitions: Sequence[TopicPartition]) -> None:
+        for tp in partitions:
+            await self._topics.check_partition(tp)
+        wanted = sorted(set(partitions))
+
+        async def change(state: InstanceState, owned: list[TopicPartition]) -> None:
+            if state.subscription is not None:
+                raise IllegalState(
+                    "Subscription to topics, partitions and pattern are mutually exclusive; "
+                    "delete the subscription first."
+                )
+            state.manual = wanted
+            state.positions = {tp: off for tp, off in state.positions.items() if tp in wanted}
+
+        await self._mutate(group, name, change)
+
+    async def assignment(self, group: str, name: str) -> list[TopicPartition]:
+        state = await self._load(group, name)
+        await self._touch(state)
+        owned, _ = await self._view(state)
+        return owned
+
+    async def _view(self, state: InstanceState) -> tuple[list[TopicPartition], int | None]:
+        """The partitions ``state`` owns now, and the group generation that says so.
+
+        Drops positions of partitions the instance lost, or lost and regained,
+        since the generation they were read in: another member may have moved on.
+        """
+        if state.manual is not None:
+            return list(state.manual), None
+        if state.subscription is None:
+            state.positions = {}
+            return [], None
+        group_state = await self._coordinator.state(state.group)
+        owned = sorted(group_state.assignment.get(state.name, []))
+        if group_state.generation != state.generation:
+            since = group_state.owned_since
+            state.positions = {
+                tp: off
+                for tp, off in state.positions.items()
+                if tp in owned and since.get(tp, group_state.generation) <= state.generation
+            }
+            state.generation = group_state.generation
+        return owned, group_state.generation
+
+    # --- positions -----------------------------------------------------------------
+
+    async def _reset(self, state: InstanceState, tp: TopicPartition) -> int:
+        policy = state.config.auto_offset_reset
+        if policy == "none":
+            raise IllegalState(
+                f"No committed offset for partition {tp} and auto.offset.reset is 'none'; seek first."
+            )
+        begin, end = await self._log.offsets(tp)
+        return begin if policy == "earliest" else end
+
+    async def _fill_positions(self, state: InstanceState, owned: list[TopicPartition]) -> bool:
+        missing = [tp for tp in owned if tp not in state.positions]
+        if not missing:
+            return False
+        committed = await self._coordinator.committed(state.group, missing)
+        for tp in missing:
+            state.positions[tp] = committed[tp] if tp in committed else await self._reset(state, tp)
+        return True
+
+    async def poll(
+        self,
+        group: str,
+        name: str,
+        *,
+        timeout_ms: int | None,
+        max_bytes: int,
+        accept: set[EmbeddedFormat] | None,
+    ) -> tuple[EmbeddedFormat, Polled]:
+        """Long-poll: return as soon as records arrive, or empty after the timeout."""
+        state = await self._load(group, name)
+        fmt = state.config.format
+        if accept is not None and fmt not in accept:
+            raise ConsumerFormatMismatch()
+        wait_ms = state.config.request_timeout_ms if timeout_ms is None or timeout_ms < 0 else timeout_ms
+        deadline = self.now_ms() + wait_ms
+        while True:
+            owned, generation = await self._view(state)
+            changed = await self._fill_positions(state, owned)
+            remaining = max(0, deadline - self.now_ms())
+            polled: Polled = []
+            if owned:
+                positions = {tp: state.positions[tp] for tp in owned}
+                data = await self._log.fetch(
+                    positions,
+                    max_bytes=max_bytes,
+                    max_wait_ms=min(remaining, _WAIT_SLICE_MS),
+                    min_bytes=state.config.fetch_min_bytes,
+                )
+                for tp, part in data.items():
+                    if positions[tp] < part.log_start_offset:  # retention removed what we were at
+                        state.positions[tp] = await self._reset(state, tp)
+                        changed = True
+                    elif part.records:
+                        polled.extend((tp, r) for r in part.records)
+                        state.positions[tp] = part.records[-1].offset + 1
+                        changed = True
+            elif remaining:
+                await asyncio.sleep(min(remaining / 1000, _IDLE_SLICE_S))
+            if polled and generation is not None:
+                # A rebalance during the wait: never hand out a partition the instance lost.
+                if (await self._coordinator.state(group)).generation != generation:
+                    state = await self._load(group, name)
+                    continue
+            state.last_seen_ms = self.now_ms()
+            if changed:
+                if not await self._sessions.save(state):
+                    state = await self._load(group, name)  # another request moved the positions first
+                    continue
+            else:
+                await self._touch(state)
+            if polled and state.config.auto_commit:
+                await self._auto_commit(state, {tp for tp, _ in polled}, generation)
+            if polled or self.now_ms() >= deadline:
+                return fmt, polled
+            state = await self._load(group, name)
+
+    async def _auto_commit(
+        self, state: InstanceState, tps: set[TopicPartition], generation: int | None
+    ) -> None:
+        offsets = {tp: state.positions[tp] for tp in tps}
+        member = state.name if state.subscription is not None else None
+        try:
+            await self._coordinator.commit(state.group, offsets, member_id=member, generation=generation)
+        except IllegalState as exc:  # lost the partition meanwhile; the new owner re-reads
+            log.info("auto-commit of %s/%s skipped: %s", state.group, state.name, exc)
+
+    async def commit(
+        self, group: str, name: str, offsets: Mapping[TopicPartition, int] | None
+    ) -> dict[TopicPartition, int]:
+        """Commit ``offsets`` (each the last processed offset, so offset+1 is stored) or all consumed."""
+        state = await self._load(group, name)
+        await self._touch(state)
+        owned, generation = await self._view(state)
+        if offsets is None:
+            to_commit = {tp: off for tp, off in state.positions.items() if tp in owned}
+        else:
+            for tp, off in offsets.items():
+                if off < 0:
+                    raise InvalidPayload(f"Offset {off} for partition {tp} is negative.")
+                await self._topics.check_partition(tp)
+            to_commit = {tp: off + 1 for tp, off in offsets.items()}
+        if to_commit:
+            member = name if state.subscription is not None else None
+            await self._coordinator.commit(group, to_commit, member_id=member, generation=generation)
+        return to_commit
+
+    async def committed(
+        self, group: str, name: str, partitions: Sequence[TopicPartition] | None
+    ) -> dict[TopicPartition, int | None]:
+        state = await self._load(group, name)
+        await self._touch(state)
+        if partitions is None:
+            partitions, _ = await self._view(state)
+        found = await self._coordinator.committed(group, partitions)
+        return {tp: found.get(tp) for tp in partitions}
+
+    async def seek(self, group: str, name: str, targets: Mapping[TopicPartition, int]) -> None:
+        for tp, off in targets.items():
+            if off < 0:
+                raise InvalidPayload(f"Offset {off} for partition {tp} is negative.")
+
+        async def change(state: InstanceState, owned: list[TopicPartition]) -> None:
+            _require_owned(targets, owned)
+            state.positions.update(targets)
+
+        await self._mutate(group, name, change)
+
+    async def seek_to(self, group: str, name: str, partitions: Sequence[TopicPartition], *, end: bool) -> None:
+        async def change(state: InstanceState, owned: list[TopicPartition]) -> None:
+            _require_owned(partitions, owned)
+            for tp in partitions:
+                begin, stop = await self._log.offsets(tp)
+                state.positions[tp] = stop if end else begin
+
+        await self._mutate(group, name, change)
+
+    async def seek_to_timestamps(self, group: str, name: str, targets: Mapping[TopicPartition, int]) -> None:
+        async def change(state: InstanceState, owned: list[TopicPartition]) -> None:
+            _require_owned(targets, owned)
+            for tp, ts in targets.items():
+                found = await self._log.offset_for_timestamp(tp, ts)
+                state.positions[tp] = found if found is not None else (await self._log.offsets(tp))[1]
+
+        await self._mutate(group, name, change)
+
+    async def config(self, group: str, name: str) -> InstanceConfig:
+        state = await self._load(group, name)
+        return replace(state.config)
+
+
+def _require_owned(partitions: Mapping[TopicPartition, int] | Sequence[TopicPartition], owned: list[TopicPartition]) -> None:
+    for tp in partitions:
+        if tp not in owned:
+            raise IllegalState(f"No current assignment for partition {tp}.")

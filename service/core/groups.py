@@ -1,0 +1,155 @@
+"""Consumer groups: rebalancing, description and lag.
+
+The coordinator stores members and generations; this module decides what a
+generation contains. A rebalance reads the members and the live topic
+metadata, runs the group's assignor (pure, ``assignors``) against the previous
+assignment, and publishes the result with compare-and-set, retrying if another
+replica published first. Every change bumps the generation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from service.errors import GroupNotFound, InvalidConsumerConfig, NotFound
+
+from .assignors import assign
+from .models import GroupState, Member, Subscription, TopicPartition
+from .ports import Coordinator, Log
+
+log = logging.getLogger(__name__)
+
+_PUBLISH_ATTEMPTS = 20
+
+
+def compile_pattern(pattern: str) -> re.Pattern[str]:
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise InvalidConsumerConfig(f"topic_pattern {pattern!r} is not a valid regular expression: {exc}") from exc
+
+
+def resolve(subscription: Subscription, topics: Iterable[str]) -> set[str]:
+    """The existing topics a subscription covers."""
+    existing = set(topics)
+    if subscription.pattern is not None:
+        rx = compile_pattern(subscription.pattern)
+        return {t for t in existing if rx.fullmatch(t)}
+    return existing.intersection(subscription.topics)
+
+
+@dataclass(slots=True)
+class PartitionLag:
+    tp: TopicPartition
+    committed: int | None
+    end_offset: int
+    owner: str | None
+
+    @property
+    def lag(self) -> int:
+        return max(0, self.end_offset - (self.committed if self.committed is not None else 0))
+
+
+@dataclass(slots=True)
+class GroupDescription:
+    group: str
+    state: GroupState
+    members: dict[str, Member]
+    strategy: str
+
+
+class GroupManager:
+    """Computes and publishes group generations; answers group and lag queries."""
+
+    def __init__(self, log: Log, coordinator: Coordinator) -> None:
+        self._log = log
+        self._coordinator = coordinator
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    async def _partition_counts(self, topics: Iterable[str]) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for t in sorted(topics):
+            try:
+                counts[t] = len((await self._log.describe_topic(t)).partitions)
+            except NotFound:  # deleted meanwhile: it simply drops out of the assignment
+                continue
+        return counts
+
+    @staticmethod
+    def strategy_of(members: dict[str, Member]) -> str:
+        # Like Kafka's group leader choosing the protocol: the longest-standing member decides.
+        if not members:
+            return "balanced"
+        oldest = min(members.values(), key=lambda m: (m.joined_ms, m.member_id))
+        return oldest.strategy
+
+    async def rebalance(self, group: str, *, force: bool = False) -> GroupState:
+        """Publish a new generation if membership, subscriptions or metadata changed."""
+        lock = self._locks.setdefault(group, asyncio.Lock())
+        async with lock:
+            for _ in range(_PUBLISH_ATTEMPTS):
+                members = await self._coordinator.members(group)
+                state = await self._coordinator.state(group)
+                all_topics = await self._log.list_topics()
+                subs = {m: sorted(resolve(member.subscription, all_topics)) for m, member in members.items()}
+                counts = await self._partition_counts({t for ts in subs.values() for t in ts})
+                subs = {m: [t for t in ts if t in counts] for m, ts in subs.items()}
+                assignment = assign(self.strategy_of(members), subs, counts, state.assignment)
+                unchanged = (
+                    assignment == state.assignment
+                    and counts == state.topics
+                    and set(members) == set(state.assignment)
+                )
+                if unchanged and not force:
+                    return state
+                generation = state.generation + 1
+                since: dict[TopicPartition, int] = {}
+                for member, tps in assignment.items():
+                    before = state.assignment.get(member, [])
+                    for tp in tps:
+                        since[tp] = state.owned_since.get(tp, generation) if tp in before else generation
+                new = GroupState(generation, assignment, since, counts, state.version)
+                if await self._coordinator.publish(group, new, expected_version=state.version):
+                    log.info("group %s: generation %d, %d member(s)", group, generation, len(members))
+                    return await self._coordinator.state(group)
+            raise RuntimeError(f"group {group}: could not publish a generation")
+
+    async def refresh(self) -> None:
+        """Rebalance every group whose subscribed topics gained partitions or new matches."""
+        if not self._coordinator.is_leader():
+            return
+        for group in await self._coordinator.groups():
+            members = await self._coordinator.members(group)
+            if not members:
+                continue
+            state = await self._coordinator.state(group)
+            all_topics = await self._log.list_topics()
+            wanted = set().union(*(resolve(m.subscription, all_topics) for m in members.values()))
+            if await self._partition_counts(wanted) != state.topics:
+                await self.rebalance(group)
+
+    async def describe(self, group: str) -> GroupDescription:
+        members = await self._coordinator.members(group)
+        if not members and group not in await self._coordinator.groups():
+            raise GroupNotFound(f"Consumer group {group!r} not found.")
+        state = await self._coordinator.state(group)
+        return GroupDescription(group, state, members, self.strategy_of(members))
+
+    async def lag(self, group: str) -> list[PartitionLag]:
+        desc = await self.describe(group)
+        committed = await self._coordinator.committed(group)
+        tps = set(committed)
+        for assigned in desc.state.assignment.values():
+            tps.update(assigned)
+        out: list[PartitionLag] = []
+        for tp in sorted(tps):
+            try:
+                _, end = await self._log.offsets(tp)
+            except NotFound:  # topic deleted since the commit
+                continue
+            out.append(PartitionLag(tp, committed.get(tp), end, desc.state.owner_of(tp)))
+        return out

@@ -1,0 +1,38 @@
+"""Prometheus metrics, one registry per application (so tests can build many apps)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+
+class Metrics:
+    """The gateway's instruments; the API layer and the workers update them."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "brokergate_http_requests", "HTTP requests served", ["method", "route", "status"], registry=self.registry
+        )
+        self.latency = Histogram(
+            "brokergate_http_request_seconds",
+            "HTTP request latency",
+            ["method", "route"],
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+            registry=self.registry,
+        )
+        self.produced_records = Counter(
+            "brokergate_produced_records", "Records appended", ["topic"], registry=self.registry
+        )
+        self.produced_bytes = Counter(
+            "brokergate_produced_bytes", "Key+value bytes appended", ["topic"], registry=self.registry
+        )
+        self.consumed_records = Counter(
+            "brokergate_consumed_records", "Records delivered to consumer instances", ["topic"], registry=self.registry
+        )
+        self.expired_instances = Counter(
+            "brokergate_expired_instances", "Consumer instances removed after their timeout", registry=self.registry
+        )
+        self.retention_segments = Counter(
+            "brokergate_retention_deleted_segments", "Log segments deleted by retention", registry=self.registry
+        )
+        self.instances = Gauge("brokergate_consumer_instances", "Live consumer instances", registry=self.registry)

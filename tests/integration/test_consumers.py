@@ -1,0 +1,252 @@
+"""Consumer instances through the v2 API: lifecycle, subscription, assignment, poll, commit, seek."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from tests.helpers import (
+    BINARY,
+    JSON,
+    STRING,
+    V2,
+    assignment,
+    b64,
+    commit,
+    consumer,
+    create_topic,
+    poll,
+    poll_until,
+    produce,
+    subscribe,
+)
+
+
+async def test_create_consumer_returns_instance_and_base_uri(client, gateway, name):
+    r = await client.post(
+        f"/consumers/{name}",
+        json={"name": "my_consumer", "format": "binary", "auto.offset.reset": "earliest", "auto.commit.enable": "false"},
+        headers={"Content-Type": V2},
+    )
+    assert r.status_code == 200
+    assert r.json() == {
+        "instance_id": "my_consumer",
+        "base_uri": f"{gateway.url}/consumers/{name}/instances/my_consumer",
+    }
+    again = await client.post(f"/consumers/{name}", json={"name": "my_consumer"}, headers={"Content-Type": V2})
+    assert again.status_code == 409 and again.json()["error_code"] == 40902
+
+
+async def test_generated_instance_id_and_empty_body(client, name):
+    r = await client.post(f"/consumers/{name}", headers={"Content-Type": V2})
+    assert r.status_code == 200
+    assert r.json()["instance_id"].startswith("rest-consumer-")
+
+
+async def test_delete_instance(client, name):
+    base = await consumer(client, name)
+    assert (await client.delete(base)).status_code == 204
+    r = await client.delete(base)
+    assert r.status_code == 404 and r.json()["error_code"] == 40403
+    r = await client.get(f"{base}/records", headers={"Accept": BINARY})
+    assert r.status_code == 404 and r.json()["error_code"] == 40403
+
+
+async def test_subscription_get_set_delete(client, name):
+    await create_topic(client, name, 1)
+    base = await consumer(client, f"g-{name}")
+    assert (await client.get(f"{base}/subscription")).json() == {"topics": []}
+    await subscribe(client, base, name)
+    assert (await client.get(f"{base}/subscription")).json() == {"topics": [name]}
+    assert await assignment(client, base) == [(name, 0)]
+    assert (await client.delete(f"{base}/subscription")).status_code == 204
+    assert (await client.get(f"{base}/subscription")).json() == {"topics": []}
+    assert await assignment(client, base) == []
+
+
+async def test_pattern_subscription_picks_up_new_topics(client, name):
+    await create_topic(client, f"{name}-a", 1)
+    base = await consumer(client, f"g-{name}")
+    await subscribe(client, base, pattern=f"{name}-.*")
+    assert await assignment(client, base) == [(f"{name}-a", 0)]
+    await produce(client, f"{name}-b", [{"value": "new topic"}])  # auto-created
+    got = await poll_until(client, base, 1)
+    assert [(r["topic"], r["value"]) for r in got] == [(f"{name}-b", "new topic")]
+    sub = (await client.get(f"{base}/subscription")).json()
+    assert sub["topics"] == [f"{name}-a", f"{name}-b"] and sub["topic_pattern"] == f"{name}-.*"
+
+
+async def test_manual_assignment_and_exclusivity(client, name):
+    await create_topic(client, name, 3)
+    await produce(client, name, [{"value": "p1", "partition": 1}, {"value": "p2", "partition": 2}])
+    base = await consumer(client, f"g-{name}")
+    r = await client.post(f"{base}/assignments", json={"partitions": [{"topic": name, "partition": 2}]},
+                          headers={"Content-Type": V2})
+    assert r.status_code == 204
+    assert await assignment(client, base) == [(name, 2)]
+    got = await poll_until(client, base, 1)
+    assert [(r["partition"], r["value"]) for r in got] == [(2, "p2")]
+    r = await client.post(f"{base}/subscription", json={"topics": [name]}, headers={"Content-Type": V2})
+    assert r.status_code == 409 and r.json()["error_code"] == 40903
+
+
+async def test_poll_is_a_real_long_poll(client, name):
+    await create_topic(client, name, 1)
+    base = await consumer(client, f"g-{name}", reset="latest")
+    await subscribe(client, base, name)
+    assert await poll(client, base, timeout=100) == []
+    waiter = asyncio.create_task(poll(client, base, timeout=20000))
+    await asyncio.sleep(0.3)
+    assert not waiter.done()
+    started = time.monotonic()
+    await produce(client, name, [{"value": "wake"}])
+    got = await asyncio.wait_for(waiter, 10)
+    assert [r["value"] for r in got] == ["wake"]
+    assert time.monotonic() - started < 10  # returned on arrival, long before the 20 s timeout
+
+
+async def test_empty_poll_waits_for_timeout(client, name):
+    await create_topic(client, name, 1)
+    base = await consumer(client, f"g-{name}")
+    await subscribe(client, base, name)
+    started = time.monotonic()
+    assert await poll(client, base, timeout=300) == []
+    assert time.monotonic() - started >= 0.25
+
+
+async def test_max_bytes_limits_and_never_stalls(client, name):
+    await create_topic(client, name, 1)
+    big = "x" * 5000
+    await produce(client, name, [{"value": big}, {"value": "small-1"}, {"value": "small-2"}])
+    base = await consumer(client, f"g-{name}")
+    await subscribe(client, base, name)
+    first = await poll(client, base, max_bytes=100)
+    assert [r["value"] for r in first] == [big]  # bigger than max_bytes, still delivered alone
+    rest = await poll_until(client, base, 2)
+    assert [r["value"] for r in rest] == ["small-1", "small-2"]
+
+
+async def test_format_mismatch_is_406(client, name):
+    base = await consumer(client, name, fmt="binary")
+    r = await client.get(f"{base}/records", headers={"Accept": JSON})
+    assert r.status_code == 406 and r.json()["error_code"] == 40601
+
+
+async def test_binary_consumer_gets_base64(client, name):
+    await create_topic(client, name, 1)
+    await produce(client, name, [{"key": b64(b"\x00\x01"), "value": b64(b"\xff")}], fmt=BINARY)
+    base = await consumer(client, f"g-{name}", fmt="binary")
+    await subscribe(client, base, name)
+    got = await poll_until(client, base, 1, fmt=BINARY)
+    assert got == [
+        {"topic": name, "key": b64(b"\x00\x01"), "value": b64(b"\xff"), "partition": 0, "offset": 0,
+         "timestamp": got[0]["timestamp"], "headers": []}
+    ]
+
+
+async def test_commit_explicit_stores_offset_plus_one_and_get_offsets(client, name):
+    await create_topic(client, name, 2)
+    await produce(client, name, [{"value": str(i), "partition": i % 2} for i in range(6)])
+    group = f"g-{name}"
+    base = await consumer(client, group)
+    await subscribe(client, base, name)
+    await poll_until(client, base, 6)
+    done = await commit(client, base, [{"topic": name, "partition": 0, "offset": 1}])
+    assert done == [{"topic": name, "partition": 0, "offset": 2}]
+    r = await client.request(
+        "GET", f"{base}/offsets", json={"partitions": [{"topic": name, "partition": 0}, {"topic": name, "partition": 1}]},
+        headers={"Content-Type": V2},
+    )
+    assert r.status_code == 200
+    assert r.json() == {"offsets": [
+        {"topic": name, "partition": 0, "offset": 2, "metadata": ""},
+        {"topic": name, "partition": 1, "offset": -1, "metadata": ""},
+    ]}
+
+
+async def test_empty_commit_commits_everything_fetched(client, name):
+    await create_topic(client, name, 2)
+    await produce(client, name, [{"value": str(i), "partition": i % 2} for i in range(6)])
+    base = await consumer(client, f"g-{name}")
+    await subscribe(client, base, name)
+    await poll_until(client, base, 6)
+    done = await commit(client, base)
+    assert sorted((o["partition"], o["offset"]) for o in done) == [(0, 3), (1, 3)]
+    r = await client.get(f"{base}/offsets")
+    assert sorted((o["partition"], o["offset"]) for o in r.json()["offsets"]) == [(0, 3), (1, 3)]
+
+
+async def test_auto_commit(client, name):
+    await create_topic(client, name, 1)
+    await produce(client, name, [{"value": "a"}, {"value": "b"}])
+    group = f"g-{name}"
+    base = await consumer(client, group, **{"auto.commit.enable": "true"})
+    await subscribe(client, base, name)
+    await poll_until(client, base, 2)
+    r = await client.get(f"{base}/offsets")
+    assert r.json()["offsets"][0]["offset"] == 2
+
+
+async def test_seek_to_offset_beginning_end_and_timestamp(client, name):
+    await create_topic(client, name, 1)
+    await produce(client, name, [{"value": f"v{i}", "timestamp": 1000 * (i + 1)} for i in range(5)])
+    base = await consumer(client, f"g-{name}")
+    await subscribe(client, base, name)
+    assert len(await poll_until(client, base, 5)) == 5
+    tp = {"topic": name, "partition": 0}
+    headers = {"Content-Type": V2}
+
+    assert (await client.post(f"{base}/positions", json={"offsets": [{**tp, "offset": 3}]}, headers=headers)).status_code == 204
+    assert [r["value"] for r in await poll_until(client, base, 2)] == ["v3", "v4"]
+
+    assert (await client.post(f"{base}/positions/beginning", json={"partitions": [tp]}, headers=headers)).status_code == 204
+    assert [r["value"] for r in await poll_until(client, base, 5)] == [f"v{i}" for i in range(5)]
+
+    r = await client.post(f"{base}/positions", json={"timestamps": [{**tp, "timestamp": 2500}]}, headers=headers)
+    assert r.status_code == 204
+    assert [r["value"] for r in await poll_until(client, base, 3)] == ["v2", "v3", "v4"]
+
+    r = await client.post(f"{base}/positions", json={"timestamps": [{**tp, "timestamp": "1970-01-01T00:00:04Z"}]}, headers=headers)
+    assert r.status_code == 204
+    assert [r["value"] for r in await poll_until(client, base, 2)] == ["v3", "v4"]
+
+    assert (await client.post(f"{base}/positions/beginning", json={"partitions": [tp]}, headers=headers)).status_code == 204
+    assert (await client.post(f"{base}/positions/end", json={"partitions": [tp]}, headers=headers)).status_code == 204
+    assert await poll(client, base, timeout=100) == []
+
+
+async def test_seek_unassigned_partition_is_illegal_state(client, name):
+    await create_topic(client, name, 2)
+    base = await consumer(client, f"g-{name}")
+    r = await client.post(f"{base}/positions", json={"offsets": [{"topic": name, "partition": 1, "offset": 0}]},
+                          headers={"Content-Type": V2})
+    assert r.status_code == 409 and r.json()["error_code"] == 40903
+
+
+async def test_latest_reset_does_not_skip_records_between_polls(client, name):
+    await create_topic(client, name, 1)
+    await produce(client, name, [{"value": "old"}])
+    base = await consumer(client, f"g-{name}", reset="latest")
+    await subscribe(client, base, name)
+    assert await poll(client, base, timeout=50) == []
+    await produce(client, name, [{"value": "new"}])
+    assert [r["value"] for r in await poll_until(client, base, 1)] == ["new"]
+
+
+async def test_reset_none_without_commit_is_illegal_state(client, name):
+    await create_topic(client, name, 1)
+    base = await consumer(client, f"g-{name}", reset="none")
+    await subscribe(client, base, name)
+    r = await client.get(f"{base}/records", params={"timeout": 50}, headers={"Accept": STRING})
+    assert r.status_code == 409 and r.json()["error_code"] == 40903
+
+
+async def test_instance_expires_after_timeout(client, name):
+    base = await consumer(client, name, **{"consumer.instance.timeout.ms": 1000})
+    await asyncio.sleep(0.6)
+    assert (await client.get(f"{base}/subscription")).status_code == 200  # renews the lease
+    await asyncio.sleep(0.6)
+    assert (await client.get(f"{base}/subscription")).status_code == 200
+    await asyncio.sleep(1.5)
+    r = await client.get(f"{base}/subscription")
+    assert r.status_code == 404 and r.json()["error_code"] == 40403

@@ -1,0 +1,211 @@
+"""Bad input: every case gets a 4xx in Confluent's error shape, and nothing is stored."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers import BINARY, JSON, STRING, V2, b64, cluster_id, consumer, create_topic, produce
+
+
+def assert_error(r, status: int, code: int | None = None) -> None:
+    assert r.status_code == status, r.text
+    body = r.json()
+    assert set(body) == {"error_code", "message"} and body["message"]
+    if code is not None:
+        assert body["error_code"] == code, body
+
+
+async def end_offset(client, topic: str, partition: int = 0) -> int:
+    return (await client.get(f"/topics/{topic}/partitions/{partition}/offsets")).json()["end_offset"]
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "code"),
+    [
+        (b"{not json", BINARY, 42206),
+        (b'{"records": {"value": "x"}}', BINARY, 42206),
+        (b'{"records": []}', BINARY, 42206),
+        (b'["records"]', BINARY, 42206),
+        (b'{"records": [{"value": "!!!not base64"}]}', BINARY, 42203),
+        (b'{"records": [{"value": 12}]}', BINARY, 42203),
+        (b'{"records": [{"value": 12}]}', STRING, 42203),
+        (b'{"records": [{"value": "a", "partition": -1}]}', BINARY, 42206),
+        (b'{"records": [{"value": "a", "partition": "zero"}]}', BINARY, 42206),
+        (b'{"records": [{"value": "YQ==", "bogus": 1}]}', BINARY, 42206),
+        (b'{"records": [{"value": "YQ==", "timestamp": "yesterday"}]}', BINARY, 42206),
+        (b'{"records": [{"value": "YQ==", "timestamp": -5}]}', BINARY, 42206),
+        (b'{"records": [{"value": "YQ==", "headers": [{"value": "YQ=="}]}]}', BINARY, 42203),
+        (b'{"records": [{"value": "YQ==", "headers": "h"}]}', BINARY, 42203),
+        (b'{"records": [{"value": 1e400}]}', JSON, 42206),
+    ],
+)
+async def test_bad_produce_bodies_are_422_and_store_nothing(client, name, body, content_type, code):
+    await create_topic(client, name, 1)
+    await produce(client, name, [{"value": "good"}])
+    r = await client.post(f"/topics/{name}", content=body, headers={"Content-Type": content_type})
+    assert_error(r, 422, code)
+    assert await end_offset(client, name) == 1
+
+
+async def test_one_bad_record_rejects_the_whole_batch(client, name):
+    await create_topic(client, name, 1)
+    r = await client.post(f"/topics/{name}", json={"records": [{"value": b64("ok")}, {"value": "%%%"}]},
+                          headers={"Content-Type": BINARY})
+    assert_error(r, 422, 42203)
+    assert "records[1]" in r.json()["message"]
+    assert await end_offset(client, name) == 0
+
+
+async def test_unknown_partition_in_batch_stores_nothing(client, name):
+    await create_topic(client, name, 2)
+    r = await client.post(f"/topics/{name}", json={"records": [{"value": "a", "partition": 0}, {"value": "b", "partition": 7}]},
+                          headers={"Content-Type": STRING})
+    assert_error(r, 404, 40402)
+    assert await end_offset(client, name, 0) == 0
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    ["text/plain", "application/x-www-form-urlencoded", "application/xml", "application/vnd.kafka.avro.v2+json"],
+)
+async def test_wrong_content_type_is_415(client, name, content_type):
+    r = await client.post(f"/topics/{name}", content=b'{"records": []}', headers={"Content-Type": content_type})
+    assert_error(r, 415, 41501)
+
+
+async def test_body_over_the_limit_is_413(tmp_path):
+    from tests.conftest import start_gateway
+
+    gw = await start_gateway(tmp_path / "d", max_request_bytes=2048)
+    try:
+        r = await gw.client.post("/topics/big", content=b'{"records":[{"value":"' + b"A" * 4096 + b'"}]}',
+                                 headers={"Content-Type": BINARY})
+        assert_error(r, 413, 41301)
+    finally:
+        await gw.client.aclose()
+        await gw.stop()
+
+
+@pytest.mark.parametrize(
+    "topic",
+    ["..", ".", "a" * 250, "bad name", "semi;colon", "ünïcode", "%2e%2e", "a%2Fb"],
+)
+async def test_bad_topic_names_are_rejected(client, topic):
+    r = await client.post(f"/topics/{topic}", json={"records": [{"value": "x"}]}, headers={"Content-Type": STRING})
+    assert r.status_code in (404, 422), r.text
+    assert r.json()["error_code"] in (42207, 40400, 40401)
+
+
+async def test_path_traversal_topic_names_never_touch_the_disk(client, gateway):
+    cid = await cluster_id(client)
+    for evil in ["../../etc", "..", "a/../../b", "/abs"]:
+        r = await client.post(f"/v3/clusters/{cid}/topics", json={"topic_name": evil, "partitions_count": 1})
+        assert_error(r, 422, 42207)
+    data_dir = gateway.settings.data_dir.resolve()
+    for path in data_dir.parent.rglob("*"):
+        assert path.resolve().is_relative_to(data_dir.parent)
+
+
+async def test_unknown_topic_and_partition(client, name):
+    assert_error(await client.get(f"/topics/{name}"), 404, 40401)
+    await create_topic(client, name, 1)
+    assert_error(await client.get(f"/topics/{name}/partitions/3"), 404, 40402)
+    assert_error(await client.get(f"/topics/{name}/partitions/3/offsets"), 404, 40402)
+    assert_error(await client.get(f"/topics/{name}/partitions/abc"), 404)
+    r = await client.post(f"/topics/{name}/partitions/9", json={"records": [{"value": "x"}]}, headers={"Content-Type": STRING})
+    assert_error(r, 404, 40402)
+
+
+async def test_auto_create_off_gives_40401(tmp_path):
+    from tests.conftest import start_gateway
+
+    gw = await start_gateway(tmp_path / "d", auto_create_topics_enable=False)
+    try:
+        r = await gw.client.post("/topics/nope", json={"records": [{"value": "x"}]}, headers={"Content-Type": STRING})
+        assert_error(r, 404, 40401)
+    finally:
+        await gw.client.aclose()
+        await gw.stop()
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        ({"format": "avro"}, 42206),
+        ({"format": "xml"}, 42206),
+        ({"auto.offset.reset": "smallest"}, 42206),
+        ({"auto.commit.enable": "maybe"}, 42206),
+        ({"fetch.min.bytes": "lots"}, 42206),
+        ({"name": "bad name!"}, 42204),
+        ({"name": "../x"}, 42204),
+        ({"partition.assignment.strategy": "fastest"}, 42204),
+        ({"consumer.instance.timeout.ms": 5}, 42204),
+    ],
+)
+async def test_bad_consumer_configs(client, name, body, code):
+    r = await client.post(f"/consumers/{name}", json=body, headers={"Content-Type": V2})
+    assert_error(r, 422, code)
+
+
+async def test_bad_subscriptions(client, name):
+    base = await consumer(client, name)
+    for body in [{}, {"topics": []}, {"topics": ["a"], "topic_pattern": "b"}, {"topic_pattern": "("}, {"topics": ["bad name"]}, {"topics": "a"}]:
+        r = await client.post(f"{base}/subscription", json=body, headers={"Content-Type": V2})
+        assert r.status_code == 422, (body, r.text)
+    r = await client.post(f"{base}/subscription", content=b"[", headers={"Content-Type": V2})
+    assert_error(r, 422, 42206)
+
+
+async def test_bad_seeks_and_commits(client, name):
+    await create_topic(client, name, 1)
+    base = await consumer(client, f"g-{name}")
+    r = await client.post(f"{base}/positions", json={"offsets": [{"topic": name, "partition": 0, "offset": -3}]},
+                          headers={"Content-Type": V2})
+    assert_error(r, 422)
+    r = await client.post(f"{base}/positions", json={}, headers={"Content-Type": V2})
+    assert_error(r, 422)
+    r = await client.post(f"{base}/offsets", json={"offsets": [{"topic": name, "partition": 5, "offset": 1}]},
+                          headers={"Content-Type": V2})
+    assert_error(r, 404, 40402)
+    r = await client.post(f"{base}/assignments", json={"partitions": [{"topic": "missing-topic", "partition": 0}]},
+                          headers={"Content-Type": V2})
+    assert_error(r, 404, 40401)
+
+
+async def test_unknown_instance_everywhere(client, name):
+    base = f"/consumers/{name}/instances/ghost"
+    for method, path in [("GET", "/records"), ("GET", "/subscription"), ("DELETE", ""), ("GET", "/assignments"),
+                         ("POST", "/offsets"), ("GET", "/offsets")]:
+        r = await client.request(method, base + path, headers={"Content-Type": V2})
+        assert_error(r, 404, 40403)
+
+
+async def test_bad_query_parameters(client, name):
+    await create_topic(client, name, 1)
+    r = await client.get(f"/topics/{name}/partitions/0/records", params={"offset": -1})
+    assert_error(r, 422)
+    r = await client.get(f"/topics/{name}/partitions/0/records", params={"timeout": "soon"})
+    assert_error(r, 422)
+
+
+async def test_unknown_route_and_method(client):
+    assert_error(await client.get("/no/such/thing"), 404)
+    assert_error(await client.put("/topics"), 405)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"topic_name": "ok", "partitions_count": 0},
+        {"topic_name": "ok", "partitions_count": -2},
+        {"topic_name": "ok", "partitions_count": 1, "configs": [{"name": "retention.ms", "value": "soon"}]},
+        {"topic_name": "ok", "partitions_count": 1, "configs": [{"name": "no.such.config", "value": "1"}]},
+        {"topic_name": "ok", "partitions_count": 1, "replication_factor": 3},
+        {"partitions_count": 1},
+    ],
+)
+async def test_bad_topic_creation(client, body):
+    cid = await cluster_id(client)
+    r = await client.post(f"/v3/clusters/{cid}/topics", json=body)
+    assert_error(r, 422)
+    assert (await client.get("/topics/ok")).status_code == 404

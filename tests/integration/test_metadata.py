@@ -1,0 +1,70 @@
+"""Metadata, v3 topic admin, health and metrics."""
+
+from __future__ import annotations
+
+from tests.helpers import cluster_id, create_topic, produce
+
+
+async def test_root_and_brokers(client):
+    assert (await client.get("/")).json() == {}
+    assert (await client.get("/brokers")).json() == {"brokers": [0]}
+
+
+async def test_topics_and_partitions(client, name):
+    await create_topic(client, name, 3, retention_ms="3600000")
+    assert name in (await client.get("/topics")).json()
+    topic = (await client.get(f"/topics/{name}")).json()
+    assert topic["name"] == name
+    assert topic["configs"]["retention.ms"] == "3600000"
+    assert [p["partition"] for p in topic["partitions"]] == [0, 1, 2]
+    assert topic["partitions"][0]["replicas"] == [{"broker": 0, "leader": True, "in_sync": True}]
+    parts = (await client.get(f"/topics/{name}/partitions")).json()
+    assert len(parts) == 3
+    one = (await client.get(f"/topics/{name}/partitions/1")).json()
+    assert one["partition"] == 1 and one["leader"] == 0
+
+
+async def test_partition_offsets(client, name):
+    await create_topic(client, name, 1)
+    assert (await client.get(f"/topics/{name}/partitions/0/offsets")).json() == {"beginning_offset": 0, "end_offset": 0}
+    await produce(client, name, [{"value": "a"}, {"value": "b"}])
+    assert (await client.get(f"/topics/{name}/partitions/0/offsets")).json() == {"beginning_offset": 0, "end_offset": 2}
+
+
+async def test_v3_topic_lifecycle(client, name):
+    cid = await cluster_id(client)
+    clusters = (await client.get("/v3/clusters")).json()
+    assert clusters["kind"] == "KafkaClusterList" and clusters["data"][0]["cluster_id"] == cid
+    assert (await client.get(f"/v3/clusters/{cid}")).json()["cluster_id"] == cid
+    created = await create_topic(client, name, 2)
+    assert created["topic_name"] == name and created["partitions_count"] == 2 and created["replication_factor"] == 1
+    again = await client.post(f"/v3/clusters/{cid}/topics", json={"topic_name": name, "partitions_count": 2})
+    assert again.status_code == 400 and again.json()["error_code"] == 40002
+    listed = (await client.get(f"/v3/clusters/{cid}/topics")).json()
+    assert name in [t["topic_name"] for t in listed["data"]]
+    grown = await client.patch(f"/v3/clusters/{cid}/topics/{name}", json={"partitions_count": 5})
+    assert grown.status_code == 200 and grown.json()["partitions_count"] == 5
+    shrink = await client.patch(f"/v3/clusters/{cid}/topics/{name}", json={"partitions_count": 2})
+    assert shrink.status_code == 422
+    assert (await client.delete(f"/v3/clusters/{cid}/topics/{name}")).status_code == 204
+    r = await client.get(f"/topics/{name}")
+    assert r.status_code == 404 and r.json()["error_code"] == 40401
+    r = await client.get(f"/v3/clusters/{cid}/topics/{name}")
+    assert r.status_code == 404
+    r = await client.get("/v3/clusters/no-such-cluster/topics")
+    assert r.status_code == 404
+
+
+async def test_health_ready_metrics(client, name):
+    assert (await client.get("/healthz")).status_code == 200
+    assert (await client.get("/readyz")).json() == {"status": "ready"}
+    await produce(client, name, [{"value": "m"}])
+    text = (await client.get("/metrics")).text
+    assert "brokergate_http_requests_total" in text
+    assert f'brokergate_produced_records_total{{topic="{name}"}} 1.0' in text
+
+
+async def test_docs_are_served(client):
+    assert (await client.get("/docs")).status_code == 200
+    doc = (await client.get("/openapi.json")).json()
+    assert doc["info"]["title"] == "brokergate"
