@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from service.adapters.embedded.log import EmbeddedLog
+from service.adapters.embedded.log.segment import Segment
 from service.core.models import NewRecord, Record, TopicPartition
 
 T0 = 1_700_000_000.0  # seconds; a fixed "now" for tests that inject the clock
@@ -75,3 +76,8 @@ async def read_all(log: EmbeddedLog, tp: TopicPartition, start: int | None = Non
             return out
         out.extend(data.records)
         pos = data.records[-1].offset + 1
+
+
+def segments_of(log: EmbeddedLog, tp: TopicPartition) -> tuple[Segment, ...]:
+    """The live segments of a partition (white box: roll and retention tests count them)."""
+    return log._topics[tp.topic].partitions[tp.partition].segments

@@ -49,7 +49,11 @@ def test_round_trip_keeps_every_field() -> None:
 
 
 def test_header_fields() -> None:
-    records = [NewRecord(None, b"a", timestamp=30), NewRecord(None, b"b", timestamp=90), NewRecord(None, b"c")]
+    records = [
+        NewRecord(None, b"a", timestamp=30),
+        NewRecord(None, b"b", timestamp=90),
+        NewRecord(None, b"c"),
+    ]
     batch = encode_batch(records, NOW)
     header = parse_header(batch.head(42) + batch.body)
     assert header.base_offset == 42
@@ -129,7 +133,7 @@ def test_decoding_at_a_position_inside_a_buffer() -> None:
 
 def test_record_size_limit() -> None:
     encode_batch([NewRecord(None, bytes(100))], NOW, max_record_bytes=124)  # 24 bytes of framing
-    with pytest.raises(RecordTooLarge, match="max.message.bytes"):
+    with pytest.raises(RecordTooLarge, match=r"max\.message\.bytes"):
         encode_batch([NewRecord(None, bytes(101))], NOW, max_record_bytes=124)
 
 

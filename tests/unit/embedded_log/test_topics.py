@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from service.adapters.embedded.log import EmbeddedLog
+from service.core.models import TopicPartition
 from service.core.ports import Log
 from service.errors import (
     BackendError,
@@ -18,7 +19,6 @@ from service.errors import (
     TopicExists,
     TopicNotFound,
 )
-from service.core.models import TopicPartition
 
 from .conftest import OpenLog, read_all, values
 
@@ -140,7 +140,9 @@ async def test_delete_is_durable(open_log: OpenLog, data_dir: Path) -> None:
     assert await log2.offsets(TopicPartition("gone", 0)) == (0, 0)
 
 
-async def test_leftovers_of_a_crash_mid_create_or_delete_are_cleaned(open_log: OpenLog, data_dir: Path) -> None:
+async def test_leftovers_of_a_crash_mid_create_or_delete_are_cleaned(
+    open_log: OpenLog, data_dir: Path
+) -> None:
     log = await open_log()
     await log.create_topic("t", 1, 1, {})
     await log.stop()
@@ -200,6 +202,8 @@ async def test_lifecycle(data_dir: Path) -> None:
         with pytest.raises(BackendError, match="in use"):
             await other.start()
     await log.stop()  # idempotent
+    await other.start()  # a failed start can be retried
+    await other.stop()
     await asyncio.gather(log.stop(), log.stop())
     with pytest.raises(BackendUnavailable):
         await log.append(TopicPartition("t", 0), values(1))

@@ -107,8 +107,9 @@ class OffsetIndex(_IndexFile):
 
     def append(self, rel: int, pos: int) -> None:
         self._append(OFFSET_ENTRY.pack(rel, pos))
-        self.rels.append(rel)
+        # Reader threads bisect ``rels`` then index ``positions``: fill the latter first.
         self.positions.append(pos)
+        self.rels.append(rel)
 
     def lookup(self, rel: int) -> tuple[int, int]:
         """The last entry at or before ``rel``: where a scan for ``rel`` starts."""
@@ -162,8 +163,9 @@ class TimeIndex(_IndexFile):
         if self.stamps and ts <= self.stamps[-1]:
             return
         self._append(TIME_ENTRY.pack(ts, rel))
-        self.stamps.append(ts)
+        # Reader threads bisect ``stamps`` then index ``rels``: fill the latter first.
         self.rels.append(rel)
+        self.stamps.append(ts)
 
     def lookup(self, ts: int) -> int:
         """Relative offset of a batch from which a scan for the first record >= ``ts`` may start."""

@@ -132,7 +132,11 @@ class EmbeddedLog:
         if self._state != "new":
             return
         self._state = "starting"
-        clean = await asyncio.to_thread(self._dir.open)
+        try:
+            clean = await asyncio.to_thread(self._dir.open)
+        except BaseException:
+            self._state = "new"  # e.g. another process holds the dir: start() may be retried
+            raise
         try:
             self._cluster_id = await asyncio.to_thread(self._dir.cluster_id)
             metas = await asyncio.to_thread(self._dir.load_topics)
@@ -174,13 +178,14 @@ class EmbeddedLog:
                     await self._flusher
                 self._flusher = None
             clean = True
-            for topic in self._topics.values():
-                for p in topic.partitions:
-                    try:
-                        await p.close(flush=True, error=self._stopped_error)
-                    except Exception:
-                        log.exception("closing %s failed", p.tp)
-                        clean = False
+            async with self._admin:  # no topic is half created or deleted while we close
+                for topic in self._topics.values():
+                    for p in topic.partitions:
+                        try:
+                            await p.close(flush=True, error=self._stopped_error)
+                        except Exception:
+                            log.exception("closing %s failed", p.tp)
+                            clean = False
             await asyncio.to_thread(self._dir.close, clean=clean)
         finally:
             self._state = "stopped"
@@ -359,6 +364,8 @@ class EmbeddedLog:
         """
         self._require_started()
         wanted = [(tp, self._partition(tp), offset) for tp, offset in positions.items()]
+        if not wanted:
+            return {}
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(max_wait_ms, 0) / 1000
         while True:
@@ -368,11 +375,11 @@ class EmbeddedLog:
             if size >= min_bytes or size >= max_bytes or out_of_range:
                 return result
             remaining = deadline - loop.time()
-            if remaining <= 0 or self._state != "started" or any(p.closed for _, p, _ in wanted):
+            if remaining <= 0:
                 return result
             done, _ = await asyncio.wait(wakeups, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
-            if not done:
-                return result
+            if not done or self._state != "started":
+                return result  # (a deleted topic, though, raises TopicNotFound on the next read)
 
     async def _read(
         self, wanted: list[tuple[TopicPartition, Partition, int]], max_bytes: int
@@ -388,6 +395,8 @@ class EmbeddedLog:
             return await finish_in_thread(fn)  # never unpin while the thread still reads
         except OSError as exc:
             raise BackendUnavailable(f"Cannot read the log: {exc}") from exc
+        except BatchError as exc:  # a CRC-valid batch that does not decode: damaged beyond repair
+            raise BackendError(f"Corrupt data in the log: {exc}") from exc
         finally:
             for v in views:
                 v.unpin()

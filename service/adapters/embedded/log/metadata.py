@@ -7,12 +7,13 @@ Layout (everything the log owns; other embedded adapters may share ``data_dir``)
     data_dir/topics.clean                 exists only between a clean stop and the next start
     data_dir/topics/<topic>/topic.json    TopicMeta, replaced atomically
     data_dir/topics/<topic>/<partition>/  segments (see ``segment``)
-    data_dir/topics.staging/<topic>~<hex> a topic being created, renamed into topics/ when complete
-    data_dir/topics.trash/<topic>~<hex>   a deleted topic, removed in the background
+    data_dir/topics.staging/<uuid hex>    a topic being created, renamed into topics/ when complete
+    data_dir/topics.trash/<uuid hex>      a deleted topic, removed right after the rename
 
 A topic appears in ``topics/`` by one rename and leaves by one rename, so a
 crash never leaves half a topic; leftovers in staging and trash are removed at
-start. ``~`` cannot occur in a topic name, so these names never clash.
+start. (Random names there, not topic names: a 249-character topic name plus a
+suffix would exceed the file system's 255-byte limit.)
 
 Everything here is synchronous; ``EmbeddedLog`` calls it from worker threads.
 """
@@ -161,7 +162,7 @@ class DataDir:
         final = self.topic_dir(meta.name)
         if final.exists():
             raise FileExistsError(final)
-        staged = self.staging / f"{meta.name}~{uuid.uuid4().hex}"
+        staged = self.staging / uuid.uuid4().hex
         staged.mkdir()
         for p in range(meta.partitions):
             (staged / str(p)).mkdir()
@@ -182,8 +183,9 @@ class DataDir:
 
     def delete_topic(self, topic: str) -> None:
         """Move the topic to the trash (the durable step), then remove its files."""
-        tomb = self.trash / f"{validate_topic_name(topic)}~{uuid.uuid4().hex}"
-        os.rename(self.topic_dir(topic), tomb)
+        source = self.topic_dir(topic)
+        tomb = self.trash / uuid.uuid4().hex
+        os.rename(source, tomb)
         fsync_dir(self.topics)
         fsync_dir(self.trash)
         shutil.rmtree(tomb, ignore_errors=True)

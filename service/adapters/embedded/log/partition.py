@@ -108,7 +108,7 @@ class PartitionView:
         used = 0
         first = len(out)
         for seg, limit in zip(self.segments[i:], self.limits[i:], strict=True):
-            remaining = budget - used if budget >= 0 else -1
+            remaining = max(budget - used, 0) if budget >= 0 else -1  # -1: no budget at all
             chunk = min(max(remaining, 64 * 1024), 16 * 1024 * 1024) if remaining >= 0 else 1 << 20
             n, hit = seg.read(
                 offset,
@@ -157,6 +157,7 @@ class Partition:
         self._sync_task: asyncio.Task[None] | None = None
         self._waiter: asyncio.Future[None] | None = None
         self._closed = False
+        self._failed: OSError | None = None
         self._closed_error: Callable[[], Exception] = self._gone
 
     # --- opening (in a worker thread) ----------------------------------------------
@@ -224,6 +225,7 @@ class Partition:
         return tuple(self._segments)
 
     def view(self) -> PartitionView:
+        self._check_open()  # a closed partition's descriptors are gone
         segs = tuple(self._segments)
         limits = (*(s.size for s in segs[:-1]), self._visible_pos)
         return PartitionView(segs, limits, self._hw, segs[0].base_offset)
@@ -259,6 +261,11 @@ class Partition:
         """Write ``batch`` and return its base offset once it is acknowledged per the flush policy."""
         async with self._lock:
             self._check_open()
+            if self._failed is not None:
+                raise BackendUnavailable(
+                    f"Partition {self.tp} stopped taking writes after an I/O error ({self._failed}); "
+                    "restart the gateway to recover it."
+                )
             active = self._segments[-1]
             if not active.fits(batch, self.config.segment_bytes) or self._aged(active):
                 active = await self._roll()
@@ -313,6 +320,9 @@ class Partition:
             try:
                 await asyncio.shield(task)
             except OSError as exc:
+                # After a failed fsync the kernel may have dropped the dirty pages and a later fsync
+                # would "succeed" without them: only recovery at the next start can be trusted.
+                self._failed = exc
                 raise BackendUnavailable(f"Cannot fsync partition {self.tp}: {exc}") from exc
 
     async def _run_sync(self) -> None:

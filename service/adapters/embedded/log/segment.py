@@ -124,7 +124,7 @@ class Segment:
             if file_size == 0:
                 seg._reset_indexes_if_present()
             elif full_scan or not seg._open_with_index(file_size):
-                seg._rebuild(file_size)
+                seg._rebuild(file_size, sealed=not active)
             if seg.size < file_size:
                 if active:
                     log.warning(
@@ -182,8 +182,11 @@ class Segment:
         self._since_index = scan.valid_end - pos
         return True
 
-    def _rebuild(self, file_size: int) -> None:
-        """Re-read every batch, rebuild both index files, and find where the valid data ends."""
+    def _rebuild(self, file_size: int, *, sealed: bool) -> None:
+        """Re-read every batch, rebuild both index files, and find where the valid data ends.
+
+        The result is what appends (and, for a closed segment, ``seal``) would have written.
+        """
         rels: list[int] = []
         positions: list[int] = []
         stamps: list[int] = []
@@ -203,6 +206,9 @@ class Segment:
                 since = 0
             since += view.header.size
             self._last_rel = rel
+        if sealed and rels and max_ts > stamps[-1]:
+            stamps.append(max_ts)
+            time_rels.append(self._last_rel)
         if scan.error:
             log.warning("%s: %s", self.log_path, scan.error)
         log.info("%s: rebuilt indexes (%d entries)", self.log_path, len(rels))
@@ -307,7 +313,7 @@ class Segment:
                     view.header,
                     out,
                     min_offset=min_offset,
-                    budget=budget - used if budget >= 0 else -1,
+                    budget=max(budget - used, 0) if budget >= 0 else -1,
                     force_first=force_first and len(out) == first,
                 )
                 used += n
