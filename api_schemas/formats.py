@@ -20,9 +20,7 @@ from service.errors import ConversionError, UnsupportedMediaType
 
 FORMATS: tuple[EmbeddedFormat, ...] = ("binary", "json", "string")
 
-_DATA_TYPES: dict[str, EmbeddedFormat] = {
-    f"application/vnd.kafka.{fmt}.v2+json": fmt for fmt in FORMATS
-}
+_DATA_TYPES: dict[str, EmbeddedFormat] = {f"application/vnd.kafka.{fmt}.v2+json": fmt for fmt in FORMATS}
 # Confluent treats the generic types as binary.
 _GENERIC_TYPES = {"application/vnd.kafka.v2+json", "application/vnd.kafka+json", "application/json"}
 _SCHEMA_FORMATS = ("avro", "jsonschema", "protobuf")

@@ -81,7 +81,9 @@ def parse_produce(body: Any, fmt: EmbeddedFormat) -> tuple[list[NewRecord], list
     return records, explicit if any_explicit else None
 
 
-def render_records(fmt: EmbeddedFormat, polled: Iterable[tuple[TopicPartition, Record]]) -> list[dict[str, Any]]:
+def render_records(
+    fmt: EmbeddedFormat, polled: Iterable[tuple[TopicPartition, Record]]
+) -> list[dict[str, Any]]:
     """v2 consumer records, with brokergate's ``timestamp`` and ``headers``."""
     encode = ENCODERS[fmt]
     return [

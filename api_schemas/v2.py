@@ -24,15 +24,19 @@ class Header(BaseModel):
 
 
 class ProduceRecord(BaseModel):
-    key: Any = Field(None, description="base64 (binary), any JSON (json) or a string (string); null for none.")
+    key: Any = Field(
+        None, description="base64 (binary), any JSON (json) or a string (string); null for none."
+    )
     value: Any = Field(None, description="Same encoding as key.")
     partition: int | None = Field(None, ge=0, description="Target partition; default: by key, else spread.")
     headers: list[Header] | None = None
-    timestamp: int | datetime | None = Field(None, description="Milliseconds since epoch or ISO 8601; default now.")
+    timestamp: int | datetime | None = Field(
+        None, description="Milliseconds since epoch or ISO 8601; default now."
+    )
 
 
 class ProduceRequest(BaseModel):
-    records: list[ProduceRecord]
+    records: list[ProduceRecord] = Field(min_length=1)
     key_schema: str | None = None
     key_schema_id: int | None = None
     value_schema: str | None = None
@@ -89,7 +93,9 @@ class CreateConsumerResponse(BaseModel):
 
 
 class SubscriptionRequest(BaseModel):
-    topics: list[str] | None = None
+    """Either ``topics`` or ``topic_pattern`` (a regular expression matched against whole names)."""
+
+    topics: list[str] | None = Field(None, min_length=1)
     topic_pattern: str | None = None
 
 

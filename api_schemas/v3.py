@@ -39,15 +39,23 @@ class ConfigEntry(BaseModel):
     value: str | None
 
 
+TOPIC_NAME = r"^[a-zA-Z0-9._-]{1,249}$"
+
+
 class CreateTopicRequest(BaseModel):
-    topic_name: str
-    partitions_count: int | None = Field(None, description="Default: the gateway's default partition count.")
+    # The pattern is documented, not enforced here: the core rejects bad names with 42207.
+    topic_name: str = Field(
+        description="1-249 of [a-zA-Z0-9._-], not '.' or '..'.", json_schema_extra={"pattern": TOPIC_NAME}
+    )
+    partitions_count: int | None = Field(
+        None, ge=1, description="Default: the gateway's default partition count."
+    )
     replication_factor: int | None = Field(None, description="Default: the backend's default.")
     configs: list[ConfigEntry] = Field(default_factory=list)
 
 
 class UpdatePartitionCountRequest(BaseModel):
-    partitions_count: int
+    partitions_count: int = Field(ge=1, description="The new, larger partition count.")
 
 
 class TopicData(BaseModel):

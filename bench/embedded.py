@@ -67,8 +67,20 @@ async def run_for(seconds: float, clients: int, one: Callable[[], Awaitable[int]
 
 def start_server(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "service", "serve", "--host", "127.0.0.1", "--port", str(port),
-         "--data-dir", str(data_dir), "--log-level", "warning"],
+        [
+            sys.executable,
+            "-m",
+            "service",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--data-dir",
+            str(data_dir),
+            "--log-level",
+            "warning",
+        ],
         cwd=ROOT,
     )
     deadline = time.monotonic() + 30
@@ -95,7 +107,9 @@ class Bench:
     async def topic(self, name: str) -> None:
         if not self.cluster:
             self.cluster = (await self.http.get("/v3/clusters")).json()["data"][0]["cluster_id"]
-        r = await self.http.post(f"/v3/clusters/{self.cluster}/topics", json={"topic_name": name, "partitions_count": 1})
+        r = await self.http.post(
+            f"/v3/clusters/{self.cluster}/topics", json={"topic_name": name, "partitions_count": 1}
+        )
         assert r.status_code == 201, r.text
         await self.log.create_topic(name, 1, 1, {})
 
@@ -132,15 +146,21 @@ class Bench:
         for _ in range(count // 1000):
             await self.http.post(f"/topics/{name}", content=body, headers={"Content-Type": BINARY})
 
-        r = await self.http.post(f"/consumers/bench-{name}", json={"format": "binary", "auto.offset.reset": "earliest"},
-                                 headers={"Content-Type": V2})
+        r = await self.http.post(
+            f"/consumers/bench-{name}",
+            json={"format": "binary", "auto.offset.reset": "earliest"},
+            headers={"Content-Type": V2},
+        )
         base = r.json()["base_uri"]
         await self.http.post(f"{base}/subscription", json={"topics": [name]}, headers={"Content-Type": V2})
         got = 0
         start = time.perf_counter()
         while got < count:
-            r = await self.http.get(f"{base}/records", params={"timeout": 1000, "max_bytes": 1_000_000},
-                                    headers={"Accept": BINARY})
+            r = await self.http.get(
+                f"{base}/records",
+                params={"timeout": 1000, "max_bytes": 1_000_000},
+                headers={"Accept": BINARY},
+            )
             got += len(r.json())
         t_rest = time.perf_counter() - start
         await self.http.delete(base)
@@ -165,10 +185,15 @@ class Bench:
             await self.http.post(f"/topics/{name}", content=body, headers={"Content-Type": BINARY})
             samples.append(time.perf_counter() - t)
         q = statistics.quantiles(samples, n=100)
-        print(f"\nproduce latency (1 record, fsync):   p50 {q[49] * 1000:6.2f} ms   p99 {q[98] * 1000:6.2f} ms")
+        print(
+            f"\nproduce latency (1 record, fsync):   p50 {q[49] * 1000:6.2f} ms   p99 {q[98] * 1000:6.2f} ms"
+        )
 
-        r = await self.http.post("/consumers/bench-e2e", json={"format": "binary", "auto.offset.reset": "latest"},
-                                 headers={"Content-Type": V2})
+        r = await self.http.post(
+            "/consumers/bench-e2e",
+            json={"format": "binary", "auto.offset.reset": "latest"},
+            headers={"Content-Type": V2},
+        )
         base = r.json()["base_uri"]
         await self.http.post(f"{base}/subscription", json={"topics": [name]}, headers={"Content-Type": V2})
         await self.http.get(f"{base}/records", params={"timeout": 100}, headers={"Accept": BINARY})
@@ -189,12 +214,17 @@ class Bench:
 
     def record(self, label: str, rest: float, local: float, size: int) -> None:
         self.rows.append((label, rest, rest * size / 1e6, local, rest / local))
-        print(f"{label:<24} REST {rest:>10,.0f} rec/s {rest * size / 1e6:>7.1f} MB/s   "
-              f"in-process {local:>10,.0f} rec/s   ratio {rest / local:5.2f}", flush=True)
+        print(
+            f"{label:<24} REST {rest:>10,.0f} rec/s {rest * size / 1e6:>7.1f} MB/s   "
+            f"in-process {local:>10,.0f} rec/s   ratio {rest / local:5.2f}",
+            flush=True,
+        )
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--seconds", type=float, default=3.0, help="duration of each produce measurement")
     parser.add_argument("--clients", type=int, default=4, help="concurrent clients")
     parser.add_argument("--quick", action="store_true", help="1 s per measurement, smaller consume runs")
@@ -207,7 +237,10 @@ async def main() -> None:
         await log.start()
         bench = Bench(f"http://127.0.0.1:{port}", log, seconds, args.clients)
         try:
-            print(f"brokergate embedded benchmark: {args.clients} clients, {seconds:.0f} s per figure, fsync before ack\n")
+            print(
+                f"brokergate embedded benchmark: {args.clients} clients, "
+                f"{seconds:.0f} s per figure, fsync before ack\n"
+            )
             for size in (100, 1000):
                 for batch in (1, 100, 1000):
                     await bench.produce(size, batch)

@@ -61,7 +61,9 @@ async def _validation_error(request: Request, exc: Exception) -> Response:
     if any(err["loc"][:1] == ("path",) for err in errors):
         # /topics/t/partitions/abc names no resource: that is a 404, as Confluent answers.
         return _error(404, ErrorCode.NOT_FOUND, f"Not found: {request.url.path}")
-    parts = [f"{'.'.join(str(x) for x in err['loc'][1:]) or err['loc'][0]}: {err['msg']}" for err in errors[:5]]
+    parts = [
+        f"{'.'.join(str(x) for x in err['loc'][1:]) or err['loc'][0]}: {err['msg']}" for err in errors[:5]
+    ]
     return _error(422, ErrorCode.INVALID_REQUEST, "Invalid request: " + "; ".join(parts))
 
 

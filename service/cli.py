@@ -26,7 +26,9 @@ def _parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="serve the REST API")
     serve.add_argument("--host", help="bind address (default 0.0.0.0)")
     serve.add_argument("--port", type=int, help="port (default 8082)")
-    serve.add_argument("--data-dir", dest="data_dir", help="data directory of the embedded backends (default ./data)")
+    serve.add_argument(
+        "--data-dir", dest="data_dir", help="data directory of the embedded backends (default ./data)"
+    )
     serve.add_argument("--log", help="embedded | kafka://host:port[,host:port...]")
     serve.add_argument("--coordinator", help="embedded | zookeeper://host:port[,...][/chroot]")
     serve.add_argument("--sessions", help="embedded | redis://host:port/db")
@@ -62,7 +64,9 @@ def serve(args: argparse.Namespace) -> int:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         return _fail(f"cannot use data dir {str(settings.data_dir)!r}: {exc.strerror}")
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     app = create_app(settings, ports)
     config = uvicorn.Config(
         app,

@@ -11,7 +11,10 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         self.requests = Counter(
-            "brokergate_http_requests", "HTTP requests served", ["method", "route", "status"], registry=self.registry
+            "brokergate_http_requests",
+            "HTTP requests served",
+            ["method", "route", "status"],
+            registry=self.registry,
         )
         self.latency = Histogram(
             "brokergate_http_request_seconds",
@@ -27,12 +30,21 @@ class Metrics:
             "brokergate_produced_bytes", "Key+value bytes appended", ["topic"], registry=self.registry
         )
         self.consumed_records = Counter(
-            "brokergate_consumed_records", "Records delivered to consumer instances", ["topic"], registry=self.registry
+            "brokergate_consumed_records",
+            "Records delivered to consumer instances",
+            ["topic"],
+            registry=self.registry,
         )
         self.expired_instances = Counter(
-            "brokergate_expired_instances", "Consumer instances removed after their timeout", registry=self.registry
+            "brokergate_expired_instances",
+            "Consumer instances removed after their timeout",
+            registry=self.registry,
         )
         self.retention_segments = Counter(
-            "brokergate_retention_deleted_segments", "Log segments deleted by retention", registry=self.registry
+            "brokergate_retention_deleted_segments",
+            "Log segments deleted by retention",
+            registry=self.registry,
         )
-        self.instances = Gauge("brokergate_consumer_instances", "Live consumer instances", registry=self.registry)
+        self.instances = Gauge(
+            "brokergate_consumer_instances", "Live consumer instances", registry=self.registry
+        )

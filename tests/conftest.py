@@ -16,6 +16,7 @@ import uvicorn
 from service.app import create_app
 from service.settings import Settings
 
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -22,7 +22,9 @@ def unb64(data: str | None) -> bytes | None:
     return None if data is None else base64.b64decode(data)
 
 
-async def create_topic(client: httpx.AsyncClient, topic: str, partitions: int = 1, **configs: str) -> dict[str, Any]:
+async def create_topic(
+    client: httpx.AsyncClient, topic: str, partitions: int = 1, **configs: str
+) -> dict[str, Any]:
     cluster = (await client.get("/v3/clusters")).json()["data"][0]["cluster_id"]
     body = {
         "topic_name": topic,
@@ -39,7 +41,12 @@ async def cluster_id(client: httpx.AsyncClient) -> str:
 
 
 async def produce(
-    client: httpx.AsyncClient, topic: str, records: list[dict[str, Any]], *, fmt: str = STRING, partition: int | None = None
+    client: httpx.AsyncClient,
+    topic: str,
+    records: list[dict[str, Any]],
+    *,
+    fmt: str = STRING,
+    partition: int | None = None,
 ) -> list[dict[str, Any]]:
     url = f"/topics/{topic}" if partition is None else f"/topics/{topic}/partitions/{partition}"
     r = await client.post(url, json={"records": records}, headers={"Content-Type": fmt})
@@ -64,7 +71,9 @@ async def subscribe(client: httpx.AsyncClient, base: str, *topics: str, pattern:
     assert r.status_code == 204, r.text
 
 
-async def poll(client: httpx.AsyncClient, base: str, *, fmt: str = STRING, timeout: int = 200, **params: Any) -> list[dict[str, Any]]:
+async def poll(
+    client: httpx.AsyncClient, base: str, *, fmt: str = STRING, timeout: int = 200, **params: Any
+) -> list[dict[str, Any]]:
     r = await client.get(f"{base}/records", params={"timeout": timeout, **params}, headers={"Accept": fmt})
     assert r.status_code == 200, r.text
     return list(r.json())
@@ -81,7 +90,9 @@ async def poll_until(
     return got
 
 
-async def commit(client: httpx.AsyncClient, base: str, offsets: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+async def commit(
+    client: httpx.AsyncClient, base: str, offsets: list[dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
     kwargs: dict[str, Any] = {"headers": {"Content-Type": V2}}
     if offsets is not None:
         kwargs["json"] = {"offsets": offsets}

@@ -9,7 +9,9 @@ from service.metrics import Metrics
 from .loop import Periodic
 
 
-def reaper(consumers: ConsumerService, coordinator: Coordinator, metrics: Metrics, interval_ms: int) -> Periodic:
+def reaper(
+    consumers: ConsumerService, coordinator: Coordinator, metrics: Metrics, interval_ms: int
+) -> Periodic:
     async def run() -> None:
         # One replica at a time does group-wide duties.
         if coordinator.is_leader():

@@ -28,7 +28,9 @@ def build_log(settings: Settings) -> Log:
             retention_bytes=settings.retention_bytes,
             advertised_port=settings.port,
         )
-    raise BackendNotAvailable(f"log backend {settings.log!r} is not available in this version; use 'embedded'")
+    raise BackendNotAvailable(
+        f"log backend {settings.log!r} is not available in this version; use 'embedded'"
+    )
 
 
 def build_coordinator(settings: Settings) -> Coordinator:

@@ -16,7 +16,8 @@ from service.core.models import InstanceConfig, Subscription, TopicPartition
 from service.errors import InvalidConsumerConfig, InvalidPayload
 from service.gateway import Gateway, get_gateway
 
-from .http import JSONBody, body_doc, no_content, parse, parse_optional, v2 as v2_response
+from .http import JSONBody, body_doc, no_content, parse, parse_optional
+from .http import v2 as v2_response
 from .responses import CONSUMER_ERRORS
 
 router = APIRouter(prefix="/consumers/{group}", tags=["consumers"])
@@ -160,14 +161,20 @@ async def poll(
     instance: str,
     request: Request,
     gw: GW,
-    timeout: Annotated[int | None, Query(description="Max wait in ms; default consumer.request.timeout.ms.")] = None,
-    max_bytes: Annotated[int | None, Query(description="Byte budget; a bigger record still comes alone.")] = None,
+    timeout: Annotated[
+        int | None, Query(description="Max wait in ms; default consumer.request.timeout.ms.")
+    ] = None,
+    max_bytes: Annotated[
+        int | None, Query(description="Byte budget; a bigger record still comes alone.")
+    ] = None,
 ) -> Response:
     """Long-poll for records: returns as soon as some are available, or empty at `timeout`."""
     s = gw.settings
     if timeout is not None:
         timeout = min(timeout, s.consumer_max_timeout_ms)
-    budget = s.consumer_max_bytes if max_bytes is None or max_bytes <= 0 else min(max_bytes, s.consumer_max_bytes)
+    budget = (
+        s.consumer_max_bytes if max_bytes is None or max_bytes <= 0 else min(max_bytes, s.consumer_max_bytes)
+    )
     fmt, polled = await gw.consumers.poll(
         group,
         instance,
@@ -213,7 +220,12 @@ async def committed(group: str, instance: str, request: Request, gw: GW) -> Resp
     return v2_response(
         {
             "offsets": [
-                {"topic": tp.topic, "partition": tp.partition, "offset": -1 if off is None else off, "metadata": ""}
+                {
+                    "topic": tp.topic,
+                    "partition": tp.partition,
+                    "offset": -1 if off is None else off,
+                    "metadata": "",
+                }
                 for tp, off in found.items()
             ]
         }

@@ -69,9 +69,14 @@ async def read_body(request: Request) -> bytes:
 def check_control_type(request: Request) -> None:
     """Control endpoints take JSON: the v2 vendor types, any embedded-format type, or plain JSON."""
     mt = media_type(request.headers.get("content-type"))
-    if mt and mt not in CONTROL_TYPES and not (mt.startswith("application/vnd.kafka.") and mt.endswith("+json")):
+    if (
+        mt
+        and mt not in CONTROL_TYPES
+        and not (mt.startswith("application/vnd.kafka.") and mt.endswith("+json"))
+    ):
         raise UnsupportedMediaType(
-            f"Unsupported Content-Type {mt!r}; send JSON as application/vnd.kafka.v2+json or application/json."
+            f"Unsupported Content-Type {mt!r}; "
+            "send JSON as application/vnd.kafka.v2+json or application/json."
         )
 
 
@@ -113,7 +118,9 @@ def describe_validation(exc: ValidationError) -> str:
     return "Invalid request: " + "; ".join(parts)
 
 
-def body_doc(model: type[BaseModel], media_types: tuple[str, ...] = CONTROL_TYPES, *, required: bool = True) -> dict[str, Any]:
+def body_doc(
+    model: type[BaseModel], media_types: tuple[str, ...] = CONTROL_TYPES, *, required: bool = True
+) -> dict[str, Any]:
     """``openapi_extra`` declaring ``model`` as the request body under ``media_types``."""
     BODY_MODELS[model.__name__] = model
     ref = {"$ref": f"#/components/schemas/{model.__name__}"}

@@ -13,7 +13,8 @@ from api_schemas.v2 import ErrorBody
 from service.errors import GatewayError
 from service.gateway import Gateway, get_gateway
 
-from .http import v2 as v2_response, v3 as v3_response
+from .http import v2 as v2_response
+from .http import v3 as v3_response
 
 router = APIRouter(tags=["ops"])
 GW = Annotated[Gateway, Depends(get_gateway)]

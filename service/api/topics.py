@@ -15,7 +15,8 @@ from service.core.producer import ProduceResult
 from service.errors import NotAcceptable
 from service.gateway import Gateway, get_gateway
 
-from .http import DATA_TYPES, CONTROL_TYPES, JSONBody, body_doc, loads, read_body, v2 as v2_response
+from .http import CONTROL_TYPES, DATA_TYPES, JSONBody, body_doc, loads, read_body
+from .http import v2 as v2_response
 from .responses import ERRORS, PRODUCE_ERRORS
 
 router = APIRouter(tags=["topics"])
@@ -34,9 +35,7 @@ def partition_body(p: Any) -> dict[str, Any]:
     return {
         "partition": p.partition,
         "leader": p.leader,
-        "replicas": [
-            {"broker": b, "leader": b == p.leader, "in_sync": b in p.in_sync} for b in p.replicas
-        ],
+        "replicas": [{"broker": b, "leader": b == p.leader, "in_sync": b in p.in_sync} for b in p.replicas],
     }
 
 
@@ -139,7 +138,9 @@ async def read_partition(
     request: Request,
     gw: GW,
     offset: Annotated[int, Query(ge=0, description="First offset to read.")] = 0,
-    max_bytes: Annotated[int | None, Query(ge=1, description="Byte budget; one record is always returned.")] = None,
+    max_bytes: Annotated[
+        int | None, Query(ge=1, description="Byte budget; one record is always returned.")
+    ] = None,
     timeout: Annotated[int, Query(ge=0, description="Long-poll wait in ms when nothing is there yet.")] = 0,
 ) -> Response:
     """Stateless read by offset: no consumer instance, no group (native extension).
@@ -148,7 +149,9 @@ async def read_partition(
     """
     allowed = accept_formats(request.headers.get("accept"))
     if allowed is not None and not allowed:
-        raise NotAcceptable("Accept one of " + ", ".join(content_type_for(f) for f in ("binary", "json", "string")))
+        raise NotAcceptable(
+            "Accept one of " + ", ".join(content_type_for(f) for f in ("binary", "json", "string"))
+        )
     fmt = "binary" if allowed is None else sorted(allowed)[0]
     tp = TopicPartition(topic, partition)
     await gw.topics.check_partition(tp)

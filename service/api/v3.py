@@ -13,7 +13,8 @@ from service.core.models import TopicInfo
 from service.errors import InvalidTopicConfig, NotFound
 from service.gateway import Gateway, get_gateway
 
-from .http import body_doc, no_content, parse, v3 as v3_response
+from .http import body_doc, no_content, parse
+from .http import v3 as v3_response
 from .responses import ERRORS
 
 router = APIRouter(prefix="/v3/clusters", tags=["v3"])
@@ -73,7 +74,9 @@ async def get_cluster(cluster_id: str, request: Request, gw: GW) -> Response:
     return v3_response(_cluster(_base(request, gw), cluster_id))
 
 
-@router.get(CLUSTER + "/topics", operation_id="listTopicsV3", responses={200: {"model": v3.TopicList}, **ERRORS})
+@router.get(
+    CLUSTER + "/topics", operation_id="listTopicsV3", responses={200: {"model": v3.TopicList}, **ERRORS}
+)
 async def list_topics(cluster_id: str, request: Request, gw: GW) -> Response:
     _check(cluster_id, gw)
     base = _base(request, gw)

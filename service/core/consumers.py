@@ -52,7 +52,9 @@ Polled = list[tuple[TopicPartition, Record]]
 
 def validate_group(group: str) -> str:
     if not _GROUP_RE.fullmatch(group):
-        raise InvalidConsumerConfig("A consumer group name is 1 to 255 characters, without '/' or control characters.")
+        raise InvalidConsumerConfig(
+            "A consumer group name is 1 to 255 characters, without '/' or control characters."
+        )
     return group
 
 
@@ -354,7 +356,9 @@ class ConsumerService:
 
         await self._mutate(group, name, change)
 
-    async def seek_to(self, group: str, name: str, partitions: Sequence[TopicPartition], *, end: bool) -> None:
+    async def seek_to(
+        self, group: str, name: str, partitions: Sequence[TopicPartition], *, end: bool
+    ) -> None:
         async def change(state: InstanceState, owned: list[TopicPartition]) -> None:
             _require_owned(partitions, owned)
             for tp in partitions:
@@ -377,7 +381,9 @@ class ConsumerService:
         return replace(state.config)
 
 
-def _require_owned(partitions: Mapping[TopicPartition, int] | Sequence[TopicPartition], owned: list[TopicPartition]) -> None:
+def _require_owned(
+    partitions: Mapping[TopicPartition, int] | Sequence[TopicPartition], owned: list[TopicPartition]
+) -> None:
     for tp in partitions:
         if tp not in owned:
             raise IllegalState(f"No current assignment for partition {tp}.")

@@ -30,7 +30,9 @@ def compile_pattern(pattern: str) -> re.Pattern[str]:
     try:
         return re.compile(pattern)
     except re.error as exc:
-        raise InvalidConsumerConfig(f"topic_pattern {pattern!r} is not a valid regular expression: {exc}") from exc
+        raise InvalidConsumerConfig(
+            f"topic_pattern {pattern!r} is not a valid regular expression: {exc}"
+        ) from exc
 
 
 def resolve(subscription: Subscription, topics: Iterable[str]) -> set[str]:

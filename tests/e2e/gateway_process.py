@@ -27,8 +27,19 @@ class GatewayProcess:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 30) -> GatewayProcess:
-        cmd = [sys.executable, "-m", "service", "serve", "--host", "127.0.0.1", "--port", str(self.port),
-               "--data-dir", str(self.data_dir), *self.extra]
+        cmd = [
+            sys.executable,
+            "-m",
+            "service",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--data-dir",
+            str(self.data_dir),
+            *self.extra,
+        ]
         with open(self.log_path, "ab") as out:
             self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=self.env)
         deadline = time.monotonic() + timeout

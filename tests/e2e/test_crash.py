@@ -13,13 +13,19 @@ from tests.helpers import STRING, V2
 PARTITIONS = 3
 
 
-async def _producer(client: httpx.AsyncClient, topic: str, wid: int, acked: dict, stop: asyncio.Event) -> None:
+async def _producer(
+    client: httpx.AsyncClient, topic: str, wid: int, acked: dict, stop: asyncio.Event
+) -> None:
     n = 0
     while not stop.is_set():
-        records = [{"value": f"w{wid}-{n + i}", "key": f"k{(n + i) % 7}"} for i in range(random.randint(1, 20))]
+        records = [
+            {"value": f"w{wid}-{n + i}", "key": f"k{(n + i) % 7}"} for i in range(random.randint(1, 20))
+        ]
         n += len(records)
         try:
-            r = await client.post(f"/topics/{topic}", json={"records": records}, headers={"Content-Type": STRING})
+            r = await client.post(
+                f"/topics/{topic}", json={"records": records}, headers={"Content-Type": STRING}
+            )
         except httpx.TransportError:
             return  # the gateway died mid-request: this batch was never acknowledged
         if r.status_code != 200:
@@ -29,7 +35,9 @@ async def _producer(client: httpx.AsyncClient, topic: str, wid: int, acked: dict
             acked[(off["partition"], off["offset"])] = rec["value"]
 
 
-async def _committer(client: httpx.AsyncClient, base: str, topic: str, committed: dict, stop: asyncio.Event) -> None:
+async def _committer(
+    client: httpx.AsyncClient, base: str, topic: str, committed: dict, stop: asyncio.Event
+) -> None:
     while not stop.is_set():
         try:
             r = await client.get(f"{base}/records", params={"timeout": 100}, headers={"Accept": STRING})
@@ -58,12 +66,19 @@ async def test_kill_9_under_load_keeps_acknowledged_records_and_commits(tmp_path
     try:
         async with httpx.AsyncClient(base_url=gw.url, timeout=10) as client:
             cid = (await client.get("/v3/clusters")).json()["data"][0]["cluster_id"]
-            r = await client.post(f"/v3/clusters/{cid}/topics", json={"topic_name": topic, "partitions_count": PARTITIONS})
+            r = await client.post(
+                f"/v3/clusters/{cid}/topics", json={"topic_name": topic, "partitions_count": PARTITIONS}
+            )
             assert r.status_code == 201
-            r = await client.post(f"/consumers/{group}", json={"name": "c1", "format": "string", "auto.offset.reset": "earliest"},
-                                  headers={"Content-Type": V2})
+            r = await client.post(
+                f"/consumers/{group}",
+                json={"name": "c1", "format": "string", "auto.offset.reset": "earliest"},
+                headers={"Content-Type": V2},
+            )
             base = r.json()["base_uri"]
-            r = await client.post(f"{base}/subscription", json={"topics": [topic]}, headers={"Content-Type": V2})
+            r = await client.post(
+                f"{base}/subscription", json={"topics": [topic]}, headers={"Content-Type": V2}
+            )
             assert r.status_code == 204
             stop = asyncio.Event()
             tasks = [asyncio.create_task(_producer(client, topic, w, acked, stop)) for w in range(6)]
@@ -81,8 +96,11 @@ async def test_kill_9_under_load_keeps_acknowledged_records_and_commits(tmp_path
                 got: dict[int, str] = {}
                 offset = 0
                 while True:
-                    r = await client.get(f"/topics/{topic}/partitions/{p}/records", params={"offset": offset},
-                                         headers={"Accept": STRING})
+                    r = await client.get(
+                        f"/topics/{topic}/partitions/{p}/records",
+                        params={"offset": offset},
+                        headers={"Accept": STRING},
+                    )
                     body = r.json()
                     for rec in body["records"]:
                         got[rec["offset"]] = rec["value"]
@@ -93,11 +111,16 @@ async def test_kill_9_under_load_keeps_acknowledged_records_and_commits(tmp_path
                     assert got.get(o) == v, f"acknowledged record {p}/{o} lost or changed"
                 # offsets stay dense after recovery
                 assert sorted(got) == list(range(len(got)))
-            r = await client.post(f"/consumers/{group}", json={"name": "c2", "format": "string"}, headers={"Content-Type": V2})
+            r = await client.post(
+                f"/consumers/{group}", json={"name": "c2", "format": "string"}, headers={"Content-Type": V2}
+            )
             base = r.json()["base_uri"]
-            r = await client.request("GET", f"{base}/offsets",
-                                     json={"partitions": [{"topic": topic, "partition": p} for p in range(PARTITIONS)]},
-                                     headers={"Content-Type": V2})
+            r = await client.request(
+                "GET",
+                f"{base}/offsets",
+                json={"partitions": [{"topic": topic, "partition": p} for p in range(PARTITIONS)]},
+                headers={"Content-Type": V2},
+            )
             stored = {o["partition"]: o["offset"] for o in r.json()["offsets"]}
             for p, off in committed.items():
                 assert stored[p] >= off, f"committed offset of partition {p} lost"

@@ -25,7 +25,12 @@ from tests.helpers import (
 async def test_create_consumer_returns_instance_and_base_uri(client, gateway, name):
     r = await client.post(
         f"/consumers/{name}",
-        json={"name": "my_consumer", "format": "binary", "auto.offset.reset": "earliest", "auto.commit.enable": "false"},
+        json={
+            "name": "my_consumer",
+            "format": "binary",
+            "auto.offset.reset": "earliest",
+            "auto.commit.enable": "false",
+        },
         headers={"Content-Type": V2},
     )
     assert r.status_code == 200
@@ -33,7 +38,9 @@ async def test_create_consumer_returns_instance_and_base_uri(client, gateway, na
         "instance_id": "my_consumer",
         "base_uri": f"{gateway.url}/consumers/{name}/instances/my_consumer",
     }
-    again = await client.post(f"/consumers/{name}", json={"name": "my_consumer"}, headers={"Content-Type": V2})
+    again = await client.post(
+        f"/consumers/{name}", json={"name": "my_consumer"}, headers={"Content-Type": V2}
+    )
     assert again.status_code == 409 and again.json()["error_code"] == 40902
 
 
@@ -80,8 +87,11 @@ async def test_manual_assignment_and_exclusivity(client, name):
     await create_topic(client, name, 3)
     await produce(client, name, [{"value": "p1", "partition": 1}, {"value": "p2", "partition": 2}])
     base = await consumer(client, f"g-{name}")
-    r = await client.post(f"{base}/assignments", json={"partitions": [{"topic": name, "partition": 2}]},
-                          headers={"Content-Type": V2})
+    r = await client.post(
+        f"{base}/assignments",
+        json={"partitions": [{"topic": name, "partition": 2}]},
+        headers={"Content-Type": V2},
+    )
     assert r.status_code == 204
     assert await assignment(client, base) == [(name, 2)]
     got = await poll_until(client, base, 1)
@@ -139,8 +149,15 @@ async def test_binary_consumer_gets_base64(client, name):
     await subscribe(client, base, name)
     got = await poll_until(client, base, 1, fmt=BINARY)
     assert got == [
-        {"topic": name, "key": b64(b"\x00\x01"), "value": b64(b"\xff"), "partition": 0, "offset": 0,
-         "timestamp": got[0]["timestamp"], "headers": []}
+        {
+            "topic": name,
+            "key": b64(b"\x00\x01"),
+            "value": b64(b"\xff"),
+            "partition": 0,
+            "offset": 0,
+            "timestamp": got[0]["timestamp"],
+            "headers": [],
+        }
     ]
 
 
@@ -154,14 +171,18 @@ async def test_commit_explicit_stores_offset_plus_one_and_get_offsets(client, na
     done = await commit(client, base, [{"topic": name, "partition": 0, "offset": 1}])
     assert done == [{"topic": name, "partition": 0, "offset": 2}]
     r = await client.request(
-        "GET", f"{base}/offsets", json={"partitions": [{"topic": name, "partition": 0}, {"topic": name, "partition": 1}]},
+        "GET",
+        f"{base}/offsets",
+        json={"partitions": [{"topic": name, "partition": 0}, {"topic": name, "partition": 1}]},
         headers={"Content-Type": V2},
     )
     assert r.status_code == 200
-    assert r.json() == {"offsets": [
-        {"topic": name, "partition": 0, "offset": 2, "metadata": ""},
-        {"topic": name, "partition": 1, "offset": -1, "metadata": ""},
-    ]}
+    assert r.json() == {
+        "offsets": [
+            {"topic": name, "partition": 0, "offset": 2, "metadata": ""},
+            {"topic": name, "partition": 1, "offset": -1, "metadata": ""},
+        ]
+    }
 
 
 async def test_empty_commit_commits_everything_fetched(client, name):
@@ -196,30 +217,47 @@ async def test_seek_to_offset_beginning_end_and_timestamp(client, name):
     tp = {"topic": name, "partition": 0}
     headers = {"Content-Type": V2}
 
-    assert (await client.post(f"{base}/positions", json={"offsets": [{**tp, "offset": 3}]}, headers=headers)).status_code == 204
+    assert (
+        await client.post(f"{base}/positions", json={"offsets": [{**tp, "offset": 3}]}, headers=headers)
+    ).status_code == 204
     assert [r["value"] for r in await poll_until(client, base, 2)] == ["v3", "v4"]
 
-    assert (await client.post(f"{base}/positions/beginning", json={"partitions": [tp]}, headers=headers)).status_code == 204
+    assert (
+        await client.post(f"{base}/positions/beginning", json={"partitions": [tp]}, headers=headers)
+    ).status_code == 204
     assert [r["value"] for r in await poll_until(client, base, 5)] == [f"v{i}" for i in range(5)]
 
-    r = await client.post(f"{base}/positions", json={"timestamps": [{**tp, "timestamp": 2500}]}, headers=headers)
+    r = await client.post(
+        f"{base}/positions", json={"timestamps": [{**tp, "timestamp": 2500}]}, headers=headers
+    )
     assert r.status_code == 204
     assert [r["value"] for r in await poll_until(client, base, 3)] == ["v2", "v3", "v4"]
 
-    r = await client.post(f"{base}/positions", json={"timestamps": [{**tp, "timestamp": "1970-01-01T00:00:04Z"}]}, headers=headers)
+    r = await client.post(
+        f"{base}/positions",
+        json={"timestamps": [{**tp, "timestamp": "1970-01-01T00:00:04Z"}]},
+        headers=headers,
+    )
     assert r.status_code == 204
     assert [r["value"] for r in await poll_until(client, base, 2)] == ["v3", "v4"]
 
-    assert (await client.post(f"{base}/positions/beginning", json={"partitions": [tp]}, headers=headers)).status_code == 204
-    assert (await client.post(f"{base}/positions/end", json={"partitions": [tp]}, headers=headers)).status_code == 204
+    assert (
+        await client.post(f"{base}/positions/beginning", json={"partitions": [tp]}, headers=headers)
+    ).status_code == 204
+    assert (
+        await client.post(f"{base}/positions/end", json={"partitions": [tp]}, headers=headers)
+    ).status_code == 204
     assert await poll(client, base, timeout=100) == []
 
 
 async def test_seek_unassigned_partition_is_illegal_state(client, name):
     await create_topic(client, name, 2)
     base = await consumer(client, f"g-{name}")
-    r = await client.post(f"{base}/positions", json={"offsets": [{"topic": name, "partition": 1, "offset": 0}]},
-                          headers={"Content-Type": V2})
+    r = await client.post(
+        f"{base}/positions",
+        json={"offsets": [{"topic": name, "partition": 1, "offset": 0}]},
+        headers={"Content-Type": V2},
+    )
     assert r.status_code == 409 and r.json()["error_code"] == 40903
 
 

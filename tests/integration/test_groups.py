@@ -4,7 +4,18 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.helpers import V2, assignment, cluster_id, commit, consumer, create_topic, poll, poll_until, produce, subscribe
+from tests.helpers import (
+    V2,
+    assignment,
+    cluster_id,
+    commit,
+    consumer,
+    create_topic,
+    poll,
+    poll_until,
+    produce,
+    subscribe,
+)
 
 
 async def test_one_group_is_a_queue(client, name):
@@ -31,7 +42,9 @@ async def test_two_groups_are_pub_sub(client, name):
     await subscribe(client, b, name)
     await produce(client, name, [{"value": str(i)} for i in range(10)])
     got_a, got_b = await asyncio.gather(poll_until(client, a, 10), poll_until(client, b, 10))
-    assert sorted(r["value"] for r in got_a) == sorted(r["value"] for r in got_b) == [str(i) for i in range(10)]
+    assert (
+        sorted(r["value"] for r in got_a) == sorted(r["value"] for r in got_b) == [str(i) for i in range(10)]
+    )
 
 
 async def test_more_members_than_partitions_leaves_extras_idle(client, name):
@@ -42,7 +55,8 @@ async def test_more_members_than_partitions_leaves_extras_idle(client, name):
         await subscribe(client, m, name)
     counts = sorted([len(await assignment(client, m)) for m in members])
     assert counts == [0, 1, 1]
-    idle = next([m for m in members if not await assignment(client, m)] for _ in [0])[0]
+    assigned = {m: await assignment(client, m) for m in members}
+    idle = next(m for m in members if not assigned[m])
     busy = [m for m in members if m != idle]
     assert (await client.delete(busy[0])).status_code == 204
     assert len(await assignment(client, idle)) == 1  # takes over when one leaves
@@ -102,9 +116,13 @@ async def test_committed_member_cannot_commit_a_partition_it_lost(client, name):
     await subscribe(client, a, name)
     b = await consumer(client, group)
     await subscribe(client, b, name)
-    lost = [p for p in (0, 1) if (name, p) not in await assignment(client, a)][0]
-    r = await client.post(f"{a}/offsets", json={"offsets": [{"topic": name, "partition": lost, "offset": 3}]},
-                          headers={"Content-Type": V2})
+    owned = await assignment(client, a)
+    lost = next(p for p in (0, 1) if (name, p) not in owned)
+    r = await client.post(
+        f"{a}/offsets",
+        json={"offsets": [{"topic": name, "partition": lost, "offset": 3}]},
+        headers={"Content-Type": V2},
+    )
     assert r.status_code == 409 and r.json()["error_code"] == 40903
 
 

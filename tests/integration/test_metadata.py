@@ -26,9 +26,15 @@ async def test_topics_and_partitions(client, name):
 
 async def test_partition_offsets(client, name):
     await create_topic(client, name, 1)
-    assert (await client.get(f"/topics/{name}/partitions/0/offsets")).json() == {"beginning_offset": 0, "end_offset": 0}
+    assert (await client.get(f"/topics/{name}/partitions/0/offsets")).json() == {
+        "beginning_offset": 0,
+        "end_offset": 0,
+    }
     await produce(client, name, [{"value": "a"}, {"value": "b"}])
-    assert (await client.get(f"/topics/{name}/partitions/0/offsets")).json() == {"beginning_offset": 0, "end_offset": 2}
+    assert (await client.get(f"/topics/{name}/partitions/0/offsets")).json() == {
+        "beginning_offset": 0,
+        "end_offset": 2,
+    }
 
 
 async def test_v3_topic_lifecycle(client, name):
@@ -37,7 +43,11 @@ async def test_v3_topic_lifecycle(client, name):
     assert clusters["kind"] == "KafkaClusterList" and clusters["data"][0]["cluster_id"] == cid
     assert (await client.get(f"/v3/clusters/{cid}")).json()["cluster_id"] == cid
     created = await create_topic(client, name, 2)
-    assert created["topic_name"] == name and created["partitions_count"] == 2 and created["replication_factor"] == 1
+    assert (
+        created["topic_name"] == name
+        and created["partitions_count"] == 2
+        and created["replication_factor"] == 1
+    )
     again = await client.post(f"/v3/clusters/{cid}/topics", json={"topic_name": name, "partitions_count": 2})
     assert again.status_code == 400 and again.json()["error_code"] == 40002
     listed = (await client.get(f"/v3/clusters/{cid}/topics")).json()

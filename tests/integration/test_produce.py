@@ -7,7 +7,18 @@ import json
 
 from aiokafka.partitioner import DefaultPartitioner
 
-from tests.helpers import BINARY, JSON, STRING, b64, consumer, create_topic, poll_until, produce, subscribe, unb64
+from tests.helpers import (
+    BINARY,
+    JSON,
+    STRING,
+    b64,
+    consumer,
+    create_topic,
+    poll_until,
+    produce,
+    subscribe,
+    unb64,
+)
 
 
 async def test_binary_produce_response_shape(client, name):
@@ -70,7 +81,11 @@ async def test_headers_and_timestamps_are_stored_and_returned(client, name):
         client,
         name,
         [
-            {"value": "a", "headers": [{"name": "trace", "value": b64("t-1")}, {"name": "empty", "value": None}], "timestamp": 1_600_000_000_000},
+            {
+                "value": "a",
+                "headers": [{"name": "trace", "value": b64("t-1")}, {"name": "empty", "value": None}],
+                "timestamp": 1_600_000_000_000,
+            },
             {"value": "b", "timestamp": "2021-01-01T00:00:00Z"},
         ],
     )
@@ -94,8 +109,11 @@ async def test_null_key_and_value(client, name):
 
 async def test_plain_json_content_type_means_binary(client, name):
     await create_topic(client, name, 1)
-    r = await client.post(f"/topics/{name}", content=json.dumps({"records": [{"value": b64("raw")}]}),
-                          headers={"Content-Type": "application/json"})
+    r = await client.post(
+        f"/topics/{name}",
+        content=json.dumps({"records": [{"value": b64("raw")}]}),
+        headers={"Content-Type": "application/json"},
+    )
     assert r.status_code == 200, r.text
     r = await client.get(f"/topics/{name}/partitions/0/records", params={"offset": 0})
     assert unb64(r.json()["records"][0]["value"]) == b"raw"
@@ -124,7 +142,9 @@ async def test_concurrent_producers_get_dense_unique_offsets(client, name):
 async def test_stateless_read_by_offset(client, name):
     await create_topic(client, name, 1)
     await produce(client, name, [{"value": f"v{i}"} for i in range(5)])
-    r = await client.get(f"/topics/{name}/partitions/0/records", params={"offset": 2}, headers={"Accept": STRING})
+    r = await client.get(
+        f"/topics/{name}/partitions/0/records", params={"offset": 2}, headers={"Accept": STRING}
+    )
     assert r.status_code == 200
     body = r.json()
     assert [rec["value"] for rec in body["records"]] == ["v2", "v3", "v4"]
@@ -134,7 +154,11 @@ async def test_stateless_read_by_offset(client, name):
 async def test_stateless_read_long_polls(client, name):
     await create_topic(client, name, 1)
     reader = asyncio.create_task(
-        client.get(f"/topics/{name}/partitions/0/records", params={"offset": 0, "timeout": 10000}, headers={"Accept": STRING})
+        client.get(
+            f"/topics/{name}/partitions/0/records",
+            params={"offset": 0, "timeout": 10000},
+            headers={"Accept": STRING},
+        )
     )
     await asyncio.sleep(0.2)
     assert not reader.done()
