@@ -107,6 +107,34 @@ class MetricsMiddleware:
             self.metrics.latency.labels(method, path).observe(time.perf_counter() - start)
 
 
+class OneLineStartupErrors:
+    """Reports a failed start as one line (e.g. "data dir in use"), not a traceback.
+
+    Starlette hands the server the whole traceback of a failed lifespan; an
+    operator needs its last line.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "lifespan":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_short(message: Message) -> None:
+            if message["type"] == "lifespan.startup.failed":
+                last = (message.get("message") or "").strip().splitlines()[-1:] or ["unknown error"]
+                kind, _, text = last[0].partition(": ")
+                message = {**message, "message": f"brokergate: cannot start: {text if text else kind}"}
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_short)
+        except Exception:  # already reported in one line through send_short
+            return
+
+
 def create_app(settings: Settings, ports: tuple[Log, Coordinator, Sessions] | None = None) -> FastAPI:
     """Build the application; ``ports`` overrides the adapters the settings would pick."""
     metrics = Metrics()
@@ -153,6 +181,7 @@ def create_app(settings: Settings, ports: tuple[Log, Coordinator, Sessions] | No
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
+    app.add_middleware(OneLineStartupErrors)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:

@@ -1,0 +1,90 @@
+"""`brokergate serve` as a user runs it: flags, environment, one-line errors."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import httpx
+import pytest
+
+from tests.e2e.gateway_process import GatewayProcess
+
+
+def serve(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "service", "serve", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **(env or {})},
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "needle"),
+    [
+        (["--log", "kafka://127.0.0.1:1"], {}, "not available in this version"),
+        (["--coordinator", "zookeeper://127.0.0.1:1"], {}, "not available in this version"),
+        (["--sessions", "redis://127.0.0.1:1/0"], {}, "not available in this version"),
+        (["--log", "cassandra"], {}, "log must be"),
+        ([], {"BROKERGATE_PORT": "not-a-port"}, "port"),
+        ([], {"BROKERGATE_SESSIONS": "memcached://x"}, "sessions must be"),
+    ],
+)
+def test_bad_configuration_fails_in_one_line(tmp_path, args, env, needle):
+    result = serve("--data-dir", str(tmp_path / "d"), *args, env=env)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("brokergate: error:") and needle in lines[0]
+
+
+def test_flags_and_environment(tmp_path):
+    gw = GatewayProcess(
+        tmp_path / "data",
+        "--advertised-url",
+        "http://gw.example:9999",
+        env={"BROKERGATE_DEFAULT_PARTITIONS": "4"},
+    ).start()
+    try:
+        r = httpx.post(
+            f"{gw.url}/topics/auto",
+            json={"records": [{"value": "x"}]},
+            headers={"Content-Type": "application/vnd.kafka.string.v2+json"},
+        )
+        assert r.status_code == 200
+        assert len(httpx.get(f"{gw.url}/topics/auto").json()["partitions"]) == 4
+        r = httpx.post(
+            f"{gw.url}/consumers/g",
+            json={"name": "c"},
+            headers={"Content-Type": "application/vnd.kafka.v2+json"},
+        )
+        assert r.json()["base_uri"] == "http://gw.example:9999/consumers/g/instances/c"
+    finally:
+        gw.stop()
+    assert (tmp_path / "data" / "topics" / "auto").is_dir()
+
+
+def test_second_process_on_the_same_data_dir_is_refused_in_one_line(tmp_path):
+    gw = GatewayProcess(tmp_path / "data").start()
+    try:
+        second = GatewayProcess(tmp_path / "data")
+        with pytest.raises(RuntimeError) as failed:
+            second.start()
+        output = second.output()
+        assert "in use by another brokergate process" in output
+        assert "Traceback" not in output
+        assert "exited" in str(failed.value)
+    finally:
+        gw.stop()
+
+
+def test_sigterm_stops_cleanly(tmp_path):
+    gw = GatewayProcess(tmp_path / "data").start()
+    gw.stop()
+    # uvicorn drains, shuts the app down, then re-raises the signal as its exit status
+    assert gw.proc is not None and gw.proc.returncode in (0, -15)
+    assert (tmp_path / "data" / "topics.clean").exists(), "the log was not closed cleanly"
+    assert "Traceback" not in gw.output()
