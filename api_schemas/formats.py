@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import orjson
+import pybase64
 
 from service.core.models import EmbeddedFormat, Header
 from service.errors import ConversionError, UnsupportedMediaType
@@ -77,7 +78,7 @@ def _decode_binary(value: Any, where: str) -> bytes | None:
     if not isinstance(value, str):
         raise ConversionError(f"{where}: expected a base64 string or null for the binary format")
     try:
-        return binascii.a2b_base64(value, strict_mode=True)
+        return pybase64.b64decode(value, validate=True)
     except (binascii.Error, ValueError) as exc:
         raise ConversionError(f"{where}: invalid base64 ({exc})") from exc
 
@@ -124,7 +125,7 @@ def decode_headers(raw: Any, where: str) -> tuple[Header, ...]:
 
 
 def _encode_binary(data: bytes | None) -> str | None:
-    return None if data is None else binascii.b2a_base64(data, newline=False).decode("ascii")
+    return None if data is None else pybase64.b64encode_as_string(data)
 
 
 def _encode_json(data: bytes | None) -> Any:

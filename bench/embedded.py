@@ -37,6 +37,7 @@ import orjson
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.httpload import Connection  # noqa: E402
 from service.adapters.embedded.log import EmbeddedLog  # noqa: E402
 from service.core.models import NewRecord, TopicPartition  # noqa: E402
 
@@ -50,18 +51,19 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def run_for(seconds: float, clients: int, one: Callable[[], Awaitable[int]]) -> tuple[int, float]:
-    """Run ``one`` in ``clients`` loops for ``seconds``; returns (records, elapsed)."""
+async def run_for(seconds: float, clients: int, one: Callable[[int], Awaitable[int]]) -> tuple[int, float]:
+    """Run ``one(client_number)`` in ``clients`` loops for ``seconds``; returns (records, elapsed)."""
     stop = time.perf_counter() + seconds
     total = 0
 
-    async def loop() -> None:
+    async def loop(n: int) -> None:
         nonlocal total
         while time.perf_counter() < stop:
-            total += await one()
+            done = await one(n)  # not `total += await ...`: that reads total before the await
+            total += done
 
     start = time.perf_counter()
-    await asyncio.gather(*(loop() for _ in range(clients)))
+    await asyncio.gather(*(loop(n) for n in range(clients)))
     return total, time.perf_counter() - start
 
 
@@ -95,8 +97,10 @@ def start_server(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
 
 
 class Bench:
-    def __init__(self, url: str, log: EmbeddedLog, seconds: float, clients: int) -> None:
-        self.url = url
+    def __init__(self, host: str, port: int, log: EmbeddedLog, seconds: float, clients: int) -> None:
+        self.host = host
+        self.port = port
+        self.url = url = f"http://{host}:{port}"
         self.log = log
         self.seconds = seconds
         self.clients = clients
@@ -121,16 +125,23 @@ class Bench:
         records = [NewRecord(None, value) for _ in range(batch)]
         tp = TopicPartition(name, 0)
 
-        async def rest() -> int:
-            r = await self.http.post(f"/topics/{name}", content=body, headers={"Content-Type": BINARY})
-            assert r.status_code == 200
+        conns = [Connection(self.host, self.port) for _ in range(self.clients)]
+        for conn in conns:
+            await conn.__aenter__()
+        request = conns[0].build("POST", f"/topics/{name}", body, BINARY)
+
+        async def rest(n: int) -> int:
+            status, _ = await conns[n].send(request)
+            assert status == 200
             return batch
 
-        async def local() -> int:
+        async def local(n: int) -> int:
             await self.log.append(tp, records)
             return batch
 
         n_rest, t_rest = await run_for(self.seconds, self.clients, rest)
+        for conn in conns:
+            await conn.__aexit__()
         n_local, t_local = await run_for(self.seconds, self.clients, local)
         self.record(f"produce {size:>4} B x {batch:>4}", n_rest / t_rest, n_local / t_local, size)
 
@@ -235,7 +246,7 @@ async def main() -> None:
         server = start_server(Path(tmp) / "gateway", port)
         log = EmbeddedLog(Path(tmp) / "inprocess")
         await log.start()
-        bench = Bench(f"http://127.0.0.1:{port}", log, seconds, args.clients)
+        bench = Bench("127.0.0.1", port, log, seconds, args.clients)
         try:
             print(
                 f"brokergate embedded benchmark: {args.clients} clients, "

@@ -39,11 +39,12 @@ class Gateway:
             default_partitions=settings.default_partitions,
             on_change=groups.refresh,
         )
-        producer = ProduceService(log, topics, Partitioner(), max_record_bytes=settings.max_record_bytes)
+        producer = ProduceService(log, topics, Partitioner())
         consumers = ConsumerService(log, coordinator, sessions, groups, topics)
         return cls(settings, log, coordinator, sessions, topics, producer, groups, consumers)
 
 
-def get_gateway(request: Request) -> Gateway:
+async def get_gateway(request: Request) -> Gateway:
+    # async on purpose: FastAPI would run a plain function dependency in a worker thread.
     gateway: Gateway = request.app.state.gateway
     return gateway

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
+import orjson
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
@@ -11,7 +12,7 @@ from api_schemas import v2
 from api_schemas.formats import accept_formats, content_type_for, produce_format
 from api_schemas.records import parse_produce, render_records
 from service.core.models import TopicInfo, TopicPartition
-from service.core.producer import ProduceResult
+from service.core.producer import ProduceOutcome
 from service.errors import NotAcceptable
 from service.gateway import Gateway, get_gateway
 
@@ -39,15 +40,23 @@ def partition_body(p: Any) -> dict[str, Any]:
     }
 
 
-def produce_body(results: list[ProduceResult]) -> dict[str, Any]:
-    return {
-        "key_schema_id": None,
-        "value_schema_id": None,
-        "offsets": [
-            {"partition": r.partition, "offset": r.offset, "error_code": r.error_code, "error": r.error}
-            for r in results
-        ],
-    }
+def produce_body(outcome: ProduceOutcome) -> dict[str, Any]:
+    offsets: Any
+    if len(outcome.partitions) == 1 and outcome.partitions[0].error is None:
+        # The common case: consecutive offsets on one partition, rendered with one join instead of a
+        # dict per record (a third of the CPU of a 1000-record produce otherwise).
+        part = outcome.partitions[0]
+        base = part.base_offset or 0
+        entry = f'{{"partition":{part.partition},"offset":'
+        between = ',"error_code":null,"error":null},' + entry
+        inner = between.join(map(str, range(base, base + outcome.count)))
+        offsets = orjson.Fragment(f'[{entry}{inner},"error_code":null,"error":null}}]'.encode())
+    else:
+        offsets = [
+            {"partition": p, "offset": o, "error_code": code, "error": error}
+            for p, o, code, error in outcome.per_record()
+        ]
+    return {"key_schema_id": None, "value_schema_id": None, "offsets": offsets}
 
 
 @router.get("/topics", operation_id="listTopics", responses={200: {"model": list[str]}, **ERRORS})
@@ -64,11 +73,13 @@ async def get_topic(topic: str, gw: GW) -> Response:
 
 async def _produce(request: Request, gw: Gateway, topic: str, partition: int | None) -> Response:
     fmt = produce_format(request.headers.get("content-type"))
-    records, explicit = parse_produce(loads(await read_body(request)), fmt)
-    results = await gw.producer.produce(topic, records, explicit, partition=partition)
+    parsed = parse_produce(
+        loads(await read_body(request)), fmt, max_record_bytes=gw.settings.max_record_bytes
+    )
+    results = await gw.producer.produce(topic, parsed.records, parsed.partitions, partition=partition)
     metrics = request.app.state.metrics
-    metrics.produced_records.labels(topic).inc(len(records))
-    metrics.produced_bytes.labels(topic).inc(sum(len(r.value or b"") + len(r.key or b"") for r in records))
+    metrics.produced_records.labels(topic).inc(len(parsed.records))
+    metrics.produced_bytes.labels(topic).inc(parsed.payload_bytes)
     return v2_response(produce_body(results))
 
 

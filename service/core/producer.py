@@ -1,7 +1,7 @@
 """Produce: place each record on a partition and append per partition.
 
-Everything a client can get wrong (unknown partition, oversized record) is
-checked before anything is appended, so a bad request stores nothing. The
+Everything a client can get wrong (unknown partition) is checked before
+anything is appended, so a bad request stores nothing. The
 records of one request that go to one partition are appended as one batch;
 partitions are appended concurrently.
 """
@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from service.errors import ErrorCode, GatewayError, PartitionNotFound, PayloadTooLarge
+from service.errors import ErrorCode, GatewayError, PartitionNotFound
 
 from .models import NewRecord, TopicPartition
 from .partitioner import Partitioner
@@ -21,25 +21,69 @@ from .topics import TopicService
 
 
 @dataclass(slots=True)
-class ProduceResult:
-    """The outcome for one record, in request order (Confluent's ``offsets`` entry)."""
+class PartitionOutcome:
+    """What happened to the records of one request that went to one partition."""
 
     partition: int
-    offset: int | None
-    error_code: int | None = None
-    error: str | None = None
+    indexes: range | list[int]  # positions of these records in the request
+    base_offset: int | None = None  # offset of the first of them, when stored
+    error: GatewayError | None = None
+
+    @property
+    def error_code(self) -> int | None:
+        if self.error is None:
+            return None
+        return int(ErrorCode.BACKEND_RETRIABLE if self.error.retriable else ErrorCode.BACKEND)
+
+
+@dataclass(slots=True)
+class ProduceOutcome:
+    """The outcome of a produce request, per partition; ``per_record`` restores request order."""
+
+    count: int
+    partitions: list[PartitionOutcome]
+
+    def per_record(self) -> list[tuple[int, int | None, int | None, str | None]]:
+        """(partition, offset, error_code, error) for each record, in request order."""
+        out: list[tuple[int, int | None, int | None, str | None]] = [(0, None, None, None)] * self.count
+        for part in self.partitions:
+            message = part.error.message if part.error else None
+            for n, i in enumerate(part.indexes):
+                offset = None if part.base_offset is None else part.base_offset + n
+                out[i] = (part.partition, offset, part.error_code, message)
+        return out
 
 
 class ProduceService:
     """Routes records to partitions (explicit, by key with murmur2, or spread) and appends them."""
 
-    def __init__(
-        self, log: Log, topics: TopicService, partitioner: Partitioner, *, max_record_bytes: int
-    ) -> None:
+    def __init__(self, log: Log, topics: TopicService, partitioner: Partitioner) -> None:
         self._log = log
         self._topics = topics
         self._partitioner = partitioner
-        self._max_record_bytes = max_record_bytes
+
+    def _place(
+        self, topic: str, count: int, records: Sequence[NewRecord], explicit: Sequence[int | None] | None
+    ) -> dict[int, range | list[int]]:
+        """Record indexes per partition, in request order within each partition."""
+        if explicit is None:
+            if count == 1:
+                return {0: range(len(records))}
+            placed = self._partitioner.partitions(topic, (r.key for r in records), count)
+        else:
+            placed = []
+            for i, (rec, p) in enumerate(zip(records, explicit, strict=True)):
+                if p is None:
+                    p = self._partitioner.partition(topic, rec.key, count)
+                elif p >= count:
+                    raise PartitionNotFound(
+                        f"records[{i}]: partition {p} of topic {topic!r} not found (it has {count})."
+                    )
+                placed.append(p)
+        by_partition: dict[int, list[int]] = {}
+        for i, p in enumerate(placed):
+            by_partition.setdefault(p, []).append(i)
+        return dict(by_partition)
 
     async def produce(
         self,
@@ -48,7 +92,7 @@ class ProduceService:
         explicit: Sequence[int | None] | None = None,
         *,
         partition: int | None = None,
-    ) -> list[ProduceResult]:
+    ) -> ProduceOutcome:
         """Append ``records`` to ``topic``.
 
         ``partition`` pins the whole request (the /partitions/{p} endpoint);
@@ -56,48 +100,35 @@ class ProduceService:
         """
         info = await self._topics.for_produce(topic)
         count = len(info.partitions)
-        if partition is not None and not 0 <= partition < count:
-            raise PartitionNotFound(f"Partition {partition} of topic {topic!r} not found.")
-        limit = self._max_record_bytes
-        placed: list[int] = []
-        for i, rec in enumerate(records):
-            if len(rec.value or b"") + len(rec.key or b"") > limit:
-                raise PayloadTooLarge(f"records[{i}] is larger than the record size limit of {limit} bytes.")
-            p = partition if partition is not None else (explicit[i] if explicit else None)
-            if p is None:
-                p = self._partitioner.partition(topic, rec.key, count)
-            elif not 0 <= p < count:
-                raise PartitionNotFound(
-                    f"records[{i}]: partition {p} of topic {topic!r} not found (it has {count})."
-                )
-            placed.append(p)
+        if partition is not None:
+            if not 0 <= partition < count:
+                raise PartitionNotFound(f"Partition {partition} of topic {topic!r} not found.")
+            by_partition: dict[int, range | list[int]] = {partition: range(len(records))}
+        else:
+            by_partition = self._place(topic, count, records, explicit)
 
-        by_partition: dict[int, list[int]] = {}
-        for i, p in enumerate(placed):
-            by_partition.setdefault(p, []).append(i)
         parts = list(by_partition)
-        outcomes = await asyncio.gather(
+        if len(parts) == 1:  # the common case: no regrouping, no copies
+            batches: list[Sequence[NewRecord]] = [records]
+        else:
+            batches = [[records[i] for i in by_partition[p]] for p in parts]
+        appended = await asyncio.gather(
             *(
-                self._log.append(TopicPartition(topic, p), [records[i] for i in by_partition[p]])
-                for p in parts
+                self._log.append(TopicPartition(topic, p), batch)
+                for p, batch in zip(parts, batches, strict=True)
             ),
             return_exceptions=True,
         )
-
-        results: list[ProduceResult | None] = [None] * len(records)
-        failures: list[BaseException] = []
-        for p, outcome in zip(parts, outcomes, strict=True):
-            if isinstance(outcome, BaseException):
-                if not isinstance(outcome, GatewayError):
-                    raise outcome
-                failures.append(outcome)
-                code = ErrorCode.BACKEND_RETRIABLE if outcome.retriable else ErrorCode.BACKEND
-                for i in by_partition[p]:
-                    results[i] = ProduceResult(p, None, int(code), outcome.message)
+        outcomes: list[PartitionOutcome] = []
+        for p, result in zip(parts, appended, strict=True):
+            if isinstance(result, GatewayError):
+                outcomes.append(PartitionOutcome(p, by_partition[p], error=result))
+            elif isinstance(result, BaseException):
+                raise result
             else:
-                for n, i in enumerate(by_partition[p]):
-                    results[i] = ProduceResult(p, outcome + n)
-        if failures and len(failures) == len(parts):
+                outcomes.append(PartitionOutcome(p, by_partition[p], base_offset=result))
+        failed = [o.error for o in outcomes if o.error is not None]
+        if failed and len(failed) == len(outcomes):
             # Nothing was stored: answer with the backend's own status (e.g. 503 + Retry-After).
-            raise failures[0]
-        return [r for r in results if r is not None]
+            raise failed[0]
+        return ProduceOutcome(len(records), outcomes)
