@@ -172,19 +172,23 @@ def _careful(raw_records: list[Any], fmt: EmbeddedFormat, limit: int) -> ParsedP
 
 
 def render_records(
-    fmt: EmbeddedFormat, polled: Iterable[tuple[TopicPartition, Record]]
+    fmt: EmbeddedFormat, polled: Iterable[tuple[TopicPartition, list[Record]]]
 ) -> list[dict[str, Any]]:
     """v2 consumer records, with brokergate's ``timestamp`` and ``headers``."""
     encode = ENCODERS[fmt]
-    return [
-        {
-            "topic": tp.topic,
-            "key": encode(r.key),
-            "value": encode(r.value),
-            "partition": tp.partition,
-            "offset": r.offset,
-            "timestamp": r.timestamp,
-            "headers": encode_headers(r.headers) if r.headers else [],
-        }
-        for tp, r in polled
-    ]
+    out: list[dict[str, Any]] = []
+    for tp, records in polled:
+        topic, partition = tp.topic, tp.partition
+        out.extend(
+            {
+                "topic": topic,
+                "key": None if r.key is None else encode(r.key),
+                "value": None if r.value is None else encode(r.value),
+                "partition": partition,
+                "offset": r.offset,
+                "timestamp": r.timestamp,
+                "headers": encode_headers(r.headers) if r.headers else [],
+            }
+            for r in records
+        )
+    return out

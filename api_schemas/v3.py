@@ -76,6 +76,39 @@ class TopicList(BaseModel):
     data: list[TopicData]
 
 
+class BrokerData(BaseModel):
+    kind: str = "KafkaBroker"
+    metadata: ResourceMetadata
+    cluster_id: str
+    broker_id: int
+    host: str
+    port: int
+
+
+class BrokerList(BaseModel):
+    kind: str = "KafkaBrokerList"
+    metadata: ListMetadata
+    data: list[BrokerData]
+
+
+class PartitionData(BaseModel):
+    kind: str = "KafkaPartition"
+    metadata: ResourceMetadata
+    cluster_id: str
+    topic_name: str
+    partition_id: int
+    leader: Related
+    replicas: list[int]
+    beginning_offset: int
+    end_offset: int
+
+
+class PartitionList(BaseModel):
+    kind: str = "KafkaPartitionList"
+    metadata: ListMetadata
+    data: list[PartitionData]
+
+
 class AssignedPartition(BaseModel):
     topic_name: str
     partition_id: int

@@ -182,10 +182,9 @@ async def poll(
         max_bytes=budget,
         accept=accept_formats(request.headers.get("accept")),
     )
-    if polled:
-        counter = request.app.state.metrics.consumed_records
-        for topic in {tp.topic for tp, _ in polled}:
-            counter.labels(topic).inc(sum(1 for tp, _ in polled if tp.topic == topic))
+    counter = request.app.state.metrics.consumed_records
+    for tp, records in polled:
+        counter.labels(tp.topic).inc(len(records))
     return JSONBody(render_records(fmt, polled), media_type=content_type_for(fmt))
 
 

@@ -175,7 +175,7 @@ async def read_partition(
     part = data[tp]
     next_offset = part.records[-1].offset + 1 if part.records else max(offset, part.log_start_offset)
     body = {
-        "records": render_records(fmt, ((tp, r) for r in part.records)),
+        "records": render_records(fmt, [(tp, part.records)]),
         "next_offset": next_offset,
         "high_watermark": part.high_watermark,
     }

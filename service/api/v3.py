@@ -9,7 +9,7 @@ from fastapi.responses import Response
 
 from api_schemas import v3
 from service.core.groups import GroupDescription, resolve
-from service.core.models import TopicInfo
+from service.core.models import TopicInfo, TopicPartition
 from service.errors import InvalidTopicConfig, NotFound
 from service.gateway import Gateway, get_gateway
 
@@ -75,6 +75,29 @@ async def get_cluster(cluster_id: str, request: Request, gw: GW) -> Response:
 
 
 @router.get(
+    CLUSTER + "/brokers", operation_id="listBrokersV3", responses={200: {"model": v3.BrokerList}, **ERRORS}
+)
+async def list_brokers(cluster_id: str, request: Request, gw: GW) -> Response:
+    _check(cluster_id, gw)
+    url = f"{_base(request, gw)}/{cluster_id}/brokers"
+    data = [
+        {
+            "kind": "KafkaBroker",
+            "metadata": {
+                "self": f"{url}/{b.broker_id}",
+                "resource_name": f"crn:///kafka={cluster_id}/broker={b.broker_id}",
+            },
+            "cluster_id": cluster_id,
+            "broker_id": b.broker_id,
+            "host": b.host,
+            "port": b.port,
+        }
+        for b in await gw.log.brokers()
+    ]
+    return v3_response(_listing("KafkaBrokerList", url, data))
+
+
+@router.get(
     CLUSTER + "/topics", operation_id="listTopicsV3", responses={200: {"model": v3.TopicList}, **ERRORS}
 )
 async def list_topics(cluster_id: str, request: Request, gw: GW) -> Response:
@@ -120,6 +143,39 @@ async def create_topic(cluster_id: str, request: Request, gw: GW) -> Response:
 async def get_topic(cluster_id: str, topic: str, request: Request, gw: GW) -> Response:
     _check(cluster_id, gw)
     return v3_response(_topic(_base(request, gw), cluster_id, await gw.topics.describe(topic)))
+
+
+@router.get(
+    CLUSTER + "/topics/{topic}/partitions",
+    operation_id="listPartitionsV3",
+    responses={200: {"model": v3.PartitionList}, **ERRORS},
+)
+async def list_partitions(cluster_id: str, topic: str, request: Request, gw: GW) -> Response:
+    """Partitions with their leader, replicas and beginning/end offsets."""
+    _check(cluster_id, gw)
+    base = _base(request, gw)
+    info = await gw.topics.describe(topic)
+    url = f"{base}/{cluster_id}/topics/{topic}/partitions"
+    data = []
+    for p in info.partitions:
+        begin, end = await gw.log.offsets(TopicPartition(topic, p.partition))
+        data.append(
+            {
+                "kind": "KafkaPartition",
+                "metadata": {
+                    "self": f"{url}/{p.partition}",
+                    "resource_name": f"crn:///kafka={cluster_id}/topic={topic}/partition={p.partition}",
+                },
+                "cluster_id": cluster_id,
+                "topic_name": topic,
+                "partition_id": p.partition,
+                "leader": {"related": f"{base}/{cluster_id}/brokers/{p.leader}"},
+                "replicas": list(p.replicas),
+                "beginning_offset": begin,
+                "end_offset": end,
+            }
+        )
+    return v3_response(_listing("KafkaPartitionList", url, data))
 
 
 @router.patch(

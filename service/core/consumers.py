@@ -47,7 +47,8 @@ _GROUP_RE = re.compile(r"[^\x00-\x1f\x7f/]{1,255}")
 _WAIT_SLICE_MS = 1000
 _IDLE_SLICE_S = 0.1
 
-Polled = list[tuple[TopicPartition, Record]]
+# Records per partition, in fetch order.
+Polled = list[tuple[TopicPartition, list[Record]]]
 
 
 def validate_group(group: str) -> str:
@@ -282,7 +283,7 @@ class ConsumerService:
                         state.positions[tp] = await self._reset(state, tp)
                         changed = True
                     elif part.records:
-                        polled.extend((tp, r) for r in part.records)
+                        polled.append((tp, part.records))
                         state.positions[tp] = part.records[-1].offset + 1
                         changed = True
             elif remaining:

@@ -50,6 +50,13 @@ async def test_v3_topic_lifecycle(client, name):
     )
     again = await client.post(f"/v3/clusters/{cid}/topics", json={"topic_name": name, "partitions_count": 2})
     assert again.status_code == 400 and again.json()["error_code"] == 40002
+    parts = (await client.get(f"/v3/clusters/{cid}/topics/{name}/partitions")).json()["data"]
+    assert [(p["partition_id"], p["beginning_offset"], p["end_offset"]) for p in parts] == [
+        (0, 0, 0),
+        (1, 0, 0),
+    ]
+    brokers = (await client.get(f"/v3/clusters/{cid}/brokers")).json()["data"]
+    assert [b["broker_id"] for b in brokers] == [0]
     listed = (await client.get(f"/v3/clusters/{cid}/topics")).json()
     assert name in [t["topic_name"] for t in listed["data"]]
     grown = await client.patch(f"/v3/clusters/{cid}/topics/{name}", json={"partitions_count": 5})
