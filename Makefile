@@ -4,7 +4,10 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PORT   ?= 8082
 
-.PHONY: run test lint unit bench openapi clean
+# Debian packages the tests use (curl runs the README walk-through).
+SYSTEM_PACKAGES := curl
+
+.PHONY: run test lint unit bench openapi clean system-packages
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,9 +26,16 @@ run: $(VENV)/.installed
 	$(BIN)/brokergate serve --port $(PORT)
 
 ## install what the tests need, then lint, type-check and run the whole suite
-test: $(VENV)/.installed-test
+test: $(VENV)/.installed-test system-packages
 	$(MAKE) lint
 	$(BIN)/pytest -q
+
+system-packages:
+	@missing=""; for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .
