@@ -104,9 +104,13 @@ class SubscriptionResponse(BaseModel):
     topic_pattern: str | None = None
 
 
+MAX_PARTITION = 2**31 - 1
+MAX_OFFSET = 2**63 - 1
+
+
 class TopicPartitionRef(BaseModel):
     topic: str
-    partition: int = Field(ge=0)
+    partition: int = Field(ge=0, le=MAX_PARTITION)
 
 
 class PartitionsRequest(BaseModel):
@@ -119,8 +123,8 @@ class AssignmentResponse(BaseModel):
 
 class TopicPartitionOffset(BaseModel):
     topic: str
-    partition: int = Field(ge=0)
-    offset: int = Field(ge=0)
+    partition: int = Field(ge=0, le=MAX_PARTITION)
+    offset: int = Field(ge=0, le=MAX_OFFSET)
 
 
 class CommitRequest(BaseModel):
@@ -140,7 +144,7 @@ class CommittedOffsetsResponse(BaseModel):
 
 class TopicPartitionTimestamp(BaseModel):
     topic: str
-    partition: int = Field(ge=0)
+    partition: int = Field(ge=0, le=MAX_PARTITION)
     timestamp: int | datetime = Field(description="Milliseconds since epoch or ISO 8601.")
 
 

@@ -236,8 +236,8 @@ def _millis(ts: int | datetime) -> int:
         if ts.tzinfo is None:
             raise InvalidPayload("An ISO 8601 timestamp needs a time zone (e.g. 'Z').")
         return int(ts.timestamp() * 1000)
-    if ts < 0:
-        raise InvalidPayload("A timestamp must not be negative.")
+    if not 0 <= ts <= v2.MAX_OFFSET:
+        raise InvalidPayload(f"Timestamp {ts} is out of range.")
     return ts
 
 

@@ -148,7 +148,7 @@ async def read_partition(
     partition: int,
     request: Request,
     gw: GW,
-    offset: Annotated[int, Query(ge=0, description="First offset to read.")] = 0,
+    offset: Annotated[int, Query(ge=0, le=v2.MAX_OFFSET, description="First offset to read.")] = 0,
     max_bytes: Annotated[
         int | None, Query(ge=1, description="Byte budget; one record is always returned.")
     ] = None,

@@ -39,13 +39,14 @@ import re
 import struct
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from types import TracebackType
 from typing import Final
 
 import crc32c
 
 from service.core.models import GroupState, Member, TopicPartition
 from service.errors import BackendError, BackendUnavailable, IllegalState, InvalidPayload
+
+from ..lifecycle import AsyncLifecycle
 
 log = logging.getLogger(__name__)
 
@@ -368,7 +369,7 @@ class _OffsetStore:
             self.fd = None
 
 
-class EmbeddedCoordinator:
+class EmbeddedCoordinator(AsyncLifecycle):
     """Consumer groups for a single gateway process.
 
     Collaborators: ``GroupManager`` computes assignments and publishes them
@@ -388,15 +389,6 @@ class EmbeddedCoordinator:
         self._pending: set[asyncio.Task[None]] = set()
         self._started = False
         self._stopping = False
-
-    async def __aenter__(self) -> EmbeddedCoordinator:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()
 
     # --- lifecycle -------------------------------------------------------------------
 

@@ -15,10 +15,10 @@ mutable ``InstanceConfig`` are duplicated.
 
 from __future__ import annotations
 
-from types import TracebackType
-
 from service.core.models import InstanceConfig, InstanceState
 from service.errors import ConsumerAlreadyExists, ConsumerInstanceNotFound
+
+from ..lifecycle import AsyncLifecycle
 
 __all__ = ["EmbeddedSessions"]
 
@@ -54,20 +54,11 @@ def _copy(s: InstanceState) -> InstanceState:
     )
 
 
-class EmbeddedSessions:
+class EmbeddedSessions(AsyncLifecycle):
     """Consumer-instance state keyed by (group, instance name), for one gateway process."""
 
     def __init__(self) -> None:
         self._store: dict[_Key, InstanceState] = {}
-
-    async def __aenter__(self) -> EmbeddedSessions:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()
 
     async def start(self) -> None:
         """Nothing to open."""

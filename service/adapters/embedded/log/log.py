@@ -17,7 +17,6 @@ import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Literal, TypeVar
 
 from service.core.models import (
@@ -41,6 +40,7 @@ from service.errors import (
     TopicNotFound,
 )
 
+from ...lifecycle import AsyncLifecycle
 from .batch import BatchError, RecordTooLarge, encode_batch
 from .config import (
     LogDefaults,
@@ -76,7 +76,7 @@ async def _uncancellable(coro: Coroutine[Any, Any, T]) -> T:
         raise
 
 
-class EmbeddedLog:
+class EmbeddedLog(AsyncLifecycle):
     """Topics and partitions as segment files under ``data_dir`` (see ``metadata`` for the layout).
 
     ``start()`` locks the directory and opens (recovering if needed) every
@@ -190,15 +190,6 @@ class EmbeddedLog:
         finally:
             self._state = "stopped"
             self._stopped.set()
-
-    async def __aenter__(self) -> EmbeddedLog:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()
 
     @staticmethod
     def _stopped_error() -> Exception:
