@@ -165,15 +165,15 @@ class Bench:
         base = r.json()["base_uri"]
         await self.http.post(f"{base}/subscription", json={"topics": [name]}, headers={"Content-Type": V2})
         got = 0
-        start = time.perf_counter()
-        while got < count:
-            r = await self.http.get(
-                f"{base}/records",
-                params={"timeout": 1000, "max_bytes": 1_000_000},
-                headers={"Accept": BINARY},
-            )
-            got += len(r.json())
-        t_rest = time.perf_counter() - start
+        async with Connection(self.host, self.port) as conn:
+            path = base.removeprefix(self.url) + "/records?timeout=1000&max_bytes=1000000"
+            request = conn.build("GET", path, accept=BINARY)
+            start = time.perf_counter()
+            while got < count:
+                _, payload = await conn.send(request)
+                # Count without decoding: the figure is the gateway's, not this client's JSON parser's.
+                got += payload.count(b'"offset":')
+            t_rest = time.perf_counter() - start
         await self.http.delete(base)
 
         got, offset = 0, 0
