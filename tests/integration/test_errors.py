@@ -254,3 +254,10 @@ async def test_bad_topic_creation(client, body):
     r = await client.post(f"/v3/clusters/{cid}/topics", json=body)
     assert_error(r, 422)
     assert (await client.get("/topics/ok")).status_code == 404
+
+
+async def test_unknown_consumer_group(client, name):
+    cid = await cluster_id(client)
+    for suffix in ("", "/lags", "/lag-summary"):
+        r = await client.get(f"/v3/clusters/{cid}/consumer-groups/{name}{suffix}")
+        assert_error(r, 404, 40405)

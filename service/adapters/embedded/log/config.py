@@ -68,14 +68,7 @@ class LogDefaults:
                     raise ValueError(f"{key} must be between {lo} and {hi}, got {value}")
 
     def as_configs(self) -> dict[str, str]:
-        return {
-            CLEANUP_POLICY: "delete",
-            MAX_MESSAGE_BYTES: str(self.max_message_bytes),
-            RETENTION_BYTES: str(self.retention_bytes),
-            RETENTION_MS: str(self.retention_ms),
-            SEGMENT_BYTES: str(self.segment_bytes),
-            SEGMENT_MS: str(self.segment_ms),
-        }
+        return _configs_of(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,14 +98,19 @@ class TopicConfig:
 
     def effective(self) -> dict[str, str]:
         """Every supported config with its value for this topic (what ``describe_topic`` shows)."""
-        return {
-            CLEANUP_POLICY: "delete",
-            MAX_MESSAGE_BYTES: str(self.max_message_bytes),
-            RETENTION_BYTES: str(self.retention_bytes),
-            RETENTION_MS: str(self.retention_ms),
-            SEGMENT_BYTES: str(self.segment_bytes),
-            SEGMENT_MS: str(self.segment_ms),
-        }
+        return _configs_of(self)
+
+
+def _configs_of(c: LogDefaults | TopicConfig) -> dict[str, str]:
+    """The config map of defaults or of one topic: both carry the same fields."""
+    return {
+        CLEANUP_POLICY: "delete",
+        MAX_MESSAGE_BYTES: str(c.max_message_bytes),
+        RETENTION_BYTES: str(c.retention_bytes),
+        RETENTION_MS: str(c.retention_ms),
+        SEGMENT_BYTES: str(c.segment_bytes),
+        SEGMENT_MS: str(c.segment_ms),
+    }
 
 
 def parse_overrides(configs: Mapping[str, str]) -> dict[str, str]:
