@@ -43,13 +43,12 @@ def partition_body(p: Any) -> dict[str, Any]:
 def produce_body(outcome: ProduceOutcome) -> dict[str, Any]:
     offsets: Any
     if len(outcome.partitions) == 1 and outcome.partitions[0].error is None:
-        # The common case: consecutive offsets on one partition, rendered with one join instead of a
+        # The common case: every record on one partition, rendered with one join instead of a
         # dict per record (a third of the CPU of a 1000-record produce otherwise).
         part = outcome.partitions[0]
-        base = part.base_offset or 0
         entry = f'{{"partition":{part.partition},"offset":'
         between = ',"error_code":null,"error":null},' + entry
-        inner = between.join(map(str, range(base, base + outcome.count)))
+        inner = between.join(map(str, part.offsets))
         offsets = orjson.Fragment(f'[{entry}{inner},"error_code":null,"error":null}}]'.encode())
     else:
         offsets = [

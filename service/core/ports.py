@@ -29,8 +29,8 @@ from .models import (
 class Log(Protocol):
     """Where records live: topics, partitions, offsets.
 
-    ``append`` gives the records of one call dense, consecutive offsets and
-    returns only once they are acknowledged (durable per the flush policy).
+    ``append`` returns only once the records are acknowledged (durable per
+    the flush policy).
     ``fetch`` is stateless: it reads from the given positions and may wait up
     to ``max_wait_ms`` for at least ``min_bytes`` to arrive. It always returns
     at least one record for a partition that has one at its position, even if
@@ -64,8 +64,13 @@ class Log(Protocol):
         """Grow ``topic`` to ``total`` partitions (never shrinks)."""
         ...
 
-    async def append(self, tp: TopicPartition, records: Sequence[NewRecord]) -> int:
-        """Append and return the offset of the first record."""
+    async def append(self, tp: TopicPartition, records: Sequence[NewRecord]) -> Sequence[int]:
+        """Append and return each record's offset, in order.
+
+        Offsets are ascending; on the embedded log they are also consecutive (a
+        ``range``), while on a shared Kafka cluster another producer's batch may
+        land between two batches of one call.
+        """
         ...
 
     async def fetch(

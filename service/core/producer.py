@@ -26,7 +26,7 @@ class PartitionOutcome:
 
     partition: int
     indexes: range | list[int]  # positions of these records in the request
-    base_offset: int | None = None  # offset of the first of them, when stored
+    offsets: Sequence[int] = ()  # their offsets, when stored
     error: GatewayError | None = None
 
     @property
@@ -48,9 +48,12 @@ class ProduceOutcome:
         out: list[tuple[int, int | None, int | None, str | None]] = [(0, None, None, None)] * self.count
         for part in self.partitions:
             message = part.error.message if part.error else None
-            for n, i in enumerate(part.indexes):
-                offset = None if part.base_offset is None else part.base_offset + n
-                out[i] = (part.partition, offset, part.error_code, message)
+            if part.error is not None:
+                for i in part.indexes:
+                    out[i] = (part.partition, None, part.error_code, message)
+            else:
+                for i, offset in zip(part.indexes, part.offsets, strict=True):
+                    out[i] = (part.partition, offset, None, None)
         return out
 
 
@@ -126,7 +129,7 @@ class ProduceService:
             elif isinstance(result, BaseException):
                 raise result
             else:
-                outcomes.append(PartitionOutcome(p, by_partition[p], base_offset=result))
+                outcomes.append(PartitionOutcome(p, by_partition[p], offsets=result))
         failed = [o.error for o in outcomes if o.error is not None]
         if failed and len(failed) == len(outcomes):
             # Nothing was stored: answer with the backend's own status (e.g. 503 + Retry-After).

@@ -20,9 +20,9 @@ async def test_append_then_fetch(open_log: OpenLog, clock: Clock) -> None:
     log = await open_log(clock=clock)
     await log.create_topic("t", 1, 1, {})
     assert await log.offsets(TP) == (0, 0)
-    assert await log.append(TP, values(3)) == 0
-    assert await log.append(TP, [NewRecord(b"k", None, (("h", b"1"),), 123)]) == 3
-    assert await log.append(TP, []) == 4  # nothing to store: the end offset
+    assert await log.append(TP, values(3)) == range(0, 3)
+    assert await log.append(TP, [NewRecord(b"k", None, (("h", b"1"),), 123)]) == range(3, 4)
+    assert await log.append(TP, []) == range(4, 4)  # nothing to store: an empty range at the end
     assert await log.offsets(TP) == (0, 4)
     records = await read_all(log, TP)
     assert [r.offset for r in records] == [0, 1, 2, 3]
@@ -58,8 +58,9 @@ async def test_concurrent_appenders_get_dense_ordered_offsets(open_log: OpenLog,
         got = []
         for i in range(10):
             n = 1 + (w + i) % 5
-            base = await log.append(TP, [NewRecord(None, f"{w}:{i}:{j}".encode()) for j in range(n)])
-            got.append((base, n))
+            offsets = await log.append(TP, [NewRecord(None, f"{w}:{i}:{j}".encode()) for j in range(n)])
+            assert offsets == range(offsets[0], offsets[0] + n)
+            got.append((offsets[0], n))
         return got
 
     results = await asyncio.gather(*(writer(w) for w in range(20)))
@@ -104,7 +105,7 @@ async def test_always_publishes_only_after_fsync(open_log: OpenLog) -> None:
     assert not task.done()
     assert await log.offsets(TP) == (0, 0)
     assert (await log.fetch({TP: 0}, max_bytes=100, max_wait_ms=0))[TP].records == []
-    assert await task == 0
+    assert await task == range(0, 1)
     assert await log.offsets(TP) == (0, 1)
 
 
@@ -210,8 +211,8 @@ async def test_large_batches_and_many_partitions(open_log: OpenLog) -> None:
     await log.create_topic("t", 4, 1, {})
     big = [NewRecord(f"k{i}".encode(), bytes(1024)) for i in range(1000)]  # written from a thread
     for p in range(4):
-        assert await log.append(TopicPartition("t", p), big) == 0
-        assert await log.append(TopicPartition("t", p), big) == 1000
+        assert await log.append(TopicPartition("t", p), big) == range(0, 1000)
+        assert await log.append(TopicPartition("t", p), big) == range(1000, 2000)
     await asyncio.sleep(0.05)  # let the interval flusher run
     data = await log.fetch({TopicPartition("t", p): 1500 for p in range(4)}, max_bytes=10**9, max_wait_ms=0)
     assert all(len(d.records) == 500 and d.records[0].key == b"k500" for d in data.values())

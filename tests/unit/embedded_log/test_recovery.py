@@ -84,7 +84,7 @@ async def test_restart_reopens_the_same_data(open_log: OpenLog, data_dir: Path) 
     assert await read_all(log, TP) == before
     assert [s.base_offset for s in segments_of(log, TP)] == bases
     await check_seeks(log, 40)
-    assert await log.append(TP, [NewRecord(None, b"next")]) == 120
+    assert (await log.append(TP, [NewRecord(None, b"next")]))[0] == 120
 
 
 @pytest.mark.parametrize("clean", [True, False], ids=["clean-marker", "unclean"])
@@ -140,7 +140,7 @@ async def test_torn_tail_is_cut_and_appends_continue(
     log = await open_log(data_dir, **KW)
     assert await log.offsets(TP) == (0, good_end)
     assert path.stat().st_size == good_size
-    assert await log.append(TP, [NewRecord(None, b"after")]) == good_end
+    assert (await log.append(TP, [NewRecord(None, b"after")]))[0] == good_end
     records = await read_all(log, TP)
     assert [r.offset for r in records] == list(range(good_end + 1))
     assert [r.value for r in records] == [*expected_values(10), b"after"]
@@ -159,7 +159,7 @@ async def test_a_torn_batch_before_the_last_index_entry(open_log: OpenLog, data_
     path.write_bytes(path.read_bytes()[: last_pos + 30])
     log = await open_log(data_dir, **KW)
     assert await log.offsets(TP) == (0, active.base_offset + last_rel)
-    assert await log.append(TP, [NewRecord(None, b"after")]) == active.base_offset + last_rel
+    assert (await log.append(TP, [NewRecord(None, b"after")]))[0] == active.base_offset + last_rel
 
 
 def corrupt_offset_index(path: Path, how: str) -> None:
@@ -213,7 +213,7 @@ async def test_damaged_offset_index_is_rebuilt(
     corrupt_offset_index(seg_file(data_dir, target.base_offset, ".index"), how)
     log = await open_log(data_dir, **KW)
     await check_seeks(log, 40)
-    assert await log.append(TP, [NewRecord(None, b"more")]) == 120
+    assert (await log.append(TP, [NewRecord(None, b"more")]))[0] == 120
     if how != "wrong-middle-position":  # rebuilt exactly as the appends had written it
         assert seg_file(data_dir, target.base_offset, ".index").read_bytes()[: len(original)] == original
 
@@ -297,7 +297,7 @@ WRITER = textwrap.dedent(
         async def writer(w):
             for i in range(10**6):
                 records = [NewRecord(None, f"{w}:{i}:{j}".encode()) for j in range(5)]
-                base = await log.append(tp, records)
+                base = (await log.append(tp, records))[0]
                 print(w, i, base, flush=True)
 
         await asyncio.gather(*(writer(w) for w in range(4)))
@@ -330,6 +330,6 @@ def test_kill_9_loses_no_acknowledged_record(data_dir: Path) -> None:
             assert sorted(records) == list(range(end))  # dense, whatever the crash cut
             for w, i, base in acked:
                 assert [records[base + j] for j in range(5)] == [f"{w}:{i}:{j}".encode() for j in range(5)]
-            assert await log.append(TP, [NewRecord(None, b"after")]) == end
+            assert (await log.append(TP, [NewRecord(None, b"after")]))[0] == end
 
     asyncio.run(verify())

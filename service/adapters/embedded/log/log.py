@@ -327,18 +327,20 @@ class EmbeddedLog(AsyncLifecycle):
 
     # --- records ------------------------------------------------------------------------
 
-    async def append(self, tp: TopicPartition, records: Sequence[NewRecord]) -> int:
+    async def append(self, tp: TopicPartition, records: Sequence[NewRecord]) -> range:
+        """Append as one batch; the records get consecutive offsets."""
         self._require_started()
         p = self._partition(tp)
         if not records:
-            return p.high_watermark
+            return range(p.high_watermark, p.high_watermark)
         try:
             batch = encode_batch(records, self._opts.now_ms(), max_record_bytes=p.config.max_message_bytes)
         except RecordTooLarge as exc:
             raise PayloadTooLarge(str(exc)) from exc
         except (BatchError, TypeError, UnicodeEncodeError) as exc:
             raise InvalidPayload(f"Cannot store the records: {exc}") from exc
-        return await p.append(batch)
+        base = await p.append(batch)
+        return range(base, base + len(records))
 
     async def fetch(
         self,
