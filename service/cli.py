@@ -1,7 +1,8 @@
 """The ``brokergate`` command.
 
 ``brokergate serve`` runs the gateway under uvicorn (uvloop + httptools when
-installed). Every flag falls back to ``BROKERGATE_<FLAG>`` and then to the
+installed); ``topics``, ``produce``, ``consume`` and ``groups`` are the
+console tools of ``service.tools``. Every flag falls back to ``BROKERGATE_<FLAG>`` and then to the
 default in ``Settings``. Configuration mistakes end in one line on stderr and
 exit status 2, never a traceback.
 """
@@ -15,6 +16,7 @@ from collections.abc import Sequence
 
 from pydantic import ValidationError
 
+from . import tools
 from .settings import Settings
 
 _SERVE_FLAGS = ("host", "port", "data_dir", "log", "coordinator", "sessions", "advertised_url", "flush")
@@ -35,6 +37,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--advertised-url", dest="advertised_url", help="base URL put in consumer base_uri")
     serve.add_argument("--flush", choices=["always", "interval", "never"], help="embedded log fsync policy")
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    tools.add_commands(sub)
     return parser
 
 
@@ -89,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "serve":
         return serve(args)
-    return _fail(f"unknown command {args.command!r}")
+    return tools.run(args)
 
 
 if __name__ == "__main__":

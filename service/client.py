@@ -1,0 +1,243 @@
+"""A small typed HTTP client for any brokergate endpoint (httpx, synchronous).
+
+The command-line tools are built on it, and tests use it to drive a gateway
+the way a user's program would. Every non-2xx answer becomes a ``ClientError``
+carrying the Confluent ``error_code``; a gateway that cannot be reached becomes
+a ``ClientError`` with status 0.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+V2 = "application/vnd.kafka.v2+json"
+
+
+def data_type(fmt: str) -> str:
+    return f"application/vnd.kafka.{fmt}.v2+json"
+
+
+class ClientError(Exception):
+    """A request the gateway refused (status >= 400) or that never reached it (status 0)."""
+
+    def __init__(self, status: int, error_code: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error_code = error_code
+        self.message = message
+
+
+@dataclass(slots=True)
+class ProducedOffset:
+    partition: int
+    offset: int | None
+    error_code: int | None
+    error: str | None
+
+
+@dataclass(slots=True)
+class Record:
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: Any
+    value: Any
+    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
+
+
+class GatewayClient:
+    """One gateway, addressed by its base URL; use as a context manager or call ``close()``."""
+
+    def __init__(self, url: str, *, timeout: float = 30.0) -> None:
+        self.url = url.rstrip("/")
+        self._http = httpx.Client(base_url=self.url, timeout=timeout)
+
+    def __enter__(self) -> GatewayClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    # --- plumbing ------------------------------------------------------------------
+
+    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.TransportError as exc:
+            raise ClientError(0, 0, f"cannot reach the gateway at {self.url}: {exc}") from exc
+        if response.status_code >= 400:
+            try:
+                body = response.json()
+                code, message = int(body.get("error_code", 0)), str(body.get("message", response.text))
+            except ValueError:
+                code, message = 0, response.text or response.reason_phrase
+            raise ClientError(response.status_code, code, message)
+        if response.status_code == 204 or not response.content:
+            return None
+        return response.json()
+
+    def cluster_id(self) -> str:
+        return str(self.request("GET", "/v3/clusters")["data"][0]["cluster_id"])
+
+    # --- topics --------------------------------------------------------------------
+
+    def topics(self) -> list[str]:
+        return list(self.request("GET", "/topics"))
+
+    def topic(self, name: str) -> dict[str, Any]:
+        return dict(self.request("GET", f"/v3/clusters/{self.cluster_id()}/topics/{name}"))
+
+    def partitions(self, name: str) -> list[dict[str, Any]]:
+        return list(self.request("GET", f"/v3/clusters/{self.cluster_id()}/topics/{name}/partitions")["data"])
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int | None = None,
+        replication_factor: int | None = None,
+        configs: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "topic_name": name,
+            "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()],
+        }
+        if partitions is not None:
+            body["partitions_count"] = partitions
+        if replication_factor is not None:
+            body["replication_factor"] = replication_factor
+        return dict(self.request("POST", f"/v3/clusters/{self.cluster_id()}/topics", json=body))
+
+    def delete_topic(self, name: str) -> None:
+        self.request("DELETE", f"/v3/clusters/{self.cluster_id()}/topics/{name}")
+
+    def set_partitions(self, name: str, count: int) -> dict[str, Any]:
+        return dict(
+            self.request(
+                "PATCH", f"/v3/clusters/{self.cluster_id()}/topics/{name}", json={"partitions_count": count}
+            )
+        )
+
+    # --- produce -------------------------------------------------------------------
+
+    def produce(
+        self,
+        topic: str,
+        records: Iterable[Mapping[str, Any]],
+        *,
+        fmt: str = "string",
+        partition: int | None = None,
+    ) -> list[ProducedOffset]:
+        """Produce already-encoded v2 records (``key``/``value`` in ``fmt``'s encoding)."""
+        path = f"/topics/{topic}" if partition is None else f"/topics/{topic}/partitions/{partition}"
+        body = self.request(
+            "POST", path, json={"records": list(records)}, headers={"Content-Type": data_type(fmt)}
+        )
+        return [
+            ProducedOffset(o["partition"], o["offset"], o["error_code"], o["error"]) for o in body["offsets"]
+        ]
+
+    # --- consumers -----------------------------------------------------------------
+
+    def consumer(self, group: str, **config: Any) -> Consumer:
+        """Create a consumer instance; ``config`` keys are Confluent's, with '_' for '.'."""
+        body = {k.replace("_", "."): v for k, v in config.items()}
+        created = self.request("POST", f"/consumers/{group}", json=body, headers={"Content-Type": V2})
+        return Consumer(self, group, created["instance_id"], body.get("format", "binary"))
+
+    def groups(self) -> list[dict[str, Any]]:
+        return list(self.request("GET", f"/v3/clusters/{self.cluster_id()}/consumer-groups")["data"])
+
+    def group(self, group: str) -> dict[str, Any]:
+        return dict(self.request("GET", f"/v3/clusters/{self.cluster_id()}/consumer-groups/{group}"))
+
+    def lags(self, group: str) -> list[dict[str, Any]]:
+        return list(
+            self.request("GET", f"/v3/clusters/{self.cluster_id()}/consumer-groups/{group}/lags")["data"]
+        )
+
+
+class Consumer:
+    """A consumer instance of a group, as created through ``GatewayClient.consumer``."""
+
+    def __init__(self, client: GatewayClient, group: str, instance: str, fmt: str) -> None:
+        self.client = client
+        self.group = group
+        self.instance = instance
+        self.format = fmt
+        self.path = f"/consumers/{group}/instances/{instance}"
+
+    def subscribe(self, *topics: str, pattern: str | None = None) -> None:
+        body: dict[str, Any] = {"topic_pattern": pattern} if pattern else {"topics": list(topics)}
+        self.client.request("POST", f"{self.path}/subscription", json=body, headers={"Content-Type": V2})
+
+    def assign(self, partitions: Iterable[tuple[str, int]]) -> None:
+        body = {"partitions": [{"topic": t, "partition": p} for t, p in partitions]}
+        self.client.request("POST", f"{self.path}/assignments", json=body, headers={"Content-Type": V2})
+
+    def assignment(self) -> list[tuple[str, int]]:
+        body = self.client.request("GET", f"{self.path}/assignments")
+        return [(p["topic"], p["partition"]) for p in body["partitions"]]
+
+    def seek(self, topic: str, partition: int, offset: int) -> None:
+        body = {"offsets": [{"topic": topic, "partition": partition, "offset": offset}]}
+        self.client.request("POST", f"{self.path}/positions", json=body, headers={"Content-Type": V2})
+
+    def seek_to_beginning(self, partitions: Iterable[tuple[str, int]]) -> None:
+        body = {"partitions": [{"topic": t, "partition": p} for t, p in partitions]}
+        self.client.request(
+            "POST", f"{self.path}/positions/beginning", json=body, headers={"Content-Type": V2}
+        )
+
+    def poll(self, timeout_ms: int = 1000, max_bytes: int | None = None) -> list[Record]:
+        params: dict[str, int] = {"timeout": timeout_ms}
+        if max_bytes is not None:
+            params["max_bytes"] = max_bytes
+        body = self.client.request(
+            "GET", f"{self.path}/records", params=params, headers={"Accept": data_type(self.format)}
+        )
+        return [
+            Record(
+                r["topic"],
+                r["partition"],
+                r["offset"],
+                r["timestamp"],
+                r["key"],
+                r["value"],
+                [
+                    (h["name"], None if h["value"] is None else base64.b64decode(h["value"]))
+                    for h in r["headers"]
+                ],
+            )
+            for r in body
+        ]
+
+    def commit(self, offsets: Iterable[tuple[str, int, int]] | None = None) -> list[dict[str, Any]]:
+        """Commit ``(topic, partition, last processed offset)``s, or everything polled when None."""
+        kwargs: dict[str, Any] = {"headers": {"Content-Type": V2}}
+        if offsets is not None:
+            kwargs["json"] = {"offsets": [{"topic": t, "partition": p, "offset": o} for t, p, o in offsets]}
+        return list(self.client.request("POST", f"{self.path}/offsets", **kwargs) or [])
+
+    def delete(self) -> None:
+        self.client.request("DELETE", self.path, headers={"Content-Type": V2})
+
+    @contextmanager
+    def deleted_on_exit(self) -> Iterator[Consumer]:
+        """Delete the instance when the block ends, however it ends (Ctrl-C included)."""
+        try:
+            yield self
+        finally:
+            try:
+                self.delete()
+            except ClientError:
+                pass

@@ -1,0 +1,416 @@
+"""Command-line tools in the spirit of Kafka's console tools, against any brokergate endpoint.
+
+``brokergate topics|produce|consume|groups`` — built on ``service.client``.
+Human output is aligned tables, ``--output json`` is for scripts; errors are
+one line on stderr with an exit status: 1 the gateway refused the request,
+3 the gateway cannot be reached, 4 some produced records failed, 130 Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import sys
+import time
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, TextIO
+
+from .client import ClientError, Consumer, GatewayClient
+
+DEFAULT_URL = "http://localhost:8082"
+BATCH = 500
+
+
+class ToolError(Exception):
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+# --- output ----------------------------------------------------------------------------
+
+
+def table(rows: Sequence[Sequence[Any]], header: Sequence[str], out: TextIO) -> None:
+    cells = [[str(c) for c in header], *[["" if c is None else str(c) for c in row] for row in rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    for row in cells:
+        out.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() + "\n")
+
+
+def emit(args: argparse.Namespace, data: Any, rows: Sequence[Sequence[Any]], header: Sequence[str]) -> None:
+    if args.output == "json":
+        json.dump(data, sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+    else:
+        table(rows, header, sys.stdout)
+
+
+# --- topics ------------------------------------------------------------------------------
+
+
+def cmd_topics(args: argparse.Namespace, client: GatewayClient) -> int:
+    if args.action == "list":
+        names = client.topics()
+        emit(args, names, [[n] for n in names], ["TOPIC"])
+    elif args.action == "create":
+        configs = dict(_pairs(args.config, "--config"))
+        created = client.create_topic(args.topic, args.partitions, args.replication_factor, configs)
+        emit(
+            args,
+            created,
+            [[created["topic_name"], created["partitions_count"], created["replication_factor"]]],
+            ["TOPIC", "PARTITIONS", "REPLICATION"],
+        )
+    elif args.action == "describe":
+        topic = client.topic(args.topic)
+        parts = client.partitions(args.topic)
+        if args.output == "json":
+            emit(args, {**topic, "partitions": parts}, [], [])
+        else:
+            print(
+                f"Topic: {topic['topic_name']}  PartitionCount: {topic['partitions_count']}  "
+                f"ReplicationFactor: {topic['replication_factor']}"
+            )
+            print("Configs: " + ", ".join(f"{k}={v}" for k, v in sorted(topic["configs"].items())))
+            rows = [
+                [
+                    p["partition_id"],
+                    p["leader"]["related"].rsplit("/", 1)[-1],
+                    ",".join(map(str, p["replicas"])),
+                    p["beginning_offset"],
+                    p["end_offset"],
+                ]
+                for p in parts
+            ]
+            table(rows, ["PARTITION", "LEADER", "REPLICAS", "BEGINNING", "END"], sys.stdout)
+    elif args.action == "delete":
+        client.delete_topic(args.topic)
+        emit(args, {"deleted": args.topic}, [[args.topic, "deleted"]], ["TOPIC", "STATUS"])
+    elif args.action == "alter":
+        altered = client.set_partitions(args.topic, args.partitions)
+        emit(args, altered, [[altered["topic_name"], altered["partitions_count"]]], ["TOPIC", "PARTITIONS"])
+    return 0
+
+
+# --- produce -----------------------------------------------------------------------------
+
+
+def _pairs(items: Iterable[str] | None, flag: str) -> Iterator[tuple[str, str]]:
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise ToolError(f"{flag} takes name=value, got {item!r}", 2)
+        yield name, value
+
+
+def _encode(text: str, fmt: str, what: str, line_no: int) -> Any:
+    if fmt == "string":
+        return text
+    if fmt == "binary":
+        return base64.b64encode(text.encode()).decode()
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise ToolError(f"line {line_no}: the {what} is not JSON ({exc})", 2) from exc
+
+
+def _records(
+    lines: Iterable[str], args: argparse.Namespace, headers: list[dict[str, str]]
+) -> Iterator[dict[str, Any]]:
+    for line_no, raw in enumerate(lines, 1):
+        line = raw.rstrip("\n")
+        if not line:
+            continue
+        record: dict[str, Any] = {}
+        if args.key_separator is not None:
+            key, sep, value = line.partition(args.key_separator)
+            if not sep:
+                raise ToolError(f"line {line_no}: no key separator {args.key_separator!r}", 2)
+            record["key"] = _encode(key, args.format, "key", line_no)
+        else:
+            value = line
+        record["value"] = _encode(value, args.format, "value", line_no)
+        if headers:
+            record["headers"] = headers
+        yield record
+
+
+def _batches(records: Iterator[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
+    batch: list[dict[str, Any]] = []
+    for record in records:
+        batch.append(record)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def cmd_produce(args: argparse.Namespace, client: GatewayClient) -> int:
+    headers = [
+        {"name": k, "value": base64.b64encode(v.encode()).decode()}
+        for k, v in _pairs(args.header, "--header")
+    ]
+    source = open(args.file, encoding="utf-8") if args.file else sys.stdin
+    progress = sys.stderr.isatty() and args.output != "json"
+    sent = failed = 0
+    first_failure: str | None = None
+    started = time.monotonic()
+    try:
+        for batch in _batches(_records(source, args, headers), args.batch_size):
+            for n, result in enumerate(
+                client.produce(args.topic, batch, fmt=args.format, partition=args.partition)
+            ):
+                if result.error_code is not None:
+                    failed += 1
+                    first_failure = first_failure or f"record {sent + n + 1}: {result.error}"
+            sent += len(batch)
+            if progress:
+                rate = sent / max(time.monotonic() - started, 1e-6)
+                sys.stderr.write(f"\r{sent:,} records  {rate:,.0f} rec/s")
+                sys.stderr.flush()
+    finally:
+        if source is not sys.stdin:
+            source.close()
+    if progress:
+        sys.stderr.write("\n")
+    elapsed = time.monotonic() - started
+    summary = {"topic": args.topic, "records": sent, "failed": failed, "seconds": round(elapsed, 3)}
+    emit(
+        args, summary, [[args.topic, sent, failed, f"{elapsed:.2f}s"]], ["TOPIC", "RECORDS", "FAILED", "TIME"]
+    )
+    if first_failure:
+        raise ToolError(f"{failed} record(s) failed; first: {first_failure}", 4)
+    return 0
+
+
+# --- consume -----------------------------------------------------------------------------
+
+
+def _show(record: Any) -> str:
+    return record if isinstance(record, str) else json.dumps(record)
+
+
+def _print_record(args: argparse.Namespace, r: Any) -> None:
+    value = r.value
+    key = r.key
+    if args.format == "binary":
+        value = None if value is None else base64.b64decode(value).decode("utf-8", "replace")
+        key = None if key is None else base64.b64decode(key).decode("utf-8", "replace")
+    if args.output == "json":
+        print(
+            json.dumps(
+                {
+                    "topic": r.topic,
+                    "partition": r.partition,
+                    "offset": r.offset,
+                    "timestamp": r.timestamp,
+                    "key": key,
+                    "value": value,
+                    "headers": [
+                        [k, None if v is None else v.decode("utf-8", "replace")] for k, v in r.headers
+                    ],
+                }
+            )
+        )
+        return
+    parts = []
+    if args.print_offset:
+        parts.append(f"{r.partition}:{r.offset}")
+    if args.print_headers:
+        parts.append(
+            ",".join(f"{k}:{'' if v is None else v.decode('utf-8', 'replace')}" for k, v in r.headers)
+            or "NO_HEADERS"
+        )
+    if args.print_key:
+        parts.append("null" if key is None else _show(key))
+    parts.append("null" if value is None else _show(value))
+    print("\t".join(parts), flush=True)
+
+
+def cmd_consume(args: argparse.Namespace, client: GatewayClient) -> int:
+    if args.offset is not None and args.partition is None:
+        raise ToolError("--offset needs --partition", 2)
+    group = args.group or f"brokergate-console-{uuid.uuid4().hex[:12]}"
+    reset = "earliest" if args.from_beginning else "latest"
+    consumer = client.consumer(group, format=args.format, auto_offset_reset=reset)
+    shown = 0
+    idle_since = time.monotonic()
+    with consumer.deleted_on_exit():
+        _start(consumer, args)
+        while args.max_messages is None or shown < args.max_messages:
+            records = consumer.poll(timeout_ms=min(args.timeout_ms or 1000, 1000))
+            if not records:
+                if args.timeout_ms is not None and (time.monotonic() - idle_since) * 1000 >= args.timeout_ms:
+                    break
+                continue
+            idle_since = time.monotonic()
+            if args.max_messages is not None:
+                records = records[: args.max_messages - shown]
+            for r in records:
+                _print_record(args, r)
+            shown += len(records)
+            if args.group:
+                last: dict[tuple[str, int], int] = {}
+                for r in records:
+                    last[(r.topic, r.partition)] = r.offset
+                consumer.commit([(t, p, o) for (t, p), o in last.items()])
+    print(f"Processed a total of {shown} messages", file=sys.stderr)
+    return 0
+
+
+def _start(consumer: Consumer, args: argparse.Namespace) -> None:
+    if args.partition is None:
+        consumer.subscribe(args.topic)
+        return
+    consumer.assign([(args.topic, args.partition)])
+    if args.offset is not None:
+        consumer.seek(args.topic, args.partition, args.offset)
+    elif args.from_beginning:
+        consumer.seek_to_beginning([(args.topic, args.partition)])
+
+
+# --- groups ------------------------------------------------------------------------------
+
+
+def cmd_groups(args: argparse.Namespace, client: GatewayClient) -> int:
+    if args.action == "list":
+        groups = client.groups()
+        rows = [
+            [g["consumer_group_id"], g["state"], len(g["consumers"]), g["partition_assignor"]] for g in groups
+        ]
+        emit(args, groups, rows, ["GROUP", "STATE", "MEMBERS", "ASSIGNOR"])
+        return 0
+    if not args.group:
+        raise ToolError(f"groups {args.action} needs --group", 2)
+    if args.action == "describe":
+        group = client.group(args.group)
+        lags = client.lags(args.group)
+        # As kafka-consumer-groups.sh: every partition with a commit or an owner, then idle members.
+        rows = [
+            [
+                args.group,
+                r["topic_name"],
+                r["partition_id"],
+                r["current_offset"],
+                r["log_end_offset"],
+                r["lag"],
+                r["consumer_id"] or "-",
+            ]
+            for r in lags
+        ]
+        owners = {r["consumer_id"] for r in lags}
+        rows += [
+            [args.group, "-", "-", "-", "-", "-", m["consumer_id"]]
+            for m in group["consumers"]
+            if m["consumer_id"] not in owners
+        ]
+        emit(
+            args,
+            {**group, "lags": lags},
+            rows,
+            ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID"],
+        )
+    else:
+        lags_list = client.lags(args.group)
+        rows = [
+            [
+                r["topic_name"],
+                r["partition_id"],
+                r["current_offset"],
+                r["log_end_offset"],
+                r["lag"],
+                r["consumer_id"] or "-",
+            ]
+            for r in lags_list
+        ]
+        emit(
+            args,
+            lags_list,
+            rows,
+            ["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID"],
+        )
+    return 0
+
+
+# --- wiring ------------------------------------------------------------------------------
+
+
+def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--url", default=None, help=f"gateway URL (default $BROKERGATE_URL or {DEFAULT_URL})")
+    common.add_argument(
+        "--output", choices=["table", "json"], default="table", help="table for people, json for scripts"
+    )
+
+    topics = sub.add_parser("topics", parents=[common], help="create, list, describe, alter, delete topics")
+    topics.add_argument("action", choices=["create", "list", "describe", "delete", "alter"])
+    topics.add_argument("--topic")
+    topics.add_argument("--partitions", type=int)
+    topics.add_argument("--replication-factor", type=int)
+    topics.add_argument("--config", action="append", metavar="NAME=VALUE")
+    topics.set_defaults(run=cmd_topics)
+
+    produce = sub.add_parser(
+        "produce", parents=[common], help="produce one record per line of stdin or --file"
+    )
+    produce.add_argument("--topic", required=True)
+    produce.add_argument("--partition", type=int)
+    produce.add_argument("--key-separator", help="split each line into key and value at this separator")
+    produce.add_argument("--format", choices=["string", "json", "binary"], default="string")
+    produce.add_argument("--header", action="append", metavar="NAME=VALUE")
+    produce.add_argument("--file")
+    produce.add_argument("--batch-size", type=int, default=BATCH)
+    produce.set_defaults(run=cmd_produce)
+
+    consume = sub.add_parser("consume", parents=[common], help="print records as they arrive")
+    consume.add_argument("--topic", required=True)
+    consume.add_argument("--group", help="consume as a member of this group, committing as it goes")
+    consume.add_argument("--from-beginning", action="store_true")
+    consume.add_argument("--partition", type=int)
+    consume.add_argument("--offset", type=int)
+    consume.add_argument("--max-messages", type=int)
+    consume.add_argument("--timeout-ms", type=int, help="stop after this long without a record")
+    consume.add_argument("--print-key", action="store_true")
+    consume.add_argument("--print-offset", action="store_true")
+    consume.add_argument("--print-headers", action="store_true")
+    consume.add_argument("--format", choices=["string", "json", "binary"], default="string")
+    consume.set_defaults(run=cmd_consume)
+
+    groups = sub.add_parser("groups", parents=[common], help="list groups, describe members and lag")
+    groups.add_argument("action", choices=["list", "describe", "lag"])
+    groups.add_argument("--group")
+    groups.set_defaults(run=cmd_groups)
+
+
+_NEEDS_TOPIC = {"create", "describe", "delete", "alter"}
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.command == "topics" and args.action in _NEEDS_TOPIC and not args.topic:
+        return _fail(f"topics {args.action} needs --topic", 2)
+    if args.command == "topics" and args.action == "alter" and args.partitions is None:
+        return _fail("topics alter needs --partitions", 2)
+    url = args.url or os.environ.get("BROKERGATE_URL") or DEFAULT_URL
+    try:
+        with GatewayClient(url) as client:
+            status: int = args.run(args, client)
+            return status
+    except ClientError as exc:
+        if exc.status == 0:
+            return _fail(exc.message, 3)
+        return _fail(f"{exc.message} (HTTP {exc.status}, error {exc.error_code})", 1)
+    except ToolError as exc:
+        return _fail(str(exc), exc.status)
+    except KeyboardInterrupt:
+        return 130
+    except OSError as exc:
+        return _fail(str(exc), 2)
+
+
+def _fail(message: str, status: int) -> int:
+    print(f"brokergate: error: {message}", file=sys.stderr)
+    return status
