@@ -23,11 +23,7 @@ class Header(BaseModel):
     value: str | None = Field(None, description="Base64 of the header value, or null.")
 
 
-class ProduceRecord(BaseModel):
-    key: Any = Field(
-        None, description="base64 (binary), any JSON (json) or a string (string); null for none."
-    )
-    value: Any = Field(None, description="Same encoding as key.")
+class _RecordOptions(BaseModel):
     partition: int | None = Field(None, ge=0, description="Target partition; default: by key, else spread.")
     headers: list[Header] | None = None
     timestamp: int | datetime | None = Field(
@@ -35,12 +31,37 @@ class ProduceRecord(BaseModel):
     )
 
 
-class ProduceRequest(BaseModel):
-    records: list[ProduceRecord] = Field(min_length=1)
-    key_schema: str | None = None
-    key_schema_id: int | None = None
-    value_schema: str | None = None
-    value_schema_id: int | None = None
+class BinaryRecord(_RecordOptions):
+    key: str | None = Field(None, description="Base64 of the key bytes, or null.")
+    value: str | None = Field(None, description="Base64 of the value bytes, or null.")
+
+
+class JsonRecord(_RecordOptions):
+    key: Any = Field(None, description="Any JSON value, stored as its JSON text; null for none.")
+    value: Any = Field(None, description="Any JSON value, stored as its JSON text; null for none.")
+
+
+class StringRecord(_RecordOptions):
+    key: str | None = Field(None, description="UTF-8 text, or null.")
+    value: str | None = Field(None, description="UTF-8 text, or null.")
+
+
+class BinaryProduceRequest(BaseModel):
+    """Records for ``application/vnd.kafka.binary.v2+json`` (and plain ``application/json``)."""
+
+    records: list[BinaryRecord] = Field(min_length=1)
+
+
+class JsonProduceRequest(BaseModel):
+    """Records for ``application/vnd.kafka.json.v2+json``."""
+
+    records: list[JsonRecord] = Field(min_length=1)
+
+
+class StringProduceRequest(BaseModel):
+    """Records for ``application/vnd.kafka.string.v2+json`` (a brokergate extension)."""
+
+    records: list[StringRecord] = Field(min_length=1)
 
 
 class PartitionOffset(BaseModel):
@@ -56,7 +77,7 @@ class ProduceResponse(BaseModel):
     offsets: list[PartitionOffset]
 
 
-BoolLike = bool | Literal["true", "false", "TRUE", "FALSE", "True", "False"]
+BoolLike = bool | Literal["true", "false"]
 
 
 class CreateConsumerRequest(BaseModel):
@@ -72,6 +93,12 @@ class CreateConsumerRequest(BaseModel):
     consumer_request_timeout_ms: int | str | None = Field(None, alias="consumer.request.timeout.ms")
     consumer_instance_timeout_ms: int | str | None = Field(None, alias="consumer.instance.timeout.ms")
     partition_assignment_strategy: str | None = Field(None, alias="partition.assignment.strategy")
+
+    @field_validator("auto_commit_enable", mode="before")
+    @classmethod
+    def _bool_like(cls, v: object) -> object:
+        # Confluent clients send "true"/"false" strings, in any case.
+        return v.lower() if isinstance(v, str) else v
 
     @field_validator("fetch_min_bytes", "consumer_request_timeout_ms", "consumer_instance_timeout_ms")
     @classmethod

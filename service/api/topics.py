@@ -16,7 +16,7 @@ from service.core.producer import ProduceOutcome
 from service.errors import NotAcceptable
 from service.gateway import Gateway, get_gateway
 
-from .http import CONTROL_TYPES, DATA_TYPES, JSONBody, body_doc, loads, read_body
+from .http import JSONBody, body_doc, loads, read_body
 from .http import v2 as v2_response
 from .responses import ERRORS, PRODUCE_ERRORS
 
@@ -82,7 +82,14 @@ async def _produce(request: Request, gw: Gateway, topic: str, partition: int | N
     return v2_response(produce_body(results))
 
 
-_PRODUCE_DOC = body_doc(v2.ProduceRequest, DATA_TYPES + CONTROL_TYPES)
+# Plain application/json is accepted too and means binary, as in Confluent's proxy.
+_PRODUCE_DOC = body_doc(
+    {
+        "application/vnd.kafka.binary.v2+json": v2.BinaryProduceRequest,
+        "application/vnd.kafka.json.v2+json": v2.JsonProduceRequest,
+        "application/vnd.kafka.string.v2+json": v2.StringProduceRequest,
+    }
+)
 
 
 @router.post(

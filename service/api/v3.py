@@ -117,7 +117,7 @@ async def list_topics(cluster_id: str, request: Request, gw: GW) -> Response:
     operation_id="createTopic",
     status_code=201,
     responses={201: {"model": v3.TopicData}, 400: ERRORS[422], **ERRORS},
-    openapi_extra=body_doc(v3.CreateTopicRequest, ("application/json",)),
+    openapi_extra=body_doc(v3.CreateTopicRequest, "application/json"),
 )
 async def create_topic(cluster_id: str, request: Request, gw: GW) -> Response:
     """Create a topic (400/40002 if it exists)."""
@@ -182,7 +182,7 @@ async def list_partitions(cluster_id: str, topic: str, request: Request, gw: GW)
     CLUSTER + "/topics/{topic}",
     operation_id="updatePartitionCount",
     responses={200: {"model": v3.TopicData}, **ERRORS},
-    openapi_extra=body_doc(v3.UpdatePartitionCountRequest, ("application/json",)),
+    openapi_extra=body_doc(v3.UpdatePartitionCountRequest, "application/json"),
 )
 async def update_partition_count(cluster_id: str, topic: str, request: Request, gw: GW) -> Response:
     """Increase a topic's partition count; subscribed groups rebalance onto the new partitions."""
