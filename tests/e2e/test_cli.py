@@ -6,9 +6,9 @@ import os
 import subprocess
 import sys
 
-import httpx
 import pytest
 
+from service.client import V2, GatewayClient
 from tests.e2e.gateway_process import GatewayProcess
 
 
@@ -49,19 +49,12 @@ def test_flags_and_environment(tmp_path):
         env={"BROKERGATE_DEFAULT_PARTITIONS": "4"},
     ).start()
     try:
-        r = httpx.post(
-            f"{gw.url}/topics/auto",
-            json={"records": [{"value": "x"}]},
-            headers={"Content-Type": "application/vnd.kafka.string.v2+json"},
-        )
-        assert r.status_code == 200
-        assert len(httpx.get(f"{gw.url}/topics/auto").json()["partitions"]) == 4
-        r = httpx.post(
-            f"{gw.url}/consumers/g",
-            json={"name": "c"},
-            headers={"Content-Type": "application/vnd.kafka.v2+json"},
-        )
-        assert r.json()["base_uri"] == "http://gw.example:9999/consumers/g/instances/c"
+        with GatewayClient(gw.url) as client:
+            client.produce("auto", [{"value": "x"}])
+            assert client.topic("auto")["partitions_count"] == 4
+            assert client.consumer("g", name="c").instance == "c"
+            body = client.request("POST", "/consumers/g", json={"name": "d"}, headers={"Content-Type": V2})
+            assert body["base_uri"] == "http://gw.example:9999/consumers/g/instances/d"
     finally:
         gw.stop()
     assert (tmp_path / "data" / "topics" / "auto").is_dir()
