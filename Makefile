@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 PORT   ?= 8082
 
 # Debian packages the tests use (curl runs the README walk-through).
-SYSTEM_PACKAGES := curl
+SYSTEM_PACKAGES := curl zookeeper
 
 .PHONY: run test lint unit bench openapi clean system-packages
 

@@ -55,6 +55,17 @@ class Settings(BaseSettings):
     max_request_bytes: int = Field(64 * 1024 * 1024, ge=1024)
     max_record_bytes: int = Field(8 * 1024 * 1024, ge=16)
 
+    # zookeeper coordinator
+    zookeeper_session_timeout_ms: int = Field(
+        10_000, ge=500, description="ZooKeeper session timeout: how soon a dead replica's leadership moves."
+    )
+    zookeeper_connect_timeout_ms: int = Field(
+        10_000, ge=100, description="How long start waits for ZooKeeper before refusing to start."
+    )
+    zookeeper_request_timeout_ms: int = Field(
+        5_000, ge=100, description="Longest wait for one ZooKeeper request before answering 503."
+    )
+
     @field_validator("log")
     @classmethod
     def _log_scheme(cls, v: str) -> str:

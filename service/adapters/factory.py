@@ -38,6 +38,19 @@ def build_coordinator(settings: Settings) -> Coordinator:
         from .embedded.coordinator import EmbeddedCoordinator
 
         return EmbeddedCoordinator(settings.data_dir)
+    if settings.coordinator.startswith("zookeeper://"):
+        from .zookeeper import ZooKeeperCoordinator
+
+        try:
+            return ZooKeeperCoordinator(
+                settings.coordinator,
+                node_id=settings.node_id,
+                session_timeout_ms=settings.zookeeper_session_timeout_ms,
+                connect_timeout_ms=settings.zookeeper_connect_timeout_ms,
+                request_timeout_ms=settings.zookeeper_request_timeout_ms,
+            )
+        except ValueError as exc:  # a malformed URL: one line for the CLI
+            raise BackendNotAvailable(str(exc)) from exc
     raise BackendNotAvailable(
         f"coordinator backend {settings.coordinator!r} is not available in this version; use 'embedded'"
     )

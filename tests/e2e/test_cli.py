@@ -26,7 +26,7 @@ def serve(*args: str, env: dict[str, str] | None = None) -> subprocess.Completed
     ("args", "env", "needle"),
     [
         (["--log", "kafka://127.0.0.1:1"], {}, "not available in this version"),
-        (["--coordinator", "zookeeper://127.0.0.1:1"], {}, "not available in this version"),
+        (["--coordinator", "zookeeper://127.0.0.1:0"], {}, "coordinator URL"),
         (["--sessions", "redis://127.0.0.1:1/0"], {}, "not available in this version"),
         (["--log", "cassandra"], {}, "log must be"),
         ([], {"BROKERGATE_PORT": "not-a-port"}, "port"),
@@ -39,6 +39,19 @@ def test_bad_configuration_fails_in_one_line(tmp_path, args, env, needle):
     assert "Traceback" not in result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("brokergate: error:") and needle in lines[0]
+
+
+def test_unreachable_zookeeper_fails_to_start_in_one_line(tmp_path):
+    result = serve(
+        "--data-dir",
+        str(tmp_path / "d"),
+        "--coordinator",
+        "zookeeper://127.0.0.1:1",
+        env={"BROKERGATE_ZOOKEEPER_CONNECT_TIMEOUT_MS": "1000"},
+    )
+    assert result.returncode == 3
+    assert "brokergate: cannot start: Cannot reach ZooKeeper at 127.0.0.1:1" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def test_flags_and_environment(tmp_path):

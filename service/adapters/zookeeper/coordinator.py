@@ -1,0 +1,235 @@
+"""The ZooKeeper ``Coordinator``: consumer groups shared by every gateway replica.
+
+``ZooKeeperCoordinator`` is the façade the core sees. It delegates the port's
+operations to one collaborator per concern:
+
+- ``ZooKeeperSession`` (``session.py``): the kazoo client, asyncio bridging,
+  outage policy (``BackendUnavailable`` within a bounded time, never a hang);
+- ``GroupStore`` (``groups.py``): members and compare-and-set generations;
+- ``OffsetStore`` (``offsets.py``): fenced atomic commits, Kafka's layout;
+- ``NodeRegistry`` (``registry.py``): this replica's ephemeral znode;
+- ``LeaderElection`` (``election.py``): which replica runs group-wide duties.
+
+It also owns one background task, the *keeper*, which restores what a session
+carries: after an outage long enough for ZooKeeper to expire the session,
+kazoo connects with a new session, and the keeper re-creates the replica's
+ephemeral znode and its election candidate. The keeper wakes on connection
+state changes and election watches (brought into the loop by the session) and
+on a timer, so a missed event only delays it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Final
+
+from kazoo.client import KazooState
+
+from service.core.models import GroupState, Member, TopicPartition
+from service.errors import BackendUnavailable, GatewayError
+
+from ..lifecycle import AsyncLifecycle
+from .election import LeaderElection
+from .groups import GroupStore
+from .offsets import OffsetStore
+from .paths import ZnodePaths
+from .registry import NodeRegistry, default_node_id
+from .session import ZooKeeperSession, ZooKeeperURL
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SESSION_TIMEOUT_MS: Final = 10_000
+DEFAULT_CONNECT_TIMEOUT_MS: Final = 10_000
+DEFAULT_REQUEST_TIMEOUT_MS: Final = 5_000
+# The keeper's timer: how soon a lost event is made up for.
+_KEEPER_TICK_S: Final = 1.0
+
+
+class ZooKeeperCoordinator(AsyncLifecycle):
+    """Consumer groups, committed offsets and leadership in ZooKeeper, for any number of replicas.
+
+    ``url`` is ``zookeeper://host:port[,host:port...][/chroot]``; a malformed
+    one raises ``ValueError`` here, an unreachable one ``BackendUnavailable``
+    from ``start()``.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        node_id: str | None = None,
+        session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
+        connect_timeout_ms: int = DEFAULT_CONNECT_TIMEOUT_MS,
+        request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
+    ) -> None:
+        parsed = ZooKeeperURL.parse(url)
+        self.node_id = node_id or default_node_id()
+        self._zk = ZooKeeperSession(
+            parsed,
+            session_timeout_ms=session_timeout_ms,
+            connect_timeout_ms=connect_timeout_ms,
+            request_timeout_ms=request_timeout_ms,
+        )
+        self._paths = ZnodePaths(parsed.chroot)
+        self._groups = GroupStore(self._zk, self._paths)
+        self._offsets = OffsetStore(self._zk, self._paths, self._groups)
+        self._registry = NodeRegistry(self._zk, self._paths, self.node_id)
+        self._election = LeaderElection(self._zk, self._paths, self.node_id, self._wake_keeper)
+        self._zk.add_listener(self._on_state)
+        self._wake = asyncio.Event()
+        self._keeper: asyncio.Task[None] | None = None
+        self._registered_session: int | None = None
+        self._started = False
+
+    # --- lifecycle -------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect, create the layout's parents, register this replica and enter the election."""
+        if self._started:
+            return
+        await self._zk.start()
+        try:
+            await self._restore(wait_for_stale_node=True)
+        except BaseException:
+            await self._zk.stop()
+            self._registered_session = None
+            raise
+        self._started = True
+        self._keeper = asyncio.create_task(self._keep(), name=f"zookeeper-keeper-{self.node_id}")
+        log.info(
+            "ZooKeeper coordinator %s on %s%s: %s",
+            self.node_id,
+            self._zk.url.servers,
+            self._zk.url.chroot,
+            "leader" if self.is_leader() else "follower",
+        )
+
+    async def stop(self) -> None:
+        """Stop the keeper and close the session (leadership passes on at once). Idempotent."""
+        if not self._started:
+            return
+        self._started = False
+        self._election.revoke()
+        if self._keeper is not None:
+            self._keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._keeper
+            self._keeper = None
+        await self._zk.stop()
+        self._registered_session = None
+
+    async def _restore(self, *, wait_for_stale_node: bool = False) -> None:
+        """Make this session carry the replica's node and candidacy (again, after an expiry)."""
+        session = self._zk.session_id
+        if session != self._registered_session:
+            for base in self._paths.bases():
+                await self._zk.ensure_path(base, what="create the layout")
+            if wait_for_stale_node:
+                # A restart within the session timeout finds its previous incarnation's znode.
+                await self._registry.register_waiting(self._zk.session_timeout_ms / 1000 + 1)
+            elif not await self._registry.register():
+                log.error("node id %r is registered by another live replica; retrying", self.node_id)
+                return
+            if self._registered_session is not None:
+                log.info("replica %s registered again in a new ZooKeeper session", self.node_id)
+            self._registered_session = session
+        await self._election.campaign()
+
+    def _on_state(self, state: KazooState) -> None:
+        if state != KazooState.CONNECTED:
+            self._election.revoke()
+        self._wake_keeper()
+
+    def _wake_keeper(self) -> None:
+        self._wake.set()
+
+    async def _keep(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(_KEEPER_TICK_S):
+                    await self._wake.wait()
+            self._wake.clear()
+            if not self._zk.connected:
+                self._election.revoke()
+                continue
+            try:
+                await self._restore()
+            except GatewayError as exc:
+                self._election.revoke()  # unsure whether we still lead: assume not
+                log.warning("ZooKeeper coordinator %s: %s", self.node_id, exc.message)
+            except Exception:
+                self._election.revoke()
+                log.exception("ZooKeeper coordinator %s: keeper failed; retrying", self.node_id)
+
+    # --- leadership and replicas -----------------------------------------------------
+
+    def is_leader(self) -> bool:
+        """Whether this replica leads: a flag the keeper maintains, and a live connection."""
+        return self._started and self._election.is_leader and self._zk.connected
+
+    @property
+    def leader_id(self) -> str | None:
+        """The node id of the leader as last seen by this replica."""
+        return self._election.leader_id
+
+    async def nodes(self) -> list[str]:
+        """Node ids of the live gateway replicas."""
+        self._check_open()
+        return await self._registry.nodes()
+
+    # --- groups ----------------------------------------------------------------------
+
+    async def groups(self) -> list[str]:
+        """Groups that have members or committed offsets, sorted."""
+        self._check_open()
+        with_members, with_offsets = await asyncio.gather(
+            self._groups.with_members(), self._offsets.with_offsets()
+        )
+        return sorted(with_members | with_offsets)
+
+    async def join(self, group: str, member: Member) -> None:
+        self._check_open()
+        await self._groups.join(group, member)
+
+    async def leave(self, group: str, member_id: str) -> bool:
+        self._check_open()
+        return await self._groups.leave(group, member_id)
+
+    async def members(self, group: str) -> dict[str, Member]:
+        self._check_open()
+        return await self._groups.members(group)
+
+    async def state(self, group: str) -> GroupState:
+        """The current generation; version ``ABSENT_VERSION`` (-1) if the group has none yet."""
+        self._check_open()
+        return await self._groups.state(group)
+
+    async def publish(self, group: str, state: GroupState, *, expected_version: int) -> bool:
+        self._check_open()
+        return await self._groups.publish(group, state, expected_version=expected_version)
+
+    # --- offsets ---------------------------------------------------------------------
+
+    async def commit(
+        self,
+        group: str,
+        offsets: Mapping[TopicPartition, int],
+        *,
+        member_id: str | None = None,
+        generation: int | None = None,
+    ) -> None:
+        self._check_open()
+        await self._offsets.commit(group, offsets, member_id=member_id, generation=generation)
+
+    async def committed(
+        self, group: str, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, int]:
+        self._check_open()
+        return await self._offsets.committed(group, partitions)
+
+    def _check_open(self) -> None:
+        if not self._started:
+            raise BackendUnavailable("The ZooKeeper coordinator is not running.")
