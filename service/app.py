@@ -149,7 +149,7 @@ def create_app(settings: Settings, ports: tuple[Log, Coordinator, Sessions] | No
             gateway = Gateway.build(settings, log_port, coordinator, sessions)
             app.state.gateway = gateway
             workers = [
-                reaper(gateway.consumers, coordinator, metrics, settings.reaper_interval_ms),
+                reaper(gateway.consumers, metrics, settings.reaper_interval_ms),
                 retention(log_port, metrics, settings.retention_check_ms),
                 metadata_watcher(gateway.groups, settings.metadata_refresh_ms),
             ]

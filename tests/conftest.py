@@ -1,11 +1,17 @@
-"""Shared fixtures: real gateways on free loopback ports, unique names per test."""
+"""Shared fixtures: real gateways on free loopback ports, real backend servers, unique names per test.
+
+The ``gateway`` fixture serves the API on the backends named by the ``coordinator``
+fixture (``embedded`` unless a test module parametrizes it: the group/offset
+suites run over ``["embedded", "zookeeper"]``). Backend servers start once per
+session, on free ports, and each test gets its own namespace in them.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import socket
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +21,15 @@ import uvicorn
 
 from service.app import create_app
 from service.settings import Settings
+from tests.zookeeper_server import ZooKeeperServer
+
+# Timeouts for gateways on test servers: quick expiry tests, yet safe on a busy machine
+# (the test ZooKeeper's 100 ms tick allows sessions of 0.2 to 2 s).
+ZOOKEEPER_TEST_SETTINGS = {
+    "zookeeper_session_timeout_ms": 1500,
+    "zookeeper_request_timeout_ms": 2000,
+    "zookeeper_connect_timeout_ms": 5000,
+}
 
 
 def free_port() -> int:
@@ -63,9 +78,34 @@ async def start_gateway(data_dir: Path, **overrides: object) -> RunningGateway:
     return RunningGateway(url, client, settings, server, task)
 
 
+@pytest.fixture(scope="session")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
+    """One real ZooKeeper for the session (Debian's package, started on a free port)."""
+    with ZooKeeperServer(tmp_path_factory.mktemp("zookeeper")) as server:
+        yield server
+
+
 @pytest.fixture
-async def gateway(tmp_path: Path) -> AsyncIterator[RunningGateway]:
-    gw = await start_gateway(tmp_path / "data")
+def coordinator() -> str:
+    """Which coordinator the gateway uses; test modules parametrize it."""
+    return "embedded"
+
+
+def backend_settings(request: pytest.FixtureRequest, coordinator: str) -> dict[str, object]:
+    if coordinator == "embedded":
+        return {}
+    if coordinator == "zookeeper":
+        server: ZooKeeperServer = request.getfixturevalue("zookeeper")
+        # a chroot of the test's own: its groups, offsets and leader election see nobody else's
+        return {"coordinator": f"{server.url}/t-{uuid.uuid4().hex[:12]}", **ZOOKEEPER_TEST_SETTINGS}
+    raise ValueError(f"unknown coordinator {coordinator!r}")
+
+
+@pytest.fixture
+async def gateway(
+    tmp_path: Path, request: pytest.FixtureRequest, coordinator: str
+) -> AsyncIterator[RunningGateway]:
+    gw = await start_gateway(tmp_path / "data", **backend_settings(request, coordinator))
     try:
         yield gw
     finally:

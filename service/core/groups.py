@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from service.errors import GroupNotFound, InvalidConsumerConfig, NotFound
+from service.errors import BackendUnavailable, GroupNotFound, InvalidConsumerConfig, NotFound
 
 from .assignors import assign
 from .models import GroupState, Member, Subscription, TopicPartition
@@ -118,7 +119,9 @@ class GroupManager:
                 if await self._coordinator.publish(group, new, expected_version=state.version):
                     log.info("group %s: generation %d, %d member(s)", group, generation, len(members))
                     return await self._coordinator.state(group)
-            raise RuntimeError(f"group {group}: could not publish a generation")
+                # Another replica published first: back off a little, at random, and recompute.
+                await asyncio.sleep(random.uniform(0.005, 0.05))
+            raise BackendUnavailable(f"Group {group!r} is rebalancing on another replica; retry shortly.")
 
     async def refresh(self) -> None:
         """Rebalance every group whose subscribed topics gained partitions or new matches."""

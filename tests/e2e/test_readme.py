@@ -13,7 +13,8 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 
 def walkthrough() -> str:
     text = README.read_text()
-    section = text[text.index("## A walk-through with curl") : text.index("## The API at a glance")]
+    start = text.index("## A walk-through with curl")
+    section = text[start : text.index("\n## ", start + 1)]
     return "\n".join(re.findall(r"```sh\n(.*?)```", section, re.S))
 
 

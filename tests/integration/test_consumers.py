@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
+
 from tests.helpers import (
     BINARY,
     JSON,
@@ -20,6 +22,8 @@ from tests.helpers import (
     produce,
     subscribe,
 )
+
+pytestmark = pytest.mark.parametrize("coordinator", ["embedded", "zookeeper"])
 
 
 async def test_create_consumer_returns_instance_and_base_uri(client, gateway, name):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from tests.helpers import (
     V2,
     assignment,
@@ -16,6 +18,8 @@ from tests.helpers import (
     produce,
     subscribe,
 )
+
+pytestmark = pytest.mark.parametrize("coordinator", ["embedded", "zookeeper"])
 
 
 async def test_one_group_is_a_queue(client, name):

@@ -43,8 +43,9 @@ from typing import Final
 
 import crc32c
 
+from service.core.fencing import fence
 from service.core.models import GroupState, Member, TopicPartition
-from service.errors import BackendError, BackendUnavailable, IllegalState, InvalidPayload
+from service.errors import BackendError, BackendUnavailable, InvalidPayload
 
 from ..lifecycle import AsyncLifecycle
 
@@ -511,7 +512,7 @@ class EmbeddedCoordinator(AsyncLifecycle):
             if self._store.fd is None:
                 raise BackendUnavailable("The coordinator is stopped.")
             if member_id is not None:
-                self._fence(group, entries, member_id, generation)
+                fence(group, self._states.get(group) or GroupState(), entries, member_id, generation)
             try:
                 await asyncio.to_thread(self._store.append, frame)
             except OSError as exc:
@@ -522,29 +523,6 @@ class EmbeddedCoordinator(AsyncLifecycle):
                     await asyncio.to_thread(self._store.compact, self._offsets)
                 except OSError as exc:  # the commit is durable in the journal; compaction retries later
                     log.warning("offsets compaction failed: %s", exc)
-
-    def _fence(
-        self,
-        group: str,
-        entries: list[tuple[TopicPartition, int]],
-        member_id: str,
-        generation: int | None,
-    ) -> None:
-        state = self._states.get(group) or GroupState()
-        owned = set(state.assignment.get(member_id, ()))
-        for tp, _ in entries:
-            if tp not in owned:
-                raise IllegalState(
-                    f"consumer {member_id!r} does not own partition {tp} in generation "
-                    f"{state.generation} of group {group!r}; its offsets were not committed."
-                )
-            since = state.owned_since.get(tp, state.generation)
-            if generation is not None and since > generation:
-                raise IllegalState(
-                    f"consumer {member_id!r} has held partition {tp} only since generation {since} "
-                    f"of group {group!r}, after the generation {generation} it read in; "
-                    "its offsets were not committed."
-                )
 
     async def committed(
         self, group: str, partitions: Iterable[TopicPartition] | None = None

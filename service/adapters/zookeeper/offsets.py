@@ -29,8 +29,9 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 from kazoo.interfaces import IAsyncResult
 
-from service.core.models import GroupState, TopicPartition
-from service.errors import BackendError, BackendUnavailable, IllegalState, InvalidPayload
+from service.core.fencing import fence
+from service.core.models import TopicPartition
+from service.errors import BackendError, BackendUnavailable, InvalidPayload
 
 from .codec import MAX_OFFSET, MAX_PARTITION, decode_offset, decode_partition, encode_offset
 from .groups import MAX_ZNODE_BYTES, GroupStore, check_group, valid_group
@@ -61,24 +62,6 @@ def check_entries(offsets: Mapping[TopicPartition, int]) -> Entries:
         ):
             raise InvalidPayload(f"Cannot commit offset {offset} for partition {tp}.")
     return entries
-
-
-def fence(group: str, state: GroupState, entries: Entries, member_id: str, generation: int | None) -> None:
-    """Refuse a member's commit unless it owns every partition, since no later than ``generation``."""
-    owned = set(state.assignment.get(member_id, ()))
-    for tp, _ in entries:
-        if tp not in owned:
-            raise IllegalState(
-                f"consumer {member_id!r} does not own partition {tp} in generation "
-                f"{state.generation} of group {group!r}; its offsets were not committed."
-            )
-        since = state.owned_since.get(tp, state.generation)
-        if generation is not None and since > generation:
-            raise IllegalState(
-                f"consumer {member_id!r} has held partition {tp} only since generation {since} "
-                f"of group {group!r}, after the generation {generation} it read in; "
-                "its offsets were not committed."
-            )
 
 
 class OffsetStore:

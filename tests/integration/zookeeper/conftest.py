@@ -27,12 +27,6 @@ CONNECT_TIMEOUT_MS = 5000
 CoordinatorFactory = Callable[..., ZooKeeperCoordinator]
 
 
-@pytest.fixture(scope="session")
-def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
-    with ZooKeeperServer(tmp_path_factory.mktemp("zookeeper")) as server:
-        yield server
-
-
 @pytest.fixture
 def own_zookeeper(tmp_path: Path) -> Iterator[ZooKeeperServer]:
     with ZooKeeperServer(tmp_path / "zookeeper") as server:
