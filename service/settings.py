@@ -66,6 +66,52 @@ class Settings(BaseSettings):
         5_000, ge=100, description="Longest wait for one ZooKeeper request before answering 503."
     )
 
+    # kafka log (--log kafka://...)
+    kafka_client_id: str = Field("brokergate", min_length=1, description="Client id sent to Kafka.")
+    kafka_request_timeout_ms: int = Field(
+        30_000, ge=100, description="Longest wait on the Kafka cluster (start, produce, admin) before 503."
+    )
+    kafka_linger_ms: int = Field(0, ge=0, description="How long a produce batch may wait for company.")
+    kafka_batch_bytes: int = Field(
+        1024 * 1024,
+        ge=1024,
+        description="Largest Kafka record batch (capped by the topic's max.message.bytes).",
+    )
+    kafka_compression: Literal["none", "gzip", "snappy", "lz4", "zstd"] = Field(
+        "none", description="Batch compression; snappy, lz4 and zstd need their Python package."
+    )
+    kafka_buffer_bytes: int = Field(
+        64 * 1024 * 1024, ge=1024, description="Records handed to the producer and not yet acknowledged."
+    )
+    kafka_readahead_bytes: int = Field(
+        32 * 1024 * 1024, ge=0, description="Fetched records kept for sequential readers (0: off)."
+    )
+    kafka_idempotence: bool = Field(
+        True, description="Idempotent producer; off only for brokers without InitProducerId (Tansu 0.6)."
+    )
+    kafka_metadata_max_age_ms: int = Field(
+        5_000, ge=0, description="How long a described topic (partitions, leaders, configs) is reused."
+    )
+    kafka_fetch_max_wait_ms: int = Field(
+        500, ge=1, description="Longest wait of one FetchRequest; longer polls send several."
+    )
+    kafka_fetch_bytes: int = Field(
+        1024 * 1024,
+        ge=1,
+        description="Bytes asked per partition and fetch (what exceeds max_bytes is read ahead).",
+    )
+
+    @field_validator("kafka_compression")
+    @classmethod
+    def _kafka_codec(cls, v: str) -> str:
+        if v in ("none", "gzip"):  # gzip is in the standard library
+            return v
+        from aiokafka import codec  # only when a codec with an optional package is asked for
+
+        if not {"snappy": codec.has_snappy, "lz4": codec.has_lz4, "zstd": codec.has_zstd}[v]():
+            raise ValueError(f"kafka_compression {v!r} needs its Python package, which is not installed")
+        return v
+
     @field_validator("log")
     @classmethod
     def _log_scheme(cls, v: str) -> str:

@@ -28,6 +28,14 @@ def build_log(settings: Settings) -> Log:
             retention_bytes=settings.retention_bytes,
             advertised_port=settings.port,
         )
+    if settings.log.startswith("kafka://"):
+        from .kafka import KafkaLog
+        from .kafka.options import KafkaOptions
+
+        try:
+            return KafkaLog(settings.log, KafkaOptions.from_settings(settings))
+        except ValueError as exc:  # a malformed URL or option: one line for the CLI
+            raise BackendNotAvailable(str(exc)) from exc
     raise BackendNotAvailable(
         f"log backend {settings.log!r} is not available in this version; use 'embedded'"
     )

@@ -25,7 +25,7 @@ def serve(*args: str, env: dict[str, str] | None = None) -> subprocess.Completed
 @pytest.mark.parametrize(
     ("args", "env", "needle"),
     [
-        (["--log", "kafka://127.0.0.1:1"], {}, "not available in this version"),
+        (["--log", "kafka://"], {}, "kafka"),
         (["--coordinator", "zookeeper://127.0.0.1:0"], {}, "coordinator URL"),
         (["--sessions", "redis://127.0.0.1:1/0"], {}, "not available in this version"),
         (["--log", "cassandra"], {}, "log must be"),
@@ -39,6 +39,19 @@ def test_bad_configuration_fails_in_one_line(tmp_path, args, env, needle):
     assert "Traceback" not in result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("brokergate: error:") and needle in lines[0]
+
+
+def test_unreachable_kafka_fails_to_start_in_one_line(tmp_path):
+    result = serve(
+        "--data-dir",
+        str(tmp_path / "d"),
+        "--log",
+        "kafka://127.0.0.1:1",
+        env={"BROKERGATE_KAFKA_REQUEST_TIMEOUT_MS": "1000"},
+    )
+    assert result.returncode == 3
+    assert "brokergate: cannot start: Cannot reach the Kafka cluster at 127.0.0.1:1" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def test_unreachable_zookeeper_fails_to_start_in_one_line(tmp_path):

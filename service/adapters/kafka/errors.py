@@ -1,0 +1,139 @@
+"""Translation of aiokafka's exceptions and Kafka's wire error codes into ``service.errors``.
+
+The one place that knows aiokafka's error classes. Every other module of the
+Kafka log calls ``translate`` (an exception it caught) or ``for_code`` (an
+error code inside a response) and raises what they return, so no aiokafka
+exception ever reaches the core. The policy, in order:
+
+* the topic or partition does not exist -> ``TopicNotFound`` / ``PartitionNotFound``
+* the payload is too big for the broker -> ``PayloadTooLarge``
+* a topic create/alter the broker refuses -> ``TopicExists``, ``InvalidTopic``, ``InvalidTopicConfig``
+* anything a retry may fix (``retriable`` errors, timeouts, lost connections) -> ``BackendUnavailable``
+  (503 with Retry-After)
+* the rest -> ``BackendError`` naming the operation and Kafka's error
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from aiokafka import errors as ke
+
+from service.errors import (
+    BackendError,
+    BackendUnavailable,
+    GatewayError,
+    InvalidTopic,
+    InvalidTopicConfig,
+    PartitionNotFound,
+    PayloadTooLarge,
+    TopicExists,
+    TopicNotFound,
+)
+
+RETRY_AFTER_S: Final = 1.0
+
+_TOO_LARGE: Final = (ke.MessageSizeTooLargeError, ke.RecordListTooLargeError, ke.RecordTooLargeError)
+_BAD_TOPIC_CONFIG: Final = (
+    ke.InvalidPartitionsError,
+    ke.InvalidReplicationFactorError,
+    ke.InvalidReplicationAssignmentError,
+    ke.InvalidConfigurationError,
+    ke.PolicyViolationError,
+    ke.InvalidRequestError,
+)
+# Not flagged retriable by aiokafka, yet nothing but time (or a broker coming back) is missing.
+_UNAVAILABLE: Final = (
+    ke.KafkaTimeoutError,
+    ke.RequestTimedOutError,
+    ke.NodeNotReadyError,
+    ke.KafkaConnectionError,
+    ke.NoBrokersAvailable,
+    ke.ProducerClosed,
+    ke.BrokerNotAvailableError,
+)
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip()
+    name = type(exc).__name__
+    if not text or text == name:
+        return name
+    return text if text.startswith(name) else f"{name}: {text}"
+
+
+def translate(
+    exc: BaseException,
+    what: str,
+    *,
+    topic: str | None = None,
+    partition: int | None = None,
+) -> GatewayError:
+    """The ``GatewayError`` to raise for ``exc``, caught while doing ``what`` (e.g. "appending to t-0").
+
+    ``topic``/``partition`` pick between ``TopicNotFound`` and ``PartitionNotFound``
+    when Kafka answers "unknown topic or partition": with a partition the caller
+    has already checked the topic, so the partition is what is missing.
+    """
+    if isinstance(exc, GatewayError):
+        return exc
+    detail = _describe(exc)
+    if isinstance(exc, ke.UnknownTopicOrPartitionError):
+        if partition is not None and topic is not None:
+            return PartitionNotFound(f"Partition {partition} of topic {topic!r} not found.")
+        return TopicNotFound(f"Topic {topic!r} not found." if topic else "Topic not found.")
+    if isinstance(exc, _TOO_LARGE):
+        return PayloadTooLarge(f"Kafka refused the records as too large while {what}: {detail}")
+    if isinstance(exc, ke.TopicAlreadyExistsError):
+        return TopicExists(f"Topic {topic!r} already exists." if topic else None)
+    if isinstance(exc, ke.InvalidTopicError):
+        return InvalidTopic(f"Kafka refused the topic name {topic!r}: {detail}")
+    if isinstance(exc, _BAD_TOPIC_CONFIG):
+        return InvalidTopicConfig(f"Kafka refused the topic settings while {what}: {detail}")
+    if isinstance(exc, (ke.IncompatibleBrokerVersion, ke.UnsupportedVersionError)):
+        return BackendError(f"The Kafka cluster does not support what {what} needs: {detail}")
+    if isinstance(exc, ke.UnsupportedCodecError):
+        return BackendError(
+            f"Cannot decode records while {what}: {detail} (install the codec's Python package)"
+        )
+    if isinstance(exc, ke.CorruptRecordException):
+        return BackendError(f"Kafka returned corrupt records while {what}: {detail}")
+    if isinstance(exc, (*_UNAVAILABLE, TimeoutError, OSError)) or getattr(exc, "retriable", False) is True:
+        return BackendUnavailable(f"Kafka is unavailable while {what}: {detail}", retry_after=RETRY_AFTER_S)
+    if isinstance(exc, ke.KafkaError):
+        return BackendError(f"Kafka error while {what}: {detail}")
+    return BackendError(f"Unexpected error while {what}: {detail}")
+
+
+def for_code(
+    code: int,
+    what: str,
+    *,
+    topic: str | None = None,
+    partition: int | None = None,
+    message: str | None = None,
+) -> GatewayError | None:
+    """The ``GatewayError`` for a Kafka error code in a response; None for 0 (no error)."""
+    if code == 0:
+        return None
+    cls = ke.for_code(code)
+    exc = cls(message) if message else cls()
+    if cls is ke.UnknownError:  # a code aiokafka does not know: keep the number for the operator
+        exc = ke.UnknownError(f"Kafka error code {code}" + (f": {message}" if message else ""))
+    return translate(exc, what, topic=topic, partition=partition)
+
+
+def error_class(code: int) -> type[ke.KafkaError]:
+    """aiokafka's class for a wire error code (``UnknownError`` for codes it does not know)."""
+    cls: type[ke.KafkaError] = ke.for_code(code)
+    return cls
+
+
+def is_metadata_error(code: int) -> bool:
+    """Whether an error code means our view of leaders or partitions is stale."""
+    return code != 0 and bool(getattr(ke.for_code(code), "invalid_metadata", False))
+
+
+def is_retriable(exc: BaseException) -> bool:
+    """Whether ``exc`` leaves the producer and the data intact (a retry could succeed)."""
+    return isinstance(exc, (*_UNAVAILABLE, TimeoutError)) or bool(getattr(exc, "retriable", False))

@@ -1,0 +1,194 @@
+"""``TopicMetadata``: topics, partitions, leaders and configs, cached briefly.
+
+The core describes a topic on every produce and the fetch path needs each
+partition's leader, so asking the cluster each time would double the round
+trips of the hot paths. A described topic (a Metadata request and a
+DescribeConfigs request, sent together) is kept for ``max_age_ms``; entries
+are dropped early when the log creates, deletes or grows the topic, and when a
+produce or fetch meets a stale-metadata error (``invalidate``). Concurrent
+misses for one topic share one lookup. Missing topics are never cached, so a
+topic created elsewhere is seen at once.
+
+Collaborators: ``ClusterClient`` (Metadata requests), ``TopicAdmin`` (configs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aiokafka import errors as ke
+
+from service.core.models import Broker, PartitionInfo, TopicInfo
+from service.errors import BackendUnavailable, PartitionNotFound, TopicNotFound
+
+from .admin import TopicAdmin
+from .cluster import ClusterClient
+from .errors import error_class, for_code
+
+MAX_ENTRIES = 10_000
+
+# Topic-level codes that mean "exists, but not ready yet" (just created, leader moving).
+_NOT_READY = (ke.LeaderNotAvailableError, ke.NotLeaderForPartitionError, ke.KafkaStorageError)
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterView:
+    """What a Metadata request without topics tells: the brokers and the cluster's id."""
+
+    cluster_id: str | None
+    controller_id: int | None
+    brokers: list[Broker]
+
+
+def parse_cluster(response: Any) -> ClusterView:
+    brokers = sorted((Broker(b[0], b[1], b[2]) for b in response.brokers), key=lambda b: b.broker_id)
+    cluster_id = getattr(response, "cluster_id", None)
+    controller = getattr(response, "controller_id", None)
+    return ClusterView(
+        cluster_id or None, controller if controller is not None and controller >= 0 else None, brokers
+    )
+
+
+def parse_topic(response: Any, topic: str) -> TopicInfo | None:
+    """The topic's partitions from a MetadataResponse; None if the topic is unknown.
+
+    Raises ``BackendUnavailable`` while the topic exists but is not ready (e.g. a
+    leader election), and translated errors for anything else.
+    """
+    for entry in response.topics:
+        code, name = entry[0], entry[1]
+        if name != topic:
+            continue
+        cls = error_class(code)
+        if cls is ke.UnknownTopicOrPartitionError:
+            return None
+        if code and issubclass(cls, _NOT_READY):
+            raise BackendUnavailable(f"Topic {topic!r} has no leader yet ({cls.__name__}); retry shortly.")
+        if error := for_code(code, f"describing topic {topic!r}", topic=topic):
+            raise error
+        partitions = entry[-1]  # v0 has no is_internal field; partitions are always last
+        infos = sorted(
+            (PartitionInfo(p[1], p[2], tuple(p[3]), tuple(p[4])) for p in partitions),
+            key=lambda p: p.partition,
+        )
+        replication = len(infos[0].replicas) if infos else 0
+        return TopicInfo(topic, tuple(infos), replication)
+    return None
+
+
+def topic_names(response: Any) -> list[str]:
+    """Every topic a MetadataResponse lists, without Kafka's internal ones (``__consumer_offsets``)."""
+    names = []
+    for entry in response.topics:
+        code, name = entry[0], entry[1]
+        internal = bool(entry[2]) if len(entry) > 3 else name.startswith("__")
+        if internal or error_class(code) is ke.UnknownTopicOrPartitionError:
+            continue
+        names.append(name)
+    return sorted(names)
+
+
+@dataclass(slots=True)
+class _Entry:
+    info: TopicInfo
+    expires: float
+
+
+class TopicMetadata:
+    """Described topics, cached for ``max_age_ms``, with shared in-flight lookups."""
+
+    def __init__(
+        self,
+        cluster: ClusterClient,
+        admin: TopicAdmin,
+        *,
+        max_age_ms: int,
+        timeout: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._cluster = cluster
+        self._admin = admin
+        self._max_age = max_age_ms / 1000
+        self._timeout = timeout
+        self._clock = clock
+        self._entries: dict[str, _Entry] = {}
+        self._inflight: dict[str, tuple[int, asyncio.Future[TopicInfo]]] = {}
+        self._generation = 0  # bumped by invalidate: a lookup started before must not be cached
+
+    def invalidate(self, topic: str | None = None) -> None:
+        """Forget ``topic`` (every topic when None); the next ``describe`` asks the cluster."""
+        self._generation += 1
+        if topic is None:
+            self._entries.clear()
+        else:
+            self._entries.pop(topic, None)
+
+    def cached(self, topic: str) -> TopicInfo | None:
+        entry = self._entries.get(topic)
+        if entry is None or entry.expires <= self._clock():
+            return None
+        return entry.info
+
+    async def describe(self, topic: str) -> TopicInfo:
+        """The topic with partitions, leaders and configs; ``TopicNotFound`` if absent."""
+        info = self.cached(topic)
+        if info is not None:
+            return info
+        generation = self._generation
+        inflight = self._inflight.get(topic)
+        if inflight is not None and inflight[0] == generation:
+            pending = inflight[1]
+        else:  # none yet, or one started before an invalidation: its answer may be stale
+            pending = asyncio.ensure_future(self._load(topic, generation))
+            self._inflight[topic] = (generation, pending)
+            pending.add_done_callback(lambda f: self._done(topic, f))
+        # shield: one caller giving up (a client disconnect) must not cancel the others' lookup
+        return await asyncio.shield(pending)
+
+    def _done(self, topic: str, future: asyncio.Future[TopicInfo]) -> None:
+        inflight = self._inflight.get(topic)
+        if inflight is not None and inflight[1] is future:
+            del self._inflight[topic]
+        if not future.cancelled():
+            future.exception()  # retrieved here: every waiter may have gone away
+
+    async def partition(self, topic: str, partition: int) -> PartitionInfo:
+        """One partition of ``topic``; ``PartitionNotFound`` if the topic has fewer."""
+        info = await self.describe(topic)
+        if not 0 <= partition < len(info.partitions):
+            raise PartitionNotFound(f"Partition {partition} of topic {topic!r} not found.")
+        return info.partitions[partition]
+
+    async def fresh(self, topic: str) -> TopicInfo:
+        """Describe ``topic`` from the cluster, ignoring (and replacing) the cached entry."""
+        self.invalidate(topic)
+        return await self.describe(topic)
+
+    async def _load(self, topic: str, generation: int) -> TopicInfo:
+        what = f"describing topic {topic!r}"
+        metadata, configs = await asyncio.gather(
+            self._cluster.metadata([topic], timeout=self._timeout, what=what),
+            self._admin.configs(topic, timeout=self._timeout),
+        )
+        info = parse_topic(metadata, topic)
+        if info is None:
+            raise TopicNotFound(f"Topic {topic!r} not found.")
+        info = TopicInfo(info.name, info.partitions, info.replication_factor, configs)
+        if generation == self._generation:
+            now = self._clock()
+            if len(self._entries) >= MAX_ENTRIES:  # many topics, each described once: forget the stale
+                self._entries = {t: e for t, e in self._entries.items() if e.expires > now}
+            self._entries[topic] = _Entry(info, now + self._max_age)
+        return info
+
+    async def topic_names(self) -> list[str]:
+        response = await self._cluster.metadata(None, timeout=self._timeout, what="listing topics")
+        return topic_names(response)
+
+    async def cluster(self) -> ClusterView:
+        response = await self._cluster.metadata([], timeout=self._timeout, what="listing brokers")
+        return parse_cluster(response)

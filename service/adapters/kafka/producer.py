@@ -1,0 +1,326 @@
+"""``RecordAppender``: the one shared, bounded Kafka producer of the process.
+
+``append`` turns one call's records into Kafka record batches with aiokafka's
+batch API (``create_batch``/``append``/``send_batch``): one batch for the whole
+call, more only when a batch is full (``kafka_batch_bytes``, or the topic's
+``max.message.bytes`` when smaller). The batches of a call are queued in order,
+so its records keep their order and ascending offsets; another producer's
+batch may land between two of them, which is why offsets are reported per
+record (base offset of each batch + index) rather than as a range.
+
+Memory is bounded by a ``ByteBudget`` of ``kafka_buffer_bytes``: a call takes
+the bytes of its records before building batches and gets them back as each
+batch is acknowledged or fails, not when the caller stops waiting, so batches
+still retrying while a broker is away keep counting. A call that cannot get
+room, or whose batches are not acknowledged, within ``kafka_request_timeout_ms``
+answers ``BackendUnavailable`` (its records may still be written later: Kafka
+produce is at-least-once across a timeout).
+
+With idempotence on, a batch that fails for good leaves a gap in the
+producer's sequence numbers which the broker would refuse from then on for
+that partition (OutOfOrderSequence); the appender then replaces the producer
+(new producer id) in the background.
+
+Collaborators: ``ByteBudget``, ``errors``; aiokafka's ``AIOKafkaProducer``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from typing import Any, Final
+
+from aiokafka import AIOKafkaProducer
+from aiokafka import errors as ke
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+from service.core.models import NewRecord, TopicPartition
+from service.errors import (
+    BackendError,
+    BackendUnavailable,
+    GatewayError,
+    InvalidPayload,
+    PartitionNotFound,
+    PayloadTooLarge,
+)
+
+from .budget import ByteBudget
+from .errors import is_retriable, translate
+from .options import KafkaOptions
+
+log = logging.getLogger(__name__)
+
+INT64_MAX: Final = 2**63 - 1
+_BYTES = (bytes, bytearray, memoryview)
+
+
+def record_size(record: NewRecord, index: int) -> int:
+    """Upper bound of ``record`` alone in a batch (batch header included); checks its types.
+
+    Raises ``InvalidPayload`` for what Kafka's record format cannot carry.
+    """
+    key, value, headers, ts = record.key, record.value, record.headers, record.timestamp
+    if key is not None and not isinstance(key, _BYTES):
+        raise InvalidPayload(f"records[{index}]: key must be bytes or null")
+    if value is not None and not isinstance(value, _BYTES):
+        raise InvalidPayload(f"records[{index}]: value must be bytes or null")
+    if ts is not None and (isinstance(ts, bool) or not isinstance(ts, int) or not 0 <= ts <= INT64_MAX):
+        raise InvalidPayload(f"records[{index}]: timestamp must be milliseconds since epoch")
+    for name, data in headers:
+        if not isinstance(name, str) or (data is not None and not isinstance(data, _BYTES)):
+            raise InvalidPayload(f"records[{index}]: a header is a (name, bytes or null) pair")
+    try:
+        return int(DefaultRecordBatchBuilder.estimate_size_in_bytes(key, value, list(headers)))
+    except UnicodeEncodeError as exc:
+        raise InvalidPayload(f"records[{index}]: header name is not valid UTF-8 text") from exc
+
+
+class _Batch:
+    """A built batch on its way: how many records, their estimated bytes, its delivery future."""
+
+    __slots__ = ("builder", "count", "future", "size")
+
+    def __init__(self, builder: Any) -> None:
+        self.builder = builder
+        self.count = 0
+        self.size = 0
+        self.future: asyncio.Future[Any] | None = None
+
+
+class RecordAppender:
+    """One ``AIOKafkaProducer`` (acks=all, idempotent unless turned off) behind a byte budget."""
+
+    def __init__(self, servers: list[str], options: KafkaOptions) -> None:
+        self._servers = servers
+        self._options = options
+        self._budget = ByteBudget(options.buffer_bytes)
+        self._producer: Any = None
+        self._topics: set[str] = set()  # topics the producer has sent to: it tracks their metadata
+        self._tasks: set[asyncio.Task[None]] = set()  # producer replacements in progress
+        self._replacing = False
+
+    @property
+    def budget(self) -> ByteBudget:
+        return self._budget
+
+    def _new_producer(self) -> Any:
+        o = self._options
+        return AIOKafkaProducer(
+            bootstrap_servers=self._servers,
+            client_id=f"{o.client_id}-producer",
+            acks="all",
+            enable_idempotence=o.idempotence,
+            linger_ms=o.linger_ms,
+            max_batch_size=o.batch_bytes,
+            compression_type=o.aiokafka_compression,
+            request_timeout_ms=o.request_timeout_ms,
+        )
+
+    async def start(self) -> None:
+        """Start the producer (InitProducerId when idempotent); aiokafka's errors propagate."""
+        producer = self._new_producer()
+        try:
+            await producer.start()
+        except BaseException:
+            await _quietly_stop(producer, self._options.request_timeout)
+            raise
+        self._producer = producer
+
+    async def stop(self) -> None:
+        """Flush what is queued (bounded by the request timeout), then close the producer."""
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            await _retire(producer, self._options.request_timeout)
+
+    def forget_topic(self, topic: str) -> None:
+        """Stop tracking a deleted topic's metadata: aiokafka's producer asks for it with
+        auto-creation on, which would bring the topic back on brokers that allow that."""
+        if topic in self._topics and self._producer is not None:
+            self._topics.discard(topic)
+            self._producer.client.set_topics(sorted(self._topics))
+
+    async def append(
+        self, tp: TopicPartition, records: Sequence[NewRecord], *, batch_limit: int, record_limit: int | None
+    ) -> list[int]:
+        """Send ``records`` to ``tp`` and return each one's offset once Kafka acknowledged them all.
+
+        ``batch_limit`` caps a batch's bytes; ``record_limit`` (the topic's
+        ``max.message.bytes``, if known) refuses a record that no batch could carry.
+        """
+        producer = self._producer
+        if producer is None:
+            raise BackendUnavailable("The Kafka producer is not running.")
+        sizes = [record_size(r, i) for i, r in enumerate(records)]
+        if record_limit is not None:
+            for i, size in enumerate(sizes):
+                if size > record_limit:
+                    raise PayloadTooLarge(
+                        f"records[{i}] needs {size} bytes in a Kafka batch; topic {tp.topic!r} "
+                        f"accepts at most {record_limit} (max.message.bytes)."
+                    )
+        timeout = self._options.request_timeout
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        try:
+            granted = await self._budget.acquire(sum(sizes), timeout)
+        except TimeoutError:
+            raise BackendUnavailable(
+                f"The Kafka producer's buffer ({self._budget.capacity} bytes) stayed full for "
+                f"{self._options.request_timeout_ms} ms; Kafka is slow or unavailable."
+            ) from None
+        batches = self._build(producer, records, sizes, batch_limit)
+        shares = _split(granted, [b.size for b in batches])
+        unsent = 0
+        try:
+            for i, batch in enumerate(batches):
+                unsent = i
+                batch.future = await self._send(producer, tp, batch, deadline)
+                batch.future.add_done_callback(_releaser(self._budget, shares[i]))
+                unsent = i + 1
+        except BaseException as exc:
+            self._budget.release(sum(shares[unsent:]))
+            if isinstance(exc, Exception):
+                self._after_failure(producer, exc)
+                raise self._translated(exc, tp, "queueing records") from exc
+            raise
+        futures = [b.future for b in batches if b.future is not None]
+        # asyncio.wait, not gather under a timeout: giving up must not cancel the futures, whose
+        # completion returns the bytes to the budget.
+        _, pending = await asyncio.wait(futures, timeout=max(deadline - loop.time(), 0))
+        for future in futures:  # a batch refused for good says more than one still pending
+            if future.done() and (failure := future.exception()) is not None:
+                self._after_failure(producer, failure)
+                raise self._translated(failure, tp, f"appending to {tp}") from failure
+        if pending:
+            raise BackendUnavailable(
+                f"Kafka did not acknowledge the records for {tp} within "
+                f"{self._options.request_timeout_ms} ms; they may still be written."
+            )
+        offsets: list[int] = []
+        for batch in batches:
+            assert batch.future is not None
+            base = batch.future.result().offset
+            if base is None or base < 0:
+                raise BackendError(f"Kafka acknowledged the records for {tp} without their offsets.")
+            offsets.extend(range(base, base + batch.count))
+        return offsets
+
+    def _build(
+        self, producer: Any, records: Sequence[NewRecord], sizes: list[int], limit: int
+    ) -> list[_Batch]:
+        batches = [_Batch(producer.create_batch())]
+        for record, size in zip(records, sizes, strict=True):
+            batch = batches[-1]
+            if batch.count and batch.size + size > limit:  # our own cap (the topic's may be smaller)
+                batch = _Batch(producer.create_batch())
+                batches.append(batch)
+            headers = list(record.headers)
+            meta = batch.builder.append(
+                key=record.key, value=record.value, timestamp=record.timestamp, headers=headers
+            )
+            if meta is None:  # full by aiokafka's count; a fresh batch always takes one record
+                batch = _Batch(producer.create_batch())
+                batches.append(batch)
+                meta = batch.builder.append(
+                    key=record.key, value=record.value, timestamp=record.timestamp, headers=headers
+                )
+            batch.count += 1
+            batch.size += size
+        return batches
+
+    async def _send(self, producer: Any, tp: TopicPartition, batch: _Batch, deadline: float) -> Any:
+        """Queue one batch; returns the future of its acknowledgement."""
+        async with asyncio.timeout_at(deadline):
+            # The producer keeps its own metadata; a partition added a moment ago may be
+            # missing there (send_batch would then fail an assertion), so refresh it first.
+            known = await producer.partitions_for(tp.topic)
+            if tp.partition not in known:
+                await producer.client.force_metadata_update()
+                known = await producer.partitions_for(tp.topic)
+                if tp.partition not in known:
+                    raise PartitionNotFound(f"Partition {tp.partition} of topic {tp.topic!r} not found.")
+            self._topics.add(tp.topic)
+            return await producer.send_batch(batch.builder, tp.topic, partition=tp.partition)
+
+    def _translated(self, exc: BaseException, tp: TopicPartition, what: str) -> GatewayError:
+        if isinstance(exc, TimeoutError):
+            return BackendUnavailable(
+                f"Kafka did not take the records for {tp} within {self._options.request_timeout_ms} ms."
+            )
+        if isinstance(exc, AssertionError):  # aiokafka's check of the partition against its metadata
+            return PartitionNotFound(f"Partition {tp.partition} of topic {tp.topic!r} not found.")
+        return translate(exc, what, topic=tp.topic, partition=tp.partition)
+
+    def _after_failure(self, producer: Any, exc: BaseException) -> None:
+        """Replace the producer when a failure may have broken its sequence numbers or killed it.
+
+        Any failure that is neither ours nor retriable qualifies: a cheap, rare
+        reconnect beats telling the two cases apart through aiokafka's internals.
+        """
+        if isinstance(exc, GatewayError | TimeoutError | AssertionError) or is_retriable(exc):
+            return
+        if self._replacing or producer is not self._producer:
+            return
+        log.warning("replacing the Kafka producer after %s: %s", type(exc).__name__, exc)
+        self._replacing = True
+        task = asyncio.get_running_loop().create_task(self._replace(producer))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _replace(self, old: Any) -> None:
+        try:
+            new = self._new_producer()
+            try:
+                async with asyncio.timeout(self._options.request_timeout):
+                    await new.start()
+            except Exception as exc:
+                log.error("a new Kafka producer did not start (%s); keeping the old one", exc)
+                await _quietly_stop(new, self._options.request_timeout)
+                return
+            self._producer = new
+            self._topics.clear()
+        finally:
+            self._replacing = False
+        await _retire(old, self._options.request_timeout)
+
+
+def _split(total: int, weights: list[int]) -> list[int]:
+    """``total`` split in proportion to ``weights`` (the last share takes the rounding)."""
+    whole = sum(weights) or 1
+    shares = [total * w // whole for w in weights]
+    shares[-1] += total - sum(shares)
+    return shares
+
+
+def _releaser(budget: ByteBudget, amount: int) -> Any:
+    def release(future: asyncio.Future[Any]) -> None:
+        budget.release(amount)
+        if not future.cancelled():
+            future.exception()  # the caller may have stopped waiting: never "never retrieved"
+
+    return release
+
+
+async def _retire(producer: Any, timeout: float) -> None:
+    """Flush ``producer`` for up to ``timeout`` s, fail what is left, then close it."""
+    try:
+        async with asyncio.timeout(timeout):
+            await producer.flush()
+    except TimeoutError:
+        log.error("Kafka did not acknowledge every queued batch in time; failing the rest")
+        # An idempotent producer retries for ever; without this, stop() would wait for a broker
+        # that may never come back. There is no public way to abandon queued batches.
+        producer._message_accumulator.fail_all(ke.ProducerClosed())
+    await _quietly_stop(producer, timeout)
+
+
+async def _quietly_stop(producer: Any, timeout: float) -> None:
+    try:
+        async with asyncio.timeout(timeout):
+            await producer.stop()
+    except Exception as exc:
+        log.error("closing the Kafka producer failed: %s", exc)

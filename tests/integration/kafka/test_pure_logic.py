@@ -1,0 +1,234 @@
+"""The Kafka log's pure parts, without a broker: byte budget, read-ahead, record decoding, options.
+
+(No server needed; they live here with the adapter's other tests. They belong in
+``tests/unit/kafka`` if that tree is opened to this adapter.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+from service.adapters.kafka.budget import ByteBudget
+from service.adapters.kafka.errors import for_code, translate
+from service.adapters.kafka.options import KafkaOptions, parse_bootstrap
+from service.adapters.kafka.readahead import RECORD_OVERHEAD, Chunk, ReadAhead
+from service.adapters.kafka.records import decode, take
+from service.core.models import Record, TopicPartition
+from service.core.ports import Log
+from service.errors import (
+    BackendError,
+    BackendUnavailable,
+    InvalidTopicConfig,
+    PartitionNotFound,
+    PayloadTooLarge,
+    TopicExists,
+    TopicNotFound,
+)
+
+TP = TopicPartition("t", 0)
+
+
+# --- ByteBudget --------------------------------------------------------------------------
+
+
+async def test_budget_grants_in_order_and_times_out() -> None:
+    budget = ByteBudget(100)
+    assert await budget.acquire(60, 1) == 60
+    waiter = asyncio.create_task(budget.acquire(50, 5))
+    await asyncio.sleep(0)
+    small = asyncio.create_task(budget.acquire(10, 5))  # fits, but must not overtake the first
+    await asyncio.sleep(0.01)
+    assert not waiter.done() and not small.done()
+    budget.release(60)
+    assert await waiter == 50 and await small == 10
+    assert budget.in_use == 60
+    with pytest.raises(TimeoutError):
+        await budget.acquire(50, 0.05)
+    assert budget.in_use == 60  # the timed-out request took nothing
+    budget.release(60)
+    assert budget.available == 100
+
+
+async def test_budget_request_larger_than_capacity_takes_all_of_it_alone() -> None:
+    budget = ByteBudget(100)
+    assert await budget.acquire(10, 1) == 10
+    big = asyncio.create_task(budget.acquire(1_000, 5))
+    await asyncio.sleep(0.01)
+    assert not big.done()
+    budget.release(10)
+    assert await big == 100 and budget.available == 0
+
+
+async def test_budget_cancelled_waiter_does_not_block_the_next() -> None:
+    budget = ByteBudget(10)
+    await budget.acquire(10, 1)
+    first = asyncio.create_task(budget.acquire(8, 5))
+    second = asyncio.create_task(budget.acquire(2, 5))
+    await asyncio.sleep(0.01)
+    first.cancel()
+    budget.release(2)
+    assert await second == 2
+    with pytest.raises(asyncio.CancelledError):
+        await first
+
+
+# --- ReadAhead -----------------------------------------------------------------------------
+
+
+def recs(start: int, n: int, size: int = 10) -> list[Record]:
+    return [Record(o, 0, None, b"x" * size) for o in range(start, start + n)]
+
+
+def test_read_ahead_serves_offsets_inside_the_kept_range() -> None:
+    ra = ReadAhead(1 << 20)
+    ra.put(TP, Chunk(5, 12, recs(5, 3) + recs(10, 2), 12, 0))  # 8, 9 compacted away
+    assert ra.get(TP, 4) is None and ra.get(TP, 12) is None
+    got = ra.get(TP, 6)
+    assert got is not None and [r.offset for r in got.records] == [6, 7, 10, 11]
+    got = ra.get(TP, 8)
+    assert got is not None and [r.offset for r in got.records] == [10, 11] and got.start == 8
+    assert ra.get(TopicPartition("t", 1), 6) is None
+
+
+def test_read_ahead_stays_within_its_bytes_least_recently_used_first() -> None:
+    per = 100 + RECORD_OVERHEAD
+    ra = ReadAhead(per * 10)
+    ra.put(TopicPartition("a", 0), Chunk(0, 5, recs(0, 5, 100), 5, 0))
+    ra.put(TopicPartition("b", 0), Chunk(0, 5, recs(0, 5, 100), 5, 0))
+    assert ra.bytes == per * 10
+    assert ra.get(TopicPartition("a", 0), 0) is not None  # a is now the most recent
+    ra.put(TopicPartition("c", 0), Chunk(0, 2, recs(0, 2, 100), 2, 0))
+    assert ra.get(TopicPartition("b", 0), 0) is None and ra.get(TopicPartition("a", 0), 0) is not None
+    assert ra.bytes <= per * 10
+    ra.put(TopicPartition("d", 0), Chunk(0, 50, recs(0, 50, 100), 50, 0))  # alone too big: its head is kept
+    head = ra.get(TopicPartition("d", 0), 0)
+    assert head is not None and len(head.records) == 10 and ra.bytes <= per * 10
+    assert ra.get(TopicPartition("d", 0), 10) is None
+    ra.drop_topic("d")
+    assert ra.bytes == 0 and len(ra) == 0
+
+
+def test_read_ahead_forgets_old_chunks_and_can_be_off() -> None:
+    now = [0.0]
+    ra = ReadAhead(1 << 20, max_age=30, clock=lambda: now[0])
+    ra.put(TP, Chunk(0, 3, recs(0, 3), 3, 0))
+    now[0] = 31
+    assert ra.get(TP, 0) is None and ra.bytes == 0
+    off = ReadAhead(0)
+    off.put(TP, Chunk(0, 3, recs(0, 3), 3, 0))
+    assert off.get(TP, 0) is None
+
+
+# --- record decoding ---------------------------------------------------------------------
+
+
+def batch(base: int, items: list[tuple[bytes | None, bytes | None]]) -> bytes:
+    builder = DefaultRecordBatchBuilder(2, 0, 0, -1, -1, -1, 1 << 20)
+    for i, (key, value) in enumerate(items):
+        builder.append(i, 1000 + i, key, value, [("h", b"1"), ("n", None)])
+    raw = bytearray(builder.build())
+    raw[0:8] = base.to_bytes(8, "big")  # the broker sets the base offset; the CRC does not cover it
+    return bytes(raw)
+
+
+def test_decode_skips_records_before_the_offset_and_reports_the_next() -> None:
+    data = batch(0, [(None, b"a"), (b"k", b"b"), (None, None)]) + batch(3, [(None, b"d")])
+    decoded = decode(data, 1)
+    assert [(r.offset, r.key, r.value) for r in decoded.records] == [
+        (1, b"k", b"b"),
+        (2, None, None),
+        (3, None, b"d"),
+    ]
+    assert decoded.records[0].headers == (("h", b"1"), ("n", None)) and decoded.records[0].timestamp == 1001
+    assert decoded.next_offset == 4 and decoded.size == sum(r.size for r in decoded.records)
+    truncated = decode(data[:-5], 0)  # the broker cut the last batch at its size limit
+    assert [r.offset for r in truncated.records] == [0, 1, 2] and truncated.next_offset == 3
+    assert decode(b"", 7).next_offset == 7
+
+
+def test_decode_refuses_a_corrupt_batch() -> None:
+    data = bytearray(batch(0, [(None, b"payload")]))
+    data[-3] ^= 0xFF
+    from aiokafka.errors import CorruptRecordException
+
+    with pytest.raises(CorruptRecordException):
+        decode(bytes(data), 0)
+
+
+def test_take_respects_the_budget_but_always_one_first() -> None:
+    rs = recs(0, 5, 10)
+    assert take(rs, 25, force_first=True) == 2
+    assert take(rs, 5, force_first=True) == 1
+    assert take(rs, 5, force_first=False) == 0
+    assert take(rs, 1000, force_first=False) == 5
+
+
+# --- options and errors ------------------------------------------------------------------
+
+
+def test_bootstrap_urls() -> None:
+    assert parse_bootstrap("kafka://a:9092,b:9093") == ["a:9092", "b:9093"]
+    assert parse_bootstrap("kafka://[::1]:9092/") == ["[::1]:9092"]
+    for bad in ("kafka://", "kafka://host", "kafka://h:0", "kafka://h:99999", "kafka://u@h:1", "kafka://h:x"):
+        with pytest.raises(ValueError):
+            parse_bootstrap(bad)
+
+
+def test_options_validate() -> None:
+    assert KafkaOptions().compression == "none"
+    assert KafkaOptions(compression="gzip").aiokafka_compression == "gzip"
+    with pytest.raises(ValueError):
+        KafkaOptions(compression="brotli")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        KafkaOptions(request_timeout_ms=0)
+
+
+def test_error_translation() -> None:
+    from aiokafka import errors as ke
+
+    assert isinstance(translate(ke.UnknownTopicOrPartitionError(), "x", topic="t"), TopicNotFound)
+    assert isinstance(
+        translate(ke.UnknownTopicOrPartitionError(), "x", topic="t", partition=3), PartitionNotFound
+    )
+    assert isinstance(translate(ke.MessageSizeTooLargeError(), "x"), PayloadTooLarge)
+    assert isinstance(translate(ke.NodeNotReadyError(), "x"), BackendUnavailable)
+    assert isinstance(translate(ke.KafkaTimeoutError(), "x"), BackendUnavailable)
+    assert isinstance(translate(ke.NotLeaderForPartitionError(), "x"), BackendUnavailable)
+    assert isinstance(translate(TimeoutError(), "x"), BackendUnavailable)
+    assert translate(ke.NodeNotReadyError(), "x").retry_after
+    assert isinstance(translate(ke.InvalidReplicationFactorError(), "x"), InvalidTopicConfig)
+    assert isinstance(translate(ke.IllegalStateError("boom"), "x"), BackendError)
+    assert isinstance(for_code(36, "creating", topic="t"), TopicExists)
+    assert for_code(0, "x") is None
+    odd = for_code(999, "x", message="new error")
+    assert isinstance(odd, BackendError) and "999" in odd.message
+
+
+def test_factory_builds_the_kafka_log_from_settings() -> None:
+    from service.adapters.factory import BackendNotAvailable, build_log
+    from service.adapters.kafka import KafkaLog
+    from service.settings import Settings
+
+    log = build_log(
+        Settings(log="kafka://k1:9092,k2:9093", kafka_request_timeout_ms=1234, kafka_compression="gzip")
+    )
+    assert isinstance(log, KafkaLog) and isinstance(log, Log)
+    assert log.servers == "k1:9092,k2:9093"
+    assert log.options.request_timeout_ms == 1234 and log.options.compression == "gzip"
+    with pytest.raises(BackendNotAvailable, match="host:port"):
+        build_log(Settings(log="kafka://nohost"))
+
+
+def test_settings_refuse_a_codec_without_its_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    from aiokafka import codec
+    from pydantic import ValidationError
+
+    from service.settings import Settings
+
+    monkeypatch.setattr(codec, "has_zstd", lambda: False)  # as on a machine without the package
+    with pytest.raises(ValidationError, match="zstd"):
+        Settings(kafka_compression="zstd")
+    assert Settings(kafka_compression="gzip").kafka_compression == "gzip"
