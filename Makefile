@@ -4,8 +4,9 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PORT   ?= 8082
 
-# Debian packages the tests use (curl runs the README walk-through).
-SYSTEM_PACKAGES := curl zookeeper
+# Debian packages the tests use: curl runs the README walk-through, zookeeper and redis-server
+# are the real servers of the coordinator and sessions suites (Java 17 comes with the machine).
+SYSTEM_PACKAGES := curl zookeeper redis-server
 
 .PHONY: run test lint unit bench openapi clean system-packages
 

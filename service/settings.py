@@ -55,6 +55,20 @@ class Settings(BaseSettings):
     max_request_bytes: int = Field(64 * 1024 * 1024, ge=1024)
     max_record_bytes: int = Field(8 * 1024 * 1024, ge=16)
 
+    # redis sessions (--sessions redis://...)
+    redis_connect_timeout_ms: int = Field(
+        2_000, ge=50, description="How long start waits for Redis, and the longest wait to connect."
+    )
+    redis_socket_timeout_ms: int = Field(
+        2_000, ge=50, description="Longest wait for one Redis reply before answering 503."
+    )
+    redis_key_prefix: str = Field(
+        "brokergate:", min_length=1, description="Prefix of every Redis key: one per deployment."
+    )
+    redis_ttl_margin_ms: int = Field(
+        60_000, ge=0, description="How long an idle instance outlives its timeout in Redis, for the reaper."
+    )
+
     # zookeeper coordinator
     zookeeper_session_timeout_ms: int = Field(
         10_000, ge=500, description="ZooKeeper session timeout: how soon a dead replica's leadership moves."

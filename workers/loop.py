@@ -7,7 +7,12 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
+from service.errors import GatewayError
+
 log = logging.getLogger(__name__)
+
+# How long stop() waits for a run in progress before leaving it behind.
+STOP_GRACE_S = 5.0
 
 
 class Periodic:
@@ -18,24 +23,34 @@ class Periodic:
         self._interval = interval_s
         self._job = job
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
 
     async def _run(self) -> None:
-        while True:
+        # The flag, not only the cancellation, ends the loop: a client library deep inside a
+        # job may swallow a CancelledError, and the loop must still end at its next turn.
+        while not self._stopping:
             await asyncio.sleep(self._interval)
             try:
                 await self._job()
             except asyncio.CancelledError:
                 raise
+            except GatewayError as exc:  # a backend is down: expected, said in one line
+                log.warning("background job %s: %s", self.name, exc)
             except Exception:
                 log.exception("background job %s failed; retrying in %.1fs", self.name, self._interval)
 
     async def start(self) -> None:
         if self._task is None:
+            self._stopping = False
             self._task = asyncio.create_task(self._run(), name=self.name)
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        if task is None:
+            return
+        self._stopping = True
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+            await asyncio.wait_for(task, STOP_GRACE_S)
+        if not task.done():
+            log.warning("background job %s did not stop within %.0fs; left behind", self.name, STOP_GRACE_S)

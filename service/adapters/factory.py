@@ -69,6 +69,19 @@ def build_sessions(settings: Settings) -> Sessions:
         from .embedded.sessions import EmbeddedSessions
 
         return EmbeddedSessions()
+    if settings.sessions.startswith("redis://"):
+        from .redis import RedisSessions
+
+        try:
+            return RedisSessions(
+                settings.sessions,
+                key_prefix=settings.redis_key_prefix,
+                connect_timeout_ms=settings.redis_connect_timeout_ms,
+                socket_timeout_ms=settings.redis_socket_timeout_ms,
+                ttl_margin_ms=settings.redis_ttl_margin_ms,
+            )
+        except ValueError as exc:  # a malformed URL: one line for the CLI
+            raise BackendNotAvailable(str(exc)) from exc
     raise BackendNotAvailable(
         f"sessions backend {settings.sessions!r} is not available in this version; use 'embedded'"
     )

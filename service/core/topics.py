@@ -86,7 +86,7 @@ class TopicService:
                     f"Topic {topic!r} not found (auto.create.topics.enable is off)."
                 ) from None
         try:
-            info = await self._log.create_topic(topic, self._default_partitions, 1, {})
+            info = await self._log.create_topic(topic, self._default_partitions, -1, {})
         except TopicExists:  # another request created it first
             return await self.describe(topic)
         await self._changed()
@@ -98,9 +98,8 @@ class TopicService:
         validate_topic_name(topic)
         if not 1 <= partitions <= MAX_PARTITIONS:
             raise InvalidTopicConfig(f"partitions_count must be between 1 and {MAX_PARTITIONS}.")
-        if replication_factor == -1:
-            replication_factor = 1
-        if replication_factor < 1:
+        # -1 asks the log for its default (the cluster's, on Kafka)
+        if replication_factor < 1 and replication_factor != -1:
             raise InvalidTopicConfig("replication_factor must be at least 1 (or -1 for the default).")
         info = await self._log.create_topic(topic, partitions, replication_factor, configs)
         await self._changed()

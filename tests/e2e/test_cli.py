@@ -27,7 +27,7 @@ def serve(*args: str, env: dict[str, str] | None = None) -> subprocess.Completed
     [
         (["--log", "kafka://"], {}, "kafka"),
         (["--coordinator", "zookeeper://127.0.0.1:0"], {}, "coordinator URL"),
-        (["--sessions", "redis://127.0.0.1:1/0"], {}, "not available in this version"),
+        (["--sessions", "redis://127.0.0.1:port/0"], {}, "sessions URL"),
         (["--log", "cassandra"], {}, "log must be"),
         ([], {"BROKERGATE_PORT": "not-a-port"}, "port"),
         ([], {"BROKERGATE_SESSIONS": "memcached://x"}, "sessions must be"),
@@ -51,6 +51,19 @@ def test_unreachable_kafka_fails_to_start_in_one_line(tmp_path):
     )
     assert result.returncode == 3
     assert "brokergate: cannot start: Cannot reach the Kafka cluster at 127.0.0.1:1" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_unreachable_redis_fails_to_start_in_one_line(tmp_path):
+    result = serve(
+        "--data-dir",
+        str(tmp_path / "d"),
+        "--sessions",
+        "redis://127.0.0.1:1/0",
+        env={"BROKERGATE_REDIS_CONNECT_TIMEOUT_MS": "500"},
+    )
+    assert result.returncode == 3
+    assert "brokergate: cannot start: Cannot reach Redis at redis://127.0.0.1:1/0" in result.stderr
     assert "Traceback" not in result.stderr
 
 

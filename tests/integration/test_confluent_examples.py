@@ -75,4 +75,4 @@ async def test_topic_metadata_examples(client):
     r = await client.get("/topics/test/partitions", headers={"Accept": V2})
     assert r.json()[0]["partition"] == 0
     r = await client.get("/brokers", headers={"Accept": V2})
-    assert r.json() == {"brokers": [0]}
+    assert len(r.json()["brokers"]) == 1

@@ -1,0 +1,5 @@
+"""The Redis sessions adapter (``--sessions redis://host:port/db``)."""
+
+from .sessions import RedisSessions
+
+__all__ = ["RedisSessions"]
