@@ -75,8 +75,9 @@ def start_tansu() -> tuple[subprocess.Popen[bytes], str]:
     return proc, f"127.0.0.1:{port}"
 
 
-def start_gateway(bootstrap: str, data_dir: Path) -> tuple[subprocess.Popen[bytes], int]:
+def start_gateway(bootstrap: str, data_dir: Path, idempotence: bool) -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
+    env = {**os.environ, "BROKERGATE_KAFKA_IDEMPOTENCE": "true" if idempotence else "false"}
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -95,6 +96,7 @@ def start_gateway(bootstrap: str, data_dir: Path) -> tuple[subprocess.Popen[byte
             "warning",
         ],
         cwd=ROOT,
+        env=env,
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -127,7 +129,7 @@ async def run_for(seconds: float, clients: int, one: Callable[[int], Awaitable[i
 
 
 class Bench:
-    def __init__(self, bootstrap: str, port: int, seconds: float, clients: int) -> None:
+    def __init__(self, bootstrap: str, port: int, seconds: float, clients: int, idempotence: bool) -> None:
         self.bootstrap = bootstrap
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
@@ -135,7 +137,7 @@ class Bench:
         self.clients = clients
         self.http = httpx.AsyncClient(base_url=self.url, timeout=60)
         self.producer = AIOKafkaProducer(
-            bootstrap_servers=bootstrap, acks="all", enable_idempotence=True, linger_ms=5
+            bootstrap_servers=bootstrap, acks="all", enable_idempotence=idempotence
         )
 
     async def start(self) -> None:
@@ -241,22 +243,29 @@ async def main() -> None:
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--quick", action="store_true", help="1 s per figure, 20,000 records to consume")
+    parser.add_argument(
+        "--no-idempotence",
+        action="store_true",
+        help="both sides without the idempotent producer (implied for Tansu, which lacks InitProducerId)",
+    )
     args = parser.parse_args()
     seconds = 1.0 if args.quick else args.seconds
     broker = None
     bootstrap = args.bootstrap
+    idempotence = not args.no_idempotence
     if bootstrap is None:
         broker, bootstrap = start_tansu()
+        idempotence = False
     gateway = None
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            gateway, port = start_gateway(bootstrap, Path(tmp))
-            bench = Bench(bootstrap, port, seconds, args.clients)
+            gateway, port = start_gateway(bootstrap, Path(tmp), idempotence)
+            bench = Bench(bootstrap, port, seconds, args.clients, idempotence)
             await bench.start()
             try:
                 print(
-                    f"brokergate on kafka://{bootstrap} vs aiokafka: "
-                    f"{args.clients} clients, {seconds:.0f} s per figure\n"
+                    f"brokergate on kafka://{bootstrap} vs aiokafka: {args.clients} clients, "
+                    f"{seconds:.0f} s per figure, acks=all, idempotence {'on' if idempotence else 'off'}\n"
                 )
                 for size in (100, 1000):
                     for batch in (1, 100, 1000):
