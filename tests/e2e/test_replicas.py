@@ -1,0 +1,129 @@
+"""Two gateway processes sharing one Kafka log, one ZooKeeper and one Redis.
+
+Any replica serves any request of any consumer instance; members created through
+both see one assignment; commits through one are visible through the other; and
+when the coordinating replica dies (kill -9), leadership moves and an expired
+instance is still removed and its partitions rebalanced.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kazoo.client import KazooClient
+
+from service.client import Consumer, GatewayClient
+from tests.e2e.gateway_process import GatewayProcess
+from tests.kafka_broker import TansuBroker
+from tests.redis_server import RedisServer
+from tests.zookeeper_server import ZooKeeperServer
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[tuple[GatewayProcess, GatewayProcess, ZooKeeperServer, str]]:
+    chroot = f"/t-{uuid.uuid4().hex[:12]}"
+    with (
+        TansuBroker(tmp_path / "tansu") as broker,
+        ZooKeeperServer(tmp_path / "zookeeper") as zookeeper,
+        RedisServer(tmp_path / "redis") as redis,
+    ):
+        env = {
+            "BROKERGATE_LOG": broker.url,
+            "BROKERGATE_COORDINATOR": zookeeper.url + chroot,
+            "BROKERGATE_SESSIONS": redis.url,
+            "BROKERGATE_KAFKA_IDEMPOTENCE": "false",  # Tansu 0.6 lacks InitProducerId
+            "BROKERGATE_ZOOKEEPER_SESSION_TIMEOUT_MS": "1500",
+            "BROKERGATE_REAPER_INTERVAL_MS": "200",
+        }
+        first = GatewayProcess(tmp_path / "a", env={**env, "BROKERGATE_NODE_ID": "gw-a"}).start()
+        second = GatewayProcess(tmp_path / "b", env={**env, "BROKERGATE_NODE_ID": "gw-b"}).start()
+        try:
+            yield first, second, zookeeper, chroot
+        finally:
+            first.stop()
+            second.stop()
+
+
+def leader(zookeeper: ZooKeeperServer, chroot: str) -> str:
+    zk = KazooClient(hosts=zookeeper.hosts)
+    zk.start(timeout=10)
+    try:
+        path = f"{chroot}/brokergate/election"
+        candidates = sorted(zk.get_children(path), key=lambda c: c.rsplit("__", 1)[-1])
+        return zk.get(f"{path}/{candidates[0]}")[0].decode() if candidates else ""
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def wait_for(check, timeout: float = 20.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.1)
+    raise AssertionError("condition not met in time")
+
+
+def test_any_replica_serves_any_instance_and_the_group_survives_a_replica(cluster):
+    first, second, zookeeper, chroot = cluster
+    with GatewayClient(first.url) as a, GatewayClient(second.url) as b:
+        a.create_topic("shared", 4)
+        a.produce("shared", [{"value": f"v{i}", "partition": i % 4} for i in range(40)])
+
+        short = a.consumer(
+            "g",
+            name="short",
+            format="string",
+            auto_offset_reset="earliest",
+            consumer_instance_timeout_ms=2000,
+        )
+        stay = b.consumer("g", name="stay", format="string", auto_offset_reset="earliest")
+        short.subscribe("shared")
+        stay.subscribe("shared")
+
+        # One assignment, whichever replica is asked: disjoint halves covering every partition.
+        via_b = Consumer(b, "g", "short", "string")  # the instance created through A, used through B
+        mine, theirs = set(via_b.assignment()), set(stay.assignment())
+        assert set(short.assignment()) == mine
+        assert len(mine) == 2 and len(theirs) == 2 and not mine & theirs
+
+        # Poll through B, commit through A: one instance, two replicas.
+        got = []
+        for _ in range(20):
+            got += via_b.poll(timeout_ms=500)
+            if len(got) >= 20:
+                break
+        assert len(got) == 20 and {(r.topic, r.partition) for r in got} == mine
+        short.commit()
+        committed = {
+            (o["topic"], o["partition"]): o["offset"]
+            for o in b.request(
+                "GET",
+                "/consumers/g/instances/stay/offsets",
+                json={"partitions": [{"topic": t, "partition": p} for t, p in sorted(mine)]},
+                headers={"Content-Type": "application/vnd.kafka.v2+json"},
+            )["offsets"]
+        }
+        assert committed == dict.fromkeys(mine, 10)
+
+        # kill -9 the leader: leadership moves; `short` stops renewing its lease and expires;
+        # the survivor takes over all four partitions.
+        assert leader(zookeeper, chroot) == "gw-a"
+        first.kill()
+        wait_for(lambda: leader(zookeeper, chroot) == "gw-b")
+        wait_for(lambda: len(stay.assignment()) == 4)
+        # ... and resumes the dead member's partitions at their committed offsets: nothing again
+        a_new = b.produce("shared", [{"value": "after", "partition": p} for _, p in sorted(mine)])
+        resumed = []
+        for _ in range(20):
+            resumed += stay.poll(timeout_ms=500)
+            if len(resumed) >= 22:
+                break
+        from_mine = sorted((r.partition, r.offset) for r in resumed if (r.topic, r.partition) in mine)
+        assert from_mine == sorted((o.partition, o.offset) for o in a_new)
+        assert all(offset == 10 for _, offset in from_mine)
