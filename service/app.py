@@ -157,6 +157,12 @@ def create_app(settings: Settings, ports: tuple[Log, Coordinator, Sessions] | No
                 if worker is not None:
                     await worker.start()
                     stack.push_async_callback(worker.stop)
+            if settings.coordinator != "embedded" and settings.sessions == "embedded":
+                log.warning(
+                    "groups are shared through ZooKeeper but consumer instances live in this process: "
+                    "run one replica, or use --sessions redis://... so that the instances of a replica "
+                    "that dies still expire"
+                )
             log.info(
                 "brokergate ready: log=%s coordinator=%s sessions=%s",
                 settings.log,
