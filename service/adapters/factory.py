@@ -56,6 +56,8 @@ def build_coordinator(settings: Settings) -> Coordinator:
                 session_timeout_ms=settings.zookeeper_session_timeout_ms,
                 connect_timeout_ms=settings.zookeeper_connect_timeout_ms,
                 request_timeout_ms=settings.zookeeper_request_timeout_ms,
+                # in-process sessions die with this replica: so must its members
+                ephemeral_members=settings.sessions == "embedded",
             )
         except ValueError as exc:  # a malformed URL: one line for the CLI
             raise BackendNotAvailable(str(exc)) from exc

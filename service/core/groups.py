@@ -124,14 +124,18 @@ class GroupManager:
             raise BackendUnavailable(f"Group {group!r} is rebalancing on another replica; retry shortly.")
 
     async def refresh(self) -> None:
-        """Rebalance every group whose subscribed topics gained partitions or new matches."""
+        """Rebalance every group whose members changed behind its back (a replica died with its
+        members) or whose subscribed topics gained partitions or new matches."""
         if not self._coordinator.is_leader():
             return
         for group in await self._coordinator.groups():
             members = await self._coordinator.members(group)
+            state = await self._coordinator.state(group)
+            if set(members) != set(state.assignment):  # a member vanished with its replica
+                await self.rebalance(group)
+                continue
             if not members:
                 continue
-            state = await self._coordinator.state(group)
             all_topics = await self._log.list_topics()
             wanted = set().union(*(resolve(m.subscription, all_topics) for m in members.values()))
             if await self._partition_counts(wanted) != state.topics:

@@ -127,3 +127,34 @@ def test_any_replica_serves_any_instance_and_the_group_survives_a_replica(cluste
         from_mine = sorted((r.partition, r.offset) for r in resumed if (r.topic, r.partition) in mine)
         assert from_mine == sorted((o.partition, o.offset) for o in a_new)
         assert all(offset == 10 for _, offset in from_mine)
+
+
+def test_in_process_sessions_members_leave_with_their_replica(tmp_path):
+    """With ZooKeeper but in-process sessions, a replica's members are ephemeral: kill -9 of the
+    replica removes them, and the group rebalances onto the members of the living replica."""
+    chroot = f"/t-{uuid.uuid4().hex[:12]}"
+    with TansuBroker(tmp_path / "tansu") as broker, ZooKeeperServer(tmp_path / "zookeeper") as zookeeper:
+        env = {
+            "BROKERGATE_LOG": broker.url,
+            "BROKERGATE_COORDINATOR": zookeeper.url + chroot,
+            "BROKERGATE_KAFKA_IDEMPOTENCE": "false",
+            "BROKERGATE_ZOOKEEPER_SESSION_TIMEOUT_MS": "1500",
+            "BROKERGATE_METADATA_REFRESH_MS": "200",
+        }
+        first = GatewayProcess(tmp_path / "a", env={**env, "BROKERGATE_NODE_ID": "gw-a"}).start()
+        second = GatewayProcess(tmp_path / "b", env={**env, "BROKERGATE_NODE_ID": "gw-b"}).start()
+        try:
+            with GatewayClient(first.url) as a, GatewayClient(second.url) as b:
+                a.create_topic("eph", 4)
+                gone = a.consumer("g", name="gone")
+                stay = b.consumer("g", name="stay")
+                gone.subscribe("eph")
+                stay.subscribe("eph")
+                assert len(stay.assignment()) == 2
+                first.kill()
+                wait_for(lambda: len(stay.assignment()) == 4)
+                group = b.group("g")
+                assert [m["consumer_id"] for m in group["consumers"]] == ["stay"]
+        finally:
+            first.stop()
+            second.stop()

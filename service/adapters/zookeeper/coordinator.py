@@ -64,6 +64,7 @@ class ZooKeeperCoordinator(AsyncLifecycle):
         session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
         connect_timeout_ms: int = DEFAULT_CONNECT_TIMEOUT_MS,
         request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
+        ephemeral_members: bool = False,
     ) -> None:
         parsed = ZooKeeperURL.parse(url)
         self.node_id = node_id or default_node_id()
@@ -74,7 +75,10 @@ class ZooKeeperCoordinator(AsyncLifecycle):
             request_timeout_ms=request_timeout_ms,
         )
         self._paths = ZnodePaths(parsed.chroot)
-        self._groups = GroupStore(self._zk, self._paths)
+        self._groups = GroupStore(self._zk, self._paths, ephemeral_members=ephemeral_members)
+        # Members this replica joined with ephemeral znodes, to join again after a session expiry.
+        self._ephemeral_members = ephemeral_members
+        self._local_members: dict[tuple[str, str], Member] = {}
         self._offsets = OffsetStore(self._zk, self._paths, self._groups)
         self._registry = NodeRegistry(self._zk, self._paths, self.node_id)
         self._election = LeaderElection(self._zk, self._paths, self.node_id, self._wake_keeper)
@@ -135,6 +139,8 @@ class ZooKeeperCoordinator(AsyncLifecycle):
                 return
             if self._registered_session is not None:
                 log.info("replica %s registered again in a new ZooKeeper session", self.node_id)
+                for (group, _), member in list(self._local_members.items()):
+                    await self._groups.join(group, member)  # their ephemeral znodes died with the session
             self._registered_session = session
         await self._election.campaign()
 
@@ -193,9 +199,12 @@ class ZooKeeperCoordinator(AsyncLifecycle):
     async def join(self, group: str, member: Member) -> None:
         self._check_open()
         await self._groups.join(group, member)
+        if self._ephemeral_members:
+            self._local_members[(group, member.member_id)] = member
 
     async def leave(self, group: str, member_id: str) -> bool:
         self._check_open()
+        self._local_members.pop((group, member_id), None)
         return await self._groups.leave(group, member_id)
 
     async def members(self, group: str) -> dict[str, Member]:

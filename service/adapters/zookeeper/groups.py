@@ -52,9 +52,12 @@ class GroupStore:
     things are, ``codec`` for what they look like.
     """
 
-    def __init__(self, zk: ZooKeeperSession, paths: ZnodePaths) -> None:
+    def __init__(self, zk: ZooKeeperSession, paths: ZnodePaths, *, ephemeral_members: bool = False) -> None:
         self._zk = zk
         self._paths = paths
+        # With in-process sessions a member lives exactly as long as the replica holding its
+        # session: an ephemeral znode vanishes with that replica, and the group rebalances.
+        self._ephemeral = ephemeral_members
 
     # --- members ---------------------------------------------------------------------
 
@@ -77,7 +80,7 @@ class GroupStore:
                 pass
             try:
                 await self._zk.call(
-                    lambda c: c.create_async(path, data, makepath=True),
+                    lambda c: c.create_async(path, data, makepath=True, ephemeral=self._ephemeral),
                     what="add a group member",
                     expect=(NodeExistsError,),
                 )
@@ -158,7 +161,7 @@ class GroupStore:
         if expected_version == ABSENT_VERSION:
             try:
                 await self._zk.call(
-                    lambda c: c.create_async(path, data, makepath=True),
+                    lambda c: c.create_async(path, data, makepath=True, ephemeral=self._ephemeral),
                     what="publish a group generation",
                     expect=(NodeExistsError,),
                 )

@@ -191,3 +191,38 @@ async def test_after_session_expiry_the_replica_registers_again_and_rejoins_the_
 
     await eventually(a_leads)
     assert await a.committed("g") == {TP("t", 0): 5}
+
+
+async def test_ephemeral_members_vanish_with_their_replica_and_come_back_after_an_expiry(
+    zookeeper: ZooKeeperServer, make_coordinator: CoordinatorFactory
+) -> None:
+    """With in-process sessions the factory makes members ephemeral: they leave with the replica's
+    ZooKeeper session, and a replica whose session expired (but which lives) joins them again."""
+    url = chroot_url(zookeeper)
+    a = make_coordinator(url, node_id="a", ephemeral_members=True)
+    b = make_coordinator(url, node_id="b", ephemeral_members=True)
+    await a.start()
+    await b.start()
+    sub = Subscription(("t",))
+    await a.join("g", Member("ma", sub))
+    await b.join("g", Member("mb", sub))
+    assert sorted(await b.members("g")) == ["ma", "mb"]
+
+    old_session = a._zk.session_id
+    client = a._zk._client
+    assert client is not None
+    thief = KazooClient(hosts=zookeeper.hosts, client_id=client.client_id, timeout=SESSION_TIMEOUT_MS / 1000)
+    await asyncio.to_thread(thief.start, 10)
+    await asyncio.to_thread(thief.stop)
+    thief.close()
+
+    async def rejoined() -> bool:
+        return a._zk.session_id not in (None, old_session) and sorted(await b.members("g")) == ["ma", "mb"]
+
+    await eventually(rejoined)
+    await a.stop()  # the replica goes: its member goes with it
+
+    async def only_b() -> bool:
+        return sorted(await b.members("g")) == ["mb"]
+
+    await eventually(only_b)
