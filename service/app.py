@@ -160,8 +160,8 @@ def create_app(settings: Settings, ports: tuple[Log, Coordinator, Sessions] | No
             if settings.coordinator != "embedded" and settings.sessions == "embedded":
                 log.warning(
                     "groups are shared through ZooKeeper but consumer instances live in this process: "
-                    "run one replica, or use --sessions redis://... so that the instances of a replica "
-                    "that dies still expire"
+                    "each is reachable only through this replica (sticky routing), unless --sessions "
+                    "redis://... is used"
                 )
             log.info(
                 "brokergate ready: log=%s coordinator=%s sessions=%s",
