@@ -22,13 +22,10 @@ import argparse
 import asyncio
 import base64
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import httpx
@@ -37,63 +34,10 @@ import orjson
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.common import BINARY, V2, run_for, start_gateway  # noqa: E402
 from bench.httpload import Connection  # noqa: E402
 from service.adapters.embedded.log import EmbeddedLog  # noqa: E402
 from service.core.models import NewRecord, TopicPartition  # noqa: E402
-
-BINARY = "application/vnd.kafka.binary.v2+json"
-V2 = "application/vnd.kafka.v2+json"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-async def run_for(seconds: float, clients: int, one: Callable[[int], Awaitable[int]]) -> tuple[int, float]:
-    """Run ``one(client_number)`` in ``clients`` loops for ``seconds``; returns (records, elapsed)."""
-    stop = time.perf_counter() + seconds
-    total = 0
-
-    async def loop(n: int) -> None:
-        nonlocal total
-        while time.perf_counter() < stop:
-            done = await one(n)  # not `total += await ...`: that reads total before the await
-            total += done
-
-    start = time.perf_counter()
-    await asyncio.gather(*(loop(n) for n in range(clients)))
-    return total, time.perf_counter() - start
-
-
-def start_server(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "service",
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--data-dir",
-            str(data_dir),
-            "--log-level",
-            "warning",
-        ],
-        cwd=ROOT,
-    )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
-                return proc
-        except httpx.TransportError:
-            time.sleep(0.05)
-    proc.kill()
-    raise SystemExit("gateway did not start")
 
 
 class Bench:
@@ -242,8 +186,7 @@ async def main() -> None:
     args = parser.parse_args()
     seconds = 1.0 if args.quick else args.seconds
     with tempfile.TemporaryDirectory() as tmp:
-        port = free_port()
-        server = start_server(Path(tmp) / "gateway", port)
+        server, port = start_gateway(Path(tmp) / "gateway")
         log = EmbeddedLog(Path(tmp) / "inprocess")
         await log.start()
         bench = Bench("127.0.0.1", port, log, seconds, args.clients)

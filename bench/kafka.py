@@ -27,7 +27,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import httpx
@@ -37,16 +36,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.common import BINARY, V2, free_port, run_for, start_gateway  # noqa: E402
 from bench.httpload import Connection  # noqa: E402
-
-BINARY = "application/vnd.kafka.binary.v2+json"
-V2 = "application/vnd.kafka.v2+json"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_for_port(port: int, proc: subprocess.Popen[bytes], what: str) -> None:
@@ -73,59 +64,6 @@ def start_tansu() -> tuple[subprocess.Popen[bytes], str]:
     )
     wait_for_port(port, proc, "the Tansu broker")
     return proc, f"127.0.0.1:{port}"
-
-
-def start_gateway(bootstrap: str, data_dir: Path, idempotence: bool) -> tuple[subprocess.Popen[bytes], int]:
-    port = free_port()
-    env = {**os.environ, "BROKERGATE_KAFKA_IDEMPOTENCE": "true" if idempotence else "false"}
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "service",
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--data-dir",
-            str(data_dir),
-            "--log",
-            f"kafka://{bootstrap}",
-            "--log-level",
-            "warning",
-        ],
-        cwd=ROOT,
-        env=env,
-    )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
-                return proc, port
-        except httpx.TransportError:
-            pass
-        if proc.poll() is not None:
-            raise SystemExit("the gateway exited")
-        time.sleep(0.1)
-    proc.kill()
-    raise SystemExit("the gateway did not become ready")
-
-
-async def run_for(seconds: float, clients: int, one: Callable[[int], Awaitable[int]]) -> tuple[int, float]:
-    """Run ``one(client_number)`` in ``clients`` loops for ``seconds``; returns (records, elapsed)."""
-    stop = time.perf_counter() + seconds
-    total = 0
-
-    async def loop(n: int) -> None:
-        nonlocal total
-        while time.perf_counter() < stop:
-            done = await one(n)  # not `total += await ...`: that reads total before the await
-            total += done
-
-    start = time.perf_counter()
-    await asyncio.gather(*(loop(n) for n in range(clients)))
-    return total, time.perf_counter() - start
 
 
 class Bench:
@@ -259,7 +197,12 @@ async def main() -> None:
     gateway = None
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            gateway, port = start_gateway(bootstrap, Path(tmp), idempotence)
+            gateway, port = start_gateway(
+                Path(tmp),
+                "--log",
+                f"kafka://{bootstrap}",
+                env={"BROKERGATE_KAFKA_IDEMPOTENCE": "true" if idempotence else "false"},
+            )
             bench = Bench(bootstrap, port, seconds, args.clients, idempotence)
             await bench.start()
             try:
