@@ -1,6 +1,6 @@
 """Benchmark: a poll's sessions work (one load, one compare-and-set save), Redis vs embedded.
 
-Run with ``.venv/bin/python -m tests.integration.redis.bench_sessions``; it
+Run with ``.venv/bin/python -m bench.redis_sessions``; it
 starts its own Redis (``tests.redis_server``) and prints, per adapter and
 state size, the median and 99th percentile of load+save over ``--iterations``
 rounds, plus a bare redis-py PING as the floor of one round trip. Not a test:

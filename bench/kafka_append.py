@@ -5,7 +5,7 @@ fresh Tansu broker, acks=all, and wait for every acknowledgement; each side
 runs ``--rounds`` times after a warm-up round and the median is reported, with
 the ratio of the two in the same run (absolute numbers depend on the machine).
 
-    .venv/bin/python -m tests.integration.kafka.bench_append [--records 1000] [--size 1024] [--rounds 20]
+    .venv/bin/python -m bench.kafka_append [--records 1000] [--size 1024] [--rounds 20]
 
 Not collected by pytest (no ``test_`` prefix): a benchmark measures, it does not assert.
 """
