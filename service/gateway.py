@@ -12,6 +12,7 @@ from fastapi import Request
 
 from .core.consumers import ConsumerService
 from .core.groups import GroupManager
+from .core.idempotency import IdempotencyGuard
 from .core.partitioner import Partitioner
 from .core.ports import Coordinator, Log, Sessions
 from .core.producer import ProduceService
@@ -29,6 +30,7 @@ class Gateway:
     producer: ProduceService
     groups: GroupManager
     consumers: ConsumerService
+    idempotency: IdempotencyGuard
 
     @classmethod
     def build(cls, settings: Settings, log: Log, coordinator: Coordinator, sessions: Sessions) -> Gateway:
@@ -41,7 +43,10 @@ class Gateway:
         )
         producer = ProduceService(log, topics, Partitioner())
         consumers = ConsumerService(log, coordinator, sessions, groups, topics)
-        return cls(settings, log, coordinator, sessions, topics, producer, groups, consumers)
+        idempotency = IdempotencyGuard(
+            sessions, window_ms=settings.idempotency_window_ms, wait_ms=settings.idempotency_wait_ms
+        )
+        return cls(settings, log, coordinator, sessions, topics, producer, groups, consumers, idempotency)
 
 
 async def get_gateway(request: Request) -> Gateway:

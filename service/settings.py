@@ -55,6 +55,14 @@ class Settings(BaseSettings):
     max_request_bytes: int = Field(64 * 1024 * 1024, ge=1024)
     max_record_bytes: int = Field(8 * 1024 * 1024, ge=16)
 
+    # idempotent produce (Idempotency-Key header)
+    idempotency_window_ms: int = Field(
+        24 * 3600 * 1000, ge=1000, description="How long a produce's Idempotency-Key answers its retries."
+    )
+    idempotency_wait_ms: int = Field(
+        30_000, ge=0, description="How long a duplicate waits for the first request with its key."
+    )
+
     # redis sessions (--sessions redis://...)
     redis_connect_timeout_ms: int = Field(
         2_000, ge=50, description="How long start waits for Redis, and the longest wait to connect."

@@ -33,6 +33,7 @@ API_SUITE = {
     "test_metadata",
     "test_errors",
     "test_confluent_examples",
+    "test_idempotency",
 }
 # Tansu 0.6 has no InitProducerId, so no idempotent producer; short timeouts keep failures quick.
 KAFKA_TEST_SETTINGS = {"kafka_idempotence": False, "kafka_request_timeout_ms": 5000}

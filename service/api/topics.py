@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Annotated, Any
 
 import orjson
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import Response
 
 from api_schemas import v2
@@ -16,7 +17,7 @@ from service.core.producer import ProduceOutcome
 from service.errors import NotAcceptable
 from service.gateway import Gateway, get_gateway
 
-from .http import JSONBody, body_doc, loads, read_body
+from .http import V2, JSONBody, body_doc, loads, read_body
 from .http import v2 as v2_response
 from .responses import ERRORS, PRODUCE_ERRORS
 
@@ -70,16 +71,38 @@ async def get_topic(topic: str, gw: GW) -> Response:
     return v2_response(topic_body(await gw.topics.describe(topic)))
 
 
-async def _produce(request: Request, gw: Gateway, topic: str, partition: int | None) -> Response:
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        description="Retries with the same key (within the window, through any replica) store the records "
+        "once and get the first response back, with Idempotency-Replayed: true.",
+    ),
+]
+
+
+async def _produce(
+    request: Request, gw: Gateway, topic: str, partition: int | None, key: str | None
+) -> Response:
     fmt = produce_format(request.headers.get("content-type"))
-    parsed = parse_produce(
-        loads(await read_body(request)), fmt, max_record_bytes=gw.settings.max_record_bytes
+    body = await read_body(request)
+
+    async def produce() -> bytes:
+        parsed = parse_produce(loads(body), fmt, max_record_bytes=gw.settings.max_record_bytes)
+        results = await gw.producer.produce(topic, parsed.records, parsed.partitions, partition=partition)
+        metrics = request.app.state.metrics
+        metrics.produced_records.labels(topic).inc(len(parsed.records))
+        metrics.produced_bytes.labels(topic).inc(parsed.payload_bytes)
+        return orjson.dumps(produce_body(results))
+
+    if key is None:
+        return Response(await produce(), media_type=V2)
+    # The same key with the same request (target, format, body) answers with the first response.
+    fingerprint = hashlib.sha256(b"\0".join([request.url.path.encode(), fmt.encode(), body])).hexdigest()
+    response, replayed = await gw.idempotency.run(key, fingerprint, produce)
+    return Response(
+        response, media_type=V2, headers={"Idempotency-Replayed": "true" if replayed else "false"}
     )
-    results = await gw.producer.produce(topic, parsed.records, parsed.partitions, partition=partition)
-    metrics = request.app.state.metrics
-    metrics.produced_records.labels(topic).inc(len(parsed.records))
-    metrics.produced_bytes.labels(topic).inc(parsed.payload_bytes)
-    return v2_response(produce_body(results))
 
 
 # Plain application/json is accepted too and means binary, as in Confluent's proxy.
@@ -98,9 +121,11 @@ _PRODUCE_DOC = body_doc(
     responses={200: {"model": v2.ProduceResponse}, **PRODUCE_ERRORS},
     openapi_extra=_PRODUCE_DOC,
 )
-async def produce_to_topic(topic: str, request: Request, gw: GW) -> Response:
+async def produce_to_topic(
+    topic: str, request: Request, gw: GW, idempotency_key: IdempotencyKey = None
+) -> Response:
     """Produce records; each goes to its `partition`, else by key (murmur2), else spread evenly."""
-    return await _produce(request, gw, topic, None)
+    return await _produce(request, gw, topic, None, idempotency_key)
 
 
 @router.get(
@@ -128,9 +153,11 @@ async def get_partition(topic: str, partition: int, gw: GW) -> Response:
     responses={200: {"model": v2.ProduceResponse}, **PRODUCE_ERRORS},
     openapi_extra=_PRODUCE_DOC,
 )
-async def produce_to_partition(topic: str, partition: int, request: Request, gw: GW) -> Response:
+async def produce_to_partition(
+    topic: str, partition: int, request: Request, gw: GW, idempotency_key: IdempotencyKey = None
+) -> Response:
     """Produce records to one partition."""
-    return await _produce(request, gw, topic, partition)
+    return await _produce(request, gw, topic, partition, idempotency_key)
 
 
 @router.get(

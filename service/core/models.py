@@ -170,3 +170,11 @@ class InstanceState:
     @property
     def expires_ms(self) -> int:
         return self.last_seen_ms + self.config.instance_timeout_ms
+
+
+@dataclass(frozen=True, slots=True)
+class IdempotentResult:
+    """What an idempotency key holds: the request's fingerprint and, once done, its response."""
+
+    fingerprint: str
+    response: bytes | None  # None while the first request with the key is still running

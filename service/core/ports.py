@@ -16,6 +16,7 @@ from typing import Protocol, runtime_checkable
 from .models import (
     Broker,
     GroupState,
+    IdempotentResult,
     InstanceState,
     Member,
     NewRecord,
@@ -184,4 +185,17 @@ class Sessions(Protocol):
 
     async def expired(self, now_ms: int) -> list[tuple[str, str]]:
         """(group, name) of instances whose lease ran out before ``now_ms``."""
+        ...
+
+    async def claim(self, key: str, fingerprint: str, ttl_ms: int) -> IdempotentResult | None:
+        """Claim an idempotency key atomically: None when this caller now owns it (the key then
+        holds a pending claim for ``ttl_ms``); otherwise what the key holds."""
+        ...
+
+    async def fulfil(self, key: str, fingerprint: str, response: bytes, ttl_ms: int) -> None:
+        """Store the response of the request that claimed ``key``, kept for ``ttl_ms``."""
+        ...
+
+    async def abandon(self, key: str, fingerprint: str) -> None:
+        """Drop a pending claim (the request failed), so that a retry runs again."""
         ...

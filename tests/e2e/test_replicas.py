@@ -75,6 +75,17 @@ def test_any_replica_serves_any_instance_and_the_group_survives_a_replica(cluste
         a.create_topic("shared", 4)
         a.produce("shared", [{"value": f"v{i}", "partition": i % 4} for i in range(40)])
 
+        # An Idempotency-Key retried through the other replica stores its records once.
+        body = {"records": [{"value": "once"}]}
+        headers = {"Content-Type": "application/vnd.kafka.string.v2+json", "Idempotency-Key": "pay-1"}
+        a.create_topic("payments", 1)
+        first_answer = a.request("POST", "/topics/payments", json=body, headers=headers)
+        assert b.request("POST", "/topics/payments", json=body, headers=headers) == first_answer
+        assert first_answer["offsets"][0]["offset"] == 0
+        assert (
+            b.request("GET", "/topics/payments/partitions/0/records", params={"offset": 1})["records"] == []
+        )
+
         short = a.consumer(
             "g",
             name="short",

@@ -15,7 +15,9 @@ mutable ``InstanceConfig`` are duplicated.
 
 from __future__ import annotations
 
-from service.core.models import InstanceConfig, InstanceState
+import time
+
+from service.core.models import IdempotentResult, InstanceConfig, InstanceState
 from service.errors import ConsumerAlreadyExists, ConsumerInstanceNotFound
 
 from ..lifecycle import AsyncLifecycle
@@ -59,6 +61,9 @@ class EmbeddedSessions(AsyncLifecycle):
 
     def __init__(self) -> None:
         self._store: dict[_Key, InstanceState] = {}
+        # idempotency key -> (result, expiry in monotonic seconds)
+        self._idempotent: dict[str, tuple[IdempotentResult, float]] = {}
+        self._claims = 0
 
     async def start(self) -> None:
         """Nothing to open."""
@@ -122,3 +127,33 @@ class EmbeddedSessions(AsyncLifecycle):
 
     async def expired(self, now_ms: int) -> list[tuple[str, str]]:
         return sorted(key for key, s in self._store.items() if s.expires_ms < now_ms)
+
+    # --- idempotency keys --------------------------------------------------------------
+
+    def _held(self, key: str) -> IdempotentResult | None:
+        entry = self._idempotent.get(key)
+        if entry is None:
+            return None
+        if entry[1] <= time.monotonic():
+            del self._idempotent[key]
+            return None
+        return entry[0]
+
+    async def claim(self, key: str, fingerprint: str, ttl_ms: int) -> IdempotentResult | None:
+        held = self._held(key)
+        if held is not None:
+            return held
+        self._claims += 1
+        if self._claims % 1024 == 0:  # drop lapsed keys now and then, not on every claim
+            now = time.monotonic()
+            self._idempotent = {k: v for k, v in self._idempotent.items() if v[1] > now}
+        self._idempotent[key] = (IdempotentResult(fingerprint, None), time.monotonic() + ttl_ms / 1000)
+        return None
+
+    async def fulfil(self, key: str, fingerprint: str, response: bytes, ttl_ms: int) -> None:
+        self._idempotent[key] = (IdempotentResult(fingerprint, response), time.monotonic() + ttl_ms / 1000)
+
+    async def abandon(self, key: str, fingerprint: str) -> None:
+        held = self._held(key)
+        if held is not None and held.response is None and held.fingerprint == fingerprint:
+            del self._idempotent[key]

@@ -43,6 +43,7 @@ DEFAULT_PREFIX: Final = "brokergate:"
 INSTANCE: Final = "instance:"
 LEASES: Final = "leases"
 GROUP: Final = "group:"
+IDEMPOTENCY: Final = "idem:"
 
 # Hash fields of an instance.
 VERSION: Final = "v"
@@ -111,3 +112,7 @@ class KeyLayout:
 
     def group(self, group: str) -> str:
         return self.prefix + GROUP + escape(group)
+
+    def idempotency(self, key: str) -> str:
+        """An Idempotency-Key's entry: ``P<fingerprint>`` pending, then ``D<fingerprint>\n<response>``."""
+        return self.prefix + IDEMPOTENCY + key

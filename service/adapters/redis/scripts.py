@@ -182,9 +182,18 @@ class LuaScript:
         return f"LuaScript({self.name!r}, sha={self.sha[:12]})"
 
 
+# KEYS[1] idempotency entry; ARGV[1] the pending value: delete the entry only if still that claim.
+_ABANDON = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+
 CREATE: Final = LuaScript("create", _CREATE)
 SAVE: Final = LuaScript("save", _SAVE)
 TOUCH: Final = LuaScript("touch", _TOUCH)
 DELETE: Final = LuaScript("delete", _DELETE)
 PRUNE: Final = LuaScript("prune", _PRUNE)
-ALL: Final = (CREATE, SAVE, TOUCH, DELETE, PRUNE)
+ABANDON: Final = LuaScript("abandon", _ABANDON)
+ALL: Final = (CREATE, SAVE, TOUCH, DELETE, PRUNE, ABANDON)

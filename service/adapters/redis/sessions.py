@@ -28,11 +28,11 @@ from __future__ import annotations
 import itertools
 import uuid
 from collections.abc import Sequence
-from typing import Final, cast
+from typing import Any, Final, cast
 
 from redis.asyncio import Redis
 
-from service.core.models import InstanceState
+from service.core.models import IdempotentResult, InstanceState
 from service.errors import BackendError, ConsumerAlreadyExists, ConsumerInstanceNotFound
 
 from ..lifecycle import AsyncLifecycle
@@ -40,7 +40,7 @@ from . import keys
 from .codec import decode_state, encode_state
 from .connection import RedisConnection, RedisURL
 from .keys import KeyLayout
-from .scripts import CREATE, DELETE, PRUNE, SAVE, TOUCH
+from .scripts import ABANDON, CREATE, DELETE, PRUNE, SAVE, TOUCH
 
 __all__ = ["RedisSessions"]
 
@@ -254,3 +254,39 @@ class RedisSessions(AsyncLifecycle):
             return self._keys.parse_member(member)
         except ValueError as exc:
             raise BackendError(f"Redis at {self._conn.url} holds a foreign lease entry: {exc}.") from exc
+
+    # --- idempotency keys --------------------------------------------------------------
+    # One string per key: b"P" + fingerprint while the first request runs, then
+    # b"D" + fingerprint + b"\n" + response. The pending claim is SET NX, so exactly one
+    # request through any replica wins it.
+
+    async def claim(self, key: str, fingerprint: str, ttl_ms: int) -> IdempotentResult | None:
+        name = self._keys.idempotency(key)
+        pending = b"P" + fingerprint.encode()
+
+        async def op(r: Redis) -> Any:
+            if await r.set(name, pending, nx=True, px=max(1, ttl_ms)):
+                return None
+            return await r.get(name)
+
+        held = await self._conn.run(op)
+        if held is None:
+            return None
+        return _idempotent_result(held)
+
+    async def fulfil(self, key: str, fingerprint: str, response: bytes, ttl_ms: int) -> None:
+        value = b"D" + fingerprint.encode() + b"\n" + response
+        name = self._keys.idempotency(key)
+        await self._conn.run(lambda r: r.set(name, value, px=max(1, ttl_ms)))
+
+    async def abandon(self, key: str, fingerprint: str) -> None:
+        keys_ = (self._keys.idempotency(key),)
+        args = (b"P" + fingerprint.encode(),)
+        await self._conn.run(lambda r: ABANDON(r, keys_, args))
+
+
+def _idempotent_result(raw: bytes) -> IdempotentResult:
+    if raw[:1] == b"P":
+        return IdempotentResult(raw[1:].decode(), None)
+    fingerprint, _, response = raw[1:].partition(b"\n")
+    return IdempotentResult(fingerprint.decode(), response)

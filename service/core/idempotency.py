@@ -1,0 +1,66 @@
+"""Idempotent requests: a retried request with the same Idempotency-Key gets the first answer.
+
+The key's state lives in the Sessions port, so a retry through any replica finds it.
+The first request claims the key, runs, and stores its response; a duplicate that
+arrives meanwhile waits for that response; a key reused for a different request is
+refused. A request that fails releases its claim, so that a retry runs again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import time
+from collections.abc import Awaitable, Callable
+
+from service.errors import BackendUnavailable, GatewayError, InvalidPayload
+
+from .ports import Sessions
+
+_KEY_RE = re.compile(r"[\x21-\x7e]{1,255}")
+_WAIT_STEP_S = 0.02
+
+
+def validate_key(key: str) -> str:
+    if not _KEY_RE.fullmatch(key):
+        raise InvalidPayload("An Idempotency-Key is 1 to 255 printable ASCII characters without spaces.")
+    return key
+
+
+class IdempotencyGuard:
+    """Runs an action at most once per key within the window; collaborator: the Sessions port."""
+
+    def __init__(self, sessions: Sessions, *, window_ms: int, wait_ms: int) -> None:
+        self._sessions = sessions
+        self._window_ms = window_ms
+        self._wait_s = wait_ms / 1000
+
+    async def run(
+        self, key: str, fingerprint: str, action: Callable[[], Awaitable[bytes]]
+    ) -> tuple[bytes, bool]:
+        """The response for ``key`` and whether it is a replay of an earlier request's."""
+        validate_key(key)
+        deadline = time.monotonic() + self._wait_s
+        while True:
+            held = await self._sessions.claim(key, fingerprint, self._window_ms)
+            if held is None:
+                try:
+                    response = await action()
+                except BaseException:
+                    with contextlib.suppress(GatewayError):  # the claim then lapses with its window
+                        await self._sessions.abandon(key, fingerprint)
+                    raise
+                await self._sessions.fulfil(key, fingerprint, response, self._window_ms)
+                return response, False
+            if held.fingerprint != fingerprint:
+                raise InvalidPayload(
+                    "This Idempotency-Key was already used for a different request; use a new key."
+                )
+            if held.response is not None:
+                return held.response, True
+            if time.monotonic() >= deadline:
+                raise BackendUnavailable(
+                    "A request with this Idempotency-Key is still in progress; retry shortly.", retry_after=1
+                )
+            await asyncio.sleep(_WAIT_STEP_S)
