@@ -41,42 +41,30 @@ def test_bad_configuration_fails_in_one_line(tmp_path, args, env, needle):
     assert len(lines) == 1 and lines[0].startswith("brokergate: error:") and needle in lines[0]
 
 
-def test_unreachable_kafka_fails_to_start_in_one_line(tmp_path):
-    result = serve(
-        "--data-dir",
-        str(tmp_path / "d"),
-        "--log",
-        "kafka://127.0.0.1:1",
-        env={"BROKERGATE_KAFKA_REQUEST_TIMEOUT_MS": "1000"},
-    )
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        (
+            ["--log", "kafka://127.0.0.1:1"],
+            {"BROKERGATE_KAFKA_REQUEST_TIMEOUT_MS": "1000"},
+            "Cannot reach the Kafka cluster at 127.0.0.1:1",
+        ),
+        (
+            ["--sessions", "redis://127.0.0.1:1/0"],
+            {"BROKERGATE_REDIS_CONNECT_TIMEOUT_MS": "500"},
+            "Cannot reach Redis at redis://127.0.0.1:1/0",
+        ),
+        (
+            ["--coordinator", "zookeeper://127.0.0.1:1"],
+            {"BROKERGATE_ZOOKEEPER_CONNECT_TIMEOUT_MS": "1000"},
+            "Cannot reach ZooKeeper at 127.0.0.1:1",
+        ),
+    ],
+)
+def test_an_unreachable_backend_fails_to_start_in_one_line(tmp_path, args, env, message):
+    result = serve("--data-dir", str(tmp_path / "d"), *args, env=env)
     assert result.returncode == 3
-    assert "brokergate: cannot start: Cannot reach the Kafka cluster at 127.0.0.1:1" in result.stderr
-    assert "Traceback" not in result.stderr
-
-
-def test_unreachable_redis_fails_to_start_in_one_line(tmp_path):
-    result = serve(
-        "--data-dir",
-        str(tmp_path / "d"),
-        "--sessions",
-        "redis://127.0.0.1:1/0",
-        env={"BROKERGATE_REDIS_CONNECT_TIMEOUT_MS": "500"},
-    )
-    assert result.returncode == 3
-    assert "brokergate: cannot start: Cannot reach Redis at redis://127.0.0.1:1/0" in result.stderr
-    assert "Traceback" not in result.stderr
-
-
-def test_unreachable_zookeeper_fails_to_start_in_one_line(tmp_path):
-    result = serve(
-        "--data-dir",
-        str(tmp_path / "d"),
-        "--coordinator",
-        "zookeeper://127.0.0.1:1",
-        env={"BROKERGATE_ZOOKEEPER_CONNECT_TIMEOUT_MS": "1000"},
-    )
-    assert result.returncode == 3
-    assert "brokergate: cannot start: Cannot reach ZooKeeper at 127.0.0.1:1" in result.stderr
+    assert f"brokergate: cannot start: {message}" in result.stderr
     assert "Traceback" not in result.stderr
 
 
