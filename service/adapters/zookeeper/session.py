@@ -238,7 +238,8 @@ class ZooKeeperSession:
                 return await future
         except TimeoutError:
             raise self.unavailable(
-                f"did not answer ({what}) within {self._request_timeout_s * 1000:.0f} ms"
+                f"did not answer ({what}) within {self._request_timeout_s * 1000:.0f} ms; "
+                "a change it carried may still be applied"
             ) from None
         except expect:
             raise

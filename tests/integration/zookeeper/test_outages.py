@@ -139,7 +139,9 @@ async def test_a_frozen_zookeeper_gives_503s_then_the_replica_rejoins(
         return coord.is_leader()
 
     await eventually(leads)
-    assert await coord.committed("g") == {TP("t", 0): 10}
+    # The commit of 99 went out before the client noticed the freeze: its 503 means "unknown",
+    # and ZooKeeper may apply it once it runs again (as a retry of it would). Nothing else is lost.
+    assert await coord.committed("g") in ({TP("t", 0): 10}, {TP("t", 0): 99})
     await coord.commit("g", {TP("t", 0): 11})
     assert await coord.committed("g") == {TP("t", 0): 11}
 
