@@ -128,6 +128,7 @@ class GroupManager:
         members) or whose subscribed topics gained partitions or new matches."""
         if not self._coordinator.is_leader():
             return
+        all_topics: list[str] | None = None  # listed once per refresh, and only if a group needs it
         for group in await self._coordinator.groups():
             members = await self._coordinator.members(group)
             state = await self._coordinator.state(group)
@@ -136,7 +137,8 @@ class GroupManager:
                 continue
             if not members:
                 continue
-            all_topics = await self._log.list_topics()
+            if all_topics is None:
+                all_topics = await self._log.list_topics()
             wanted = set().union(*(resolve(m.subscription, all_topics) for m in members.values()))
             if await self._partition_counts(wanted) != state.topics:
                 await self.rebalance(group)
