@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 import socket
 import subprocess
@@ -12,6 +13,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import httpx
+import orjson
+
+from bench.httpload import Connection
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -77,3 +81,53 @@ def start_gateway(
         time.sleep(0.05)
     proc.kill()
     raise SystemExit("the gateway did not become ready")
+
+
+def produce_body(value: bytes, batch: int) -> bytes:
+    """A binary-format produce body of ``batch`` copies of ``value``, encoded once up front."""
+    return orjson.dumps({"records": [{"value": base64.b64encode(value).decode()}] * batch})
+
+
+async def rest_produce(
+    port: int, topic: str, value: bytes, batch: int, clients: int, seconds: float
+) -> float:
+    """Records/s of ``clients`` keep-alive connections producing ``batch``-record requests to ``topic``."""
+    conns = [Connection("127.0.0.1", port) for _ in range(clients)]
+    for conn in conns:
+        await conn.__aenter__()
+    request = conns[0].build("POST", f"/topics/{topic}", produce_body(value, batch), BINARY)
+
+    async def one(n: int) -> int:
+        status, _ = await conns[n].send(request)
+        assert status == 200
+        return batch
+
+    try:
+        records, elapsed = await run_for(seconds, clients, one)
+    finally:
+        for conn in conns:
+            await conn.__aexit__()
+    return records / elapsed
+
+
+async def rest_consume(http: httpx.AsyncClient, port: int, topic: str, count: int) -> float:
+    """Records/s of a new consumer instance reading ``count`` records of ``topic`` by long-polling."""
+    r = await http.post(
+        f"/consumers/bench-{topic}",
+        json={"format": "binary", "auto.offset.reset": "earliest"},
+        headers={"Content-Type": V2},
+    )
+    base = r.json()["base_uri"]
+    await http.post(f"{base}/subscription", json={"topics": [topic]}, headers={"Content-Type": V2})
+    got = 0
+    async with Connection("127.0.0.1", port) as conn:
+        path = "/" + base.split("/", 3)[3] + "/records?timeout=1000&max_bytes=1000000"
+        request = conn.build("GET", path, accept=BINARY)
+        start = time.perf_counter()
+        while got < count:
+            _, payload = await conn.send(request)
+            # Count without decoding: the figure is the gateway's, not this client's JSON parser's.
+            got += payload.count(b'"offset":')
+        elapsed = time.perf_counter() - start
+    await http.delete(base)
+    return count / elapsed

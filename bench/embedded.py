@@ -34,8 +34,7 @@ import orjson
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.common import BINARY, V2, run_for, start_gateway  # noqa: E402
-from bench.httpload import Connection  # noqa: E402
+from bench.common import BINARY, V2, produce_body, rest_consume, rest_produce, run_for, start_gateway  # noqa: E402
 from service.adapters.embedded.log import EmbeddedLog  # noqa: E402
 from service.core.models import NewRecord, TopicPartition  # noqa: E402
 
@@ -65,29 +64,16 @@ class Bench:
         name = f"p-{size}-{batch}"
         await self.topic(name)
         value = os.urandom(size)
-        body = orjson.dumps({"records": [{"value": base64.b64encode(value).decode()}] * batch})
         records = [NewRecord(None, value) for _ in range(batch)]
         tp = TopicPartition(name, 0)
-
-        conns = [Connection(self.host, self.port) for _ in range(self.clients)]
-        for conn in conns:
-            await conn.__aenter__()
-        request = conns[0].build("POST", f"/topics/{name}", body, BINARY)
-
-        async def rest(n: int) -> int:
-            status, _ = await conns[n].send(request)
-            assert status == 200
-            return batch
 
         async def local(n: int) -> int:
             await self.log.append(tp, records)
             return batch
 
-        n_rest, t_rest = await run_for(self.seconds, self.clients, rest)
-        for conn in conns:
-            await conn.__aexit__()
+        rest = await rest_produce(self.port, name, value, batch, self.clients, self.seconds)
         n_local, t_local = await run_for(self.seconds, self.clients, local)
-        self.record(f"produce {size:>4} B x {batch:>4}", n_rest / t_rest, n_local / t_local, size)
+        self.record(f"produce {size:>4} B x {batch:>4}", rest, n_local / t_local, size)
 
     async def consume(self, size: int, count: int) -> None:
         name = f"c-{size}"
@@ -97,28 +83,10 @@ class Bench:
         for _ in range(count // 1000):
             await self.log.append(tp, [NewRecord(None, value)] * 1000)
         # the gateway reads the same partition through its own log in the server process
-        body = orjson.dumps({"records": [{"value": base64.b64encode(value).decode()}] * 1000})
+        body = produce_body(value, 1000)
         for _ in range(count // 1000):
             await self.http.post(f"/topics/{name}", content=body, headers={"Content-Type": BINARY})
-
-        r = await self.http.post(
-            f"/consumers/bench-{name}",
-            json={"format": "binary", "auto.offset.reset": "earliest"},
-            headers={"Content-Type": V2},
-        )
-        base = r.json()["base_uri"]
-        await self.http.post(f"{base}/subscription", json={"topics": [name]}, headers={"Content-Type": V2})
-        got = 0
-        async with Connection(self.host, self.port) as conn:
-            path = base.removeprefix(self.url) + "/records?timeout=1000&max_bytes=1000000"
-            request = conn.build("GET", path, accept=BINARY)
-            start = time.perf_counter()
-            while got < count:
-                _, payload = await conn.send(request)
-                # Count without decoding: the figure is the gateway's, not this client's JSON parser's.
-                got += payload.count(b'"offset":')
-            t_rest = time.perf_counter() - start
-        await self.http.delete(base)
+        rest = await rest_consume(self.http, self.port, name, count)
 
         got, offset = 0, 0
         start = time.perf_counter()
@@ -128,7 +96,7 @@ class Bench:
             got += len(recs)
             offset = recs[-1].offset + 1
         t_local = time.perf_counter() - start
-        self.record(f"consume {size:>4} B", count / t_rest, count / t_local, size)
+        self.record(f"consume {size:>4} B", rest, count / t_local, size)
 
     async def latency(self) -> None:
         name = "lat"

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import os
 import socket
 import subprocess
@@ -30,14 +29,20 @@ import time
 from pathlib import Path
 
 import httpx
-import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.common import BINARY, V2, free_port, run_for, start_gateway  # noqa: E402
-from bench.httpload import Connection  # noqa: E402
+from bench.common import (  # noqa: E402
+    BINARY,
+    free_port,
+    produce_body,
+    rest_consume,
+    rest_produce,
+    run_for,
+    start_gateway,
+)
 
 
 def wait_for_port(port: int, proc: subprocess.Popen[bytes], what: str) -> None:
@@ -96,54 +101,25 @@ class Bench:
         name = f"bench-p-{size}-{batch}-{os.getpid()}"
         await self.topic(name)
         value = os.urandom(size)
-        body = orjson.dumps({"records": [{"value": base64.b64encode(value).decode()}] * batch})
-        conns = [Connection("127.0.0.1", self.port) for _ in range(self.clients)]
-        for conn in conns:
-            await conn.__aenter__()
-        request = conns[0].build("POST", f"/topics/{name}", body, BINARY)
-
-        async def rest(n: int) -> int:
-            status, _ = await conns[n].send(request)
-            assert status == 200
-            return batch
 
         async def native(n: int) -> int:
             futures = [await self.producer.send(name, value, partition=0) for _ in range(batch)]
             await asyncio.gather(*futures)
             return batch
 
-        n_rest, t_rest = await run_for(self.seconds, self.clients, rest)
-        for conn in conns:
-            await conn.__aexit__()
+        rest = await rest_produce(self.port, name, value, batch, self.clients, self.seconds)
         n_native, t_native = await run_for(self.seconds, self.clients, native)
-        self.report(f"produce {size:>4} B x {batch:>4}", n_rest / t_rest, n_native / t_native, size)
+        self.report(f"produce {size:>4} B x {batch:>4}", rest, n_native / t_native, size)
 
     async def consume(self, size: int, count: int) -> None:
         name = f"bench-c-{size}-{os.getpid()}"
         await self.topic(name)
         value = os.urandom(size)
-        body = orjson.dumps({"records": [{"value": base64.b64encode(value).decode()}] * 1000})
+        body = produce_body(value, 1000)
         for _ in range(count // 1000):
             r = await self.http.post(f"/topics/{name}", content=body, headers={"Content-Type": BINARY})
             assert r.status_code == 200
-
-        r = await self.http.post(
-            f"/consumers/bench-{name}",
-            json={"format": "binary", "auto.offset.reset": "earliest"},
-            headers={"Content-Type": V2},
-        )
-        base = r.json()["base_uri"]
-        await self.http.post(f"{base}/subscription", json={"topics": [name]}, headers={"Content-Type": V2})
-        got = 0
-        async with Connection("127.0.0.1", self.port) as conn:
-            path = base.removeprefix(self.url) + "/records?timeout=1000&max_bytes=1000000"
-            request = conn.build("GET", path, accept=BINARY)
-            start = time.perf_counter()
-            while got < count:
-                _, payload = await conn.send(request)
-                got += payload.count(b'"offset":')  # count without decoding: the gateway's figure
-            t_rest = time.perf_counter() - start
-        await self.http.delete(base)
+        rest = await rest_consume(self.http, self.port, name, count)
 
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self.bootstrap,
@@ -162,7 +138,7 @@ class Bench:
             t_native = time.perf_counter() - start
         finally:
             await consumer.stop()
-        self.report(f"consume {size:>4} B", count / t_rest, count / t_native, size)
+        self.report(f"consume {size:>4} B", rest, count / t_native, size)
 
     @staticmethod
     def report(label: str, rest: float, native: float, size: int) -> None:
