@@ -23,7 +23,7 @@ import hashlib
 import logging
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, Final, Literal, TypeVar
+from typing import Any, Final, TypeVar
 
 from service.core.models import Broker, NewRecord, PartitionData, TopicInfo, TopicPartition
 from service.core.topics import validate_topic_name
@@ -37,7 +37,7 @@ from service.errors import (
     TopicNotFound,
 )
 
-from ..lifecycle import AsyncLifecycle
+from ..lifecycle import StatefulLifecycle
 from .admin import TopicAdmin
 from .cluster import ClusterClient
 from .errors import translate
@@ -73,7 +73,7 @@ def _one_line(exc: BaseException) -> str:
     return text if type(exc).__name__ in text else f"{type(exc).__name__}: {text}"
 
 
-class KafkaLog(AsyncLifecycle):
+class KafkaLog(StatefulLifecycle):
     """Topics and records in a Kafka cluster reached at ``servers`` (``kafka://h:p[,h:p...]``).
 
     ``start()`` connects (bounded by the request timeout) and fails with
@@ -113,8 +113,7 @@ class KafkaLog(AsyncLifecycle):
             fetch_bytes=o.fetch_bytes,
         )
         self._appender = RecordAppender(self._servers, o)
-        self._state: Literal["new", "starting", "started", "stopping", "stopped"] = "new"
-        self._stopped: asyncio.Event | None = None
+        super().__init__()  # the start/stop state
         self._cluster_id: str | None = None
 
     @property
@@ -186,21 +185,14 @@ class KafkaLog(AsyncLifecycle):
 
     async def stop(self) -> None:
         """Flush the producer (bounded), close every connection. Safe to call twice."""
-        if self._state in ("new", "stopped"):
-            return
-        if self._state == "stopping":
-            assert self._stopped is not None
-            await self._stopped.wait()
-            return
-        self._state = "stopping"
-        self._stopped = asyncio.Event()
+        await self._stop_once(self._close)
+
+    async def _close(self) -> None:
         try:
             await self._close_clients()
         finally:
             self._readahead.clear()
             self._metadata.invalidate()
-            self._state = "stopped"
-            self._stopped.set()
 
     async def _close_clients(self) -> None:
         for close in (self._appender.stop, self._admin.close, self._cluster.close):

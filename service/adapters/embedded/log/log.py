@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from service.core.models import (
     Broker,
@@ -40,7 +40,7 @@ from service.errors import (
     TopicNotFound,
 )
 
-from ...lifecycle import AsyncLifecycle
+from ...lifecycle import StatefulLifecycle
 from .batch import BatchError, RecordTooLarge, encode_batch
 from .config import (
     LogDefaults,
@@ -76,7 +76,7 @@ async def _uncancellable(coro: Coroutine[Any, Any, T]) -> T:
         raise
 
 
-class EmbeddedLog(AsyncLifecycle):
+class EmbeddedLog(StatefulLifecycle):
     """Topics and partitions as segment files under ``data_dir`` (see ``metadata`` for the layout).
 
     ``start()`` locks the directory and opens (recovering if needed) every
@@ -115,8 +115,7 @@ class EmbeddedLog(AsyncLifecycle):
         self._broker = Broker(0, advertised_host, advertised_port)
         self._topics: dict[str, _Topic] = {}
         self._admin = asyncio.Lock()
-        self._state: Literal["new", "starting", "started", "stopping", "stopped"] = "new"
-        self._stopped: asyncio.Event | None = None
+        super().__init__()  # the start/stop state
         self._flusher: asyncio.Task[None] | None = None
         self._cluster_id: str | None = None
 
@@ -163,33 +162,24 @@ class EmbeddedLog(AsyncLifecycle):
 
     async def stop(self) -> None:
         """Flush every partition, close all files, mark the shutdown clean. Safe to call twice."""
-        if self._state in ("new", "stopped"):
-            return
-        if self._state == "stopping":
-            assert self._stopped is not None
-            await self._stopped.wait()
-            return
-        self._state = "stopping"
-        self._stopped = asyncio.Event()
-        try:
-            if self._flusher is not None:
-                self._flusher.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await self._flusher
-                self._flusher = None
-            clean = True
-            async with self._admin:  # no topic is half created or deleted while we close
-                for topic in self._topics.values():
-                    for p in topic.partitions:
-                        try:
-                            await p.close(flush=True, error=self._stopped_error)
-                        except Exception:
-                            log.exception("closing %s failed", p.tp)
-                            clean = False
-            await asyncio.to_thread(self._dir.close, clean=clean)
-        finally:
-            self._state = "stopped"
-            self._stopped.set()
+        await self._stop_once(self._close)
+
+    async def _close(self) -> None:
+        if self._flusher is not None:
+            self._flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._flusher
+            self._flusher = None
+        clean = True
+        async with self._admin:  # no topic is half created or deleted while we close
+            for topic in self._topics.values():
+                for p in topic.partitions:
+                    try:
+                        await p.close(flush=True, error=self._stopped_error)
+                    except Exception:
+                        log.exception("closing %s failed", p.tp)
+                        clean = False
+        await asyncio.to_thread(self._dir.close, clean=clean)
 
     @staticmethod
     def _stopped_error() -> Exception:
