@@ -211,7 +211,6 @@ def test_error_paths(gateway, tmp_path):
 
 def test_consume_deletes_its_instance_on_ctrl_c(gateway):
     import signal
-    import time
 
     ok(bg(gateway, "topics", "create", "--topic", "ctrlc", "--partitions", "1"))
     proc = subprocess.Popen(
