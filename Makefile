@@ -5,7 +5,8 @@ BIN    := $(VENV)/bin
 PORT   ?= 8082
 
 # Debian packages the tests use: curl runs the README walk-through, zookeeper and redis-server
-# are the real servers of the coordinator and sessions suites (Java 17 comes with the machine).
+# are the real servers of the coordinator and sessions suites (Java 17, which ZooKeeper and Spark
+# run on, comes with the machine).
 SYSTEM_PACKAGES := curl zookeeper redis-server
 
 .PHONY: run test lint unit bench openapi clean system-packages
@@ -19,7 +20,7 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[test,spark]'
 	touch $(VENV)/.installed $@
 
 ## serve the gateway on the embedded backends (no Kafka, ZooKeeper or Redis needed)
