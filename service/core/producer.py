@@ -115,13 +115,20 @@ class ProduceService:
             batches: list[Sequence[NewRecord]] = [records]
         else:
             batches = [[records[i] for i in by_partition[p]] for p in parts]
-        appended = await asyncio.gather(
-            *(
-                self._log.append(TopicPartition(topic, p), batch)
-                for p, batch in zip(parts, batches, strict=True)
-            ),
-            return_exceptions=True,
-        )
+        appended: list[Sequence[int] | BaseException]
+        if len(parts) == 1:  # awaited in place: gather would wrap the one call in a task
+            try:
+                appended = [await self._log.append(TopicPartition(topic, parts[0]), batches[0])]
+            except GatewayError as exc:
+                appended = [exc]
+        else:
+            appended = await asyncio.gather(
+                *(
+                    self._log.append(TopicPartition(topic, p), batch)
+                    for p, batch in zip(parts, batches, strict=True)
+                ),
+                return_exceptions=True,
+            )
         outcomes: list[PartitionOutcome] = []
         for p, result in zip(parts, appended, strict=True):
             if isinstance(result, GatewayError):
