@@ -1,8 +1,5 @@
-"""The Kafka log's pure parts, without a broker: byte budget, read-ahead, record decoding, options.
-
-(No server needed; they live here with the adapter's other tests. They belong in
-``tests/unit/kafka`` if that tree is opened to this adapter.)
-"""
+"""The Kafka log's pure parts, without a broker: byte budget, read-ahead, record sizes and decoding,
+options."""
 
 from __future__ import annotations
 
@@ -10,13 +7,16 @@ import asyncio
 
 import pytest
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
+from hypothesis import given
+from hypothesis import strategies as st
 
 from service.adapters.kafka.budget import ByteBudget
 from service.adapters.kafka.errors import for_code, translate
 from service.adapters.kafka.options import KafkaOptions, parse_bootstrap
+from service.adapters.kafka.producer import record_size, record_sizes
 from service.adapters.kafka.readahead import RECORD_OVERHEAD, Chunk, ReadAhead
 from service.adapters.kafka.records import decode, take
-from service.core.models import Record, TopicPartition
+from service.core.models import NewRecord, Record, TopicPartition
 from service.core.ports import Log
 from service.errors import (
     BackendError,
@@ -167,6 +167,29 @@ def test_take_respects_the_budget_but_always_one_first() -> None:
 
 
 # --- options and errors ------------------------------------------------------------------
+
+
+_payload = st.none() | st.binary(max_size=70_000)
+
+
+@given(
+    st.lists(
+        st.builds(
+            NewRecord,
+            _payload,
+            _payload,
+            st.lists(st.tuples(st.text(max_size=20), st.none() | st.binary(max_size=50)), max_size=3),
+            st.none() | st.integers(0, 2**63 - 1),
+        ),
+        max_size=5,
+    )
+)
+def test_record_sizes_never_below_aiokafkas_estimate(records: list[NewRecord]) -> None:
+    """Batches are cut and the byte budget charged by these sizes: an underestimate would overflow."""
+    for record, size in zip(records, record_sizes(records), strict=True):
+        estimate = DefaultRecordBatchBuilder.estimate_size_in_bytes(record.key, record.value, record.headers)
+        assert estimate <= size <= estimate + 8
+        assert size == record_size(record, 0) or (not record.headers and record.timestamp is None)
 
 
 def test_bootstrap_urls() -> None:
