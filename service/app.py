@@ -27,6 +27,7 @@ from workers.retention import retention
 from .adapters.factory import build_ports
 from .api import consumers, ops, topics, v3
 from .api.http import BODY_MODELS, JSONBody
+from .api.quotas import open_quotas
 from .core.ports import Coordinator, Log, Sessions
 from .errors import ErrorCode, GatewayError
 from .gateway import Gateway
@@ -148,6 +149,7 @@ def create_app(settings: Settings, ports: tuple[Log, Coordinator, Sessions] | No
                 stack.push_async_callback(port.stop)
             gateway = Gateway.build(settings, log_port, coordinator, sessions)
             app.state.gateway = gateway
+            app.state.quotas = await open_quotas(settings, metrics, stack)
             workers = [
                 reaper(gateway.consumers, metrics, settings.reaper_interval_ms),
                 retention(log_port, metrics, settings.retention_check_ms),

@@ -45,6 +45,17 @@ class Metrics:
             "Log segments deleted by retention",
             registry=self.registry,
         )
+        self.throttled = Counter(
+            "brokergate_throttled_requests",
+            "Requests refused with 429 by a quota, by the kind of bucket that refused",
+            ["quota"],
+            registry=self.registry,
+        )
+        self.quota_unchecked = Counter(
+            "brokergate_quota_unchecked_requests",
+            "Requests let through without a quota check because the quota store was unavailable",
+            registry=self.registry,
+        )
         self.instances = Gauge(
             "brokergate_consumer_instances", "Live consumer instances", registry=self.registry
         )

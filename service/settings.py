@@ -77,6 +77,36 @@ class Settings(BaseSettings):
         60_000, ge=0, description="How long an idle instance outlives its timeout in Redis, for the reaper."
     )
 
+    # quotas (0 = off): token buckets per client (API key, else address) and per topic, in Redis when
+    # the sessions are, so shared by every replica; bytes are record keys + values + headers
+    quota_client_produce_bytes_per_s: int = Field(
+        0, ge=0, description="Produce quota of each client, bytes/s (Kafka's producer_byte_rate)."
+    )
+    quota_client_consume_bytes_per_s: int = Field(
+        0, ge=0, description="Consume quota of each client, bytes/s (Kafka's consumer_byte_rate)."
+    )
+    quota_topic_produce_bytes_per_s: int = Field(
+        0, ge=0, description="Produce quota of each topic, bytes/s, shared by all its producers."
+    )
+    quota_topic_consume_bytes_per_s: int = Field(
+        0, ge=0, description="Consume quota of each topic, bytes/s, shared by all its readers."
+    )
+    quota_client_requests_per_s: float = Field(
+        0, ge=0, allow_inf_nan=False, description="Produce and read requests each client may send per second."
+    )
+    quota_burst_s: float = Field(
+        1.0,
+        gt=0,
+        le=3600,
+        allow_inf_nan=False,
+        description="Seconds of its rate an idle client or topic may use at once.",
+    )
+    quota_client_header: str = Field(
+        "X-API-Key",
+        pattern=r"^[!#$%&'*+.^_`|~0-9A-Za-z-]*$",
+        description="Header naming the client for quotas; without it (or if empty), its address does.",
+    )
+
     # zookeeper coordinator
     zookeeper_session_timeout_ms: int = Field(
         10_000, ge=500, description="ZooKeeper session timeout: how soon a dead replica's leadership moves."

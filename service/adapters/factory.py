@@ -6,7 +6,8 @@ that does not use a backend never imports its client library.
 
 from __future__ import annotations
 
-from service.core.ports import Coordinator, Log, Sessions
+from service.core.ports import Coordinator, Log, QuotaStore, Sessions
+from service.core.quotas import QuotaLimits
 from service.settings import Settings
 
 
@@ -87,6 +88,36 @@ def build_sessions(settings: Settings) -> Sessions:
     raise BackendNotAvailable(
         f"sessions backend {settings.sessions!r} is not available in this version; use 'embedded'"
     )
+
+
+def quota_limits(settings: Settings) -> QuotaLimits:
+    return QuotaLimits.from_rates(
+        burst_s=settings.quota_burst_s,
+        client_produce=settings.quota_client_produce_bytes_per_s,
+        client_consume=settings.quota_client_consume_bytes_per_s,
+        topic_produce=settings.quota_topic_produce_bytes_per_s,
+        topic_consume=settings.quota_topic_consume_bytes_per_s,
+        client_requests=settings.quota_client_requests_per_s,
+    )
+
+
+def build_quota_store(settings: Settings) -> QuotaStore:
+    """Where quota buckets live: in Redis when the sessions are (so every replica shares them)."""
+    if settings.sessions.startswith("redis://"):
+        from .redis.quotas import RedisQuotas
+
+        try:
+            return RedisQuotas(
+                settings.sessions,
+                key_prefix=settings.redis_key_prefix,
+                connect_timeout_ms=settings.redis_connect_timeout_ms,
+                socket_timeout_ms=settings.redis_socket_timeout_ms,
+            )
+        except ValueError as exc:  # a malformed URL: one line for the CLI
+            raise BackendNotAvailable(str(exc)) from exc
+    from .embedded.quotas import EmbeddedQuotas
+
+    return EmbeddedQuotas()
 
 
 def build_ports(settings: Settings) -> tuple[Log, Coordinator, Sessions]:

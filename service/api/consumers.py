@@ -13,12 +13,14 @@ from api_schemas.formats import accept_formats, content_type_for
 from api_schemas.records import render_records
 from service.core.assignors import STRATEGIES
 from service.core.models import InstanceConfig, Subscription, TopicPartition
+from service.core.quotas import Quotas
 from service.errors import InvalidConsumerConfig, InvalidPayload
 from service.gateway import Gateway, get_gateway
 
 from .http import JSONBody, body_doc, no_content, parse, parse_optional
 from .http import v2 as v2_response
-from .responses import CONSUMER_ERRORS
+from .quotas import admit_poll
+from .responses import CONSUMER_ERRORS, THROTTLED
 
 router = APIRouter(prefix="/consumers/{group}", tags=["consumers"])
 GW = Annotated[Gateway, Depends(get_gateway)]
@@ -154,7 +156,7 @@ async def get_assignments(group: str, instance: str, gw: GW) -> Response:
 @router.get(
     INSTANCE + "/records",
     operation_id="pollRecords",
-    responses={200: {"model": list[v2.ConsumerRecord]}, **CONSUMER_ERRORS},
+    responses={200: {"model": list[v2.ConsumerRecord]}, **CONSUMER_ERRORS, **THROTTLED},
 )
 async def poll(
     group: str,
@@ -175,6 +177,8 @@ async def poll(
     budget = (
         s.consumer_max_bytes if max_bytes is None or max_bytes <= 0 else min(max_bytes, s.consumer_max_bytes)
     )
+    quotas: Quotas = request.app.state.quotas
+    client = await admit_poll(request, quotas, gw, group, instance) if quotas.consume else ""
     fmt, polled = await gw.consumers.poll(
         group,
         instance,
@@ -182,6 +186,8 @@ async def poll(
         max_bytes=budget,
         accept=accept_formats(request.headers.get("accept")),
     )
+    if quotas.consume:
+        await quotas.consumed(client, polled)
     counter = request.app.state.metrics.consumed_records
     for tp, records in polled:
         counter.labels(tp.topic).inc(len(records))

@@ -21,7 +21,23 @@ CONSUMER_ERRORS: dict[int | str, dict[str, Any]] = {
     409: {**_ERROR, "description": "Instance exists (40902) or illegal state (40903)."},
 }
 
+# Only when quotas are configured (BROKERGATE_QUOTA_*).
+THROTTLED: dict[int | str, dict[str, Any]] = {
+    429: {
+        **_ERROR,
+        "description": "A produce or consume quota of this client or topic is used up (42901); "
+        "retry after Retry-After seconds.",
+        "headers": {
+            "Retry-After": {
+                "description": "Whole seconds until the quota admits a request again.",
+                "schema": {"type": "integer", "minimum": 1},
+            }
+        },
+    },
+}
+
 PRODUCE_ERRORS: dict[int | str, dict[str, Any]] = {
     **ERRORS,
     413: {**_ERROR, "description": "Request body or a record is over the size limit."},
+    **THROTTLED,
 }

@@ -14,12 +14,14 @@ from api_schemas.formats import accept_formats, content_type_for, produce_format
 from api_schemas.records import parse_produce, render_records
 from service.core.models import TopicInfo, TopicPartition
 from service.core.producer import ProduceOutcome
+from service.core.quotas import Quotas
 from service.errors import NotAcceptable
 from service.gateway import Gateway, get_gateway
 
 from .http import V2, JSONBody, body_doc, loads, read_body
 from .http import v2 as v2_response
-from .responses import ERRORS, PRODUCE_ERRORS
+from .quotas import admit_read, client_of
+from .responses import ERRORS, PRODUCE_ERRORS, THROTTLED
 
 router = APIRouter(tags=["topics"])
 GW = Annotated[Gateway, Depends(get_gateway)]
@@ -89,6 +91,9 @@ async def _produce(
 
     async def produce() -> bytes:
         parsed = parse_produce(loads(body), fmt, max_record_bytes=gw.settings.max_record_bytes)
+        quotas: Quotas = request.app.state.quotas
+        if quotas.produce:
+            await quotas.admit_produce(client_of(request, quotas), topic, parsed.records)
         results = await gw.producer.produce(topic, parsed.records, parsed.partitions, partition=partition)
         metrics = request.app.state.metrics
         metrics.produced_records.labels(topic).inc(len(parsed.records))
@@ -174,7 +179,7 @@ async def partition_offsets(topic: str, partition: int, gw: GW) -> Response:
 @router.get(
     "/topics/{topic}/partitions/{partition}/records",
     operation_id="readPartition",
-    responses={200: {"model": v2.ReadRecords}, **ERRORS},
+    responses={200: {"model": v2.ReadRecords}, **ERRORS, **THROTTLED},
 )
 async def read_partition(
     topic: str,
@@ -198,6 +203,8 @@ async def read_partition(
         )
     fmt = "binary" if allowed is None else sorted(allowed)[0]
     tp = TopicPartition(topic, partition)
+    quotas: Quotas = request.app.state.quotas
+    client = await admit_read(request, quotas, topic) if quotas.consume else ""
     await gw.topics.check_partition(tp)
     settings = gw.settings
     data = await gw.log.fetch(
@@ -206,6 +213,8 @@ async def read_partition(
         max_wait_ms=min(timeout, settings.consumer_max_timeout_ms),
     )
     part = data[tp]
+    if quotas.consume:
+        await quotas.consumed(client, [(tp, part.records)])
     next_offset = part.records[-1].offset + 1 if part.records else max(offset, part.log_start_offset)
     body = {
         "records": render_records(fmt, [(tp, part.records)]),

@@ -1,4 +1,4 @@
-"""The three ports the core talks through.
+"""The three ports the core talks through, and the store of the optional quotas.
 
 Each port has an embedded adapter (one process, nothing to install) and a
 distributed one (Kafka, ZooKeeper, Redis). The core only ever sees these
@@ -24,6 +24,7 @@ from .models import (
     TopicInfo,
     TopicPartition,
 )
+from .quotas import Charge
 
 
 @runtime_checkable
@@ -198,4 +199,28 @@ class Sessions(Protocol):
 
     async def abandon(self, key: str, fingerprint: str) -> None:
         """Drop a pending claim (the request failed), so that a retry runs again."""
+        ...
+
+
+@runtime_checkable
+class QuotaStore(Protocol):
+    """Token buckets by name, shared by every replica that shares the store.
+
+    Both calls refill each bucket first (``service.core.quotas.refill``) and
+    are atomic over all the buckets they are given, so a client bucket and a
+    topic bucket are never charged one without the other. A store that
+    cannot answer raises ``BackendUnavailable``; ``Quotas`` then fails open.
+    """
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    async def take(self, charges: Sequence[Charge]) -> list[float]:
+        """The buckets' levels before this request; if they admit it (``quotas.admits``), every
+        bucket has been debited its cost, otherwise none has been touched."""
+        ...
+
+    async def debit(self, charges: Sequence[Charge]) -> None:
+        """Debit every bucket its cost unconditionally (bytes known only after a read)."""
         ...

@@ -1,10 +1,12 @@
-"""Every Redis key and hash field the sessions adapter uses, and how names become key parts.
+"""Every Redis key and hash field the Redis adapters (sessions, quotas) use, and how names become key parts.
 
 The layout, under a per-deployment prefix (``redis_key_prefix``, default ``brokergate:``)::
 
     {prefix}instance:{group}/{name}   hash: one consumer instance (fields below); TTL = timeout + margin
     {prefix}leases                    sorted set: member {group}/{name}, score = lease expiry (ms); no TTL
     {prefix}group:{group}             set: the instance names of one group; TTL >= its instances'
+    {prefix}idem:{key}                string: one Idempotency-Key's claim, then its response; TTL = window
+    {prefix}quota:{bucket}            hash: one quota token bucket (fields below); TTL = until full again
 
 The fields of an instance hash::
 
@@ -13,6 +15,14 @@ The fields of an instance hash::
     tmo     instance_timeout_ms (decimal), for scripts that renew the lease without the body
     w       token of the create or save that wrote the current version (so its retry recognises it)
     state   everything else: JSON of group, name, config, subscription, assignment, positions
+
+The fields of a quota bucket (``service.core.quotas``; a missing bucket is a full one)::
+
+    l       the level: tokens left, negative when in debt (decimal, may have a fraction)
+    at      when ``l`` was written, in ms of the Redis server's clock (decimal)
+
+Bucket names are ``client/{id}/{direction}`` or ``topic/{name}/{direction}``,
+where a client's id is a hash of its API key (never the key) or its address.
 
 The scalar fields live beside the JSON so that the Lua scripts compare and
 renew them without decoding JSON, and ``load`` reads only what it needs.
@@ -44,6 +54,7 @@ INSTANCE: Final = "instance:"
 LEASES: Final = "leases"
 GROUP: Final = "group:"
 IDEMPOTENCY: Final = "idem:"
+QUOTA: Final = "quota:"
 
 # Hash fields of an instance.
 VERSION: Final = "v"
@@ -51,6 +62,10 @@ SEEN: Final = "seen"
 TIMEOUT: Final = "tmo"
 WRITER: Final = "w"
 STATE: Final = "state"
+
+# Hash fields of a quota bucket.
+QUOTA_LEVEL: Final = "l"
+QUOTA_UPDATED: Final = "at"
 
 _SEPARATOR: Final = "/"
 # How key text becomes bytes and back. Lone surrogates can reach the port from JSON; they must
@@ -116,3 +131,7 @@ class KeyLayout:
     def idempotency(self, key: str) -> str:
         """An Idempotency-Key's entry: ``P<fingerprint>`` pending, then ``D<fingerprint>\n<response>``."""
         return self.prefix + IDEMPOTENCY + key
+
+    def quota(self, bucket: str) -> str:
+        """A quota token bucket (see ``service.core.quotas``)."""
+        return self.prefix + QUOTA + bucket

@@ -1,0 +1,305 @@
+"""Quota token buckets: the pure math, the embedded store on a fake clock, and failing open."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from service.adapters.embedded.quotas import EmbeddedQuotas
+from service.core.models import NewRecord, Record, TopicPartition
+from service.core.quotas import (
+    CLIENT_PRODUCE,
+    CLIENT_REQUESTS,
+    TOPIC_PRODUCE,
+    Charge,
+    Limit,
+    QuotaLimits,
+    Quotas,
+    admits,
+    client_id,
+    ms_until_full,
+    record_bytes,
+    refill,
+    refusal,
+    retry_after_s,
+)
+from service.errors import BackendUnavailable, Throttled
+
+rates = st.floats(min_value=0.01, max_value=1e9, allow_nan=False)
+bursts = st.floats(min_value=0.001, max_value=3600, allow_nan=False)
+limits = st.builds(Limit, rates, bursts)
+levels = st.floats(min_value=-1e12, max_value=1e12, allow_nan=False)
+
+
+class Clock:
+    """Seconds that move only when the test says so."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+# --- the math ------------------------------------------------------------------------
+
+
+def test_a_limit_needs_a_positive_rate_and_burst() -> None:
+    assert Limit(100, 2).capacity == 200
+    for rate, burst in ((0, 1), (1, 0), (-1, 1), (float("inf"), 1)):
+        with pytest.raises(ValueError):
+            Limit(rate, burst)
+
+
+@given(limits, levels, st.floats(min_value=0, max_value=1e9), st.floats(min_value=0, max_value=1e6))
+def test_refill_grows_with_time_up_to_the_capacity(limit: Limit, level: float, at: float, dt: float) -> None:
+    level = min(level, limit.capacity)
+    now = refill(level, at, limit, at + dt)
+    assert level <= now <= limit.capacity
+    assert refill(level, at, limit, at + dt + 1) >= now
+    assert refill(level, at, limit, at - dt) == level  # a clock going back takes nothing
+    assert refill(None, at, limit, at) == limit.capacity  # never seen: full
+
+
+@given(limits, levels)
+def test_retry_after_is_enough_and_no_longer_than_needed(limit: Limit, level: float) -> None:
+    level = min(level, limit.capacity)
+    wait = retry_after_s(level, limit)
+    if admits([level]):
+        assert wait == 0
+        return
+    assert wait >= 1
+    assert admits([refill(level, 0, limit, wait * 1000)])
+    if wait > 1:
+        assert not admits([refill(level, 0, limit, (wait - 1) * 1000)])
+
+
+def test_retry_after_in_whole_seconds() -> None:
+    limit = Limit(1000, 1)
+    assert retry_after_s(1, limit) == 0
+    assert retry_after_s(0, limit) == 1
+    assert retry_after_s(-200, limit) == 1
+    assert retry_after_s(-1000, limit) == 2  # at exactly 0 it still refuses
+    assert retry_after_s(-1500, limit) == 2
+
+
+@given(limits, st.floats(min_value=-1e9, max_value=1e9))
+def test_a_bucket_is_full_again_when_it_says(limit: Limit, level: float) -> None:
+    level = min(level, limit.capacity)
+    assert refill(level, 0, limit, ms_until_full(level, limit)) == pytest.approx(limit.capacity)
+
+
+def test_refusal_names_the_bucket_with_the_longest_wait() -> None:
+    a = Charge("a", Limit(100, 1), 10)
+    b = Charge("b", Limit(100, 1), 10)
+    assert refusal([a, b], [5, 1]) is None
+    worst = refusal([a, b], [-50, -250])
+    assert worst is not None and worst.charge is b and worst.retry_after_s == 3
+    worst = refusal([a, b], [-50, 7])
+    assert worst is not None and worst.charge is a and worst.retry_after_s == 1
+
+
+@given(
+    limits,
+    st.lists(
+        st.tuples(st.floats(min_value=0, max_value=5_000), st.integers(min_value=0, max_value=10_000)),
+        max_size=60,
+    ),
+)
+async def test_admitted_bytes_never_outrun_rate_plus_burst_plus_one_request(
+    limit: Limit, steps: list[tuple[float, int]]
+) -> None:
+    """Kafka's promise: over any span, what got through is the burst, the rate, and one request over."""
+    clock = Clock()
+    store = EmbeddedQuotas(clock)
+    start = clock.now
+    admitted = 0
+    for dt_ms, cost in steps:
+        clock.now += dt_ms / 1000
+        charge = Charge("b", limit, cost)
+        if admits(await store.take([charge])):
+            admitted += cost
+    elapsed = clock.now - start
+    biggest = max((cost for _, cost in steps), default=0)
+    assert admitted <= limit.capacity + limit.rate * elapsed + biggest + 1e-6 * (1 + admitted)
+
+
+def test_record_bytes_counts_keys_values_and_headers() -> None:
+    records = [
+        NewRecord(b"ab", b"cde", (("h", b"12"),)),
+        NewRecord(None, b"x"),
+        NewRecord(None, None, (("k", None),)),
+    ]
+    assert record_bytes(records) == 2 + 3 + 1 + 2 + 1 + 1
+    assert record_bytes([Record(0, 0, b"ab", b"cde", (("h", b"12"),))]) == 8
+
+
+def test_clients_are_named_by_a_hash_of_their_key_else_their_address() -> None:
+    secret = "sk-live-0123456789"
+    named = client_id(secret, "10.0.0.1")
+    assert secret not in named and named.startswith("key:")
+    assert named == client_id(secret, "10.0.0.2")  # the key wins over the address
+    assert named != client_id(secret + "x", "10.0.0.1")
+    assert client_id(None, "10.0.0.1") == client_id("", "10.0.0.1") == "ip:10.0.0.1"
+    assert client_id(None, None) == "ip:unknown"
+
+
+def test_limits_from_rates() -> None:
+    off = QuotaLimits.from_rates(burst_s=1)
+    assert not off.any and not off.produce and not off.consume
+    requests = QuotaLimits.from_rates(burst_s=2, client_requests=5)
+    assert requests.produce and requests.consume
+    assert requests.client_requests == Limit(5, 2)
+    topic = QuotaLimits.from_rates(burst_s=1, topic_consume=100)
+    assert topic.consume and not topic.produce
+
+
+# --- the embedded store --------------------------------------------------------------
+
+
+async def test_embedded_take_is_all_or_nothing() -> None:
+    clock = Clock()
+    store = EmbeddedQuotas(clock)
+    client, topic = Charge("c", Limit(100, 1), 80), Charge("t", Limit(1000, 1), 80)
+    assert await store.take([client, topic]) == [100, 1000]
+    assert await store.take([client, topic]) == [20, 920]  # admitted: both now in debt or lower
+    assert await store.take([client, topic]) == [-60, 840]  # refused by the client bucket...
+    assert await store.take([Charge("t", Limit(1000, 1), 0)]) == [840]  # ...so the topic kept its tokens
+    clock.now += 1
+    assert await store.take([client]) == [40]
+
+
+async def test_embedded_debit_goes_into_debt_and_refills() -> None:
+    clock = Clock()
+    store = EmbeddedQuotas(clock)
+    limit = Limit(100, 1)
+    await store.debit([Charge("c", limit, 350)])
+    [level] = await store.take([Charge("c", limit, 0)])
+    assert level == -250 and retry_after_s(level, limit) == 3
+    clock.now += 3
+    assert admits(await store.take([Charge("c", limit, 0)]))
+
+
+async def test_embedded_store_forgets_buckets_once_full() -> None:
+    clock = Clock()
+    store = EmbeddedQuotas(clock)
+    limit = Limit(1000, 1)
+    for i in range(3000):
+        await store.take([Charge(f"client/{i}/produce", limit, 500)])
+    assert len(store) == 3000  # sweeps on the way kept them all: none was full yet
+    clock.now += 1
+    for i in range(3000, 6000):
+        await store.take([Charge(f"client/{i}/produce", limit, 500)])
+    assert len(store) == 3000  # a sweep dropped the first 3000, full again by then
+    assert await store.take([Charge("client/0/produce", limit, 0)]) == [1000]
+
+
+# --- the policy ----------------------------------------------------------------------
+
+
+class FailingStore:
+    """A store whose backend is down (what the Redis store raises then)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def start(self) -> None:
+        pass
+
+    async def stop(self) -> None:
+        pass
+
+    async def take(self, charges: Sequence[Charge]) -> list[float]:
+        self.calls += 1
+        raise BackendUnavailable("Redis at redis://127.0.0.1:1/0 is unavailable (ConnectionError).")
+
+    async def debit(self, charges: Sequence[Charge]) -> None:
+        self.calls += 1
+        raise BackendUnavailable("Redis at redis://127.0.0.1:1/0 is unavailable (ConnectionError).")
+
+
+async def test_quotas_throttle_with_the_refusing_bucket_and_retry_after() -> None:
+    clock = Clock()
+    throttled: list[str] = []
+    quotas = Quotas(
+        EmbeddedQuotas(clock),
+        QuotaLimits.from_rates(burst_s=1, client_produce=100, topic_produce=1000),
+        on_throttled=throttled.append,
+    )
+    records = [NewRecord(None, b"x" * 150)]
+    await quotas.admit_produce("ip:a", "t", records)
+    with pytest.raises(Throttled) as caught:
+        await quotas.admit_produce("ip:a", "t", records)
+    assert caught.value.http_status == 429 and caught.value.error_code == 42901
+    assert caught.value.retry_after == 1 and "client's produce quota (100 bytes/s)" in caught.value.message
+    assert throttled == [CLIENT_PRODUCE]
+    await quotas.admit_produce("ip:b", "t", records)  # another client, same topic: the topic has room
+    for client in "cdefg":
+        await quotas.admit_produce(f"ip:{client}", "t", records)
+    with pytest.raises(Throttled) as caught:
+        await quotas.admit_produce("ip:h", "t", records)
+    assert "produce quota of topic 't'" in caught.value.message
+    assert throttled == [CLIENT_PRODUCE, TOPIC_PRODUCE]
+
+
+async def test_request_quota_counts_reads_and_writes() -> None:
+    clock = Clock()
+    throttled: list[str] = []
+    quotas = Quotas(
+        EmbeddedQuotas(clock),
+        QuotaLimits.from_rates(burst_s=1, client_requests=2),
+        on_throttled=throttled.append,
+    )
+    await quotas.admit_produce("ip:a", "t", [])
+    await quotas.admit_consume("ip:a", ["t"])
+    with pytest.raises(Throttled) as caught:
+        await quotas.admit_produce("ip:a", "t", [])
+    assert "request quota (2 requests/s)" in caught.value.message
+    assert throttled == [CLIENT_REQUESTS]
+
+
+async def test_consume_is_admitted_until_the_bytes_read_put_it_in_debt() -> None:
+    clock = Clock()
+    quotas = Quotas(EmbeddedQuotas(clock), QuotaLimits.from_rates(burst_s=1, client_consume=100))
+    await quotas.admit_consume("ip:a", ["t"])
+    await quotas.consumed("ip:a", [(TopicPartition("t", 0), [Record(0, 0, None, b"x" * 250)])])
+    with pytest.raises(Throttled) as caught:
+        await quotas.admit_consume("ip:a", ["t"])
+    assert caught.value.retry_after == 2
+    clock.now += 2
+    await quotas.admit_consume("ip:a", ["t"])
+
+
+async def test_an_unavailable_store_fails_open_logs_once_and_backs_off(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = Clock()
+    store = FailingStore()
+    unchecked: list[None] = []
+    quotas = Quotas(
+        store,
+        QuotaLimits.from_rates(burst_s=1, client_produce=1, client_consume=1),
+        on_unchecked=lambda: unchecked.append(None),
+        clock=clock,
+    )
+    with caplog.at_level(logging.WARNING, logger="service.core.quotas"):
+        for _ in range(5):
+            await quotas.admit_produce("ip:a", "t", [NewRecord(None, b"x" * 100)])
+        await quotas.consumed("ip:a", [(TopicPartition("t", 0), [Record(0, 0, None, b"x")])])
+        assert store.calls == 1  # asked once, then left alone for a while
+        clock.now += 2
+        await quotas.admit_consume("ip:a", ["t"])
+        assert store.calls == 2
+    assert len(unchecked) == 6
+    warnings = [r for r in caplog.records if "not enforced" in r.getMessage()]
+    assert len(warnings) == 1 and "Redis" in warnings[0].getMessage()
+
+
+def test_quotas_without_a_store_must_be_off() -> None:
+    assert not Quotas.off().produce and not Quotas.off().consume
+    with pytest.raises(ValueError):
+        Quotas(None, QuotaLimits.from_rates(burst_s=1, client_produce=1))
