@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import orjson
 import pybase64
 
 from service.core.models import EmbeddedFormat, NewRecord, Record, TopicPartition
@@ -173,22 +174,51 @@ def _careful(raw_records: list[Any], fmt: EmbeddedFormat, limit: int) -> ParsedP
 
 def render_records(
     fmt: EmbeddedFormat, polled: Iterable[tuple[TopicPartition, list[Record]]]
-) -> list[dict[str, Any]]:
-    """v2 consumer records, with brokergate's ``timestamp`` and ``headers``."""
-    encode = ENCODERS[fmt]
-    out: list[dict[str, Any]] = []
+) -> orjson.Fragment:
+    """v2 consumer records, with brokergate's ``timestamp`` and ``headers``, as one JSON array.
+
+    Binary records without headers, by far the most common, are written as text
+    directly (a fetch of 100-byte records spends a quarter less than through a
+    dict per record); everything else goes through ``record_dict``.
+    """
+    pieces: list[str] = []
     for tp, records in polled:
-        topic, partition = tp.topic, tp.partition
-        out.extend(
-            {
-                "topic": topic,
-                "key": None if r.key is None else encode(r.key),
-                "value": None if r.value is None else encode(r.value),
-                "partition": partition,
-                "offset": r.offset,
-                "timestamp": r.timestamp,
-                "headers": encode_headers(r.headers) if r.headers else [],
-            }
-            for r in records
-        )
-    return out
+        if not records:
+            continue
+        if fmt == "binary":
+            pieces.append(_binary_objects(tp, records))
+        else:
+            pieces.append(orjson.dumps([record_dict(fmt, tp, r) for r in records]).decode()[1:-1])
+    return orjson.Fragment("[" + ",".join(pieces) + "]")
+
+
+def record_dict(fmt: EmbeddedFormat, tp: TopicPartition, r: Record) -> dict[str, Any]:
+    """One consumer record as the v2 API shows it."""
+    encode = ENCODERS[fmt]
+    return {
+        "topic": tp.topic,
+        "key": None if r.key is None else encode(r.key),
+        "value": None if r.value is None else encode(r.value),
+        "partition": tp.partition,
+        "offset": r.offset,
+        "timestamp": r.timestamp,
+        "headers": encode_headers(r.headers) if r.headers else [],
+    }
+
+
+def _binary_objects(tp: TopicPartition, records: list[Record]) -> str:
+    """``record_dict``'s JSON for binary records of one partition, comma-separated."""
+    encode = pybase64.b64encode_as_string
+    head = '{"topic":' + orjson.dumps(tp.topic).decode() + ',"key":'
+    after_value = f',"partition":{tp.partition},"offset":'
+    out: list[str] = []
+    add = out.append
+    for r in records:
+        key, value = r.key, r.value
+        if r.headers:
+            add(orjson.dumps(record_dict("binary", tp, r)).decode())
+            continue
+        k = "null" if key is None else f'"{encode(key)}"'
+        v = "null" if value is None else f'"{encode(value)}"'
+        add(f'{head}{k},"value":{v}{after_value}{r.offset},"timestamp":{r.timestamp},"headers":[]}}')
+    return ",".join(out)

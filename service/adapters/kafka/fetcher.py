@@ -66,6 +66,7 @@ class _Part:
     tp: TopicPartition
     offset: int
     records: list[Record]
+    sizes: list[int]  # each record's ``Record.size``
     end: int
     high_watermark: int
     log_start_offset: int
@@ -108,7 +109,7 @@ class Fetcher:
         ask_bytes = max(max_bytes, self._fetch_bytes)
         while True:
             kept = {tp: c for tp, off in wanted if (c := self._readahead.get(tp, off)) is not None}
-            kept_size = sum(r.size for c in kept.values() for r in c.records)
+            kept_size = sum(sum(c.sizes) for c in kept.values())
             remote: dict[TopicPartition, tuple[int, int]] = {}  # tp -> (ask Kafka from, keep from)
             if kept_size < min_bytes:  # not enough in memory: ask Kafka for everything after it
                 for tp, off in wanted:
@@ -122,11 +123,11 @@ class Fetcher:
                 wait_ms = int(min(max(deadline - loop.time(), 0) * 1000, self._slice_ms)) if waiting else 0
                 answers = await self._ask(remote, wait_ms, max(min_bytes - kept_size, 1), ask_bytes)
             parts, below_start = self._assemble(wanted, kept, answers, floors)
-            size = sum(r.size for p in parts for r in p.records)
+            size = sum(sum(p.sizes) for p in parts)
             if size >= min_bytes or size >= max_bytes or below_start or loop.time() >= deadline:
                 return self._deliver(parts, max_bytes)
             for p in parts:  # not enough yet: keep what came, wait for more after it
-                self._keep(p.tp, p.offset, p.records, p)
+                self._keep(p.tp, p.offset, p.records, p.sizes, p)
 
     def _assemble(
         self,
@@ -139,10 +140,11 @@ class Fetcher:
         below_start = False
         for tp, off in wanted:
             hw, start = self._known.get(tp, (off, 0))
-            part = _Part(tp, off, [], off, hw, start)
+            part = _Part(tp, off, [], [], off, hw, start)
             chunk = kept.get(tp)
             if chunk is not None:
                 part.records = list(chunk.records)
+                part.sizes = list(chunk.sizes)
                 part.end, part.high_watermark, part.log_start_offset = (
                     chunk.end,
                     chunk.high_watermark,
@@ -152,9 +154,10 @@ class Fetcher:
             if answer is not None:
                 if answer.below_start:
                     below_start = True
-                    part.records = []
+                    part.records, part.sizes = [], []
                 elif answer.decoded.records:
                     part.records.extend(answer.decoded.records)
+                    part.sizes.extend(answer.decoded.sizes)
                 part.end = max(part.end, answer.decoded.next_offset)
                 part.high_watermark, part.log_start_offset = answer.high_watermark, answer.log_start_offset
                 if off > answer.high_watermark >= 0:
@@ -170,21 +173,24 @@ class Fetcher:
         for p in parts:
             n = 0
             if not exhausted and p.records:
-                n = take(p.records, max(max_bytes - used, 0), force_first=taken == 0)
+                n = take(p.sizes, max(max_bytes - used, 0), force_first=taken == 0)
                 exhausted = n < len(p.records)
-                used += sum(r.size for r in p.records[:n])
+                used += sum(p.sizes[:n])
                 taken += n
             given = p.records[:n]
             start = given[-1].offset + 1 if given else p.offset
-            self._keep(p.tp, start, p.records[n:], p)
+            self._keep(p.tp, start, p.records[n:], p.sizes[n:], p)
             hw = max(p.high_watermark, start) if given else p.high_watermark
             result[p.tp] = PartitionData(given, hw, p.log_start_offset)
         return result
 
-    def _keep(self, tp: TopicPartition, start: int, records: list[Record], part: _Part) -> None:
+    def _keep(
+        self, tp: TopicPartition, start: int, records: list[Record], sizes: list[int], part: _Part
+    ) -> None:
         if records:
             end = max(part.end, records[-1].offset + 1)
-            self._readahead.put(tp, Chunk(start, end, records, part.high_watermark, part.log_start_offset))
+            chunk = Chunk(start, end, records, sizes, part.high_watermark, part.log_start_offset)
+            self._readahead.put(tp, chunk)
         else:
             self._readahead.drop(tp)
 
@@ -283,7 +289,7 @@ class Fetcher:
         if code == OFFSET_OUT_OF_RANGE:
             start, end = await self._offsets.bounds(tp)
             self._remember(tp, end, start)
-            return _Answer(Decoded([], pos, 0), end, start, below_start=keep_from < start)
+            return _Answer(Decoded([], [], pos), end, start, below_start=keep_from < start)
         if is_metadata_error(code):
             self._metadata.invalidate(tp.topic)
             await self._metadata.partition(tp.topic, tp.partition)  # gone for good: Topic/PartitionNotFound

@@ -40,20 +40,27 @@ class Chunk:
     start: int
     end: int
     records: list[Record]
+    sizes: list[int]  # each record's ``Record.size``
     high_watermark: int
     log_start_offset: int
     stored_at: float = 0.0
 
     @property
     def cost(self) -> int:
-        return sum(r.size for r in self.records) + RECORD_OVERHEAD * len(self.records)
+        return sum(self.sizes) + RECORD_OVERHEAD * len(self.records)
 
     def since(self, offset: int) -> Chunk:
         """The part of this chunk from ``offset`` on (``start <= offset < end``)."""
         records = self.records
         i = 0 if not records or records[0].offset >= offset else bisect_left(records, offset, key=_offset)
         return Chunk(
-            offset, self.end, self.records[i:], self.high_watermark, self.log_start_offset, self.stored_at
+            offset,
+            self.end,
+            records[i:],
+            self.sizes[i:],
+            self.high_watermark,
+            self.log_start_offset,
+            self.stored_at,
         )
 
 
@@ -108,23 +115,34 @@ class ReadAhead:
         cost = chunk.cost
         if cost > self._capacity:  # keep the head that fits: it is what the reader asks for next
             kept, used = 0, 0
-            for r in records:
-                if used + r.size + RECORD_OVERHEAD > self._capacity:
+            for size in chunk.sizes:
+                if used + size + RECORD_OVERHEAD > self._capacity:
                     break
-                used += r.size + RECORD_OVERHEAD
+                used += size + RECORD_OVERHEAD
                 kept += 1
             if kept == 0:
                 return
             records = records[:kept]
             chunk = Chunk(
-                chunk.start, records[-1].offset + 1, records, chunk.high_watermark, chunk.log_start_offset
+                chunk.start,
+                records[-1].offset + 1,
+                records,
+                chunk.sizes[:kept],
+                chunk.high_watermark,
+                chunk.log_start_offset,
             )
             cost = used
         while self._chunks and self._bytes + cost > self._capacity:
             _, (_, evicted) = self._chunks.popitem(last=False)
             self._bytes -= evicted
         stamped = Chunk(
-            chunk.start, chunk.end, records, chunk.high_watermark, chunk.log_start_offset, self._clock()
+            chunk.start,
+            chunk.end,
+            records,
+            chunk.sizes,
+            chunk.high_watermark,
+            chunk.log_start_offset,
+            self._clock(),
         )
         self._chunks[tp] = (stamped, cost)
         self._bytes += cost

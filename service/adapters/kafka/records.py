@@ -20,7 +20,7 @@ from typing import Any
 from aiokafka import errors as ke
 from aiokafka.record.memory_records import MemoryRecords
 
-from service.core.models import Header, Record
+from service.core.models import Header, Record, make_record
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,8 +33,8 @@ class Decoded:
     """
 
     records: list[Record]
+    sizes: list[int]  # each record's ``Record.size`` (the unit of max_bytes), computed once here
     next_offset: int
-    size: int  # sum of Record.size, the unit of max_bytes
 
 
 def decode(data: bytes | memoryview | None, min_offset: int) -> Decoded:
@@ -44,10 +44,11 @@ def decode(data: bytes | memoryview | None, min_offset: int) -> Decoded:
     match and ``UnsupportedCodecError`` for a compression this process cannot read.
     """
     records: list[Record] = []
+    sizes: list[int] = []
     next_offset = min_offset
-    size = 0
     if not data:
-        return Decoded(records, next_offset, size)
+        return Decoded(records, sizes, next_offset)
+    make, add, add_size = make_record, records.append, sizes.append
     batches: Any = MemoryRecords(bytes(data))
     while batches.has_next():
         batch = batches.next_batch()
@@ -57,31 +58,36 @@ def decode(data: bytes | memoryview | None, min_offset: int) -> Decoded:
             raise ke.CorruptRecordException(f"batch at offset {_base_offset(batch)} fails its CRC check")
         if not batch.is_control_batch:
             for rec in batch:
-                if rec.offset < min_offset:
+                offset = rec.offset
+                if offset < min_offset:
                     continue
-                headers: tuple[Header, ...] = tuple(rec.headers) if rec.headers else ()
-                timestamp = rec.timestamp if rec.timestamp is not None else -1
-                record = Record(rec.offset, timestamp, rec.key, rec.value, headers)
-                records.append(record)
-                size += record.size
+                key, value, timestamp = rec.key, rec.value, rec.timestamp
+                size = (len(key) if key else 0) + (len(value) if value else 0)  # as Record.size
+                headers: tuple[Header, ...] = ()
+                if rec.headers:
+                    headers = tuple(rec.headers)
+                    size += sum(len(k) + len(v or b"") for k, v in headers)
+                add(make(offset, timestamp if timestamp is not None else -1, key, value, headers))
+                add_size(size)
         next_offset = max(next_offset, batch.next_offset)
-    return Decoded(records, next_offset, size)
+    return Decoded(records, sizes, next_offset)
 
 
 def _base_offset(batch: Any) -> object:
     return getattr(batch, "base_offset", "?")
 
 
-def take(records: list[Record], budget: int, *, force_first: bool) -> int:
-    """How many of ``records`` fit in ``budget`` bytes (``Record.size``), in order.
+def take(sizes: list[int], budget: int, *, force_first: bool) -> int:
+    """How many records, of the given ``Record.size``s, fit in ``budget`` bytes, in order.
 
     With ``force_first`` the first record is taken even if it alone exceeds the
     budget: a reader must never stall behind one large record.
     """
+    if sum(sizes) <= budget:
+        return len(sizes)
     used = 0
     n = 0
-    for record in records:
-        size = record.size
+    for size in sizes:
         if used + size > budget and not (force_first and n == 0):
             break
         used += size

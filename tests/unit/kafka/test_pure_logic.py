@@ -82,9 +82,13 @@ def recs(start: int, n: int, size: int = 10) -> list[Record]:
     return [Record(o, 0, None, b"x" * size) for o in range(start, start + n)]
 
 
+def chunk(start: int, end: int, records: list[Record], high_watermark: int, log_start: int) -> Chunk:
+    return Chunk(start, end, records, [r.size for r in records], high_watermark, log_start)
+
+
 def test_read_ahead_serves_offsets_inside_the_kept_range() -> None:
     ra = ReadAhead(1 << 20)
-    ra.put(TP, Chunk(5, 12, recs(5, 3) + recs(10, 2), 12, 0))  # 8, 9 compacted away
+    ra.put(TP, chunk(5, 12, recs(5, 3) + recs(10, 2), 12, 0))  # 8, 9 compacted away
     assert ra.get(TP, 4) is None and ra.get(TP, 12) is None
     got = ra.get(TP, 6)
     assert got is not None and [r.offset for r in got.records] == [6, 7, 10, 11]
@@ -96,14 +100,14 @@ def test_read_ahead_serves_offsets_inside_the_kept_range() -> None:
 def test_read_ahead_stays_within_its_bytes_least_recently_used_first() -> None:
     per = 100 + RECORD_OVERHEAD
     ra = ReadAhead(per * 10)
-    ra.put(TopicPartition("a", 0), Chunk(0, 5, recs(0, 5, 100), 5, 0))
-    ra.put(TopicPartition("b", 0), Chunk(0, 5, recs(0, 5, 100), 5, 0))
+    ra.put(TopicPartition("a", 0), chunk(0, 5, recs(0, 5, 100), 5, 0))
+    ra.put(TopicPartition("b", 0), chunk(0, 5, recs(0, 5, 100), 5, 0))
     assert ra.bytes == per * 10
     assert ra.get(TopicPartition("a", 0), 0) is not None  # a is now the most recent
-    ra.put(TopicPartition("c", 0), Chunk(0, 2, recs(0, 2, 100), 2, 0))
+    ra.put(TopicPartition("c", 0), chunk(0, 2, recs(0, 2, 100), 2, 0))
     assert ra.get(TopicPartition("b", 0), 0) is None and ra.get(TopicPartition("a", 0), 0) is not None
     assert ra.bytes <= per * 10
-    ra.put(TopicPartition("d", 0), Chunk(0, 50, recs(0, 50, 100), 50, 0))  # alone too big: its head is kept
+    ra.put(TopicPartition("d", 0), chunk(0, 50, recs(0, 50, 100), 50, 0))  # alone too big: its head is kept
     head = ra.get(TopicPartition("d", 0), 0)
     assert head is not None and len(head.records) == 10 and ra.bytes <= per * 10
     assert ra.get(TopicPartition("d", 0), 10) is None
@@ -114,11 +118,11 @@ def test_read_ahead_stays_within_its_bytes_least_recently_used_first() -> None:
 def test_read_ahead_forgets_old_chunks_and_can_be_off() -> None:
     now = [0.0]
     ra = ReadAhead(1 << 20, max_age=30, clock=lambda: now[0])
-    ra.put(TP, Chunk(0, 3, recs(0, 3), 3, 0))
+    ra.put(TP, chunk(0, 3, recs(0, 3), 3, 0))
     now[0] = 31
     assert ra.get(TP, 0) is None and ra.bytes == 0
     off = ReadAhead(0)
-    off.put(TP, Chunk(0, 3, recs(0, 3), 3, 0))
+    off.put(TP, chunk(0, 3, recs(0, 3), 3, 0))
     assert off.get(TP, 0) is None
 
 
@@ -143,7 +147,7 @@ def test_decode_skips_records_before_the_offset_and_reports_the_next() -> None:
         (3, None, b"d"),
     ]
     assert decoded.records[0].headers == (("h", b"1"), ("n", None)) and decoded.records[0].timestamp == 1001
-    assert decoded.next_offset == 4 and decoded.size == sum(r.size for r in decoded.records)
+    assert decoded.next_offset == 4 and decoded.sizes == [r.size for r in decoded.records]
     truncated = decode(data[:-5], 0)  # the broker cut the last batch at its size limit
     assert [r.offset for r in truncated.records] == [0, 1, 2] and truncated.next_offset == 3
     assert decode(b"", 7).next_offset == 7
@@ -159,7 +163,7 @@ def test_decode_refuses_a_corrupt_batch() -> None:
 
 
 def test_take_respects_the_budget_but_always_one_first() -> None:
-    rs = recs(0, 5, 10)
+    rs = [r.size for r in recs(0, 5, 10)]
     assert take(rs, 25, force_first=True) == 2
     assert take(rs, 5, force_first=True) == 1
     assert take(rs, 5, force_first=False) == 0

@@ -29,13 +29,13 @@ objects, one ``b"".join`` per batch, no per-record objects on the way in.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Final
 
 from crc32c import crc32c
 
-from service.core.models import Header, NewRecord, Record
+from service.core.models import Header, NewRecord, Record, make_record
 
 MAGIC: Final = 1
 
@@ -56,42 +56,6 @@ _REC_FIXED: Final = REC.size - 4  # what record_length counts besides key, value
 
 _INT64_MIN: Final = -(2**63)
 _INT64_MAX: Final = 2**63 - 1
-
-
-_RecordFactory = Callable[[int, int, bytes | None, bytes | None, tuple[Header, ...]], Record]
-
-
-def _record_factory() -> _RecordFactory:
-    """The fastest correct way to build a ``Record``.
-
-    A frozen dataclass's ``__init__`` sets each field through
-    ``object.__setattr__``, about half of the per-record cost of a fetch. When
-    ``Record`` is exactly the five-slot dataclass this codec knows, its slot
-    descriptors are set directly; if the model ever changes shape, the plain
-    constructor is used.
-    """
-    names = ("offset", "timestamp", "key", "value", "headers")
-    plain = hasattr(Record, "__post_init__") or tuple(f.name for f in fields(Record)) != names
-    if plain or getattr(Record, "__slots__", None) != names:
-        return Record
-    new = object.__new__
-    s_off, s_ts, s_key, s_val, s_hdr = (Record.__dict__[n].__set__ for n in names)
-
-    def make(
-        offset: int, ts: int, key: bytes | None, value: bytes | None, headers: tuple[Header, ...]
-    ) -> Record:
-        r = new(Record)
-        s_off(r, offset)
-        s_ts(r, ts)
-        s_key(r, key)
-        s_val(r, value)
-        s_hdr(r, headers)
-        return r
-
-    return make
-
-
-_make_record: Final[_RecordFactory] = _record_factory()
 
 
 class BatchError(ValueError):
@@ -270,7 +234,7 @@ def decode_records(
     if end > len(buf):
         raise CorruptBatch("batch extends past the buffer")
     unpack = REC.unpack_from
-    make = _make_record
+    make = make_record
     p = pos + HEADER_SIZE
     offset = header.base_offset
     used = 0
