@@ -87,7 +87,7 @@ def record_sizes(records: Sequence[NewRecord]) -> list[int]:
     The plain bound is never below aiokafka's own estimate, so batches and the
     byte budget stay within their limits.
     """
-    sizes = []
+    sizes: list[int] = []
     append = sizes.append
     for i, record in enumerate(records):
         key, value = record.key, record.value
