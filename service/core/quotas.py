@@ -43,8 +43,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# After the store failed, requests pass unchecked for this long before it is asked again, so a
-# hung Redis slows one request per interval, not every request.
+# After the store failed, requests pass unchecked for this long before one asks it again.
 STORE_RETRY_S: Final = 1.0
 # At most one log line per this many seconds about an unavailable store.
 STORE_LOG_EVERY_S: Final = 60.0
@@ -245,6 +244,8 @@ class Quotas:
         self._on_throttled = on_throttled
         self._on_unchecked = on_unchecked
         self._clock = clock
+        self._healthy = True
+        self._probing = False
         self._skip_until = -math.inf
         self._logged_at = -math.inf
 
@@ -295,11 +296,8 @@ class Quotas:
             charges.extend(
                 Charge(f"topic/{t}/consume", lim.topic_consume, n) for t, n in sorted(by_topic.items()) if n
             )
-        if charges and self._store_usable():
-            try:
-                await self._store_checked().debit(charges)
-            except GatewayError as exc:
-                self._store_failed(exc)
+        if charges:
+            await self._ask(charges, take=False)
 
     async def _take(self, charges: list[Charge], client: str) -> None:
         per_request = self.limits.client_requests
@@ -307,13 +305,8 @@ class Quotas:
             charges.append(Charge(f"client/{client}/requests", per_request, 1, CLIENT_REQUESTS))
         if not charges:
             return
-        if not self._store_usable():
-            self._on_unchecked()
-            return
-        try:
-            levels = await self._store_checked().take(charges)
-        except GatewayError as exc:
-            self._store_failed(exc)
+        levels = await self._ask(charges, take=True)
+        if levels is None:
             self._on_unchecked()
             return
         refused = refusal(charges, levels)
@@ -322,16 +315,38 @@ class Quotas:
             raise Throttled(_message(refused), retry_after=refused.retry_after_s)
 
     # --- failing open --------------------------------------------------------------
+    # Healthy: every request asks the store. After a failure: none does for STORE_RETRY_S, then
+    # one request at a time probes it (the others pass unchecked) until one gets an answer. So a
+    # hung store delays one request per interval, not every request for as long as it hangs.
 
-    def _store_checked(self) -> QuotaStore:
+    async def _ask(self, charges: list[Charge], *, take: bool) -> list[float] | None:
+        """The store's answer (levels for a take, [] for a debit), or None if it is unavailable."""
+        probe = not self._healthy
+        if probe and (self._probing or self._clock() < self._skip_until):
+            return None
         assert self._store is not None  # a configured quota always has a store (see __init__)
-        return self._store
+        if probe:
+            self._probing = True
+        try:
+            if take:
+                levels = await self._store.take(charges)
+            else:
+                await self._store.debit(charges)
+                levels = []
+        except GatewayError as exc:
+            self._failed(exc)
+            return None
+        finally:
+            if probe:
+                self._probing = False
+        if probe:
+            self._healthy = True
+            log.info("quotas are enforced again: their store answers")
+        return levels
 
-    def _store_usable(self) -> bool:
-        return self._clock() >= self._skip_until
-
-    def _store_failed(self, exc: GatewayError) -> None:
+    def _failed(self, exc: GatewayError) -> None:
         now = self._clock()
+        self._healthy = False
         self._skip_until = now + STORE_RETRY_S
         if now - self._logged_at >= STORE_LOG_EVERY_S:
             self._logged_at = now

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 
@@ -201,25 +202,29 @@ async def test_embedded_store_forgets_buckets_once_full() -> None:
 # --- the policy ----------------------------------------------------------------------
 
 
-class FailingStore:
-    """A store whose backend is down (what the Redis store raises then)."""
+class OutageStore(EmbeddedQuotas):
+    """The embedded store behind a switch: down, it fails as the Redis store does; ``gate`` holds calls."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock) -> None:
+        super().__init__(clock)
+        self.up = True
         self.calls = 0
+        self.gate: asyncio.Event | None = None
 
-    async def start(self) -> None:
-        pass
-
-    async def stop(self) -> None:
-        pass
+    async def _check(self) -> None:
+        self.calls += 1
+        if self.gate is not None:
+            await self.gate.wait()
+        if not self.up:
+            raise BackendUnavailable("Redis at redis://127.0.0.1:1/0 is unavailable (ConnectionError).")
 
     async def take(self, charges: Sequence[Charge]) -> list[float]:
-        self.calls += 1
-        raise BackendUnavailable("Redis at redis://127.0.0.1:1/0 is unavailable (ConnectionError).")
+        await self._check()
+        return await super().take(charges)
 
     async def debit(self, charges: Sequence[Charge]) -> None:
-        self.calls += 1
-        raise BackendUnavailable("Redis at redis://127.0.0.1:1/0 is unavailable (ConnectionError).")
+        await self._check()
+        await super().debit(charges)
 
 
 async def test_quotas_throttle_with_the_refusing_bucket_and_retry_after() -> None:
@@ -274,11 +279,11 @@ async def test_consume_is_admitted_until_the_bytes_read_put_it_in_debt() -> None
     await quotas.admit_consume("ip:a", ["t"])
 
 
-async def test_an_unavailable_store_fails_open_logs_once_and_backs_off(
+async def test_an_unavailable_store_fails_open_logs_once_and_recovers(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     clock = Clock()
-    store = FailingStore()
+    store = OutageStore(clock)
     unchecked: list[None] = []
     quotas = Quotas(
         store,
@@ -286,17 +291,48 @@ async def test_an_unavailable_store_fails_open_logs_once_and_backs_off(
         on_unchecked=lambda: unchecked.append(None),
         clock=clock,
     )
-    with caplog.at_level(logging.WARNING, logger="service.core.quotas"):
+    big = [NewRecord(None, b"x" * 100)]
+    store.up = False
+    with caplog.at_level(logging.INFO, logger="service.core.quotas"):
         for _ in range(5):
-            await quotas.admit_produce("ip:a", "t", [NewRecord(None, b"x" * 100)])
+            await quotas.admit_produce("ip:a", "t", big)
         await quotas.consumed("ip:a", [(TopicPartition("t", 0), [Record(0, 0, None, b"x")])])
         assert store.calls == 1  # asked once, then left alone for a while
         clock.now += 2
-        await quotas.admit_consume("ip:a", ["t"])
-        assert store.calls == 2
-    assert len(unchecked) == 6
-    warnings = [r for r in caplog.records if "not enforced" in r.getMessage()]
-    assert len(warnings) == 1 and "Redis" in warnings[0].getMessage()
+        await quotas.admit_consume("ip:a", ["t"])  # asked again: still down
+        assert store.calls == 2 and len(unchecked) == 6
+
+        store.up = True
+        await quotas.admit_produce("ip:a", "t", big)  # too soon to ask: unchecked
+        clock.now += 2
+        await quotas.admit_produce("ip:a", "t", big)  # the store answers: checked, and in debt now
+        with pytest.raises(Throttled):
+            await quotas.admit_produce("ip:a", "t", big)
+    assert len(unchecked) == 7
+    messages = [r.getMessage() for r in caplog.records]
+    assert sum("not enforced" in m for m in messages) == 1  # once, however often it failed
+    assert "Redis" in next(m for m in messages if "not enforced" in m)
+    assert sum("enforced again" in m for m in messages) == 1
+
+
+async def test_one_request_at_a_time_probes_a_store_that_failed() -> None:
+    clock = Clock()
+    store = OutageStore(clock)
+    quotas = Quotas(store, QuotaLimits.from_rates(burst_s=1, client_produce=1_000_000), clock=clock)
+    store.up = False
+    await quotas.admit_produce("ip:a", "t", [])
+    clock.now += 2
+    store.gate = asyncio.Event()  # the store hangs...
+    probe = asyncio.create_task(quotas.admit_produce("ip:a", "t", []))
+    await asyncio.sleep(0)
+    assert store.calls == 2
+    for _ in range(10):  # ...and meanwhile nobody else waits for it
+        await quotas.admit_produce("ip:a", "t", [])
+    assert store.calls == 2
+    store.gate.set()
+    await probe  # it fails: unchecked, and the next probe is a while away
+    await quotas.admit_produce("ip:a", "t", [])
+    assert store.calls == 2
 
 
 def test_quotas_without_a_store_must_be_off() -> None:

@@ -11,8 +11,8 @@ full again (plus a margin), and a missing bucket is a full one, so an expiry
 never changes an answer. Keys are named by ``KeyLayout.quota``; an API key
 only ever appears hashed in them (``quotas.client_id``).
 
-Failures are ``RedisConnection``'s: ``BackendUnavailable`` within a bounded
-time, which ``Quotas`` turns into failing open.
+Failures are ``RedisConnection``'s: ``BackendUnavailable``, here within
+``MAX_WAIT_MS`` at most per timeout, which ``Quotas`` turns into failing open.
 """
 
 from __future__ import annotations
@@ -33,6 +33,9 @@ __all__ = ["RedisQuotas"]
 
 # How long a bucket outlives the moment it is full again: covers clock rounding, nothing more.
 TTL_MARGIN_MS: Final = 1_000
+# The longest a quota check waits for Redis (connecting, or for its answer) before the request goes
+# through unchecked: a check slower than this costs more than the quota is worth.
+MAX_WAIT_MS: Final = 500
 
 # KEYS[i]: bucket i. ARGV[1]: '1' takes (all buckets or none), '0' debits; ARGV[2]: TTL margin (ms);
 # then for bucket i: ARGV[3i] rate (units/s), ARGV[3i+1] capacity, ARGV[3i+2] cost.
@@ -86,7 +89,9 @@ class RedisQuotas(AsyncLifecycle):
         socket_timeout_ms: int = 2_000,
     ) -> None:
         self._conn = RedisConnection(
-            RedisURL.parse(url), connect_timeout_ms=connect_timeout_ms, socket_timeout_ms=socket_timeout_ms
+            RedisURL.parse(url),
+            connect_timeout_ms=min(connect_timeout_ms, MAX_WAIT_MS),
+            socket_timeout_ms=min(socket_timeout_ms, MAX_WAIT_MS),
         )
         self._keys = KeyLayout(key_prefix)
 

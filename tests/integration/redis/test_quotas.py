@@ -116,8 +116,9 @@ async def metric(client: httpx.AsyncClient, name: str) -> float:
     return 0.0
 
 
+@pytest.mark.parametrize("outage", ["stopped", "hung"])
 async def test_without_redis_quotas_fail_open_and_come_back(
-    tmp_path: Path, own_redis: RedisServer, prefix: str, name: str
+    tmp_path: Path, own_redis: RedisServer, prefix: str, name: str, outage: str
 ) -> None:
     gw = await start_gateway(
         tmp_path / "data",
@@ -132,12 +133,20 @@ async def test_without_redis_quotas_fail_open_and_come_back(
         assert (await send(client, name, BIG, "alice")).status_code == 200
         assert_throttled(await send(client, name, "y", "alice"))
 
-        own_redis.stop()
-        for _ in range(3):  # produce without Idempotency-Key needs no Redis: the quota lets it pass
-            assert (await send(client, name, BIG, "alice")).status_code == 200
+        if outage == "stopped":
+            own_redis.stop()
+        else:
+            own_redis.pause()
+        try:
+            for _ in range(3):  # produce without Idempotency-Key needs no Redis: the quota lets it pass
+                assert (await send(client, name, BIG, "alice")).status_code == 200
+        finally:
+            if outage == "stopped":
+                own_redis.start()  # back empty: every bucket is full again
+            else:
+                own_redis.resume()  # back as it was: alice still in debt
         assert await metric(client, "brokergate_quota_unchecked_requests_total") == 3
 
-        own_redis.start()  # empty: every bucket is full again
         statuses = []
         for _ in range(50):  # the quota is checked again within about a second
             statuses.append((await send(client, name, BIG, "alice")).status_code)
