@@ -1,0 +1,1 @@
+"""How to run brokergate for real; ``deploy.local`` starts a whole cluster on this machine's loopback."""

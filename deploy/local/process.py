@@ -1,0 +1,94 @@
+"""What every runner of ``deploy.local`` shares: free loopback ports and stopping a process for good.
+
+Each server is started in a session of its own, so a Ctrl-C in the terminal reaches only
+the program that owns it (pytest, or the cluster script), which then stops the servers in
+order. The other side of that choice is that nothing stops them by itself: whoever starts
+one must stop it, and ``stop_process`` is the one way they all end (polite signal, a grace
+period, then SIGKILL to the whole process group, which also takes nginx's workers).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+from pathlib import Path
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def port_open(port: int, timeout: float = 0.5) -> bool:
+    """Whether something accepts TCP connections on 127.0.0.1:``port``."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=timeout).close()
+    except OSError:
+        return False
+    return True
+
+
+def stop_process(
+    proc: subprocess.Popen[bytes], *, sig: int = signal.SIGTERM, timeout: float = 15.0
+) -> int | None:
+    """Send ``sig``, wait up to ``timeout`` s, then SIGKILL its process group; returns the exit status."""
+    if proc.poll() is None:
+        try:
+            os.kill(proc.pid, signal.SIGCONT)  # a SIGSTOPped process cannot act on anything else
+            os.kill(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            kill_group(proc.pid)
+            proc.wait(10)
+    # Children it left behind (it led its own group): nothing of it may outlive it.
+    kill_group(proc.pid)
+    return proc.returncode
+
+
+def kill_group(pgid: int) -> None:
+    """SIGKILL every process of group ``pgid``; a group that is gone already is fine."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _stat(pid: int) -> list[str] | None:
+    """Fields 3… of /proc/PID/stat (after the command name, which may hold spaces), or None."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def start_ticks(pid: int) -> int | None:
+    """When ``pid`` started (clock ticks since boot), or None if no such process (or no /proc).
+
+    Saved next to a pid, it tells the process apart from a later one that reused the number.
+    """
+    fields = _stat(pid)
+    return int(fields[19]) if fields else None
+
+
+def alive(pid: int, ticks: int | None) -> bool:
+    """Whether the process ``pid`` that started at ``ticks`` (from ``start_ticks``) still runs."""
+    fields = _stat(pid)
+    if fields is None or fields[0] == "Z":  # a zombie has exited; only its parent's wait is missing
+        return False
+    return ticks is None or int(fields[19]) == ticks
+
+
+def tail(path: Path, lines: int = 60) -> str:
+    """The last ``lines`` lines of a log file, or a note that there is none."""
+    try:
+        text = path.read_text(errors="replace")
+    except FileNotFoundError:
+        return "(no log)"
+    return "\n".join(text.splitlines()[-lines:])

@@ -1,0 +1,200 @@
+"""A real Redis server for tests and demos, run from Debian's ``redis-server`` package.
+
+``RedisServer`` starts ``redis-server --port PORT --bind 127.0.0.1`` on a free
+loopback port, with its working directory and log under ``base_dir``, and waits
+for real readiness: a PING that answers PONG (Redis accepts connections before
+it has loaded its data). A server that does not come up raises with the tail of
+its log. Persistence is off (``--save '' --appendonly no``) unless
+``appendonly=True``, which keeps an append-only file in ``base_dir`` (fsync once
+a second; a clean stop writes everything). ``restart()`` reuses the port, so
+clients configured with the old URL reconnect to the new process; without
+persistence it comes back empty, as a Redis that lost its data would, and with
+it the data comes back. ``pause()``/``resume()`` freeze the process with
+SIGSTOP/SIGCONT to simulate a server that hangs rather than dies.
+
+From a pytest fixture::
+
+    @pytest.fixture(scope="session")
+    def redis_server(tmp_path_factory):
+        with RedisServer(tmp_path_factory.mktemp("redis")) as server:
+            yield server  # server.url == "redis://127.0.0.1:<port>/0"
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Self
+
+import redis
+
+from .process import free_port
+
+__all__ = ["BINARY", "RedisServer", "available", "free_port"]
+
+BINARY = "redis-server"
+
+
+def available() -> bool:
+    """Whether a Redis server can be started on this machine."""
+    return shutil.which(BINARY) is not None
+
+
+class RedisServer:
+    """One ``redis-server`` process on a loopback port, with or without an append-only file."""
+
+    def __init__(self, base_dir: Path, *, port: int | None = None, appendonly: bool = False) -> None:
+        self.base_dir = Path(base_dir)
+        self.log_path = self.base_dir / "redis.log"
+        self.port = port or free_port()
+        self.appendonly = appendonly
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+
+    def url_for(self, db: int = 0) -> str:
+        return f"redis://127.0.0.1:{self.port}/{db}"
+
+    @property
+    def url(self) -> str:
+        """The ``--sessions`` value for this server (database 0)."""
+        return self.url_for(0)
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def client(self, db: int = 0) -> redis.Redis:
+        """A synchronous client to inspect the server directly (bypassing the adapter)."""
+        return redis.Redis(
+            host="127.0.0.1", port=self.port, db=db, socket_timeout=5, socket_connect_timeout=5
+        )
+
+    def start(self, timeout: float = 20.0) -> None:
+        """Start the server and return once it answers PING."""
+        if self.running:
+            return
+        binary = shutil.which(BINARY)
+        if binary is None:
+            raise RuntimeError(f"{BINARY} not found; install it with `apt-get install -y redis-server`")
+        self.base_dir.mkdir(parents=True, exist_ok=True)
+        self._log = self.log_path.open("ab")
+        self._proc = subprocess.Popen(
+            [
+                binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "yes" if self.appendonly else "no",
+                # Redis's own recommendation: at most a second of writes lost on a crash.
+                "--appendfsync",
+                "everysec",
+                "--dir",
+                str(self.base_dir),
+                "--daemonize",
+                "no",
+                # Expire keys promptly: TTL tests wait for Redis's own active expiry.
+                "--hz",
+                "50",
+            ],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=self.base_dir,
+            start_new_session=True,  # a Ctrl-C reaches the owner, which stops the server in its turn
+        )
+        try:
+            self._wait_ready(timeout)
+        except BaseException:
+            self._kill()
+            raise
+
+    def _wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        last_error: Exception | None = None
+        while time.monotonic() < deadline:
+            assert self._proc is not None
+            if self._proc.poll() is not None:
+                raise RuntimeError(
+                    f"redis-server exited with status {self._proc.returncode} on start:\n{self.log_tail()}"
+                )
+            client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=1, socket_connect_timeout=1)
+            try:
+                if client.ping():  # answers only once the server is ready for commands
+                    return
+            except redis.RedisError as exc:
+                last_error = exc
+                time.sleep(0.02)
+            finally:
+                client.close()
+        raise RuntimeError(
+            f"redis-server on port {self.port} not ready after {timeout:.0f}s ({last_error!r}):\n"
+            f"{self.log_tail()}"
+        )
+
+    def log_tail(self, lines: int = 60) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the server (SIGTERM, then SIGKILL)."""
+        if self._proc is None:
+            return
+        if self._proc.poll() is None:
+            self.resume()  # a stopped process cannot act on SIGTERM
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self._kill()
+        self._close()
+
+    def _kill(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
+        self._close()
+
+    def _close(self) -> None:
+        self._proc = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def restart(self, timeout: float = 20.0) -> None:
+        """Stop, then start on the same port: empty without ``appendonly``, with its data with it."""
+        self.stop()
+        self.start(timeout)
+
+    def pause(self) -> None:
+        """Freeze the server: connections stay open (the kernel even accepts new ones) but nothing answers."""
+        if self._proc is not None and self._proc.poll() is None:
+            os.kill(self._proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            os.kill(self._proc.pid, signal.SIGCONT)
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()

@@ -1,0 +1,244 @@
+"""A real standalone ZooKeeper server for tests and demos, run from Debian's ``zookeeper`` package.
+
+``ZooKeeperServer`` writes a ``zoo.cfg`` (data dir, a free loopback port, a
+short ``tickTime`` so that tests can use short session timeouts), starts
+``QuorumPeerMain`` under the JVM with the jars of ``/usr/share/java``, and
+waits for real readiness: a kazoo session that connects. A server that does
+not come up raises with the tail of its log. ``restart()`` keeps the data dir
+(and the port), so what was stored survives; ``pause()``/``resume()`` freeze
+the process with SIGSTOP/SIGCONT to simulate a server that hangs rather than
+dies.
+
+From a pytest fixture::
+
+    @pytest.fixture(scope="session")
+    def zookeeper(tmp_path_factory):
+        with ZooKeeperServer(tmp_path_factory.mktemp("zk")) as server:
+            yield server  # server.url == "zookeeper://127.0.0.1:<port>"
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Self
+
+from kazoo.client import KazooClient
+
+from .process import free_port
+
+__all__ = ["ZooKeeperServer", "class_path", "free_port"]
+
+JAVA_DIR = Path("/usr/share/java")
+# What QuorumPeerMain needs on the class path (Debian's unversioned symlinks).
+REQUIRED_JARS = (
+    "zookeeper",
+    "zookeeper-jute",
+    "slf4j-api",
+    "netty-handler",
+    "netty-common",
+    "netty-buffer",
+    "netty-transport",
+    "netty-codec",
+    "netty-resolver",
+    "netty-transport-native-epoll",
+    "netty-transport-native-unix-common",
+    "commons-cli",
+    "metrics-core",
+    "snappy-java",
+)
+# Without an slf4j binding the server logs nothing; with it, a failed start can be explained.
+OPTIONAL_JARS = ("slf4j-simple",)
+MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+
+
+def _find_jar(name: str) -> Path | None:
+    plain = JAVA_DIR / f"{name}.jar"
+    if plain.exists():
+        return plain
+    # Some releases ship only versioned names (name-1.2.3.jar).
+    versioned = sorted(JAVA_DIR.glob(f"{name}-[0-9]*.jar"))
+    return versioned[-1] if versioned else None
+
+
+def class_path() -> str:
+    """The JVM class path, or a RuntimeError naming what is missing and how to get it."""
+    jars: list[Path] = []
+    missing: list[str] = []
+    for name in REQUIRED_JARS:
+        jar = _find_jar(name)
+        if jar is None:
+            missing.append(name)
+        else:
+            jars.append(jar)
+    if missing:
+        raise RuntimeError(
+            f"ZooKeeper jars missing from {JAVA_DIR}: {', '.join(missing)}; "
+            "install them with `apt-get install -y zookeeper`"
+        )
+    jars.extend(jar for name in OPTIONAL_JARS if (jar := _find_jar(name)) is not None)
+    return os.pathsep.join(str(j) for j in jars)
+
+
+class ZooKeeperServer:
+    """One standalone ZooKeeper server process on a free loopback port."""
+
+    def __init__(self, base_dir: Path, *, port: int | None = None, tick_time_ms: int = 100) -> None:
+        self.base_dir = Path(base_dir)
+        self.data_dir = self.base_dir / "data"
+        self.config = self.base_dir / "zoo.cfg"
+        self.log_path = self.base_dir / "zookeeper.log"
+        self.port = port or free_port()
+        # Sessions may be as short as 2 ticks and as long as 20.
+        self.tick_time_ms = tick_time_ms
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+
+    @property
+    def hosts(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def url(self) -> str:
+        """The ``--coordinator`` value for this server (append ``/chroot`` to isolate a test)."""
+        return f"zookeeper://{self.hosts}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def _write_config(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.config.write_text(
+            "\n".join(
+                [
+                    f"dataDir={self.data_dir}",
+                    f"clientPort={self.port}",
+                    "clientPortAddress=127.0.0.1",
+                    "admin.enableServer=false",
+                    f"tickTime={self.tick_time_ms}",
+                    "maxClientCnxns=0",
+                    # Tests start servers often; the default preallocation of 64 MiB per log is waste.
+                    "preAllocSize=1024",
+                    "snapCount=100000",
+                    "",
+                ]
+            )
+        )
+
+    def start(self, timeout: float = 60.0) -> None:
+        """Start the server and return once a client session connects."""
+        if self.running:
+            return
+        self._write_config()
+        self._log = self.log_path.open("ab")
+        self._proc = subprocess.Popen(
+            [
+                "java",
+                "-Xmx256m",
+                "-XX:+UseSerialGC",
+                "-XX:TieredStopAtLevel=1",  # starts faster; a test server needs no peak throughput
+                "-Dzookeeper.jmx.log4j.disable=true",
+                "-cp",
+                class_path(),
+                MAIN_CLASS,
+                str(self.config),
+            ],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=self.base_dir,
+            start_new_session=True,  # a Ctrl-C reaches the owner, which stops the server in its turn
+        )
+        try:
+            self._wait_ready(timeout)
+        except BaseException:
+            self._kill()
+            raise
+
+    def _wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        last_error: Exception | None = None
+        while time.monotonic() < deadline:
+            assert self._proc is not None
+            if self._proc.poll() is not None:
+                raise RuntimeError(
+                    f"ZooKeeper exited with status {self._proc.returncode} on start:\n{self.log_tail()}"
+                )
+            client = KazooClient(hosts=self.hosts, timeout=2.0)
+            try:
+                client.start(timeout=1.0)
+                client.get_children("/")  # a real round trip, not just a TCP accept
+                return
+            except Exception as exc:
+                last_error = exc
+                time.sleep(0.1)
+            finally:
+                client.stop()
+                client.close()
+        raise RuntimeError(
+            f"ZooKeeper on {self.hosts} not ready after {timeout:.0f}s ({last_error!r}):\n{self.log_tail()}"
+        )
+
+    def log_tail(self, lines: int = 60) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the server (SIGTERM, then SIGKILL); the data dir stays."""
+        if self._proc is None:
+            return
+        if self._proc.poll() is None:
+            self.resume()  # a stopped process cannot act on SIGTERM
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self._kill()
+        self._close()
+
+    def _kill(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
+        self._close()
+
+    def _close(self) -> None:
+        self._proc = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def restart(self, timeout: float = 60.0) -> None:
+        """Stop, then start on the same data dir and port: stored data survives."""
+        self.stop()
+        self.start(timeout)
+
+    def pause(self) -> None:
+        """Freeze the server: connections stay open but nothing answers."""
+        if self._proc is not None and self._proc.poll() is None:
+            os.kill(self._proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            os.kill(self._proc.pid, signal.SIGCONT)
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()

@@ -1,0 +1,473 @@
+"""Three stateless replicas behind nginx, on the local cluster of ``deploy/cluster.py``.
+
+One cluster (Tansu, ZooKeeper, Redis with an append-only file, three replicas and the
+balancer) is started for the module. Any replica serves any request of any consumer
+instance; a kill -9 of a replica in the middle of consumption loses no instance and no
+record; an Idempotency-Key retried through another replica stores once; a Redis restart
+keeps every instance (the cluster's Redis persists them) and the replicas recover by
+themselves; a replica restarted after a kill -9 rejoins. The last tests run the script
+itself, as a user does, and check that it leaves no process behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from deploy.local.balancer import UPSTREAM_HEADER
+from deploy.local.cluster import STATE_FILE, ClusterSpec, LocalCluster
+from deploy.local.process import alive
+from service.client import V2, ClientError, Consumer, GatewayClient, Record
+
+ROOT = Path(__file__).resolve().parents[2]
+# Short timeouts so that failures are noticed quickly; Tansu 0.6 has no idempotent producer.
+FAST = {
+    "BROKERGATE_KAFKA_IDEMPOTENCE": "false",
+    "BROKERGATE_KAFKA_REQUEST_TIMEOUT_MS": "5000",
+    "BROKERGATE_ZOOKEEPER_SESSION_TIMEOUT_MS": "1500",
+    "BROKERGATE_ZOOKEEPER_REQUEST_TIMEOUT_MS": "2000",
+    "BROKERGATE_REAPER_INTERVAL_MS": "200",
+    "BROKERGATE_METADATA_REFRESH_MS": "200",
+    "BROKERGATE_REDIS_SOCKET_TIMEOUT_MS": "500",
+}
+# What a client may retry: the gateway could not be reached (0), the balancer found no
+# replica (502/504), or a backend is down (503).
+TRANSIENT = {0, 502, 503, 504}
+STRING = "application/vnd.kafka.string.v2+json"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    spec = ClusterSpec(tmp_path_factory.mktemp("cluster"), replicas=3, env=FAST)
+    with LocalCluster(spec) as running:
+        yield running
+
+
+@contextmanager
+def logs_on_failure(cluster: LocalCluster) -> Iterator[None]:
+    """Attach the tail of every replica's log to a failure: what a reader needs to explain it."""
+    try:
+        yield
+    except Exception as exc:
+        for number, replica in enumerate(cluster.replicas, 1):
+            exc.add_note(f"--- replica {number} ({replica.url}) ---\n{replica.output(40)}")
+        raise
+
+
+def name(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def wait_for(check: Callable[[], bool], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.1)
+    raise AssertionError("condition not met in time")
+
+
+def retried(action: Callable[[], Any], timeout: float = 30.0) -> Any:
+    """``action()``, retried while it fails in a way a client should retry."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return action()
+        except ClientError as exc:
+            if exc.status not in TRANSIENT or time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def values(records: list[Record]) -> list[str]:
+    return [str(r.value) for r in records]
+
+
+def test_one_instance_created_polled_and_committed_through_three_replicas(cluster):
+    topic, group = name("t"), name("g")
+    r1, r2, r3 = (GatewayClient(r.url) for r in cluster.replicas)
+    with logs_on_failure(cluster), r1, r2, r3:
+        r1.create_topic(topic, 3)
+        r1.produce(topic, [{"value": f"v{i}", "partition": i % 3} for i in range(30)])
+
+        created = r1.consumer(group, format="string", auto_offset_reset="earliest")
+        created.subscribe(topic)
+        via_r2 = Consumer(r2, group, created.instance, "string")
+        via_r3 = Consumer(r3, group, created.instance, "string")
+        got: list[Record] = []
+        while len(got) < 30:
+            batch = via_r2.poll(timeout_ms=1000)
+            assert batch, "the instance created through replica 1 stopped delivering through replica 2"
+            got += batch
+        assert sorted(values(got)) == sorted(f"v{i}" for i in range(30))
+
+        # An empty commit through replica 3 commits what replica 2 fetched: the state is in Redis.
+        via_r3.commit()
+        committed = r1.request(
+            "GET",
+            f"{created.path}/offsets",
+            json={"partitions": [{"topic": topic, "partition": p} for p in range(3)]},
+            headers={"Content-Type": V2},
+        )["offsets"]
+        assert {o["partition"]: o["offset"] for o in committed} == {0: 10, 1: 10, 2: 10}
+
+
+def test_members_used_through_different_replicas_split_the_partitions(cluster):
+    topic, group = name("t"), name("g")
+    r1, r2, r3 = (GatewayClient(r.url) for r in cluster.replicas)
+    with logs_on_failure(cluster), r1, r2, r3:
+        r1.create_topic(topic, 6)
+        first = r1.consumer(group, format="string", auto_offset_reset="earliest")
+        second = r2.consumer(group, format="string", auto_offset_reset="earliest")
+        first.subscribe(topic)
+        second.subscribe(topic)
+
+        mine, theirs = set(first.assignment()), set(second.assignment())
+        assert len(mine) == len(theirs) == 3
+        assert not mine & theirs and mine | theirs == {(topic, p) for p in range(6)}
+        # The third replica, which neither member used, sees the same assignment.
+        assert set(Consumer(r3, group, first.instance, "string").assignment()) == mine
+
+        r3.produce(topic, [{"value": f"v{i}", "partition": i % 6} for i in range(60)])
+        seen: dict[str, list[Record]] = {first.instance: [], second.instance: []}
+        for _ in range(40):
+            for member in (first, second):
+                seen[member.instance] += member.poll(timeout_ms=200)
+            if sum(len(v) for v in seen.values()) >= 60:
+                break
+        assert {(r.topic, r.partition) for r in seen[first.instance]} == mine
+        assert {(r.topic, r.partition) for r in seen[second.instance]} == theirs
+        assert sorted(values(seen[first.instance] + seen[second.instance])) == sorted(
+            f"v{i}" for i in range(60)
+        )
+
+
+def test_an_idempotency_key_retried_through_other_replicas_stores_once(cluster):
+    topic = name("t")
+    body = {"records": [{"value": "pay"}, {"value": "ship"}]}
+    with logs_on_failure(cluster), GatewayClient(cluster.url) as lb:
+        lb.create_topic(topic, 1)
+        key = name("order")
+        headers = {"Content-Type": STRING, "Idempotency-Key": key}
+        answers = [
+            GatewayClient(r.url).request("POST", f"/topics/{topic}", json=body, headers=headers)
+            for r in cluster.replicas
+        ]
+        answers.append(lb.request("POST", f"/topics/{topic}", json=body, headers=headers))
+        assert all(a == answers[0] for a in answers)
+        assert [o["offset"] for o in answers[0]["offsets"]] == [0, 1]
+
+        # Two copies at once through two replicas: the first wins, the other gets its answer.
+        concurrent: list[Any] = []
+        headers = {"Content-Type": STRING, "Idempotency-Key": name("order")}
+
+        def send(url: str) -> None:
+            with GatewayClient(url) as client:
+                concurrent.append(client.request("POST", f"/topics/{topic}", json=body, headers=headers))
+
+        threads = [threading.Thread(target=send, args=(r.url,)) for r in cluster.replicas[1:]]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(concurrent) == 2 and concurrent[0] == concurrent[1]
+
+        stored = lb.request("GET", f"/topics/{topic}/partitions/0/records", params={"offset": 0})["records"]
+        assert len(stored) == 4
+
+
+@dataclass
+class Reader:
+    """A consumer loop as an at-least-once application writes it: commit what it processed and,
+    after any failure, resume from the committed offsets (a lost answer may have moved the
+    instance's positions). Delivering a record twice is allowed only above the committed offset."""
+
+    clients: list[GatewayClient]  # the first is used until it fails, then the next
+    group: str
+    topic: str
+    expected: set[str]
+    delivered: list[tuple[int, int, str]] = field(default_factory=list)
+    recoveries: int = 0
+    errors: list[BaseException] = field(default_factory=list)
+    committed: dict[int, int] = field(default_factory=dict)  # partition -> next offset, as last known
+    violations: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.client = self.clients[0]
+        self.consumer = self.client.consumer(self.group, format="string", auto_offset_reset="earliest")
+        self.consumer.subscribe(self.topic)
+
+    @property
+    def unique(self) -> set[str]:
+        return {v for _, _, v in self.delivered}
+
+    def run(self, deadline: float) -> None:
+        try:
+            polls = 0
+            while self.unique != self.expected and time.monotonic() < deadline:
+                try:
+                    batch = self.consumer.poll(timeout_ms=300, max_bytes=400)
+                    self._accept(batch)
+                    polls += 1
+                    if batch and polls % 2 == 0:  # every other batch: some are uncommitted at the kill
+                        last: dict[int, int] = {}
+                        for r in batch:
+                            last[r.partition] = r.offset
+                        self.consumer.commit([(self.topic, p, o) for p, o in last.items()])
+                        self.committed.update({p: o + 1 for p, o in last.items()})
+                except ClientError as exc:
+                    if exc.status not in TRANSIENT:
+                        raise
+                    self._recover()
+        except BaseException as exc:
+            self.errors.append(exc)
+
+    def _accept(self, batch: list[Record]) -> None:
+        seen = {(p, o) for p, o, _ in self.delivered}
+        for r in batch:
+            if (r.partition, r.offset) in seen and r.offset < self.committed.get(r.partition, 0):
+                self.violations.append(f"committed record {r.partition}/{r.offset} delivered again")
+            self.delivered.append((r.partition, r.offset, str(r.value)))
+
+    def _recover(self) -> None:
+        self.recoveries += 1
+        if len(self.clients) > 1 and self.client is self.clients[0]:
+            self.client = self.clients[1]  # its replica is gone: carry on through another
+            self.consumer = Consumer(self.client, self.group, self.consumer.instance, "string")
+        time.sleep(0.2)
+        consumer = self.consumer
+        owned = retried(consumer.assignment)
+        truth = retried(
+            lambda: self.client.request(
+                "GET",
+                f"{consumer.path}/offsets",
+                json={"partitions": [{"topic": t, "partition": p} for t, p in owned]},
+                headers={"Content-Type": V2},
+            )["offsets"]
+        )
+        for o in truth:
+            if o["offset"] >= 0:
+                self.committed[o["partition"]] = o["offset"]
+                retried(lambda o=o: consumer.seek(self.topic, o["partition"], o["offset"]))
+            else:
+                retried(lambda o=o: consumer.seek_to_beginning([(self.topic, o["partition"])]))
+
+
+def produce_batches(client: GatewayClient, topic: str, first: int, count: int, per_batch: int = 20) -> None:
+    """Produce ``v<first>``… in batches, each retried under one Idempotency-Key until it is stored."""
+    for start in range(first, first + count, per_batch):
+        body = {"records": [{"value": f"v{i}"} for i in range(start, min(start + per_batch, first + count))]}
+        headers = {"Content-Type": STRING, "Idempotency-Key": f"{topic}-{start}"}
+        retried(lambda b=body, h=headers: client.request("POST", f"/topics/{topic}", json=b, headers=h))
+
+
+def test_kill9_of_a_replica_mid_consumption_loses_no_instance_and_no_record(cluster):
+    topic = name("t")
+    expected = {f"v{i}" for i in range(600)}
+    lb = GatewayClient(cluster.url)
+    r2, r3 = GatewayClient(cluster.replicas[1].url), GatewayClient(cluster.replicas[2].url)
+    try:
+        with logs_on_failure(cluster):
+            lb.create_topic(topic, 4)
+            produce_batches(lb, topic, 0, 300)
+            # One group reads through the balancer; another through replica 2, moving to 3 when 2 dies.
+            readers = [
+                Reader([GatewayClient(cluster.url)], name("lb"), topic, expected),
+                Reader([r2, r3], name("hop"), topic, expected),
+            ]
+            deadline = time.monotonic() + 60
+            threads = [threading.Thread(target=r.run, args=(deadline,)) for r in readers]
+            for t in threads:
+                t.start()
+            wait_for(lambda: all(len(r.unique) >= 100 or r.errors for r in readers))
+
+            cluster.kill_replica(2)
+            produce_batches(lb, topic, 300, 300)  # through the balancer, which now skips replica 2
+            for t in threads:
+                t.join()
+
+            for reader in readers:
+                assert not reader.errors, reader.errors  # never a 40403: the instance outlived its replica
+                assert reader.unique == expected, f"missing: {sorted(expected - reader.unique)[:10]}"
+                assert not reader.violations, reader.violations[:5]
+            hop = readers[1]
+            assert hop.recoveries >= 1 and hop.client is r3
+            # Each record is stored once, whatever the retries of the producer were.
+            stored = stored_values(lb, topic)
+            assert len(stored) == 600 and set(stored) == expected
+    finally:
+        cluster.restart_replica(2)
+        for client in (lb, r2, r3):
+            client.close()
+
+
+def stored_values(client: GatewayClient, topic: str) -> list[str]:
+    """Every record of ``topic``, read by offset (stateless reads, no consumer)."""
+    found: list[str] = []
+    for p in range(len(client.request("GET", f"/topics/{topic}/partitions"))):
+        offset = 0
+        while True:
+            answer = client.request(
+                "GET",
+                f"/topics/{topic}/partitions/{p}/records",
+                params={"offset": offset, "timeout": 0},
+                headers={"Accept": STRING},
+            )
+            if not answer["records"]:
+                break
+            found += [str(r["value"]) for r in answer["records"]]
+            offset = answer["next_offset"]
+    return found
+
+
+def test_a_replica_restarted_after_kill9_rejoins(cluster):
+    topic, group = name("t"), name("g")
+    third = cluster.replicas[2]
+    with logs_on_failure(cluster), GatewayClient(cluster.url) as lb:
+        lb.create_topic(topic, 1)
+        consumer = lb.consumer(group, format="string", auto_offset_reset="earliest")
+        consumer.subscribe(topic)
+        lb.produce(topic, [{"value": "before"}])
+        cluster.kill_replica(3)
+        retried(lambda: lb.produce(topic, [{"value": "while-down"}]))
+
+        cluster.restart_replica(3)
+        # It serves the instance created while it was down ...
+        with GatewayClient(third.url) as direct:
+            got = Consumer(direct, group, consumer.instance, "string").poll(timeout_ms=2000)
+        assert values(got) == ["before", "while-down"]
+
+        # ... and the balancer sends it requests again once its failure has timed out.
+        def served_by_third() -> bool:
+            answer = httpx.get(f"{cluster.url}/topics", timeout=5)
+            return answer.status_code == 200 and answer.headers[UPSTREAM_HEADER] == f"127.0.0.1:{third.port}"
+
+        wait_for(served_by_third, timeout=15)
+
+
+def test_a_redis_restart_keeps_every_instance_and_the_replicas_recover(cluster):
+    topic, group = name("t"), name("g")
+    assert cluster.redis is not None and cluster.redis.appendonly
+    with logs_on_failure(cluster), GatewayClient(cluster.url) as lb:
+        lb.create_topic(topic, 1)
+        consumer = lb.consumer(group, format="string", auto_offset_reset="earliest")
+        consumer.subscribe(topic)
+        lb.produce(topic, [{"value": f"a{i}"} for i in range(5)])
+        got = consumer.poll(timeout_ms=2000)
+        assert values(got) == [f"a{i}" for i in range(5)]
+        consumer.commit()
+
+        cluster.redis.stop()
+        try:
+            # Produce without an Idempotency-Key needs no Redis ...
+            lb.produce(topic, [{"value": f"b{i}"} for i in range(5)])
+            # ... consumer operations answer 503 with Retry-After.
+            answer = httpx.get(
+                f"{cluster.url}{consumer.path}/records", params={"timeout": 0}, headers={"Accept": STRING}
+            )
+            assert answer.status_code == 503 and int(answer.headers["Retry-After"]) >= 1
+            assert "Redis" in answer.json()["message"]
+        finally:
+            cluster.redis.start()
+
+        # The instance and its positions came back from the append-only file: it resumes after a4.
+        def resumed() -> list[Record]:
+            return consumer.poll(timeout_ms=1000)
+
+        after = retried(resumed, timeout=20)
+        while len(after) < 5:
+            after += consumer.poll(timeout_ms=1000)
+        assert values(after) == [f"b{i}" for i in range(5)]
+        for replica in cluster.replicas:
+            wait_for(replica.ready, timeout=10)
+
+
+# --- the script, as a user runs it -------------------------------------------------------
+
+
+def script(*args: str) -> list[str]:
+    return [sys.executable, str(ROOT / "deploy" / "cluster.py"), *args]
+
+
+def start_script(cluster: LocalCluster, workdir: Path) -> tuple[subprocess.Popen[bytes], dict[str, Any]]:
+    """``deploy/cluster.py up`` with one replica on the module's broker, ZooKeeper and Redis."""
+    assert cluster.broker and cluster.zookeeper and cluster.redis
+    proc = subprocess.Popen(
+        script(
+            "up",
+            "--dir",
+            str(workdir),
+            "--port",
+            "0",
+            "--replicas",
+            "1",
+            "--kafka",
+            cluster.broker.bootstrap,
+            "--zookeeper",
+            f"{cluster.zookeeper.hosts}/{name('cli')}",
+            "--redis",
+            cluster.redis.url_for(1),
+            "--no-restart",
+            *(f"-e{k}={v}" for k, v in FAST.items()),
+        ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        cwd=ROOT,
+    )
+    state_path = workdir / STATE_FILE
+
+    def up() -> bool:
+        assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
+        return state_path.exists() and json.loads(state_path.read_text())["url"] is not None
+
+    wait_for(up, timeout=60)
+    return proc, json.loads(state_path.read_text())
+
+
+def pids(state: dict[str, Any]) -> list[tuple[int, int]]:
+    found = [(r["pid"], r["start_ticks"]) for r in state["replicas"]]
+    found.append((state["balancer"]["pid"], state["balancer"]["start_ticks"]))
+    return found
+
+
+def test_the_script_serves_and_stops_everything_even_after_a_child_died(cluster, tmp_path):
+    proc, state = start_script(cluster, tmp_path)
+    try:
+        assert httpx.get(f"{state['url']}/readyz", timeout=5).status_code == 200
+        replica = state["replicas"][0]
+        os.kill(replica["pid"], signal.SIGKILL)
+        wait_for(lambda: not alive(replica["pid"], replica["start_ticks"]))
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out.decode()
+    assert b"stopped" in out
+    assert not [pid for pid, ticks in pids(state) if alive(pid, ticks)]
+    assert not (tmp_path / STATE_FILE).exists()
+
+
+def test_down_cleans_up_after_a_killed_script(cluster, tmp_path):
+    proc, state = start_script(cluster, tmp_path)
+    proc.kill()  # the owner dies without stopping anything
+    proc.wait(10)
+    assert all(alive(pid, ticks) for pid, ticks in pids(state))
+    down = subprocess.run(script("down", "--dir", str(tmp_path)), capture_output=True, timeout=60, cwd=ROOT)
+    assert down.returncode == 0, down.stdout.decode() + down.stderr.decode()
+    assert not [pid for pid, ticks in pids(state) if alive(pid, ticks)]
+    assert not (tmp_path / STATE_FILE).exists()
