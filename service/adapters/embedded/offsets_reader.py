@@ -1,0 +1,121 @@
+"""Synchronous, read-only access to the embedded coordinator's committed offsets, for other processes.
+
+A Spark job (or any tool) can read a group's committed offsets while the
+gateway commits and compacts: nothing is locked or written. The files are
+those ``EmbeddedCoordinator`` keeps under ``<data_dir>/coordinator/`` (see its
+docstring): the snapshot, then every journal from the snapshot's next
+sequence on. A commit still being appended (a frame cut short) is not there
+yet, exactly as a restart would see it.
+
+Compaction replaces the snapshot and then deletes the journals it folded in.
+A read that overlaps one could pair the old snapshot with a journal list from
+after the deletion, so the snapshot's identity is checked before and after the
+journals are read, and the whole read is repeated when it changed.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Final
+
+from service.core.models import TopicPartition
+from service.errors import BackendError
+
+from .coordinator import (
+    _JOURNAL_MAGIC,
+    _JOURNAL_RE,
+    _SNAPSHOT_HEADER,
+    _SNAPSHOT_MAGIC,
+    _SNAPSHOT_NAME,
+    _Corrupt,
+    _decode,
+    _frames,
+)
+
+__all__ = ["committed_offsets", "read_all_committed"]
+
+COORDINATOR_DIR: Final = "coordinator"
+# A compaction takes milliseconds; this many back-to-back ones during one read means something is wrong.
+_ATTEMPTS: Final = 20
+
+Offsets = dict[TopicPartition, int]
+_Identity = tuple[int, int, int] | None  # (inode, size, mtime_ns) of the snapshot, None when absent
+
+
+def read_all_committed(data_dir: Path) -> dict[str, Offsets]:
+    """Every group's committed offsets in ``data_dir`` (empty when nothing was ever committed)."""
+    root = Path(data_dir) / COORDINATOR_DIR
+    if not root.is_dir():
+        return {}
+    for _ in range(_ATTEMPTS):
+        before = _identity(root)
+        try:
+            offsets = _load(root)
+        except FileNotFoundError:  # a journal retired by a compaction between listing and reading
+            continue
+        if _identity(root) == before:
+            return offsets
+    raise BackendError(f"the committed offsets in {root} kept changing while being read; retry")
+
+
+def committed_offsets(data_dir: Path, group: str) -> Offsets:
+    """The committed offsets of ``group`` (partitions without a commit are left out)."""
+    return read_all_committed(data_dir).get(group, {})
+
+
+def _identity(root: Path) -> _Identity:
+    try:
+        st = os.stat(root / _SNAPSHOT_NAME)
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _load(root: Path) -> dict[str, Offsets]:
+    offsets: dict[str, Offsets] = {}
+    next_seq = _read_snapshot(root / _SNAPSHOT_NAME, offsets)
+    journals = sorted(
+        (int(m.group(1)), root / name)
+        for name in os.listdir(root)
+        if (m := _JOURNAL_RE.fullmatch(name)) is not None
+    )
+    for seq, path in journals:
+        if seq >= next_seq:
+            _replay(path, offsets)
+    return offsets
+
+
+def _read_snapshot(path: Path, offsets: dict[str, Offsets]) -> int:
+    try:
+        buf = path.read_bytes()
+    except FileNotFoundError:
+        return 0
+    head = len(_SNAPSHOT_MAGIC) + _SNAPSHOT_HEADER.size
+    if len(buf) < head or not buf.startswith(_SNAPSHOT_MAGIC):
+        raise BackendError(f"offsets snapshot {path} is not a brokergate snapshot")
+    next_seq, count = _SNAPSHOT_HEADER.unpack_from(buf, len(_SNAPSHOT_MAGIC))
+    payloads, end = _frames(buf, head)
+    if len(payloads) != count or end != len(buf):
+        raise BackendError(f"offsets snapshot {path} is damaged")
+    _apply(path, payloads, offsets)
+    return int(next_seq)
+
+
+def _replay(path: Path, offsets: dict[str, Offsets]) -> None:
+    buf = path.read_bytes()
+    if not buf.startswith(_JOURNAL_MAGIC):
+        if _JOURNAL_MAGIC.startswith(buf):
+            return  # just created: its header is still being written
+        raise BackendError(f"offsets journal {path} is not a brokergate journal")
+    payloads, _ = _frames(buf, len(_JOURNAL_MAGIC))  # a torn last frame is a commit not yet made
+    _apply(path, payloads, offsets)
+
+
+def _apply(path: Path, payloads: list[bytes], offsets: dict[str, Offsets]) -> None:
+    for payload in payloads:
+        try:
+            group, group_offsets = _decode(payload)
+        except _Corrupt as exc:
+            raise BackendError(f"{path} is damaged: {exc}") from exc
+        offsets.setdefault(group, {}).update(group_offsets)

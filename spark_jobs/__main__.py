@@ -1,0 +1,100 @@
+"""``python -m spark_jobs <export|lag|stats> [options]``: run one batch job on Spark.
+
+Also the script spark-submit runs (``spark-submit … spark_jobs/__main__.py export …``),
+hence absolute imports. Exit status: 0 done, 1 the job failed, 2 bad options,
+75 another run of the job holds its lock (try again later).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from service.errors import GatewayError
+from spark_jobs import export, lag, stats
+from spark_jobs.export_state import CorruptState
+from spark_jobs.lock import EXIT_BUSY, Busy
+from spark_jobs.progress import Progress
+from spark_jobs.session import add_common_arguments, build_session, parse_conf
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    help: str
+    doc: str | None
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    options_from: Callable[[argparse.Namespace], Any]
+    run: Callable[..., Any]
+
+
+JOBS: dict[str, Job] = {
+    "export": Job(
+        "incremental, exactly-once export of topics to Parquet partitioned by date",
+        export.__doc__,
+        export.add_arguments,
+        export.options_from,
+        export.run_export,
+    ),
+    "lag": Job(
+        "committed offset vs log end per group and partition",
+        lag.__doc__,
+        lag.add_arguments,
+        lag.options_from,
+        lag.run_lag,
+    ),
+    "stats": Job(
+        "per-key record counts and bytes over a time window",
+        stats.__doc__,
+        stats.add_arguments,
+        stats.options_from,
+        stats.run_stats,
+    ),
+}
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m spark_jobs", description="brokergate batch jobs on Spark.")
+    sub = p.add_subparsers(dest="job", required=True, metavar="{" + ",".join(JOBS) + "}")
+    for name, job in JOBS.items():
+        jp = sub.add_parser(
+            name, help=job.help, description=job.doc, formatter_class=argparse.RawDescriptionHelpFormatter
+        )
+        add_common_arguments(jp)
+        job.add_arguments(jp)
+    return p
+
+
+def _fail(message: str, status: int) -> int:
+    print(f"spark_jobs: error: {message}", file=sys.stderr)
+    return status
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    job = JOBS[args.job]
+    try:
+        conf = parse_conf(args.conf)
+        options = job.options_from(args)
+    except ValueError as exc:  # OptionError included
+        return _fail(str(exc), 2)
+    progress = Progress(args.job)
+    spark = build_session(f"brokergate-{args.job}", args.master, conf)
+    spark.sparkContext.setLogLevel("WARN")
+    try:
+        job.run(spark, options, progress)
+    except Busy as exc:
+        return _fail(str(exc), EXIT_BUSY)
+    except (ValueError, OSError, GatewayError, CorruptState) as exc:
+        return _fail(str(exc), 1)
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

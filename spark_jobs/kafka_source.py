@@ -1,0 +1,142 @@
+"""``KafkaSource``: a Kafka cluster read with aiokafka from synchronous code (the planner and Spark tasks).
+
+Each source owns one ``AIOKafkaConsumer`` without a group (nothing is
+committed to Kafka) on a private event loop (``asyncio.Runner``), so a task can
+yield record chunks to Spark between fetches without reading the whole range
+into memory first. Offsets come from ListOffsets (earliest: the log start;
+latest: the high watermark); a range is read by assign + seek and ends when
+the consumer's position reaches the range end, so offsets Kafka skips (control
+records, compacted gaps) never stall it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any, Final
+
+from aiokafka import AIOKafkaConsumer
+from aiokafka.structs import TopicPartition as KafkaTP
+
+from service.adapters.kafka.options import parse_bootstrap
+from service.core.models import Record, TopicPartition
+
+from .logs import CHUNK_RECORDS
+from .offsets import Bounds, OffsetRange
+
+DEFAULT_TIMEOUT_S: Final = 30.0
+CLIENT_ID: Final = "brokergate-spark"
+
+
+class KafkaSource:
+    """Topics, bounds and ranges of a Kafka cluster (``kafka://host:port[,host:port...]``)."""
+
+    def __init__(self, url: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        self.servers = parse_bootstrap(url)
+        self._timeout_s = timeout_s
+        self._runner: asyncio.Runner | None = None
+        self._consumer: AIOKafkaConsumer | None = None
+
+    def _run(self, coro: Any) -> Any:
+        """Run one consumer call on the private loop, bounded by the timeout."""
+        self._started()
+        assert self._runner is not None
+        return self._runner.run(asyncio.wait_for(coro, self._timeout_s))
+
+    def _started(self) -> AIOKafkaConsumer:
+        if self._consumer is not None:
+            return self._consumer
+        runner = asyncio.Runner()
+
+        async def start() -> AIOKafkaConsumer:
+            consumer = AIOKafkaConsumer(
+                bootstrap_servers=self.servers,
+                client_id=CLIENT_ID,
+                group_id=None,
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",  # below the log start (retention): go to what is left
+                isolation_level="read_uncommitted",
+                request_timeout_ms=int(self._timeout_s * 1000),
+                fetch_max_wait_ms=100,
+            )
+            try:
+                await consumer.start()
+            except BaseException:
+                await consumer.stop()
+                raise
+            return consumer
+
+        try:
+            self._consumer = runner.run(asyncio.wait_for(start(), self._timeout_s))
+        except BaseException:
+            runner.close()
+            raise
+        self._runner = runner
+        return self._consumer
+
+    def topics(self) -> list[str]:
+        names: set[str] = self._run(self._started().topics())
+        return sorted(t for t in names if not t.startswith("__"))
+
+    def partition_count(self, topic: str) -> int:
+        consumer = self._started()
+        self._run(consumer.topics())  # refreshes the metadata partitions_for_topic reads
+        partitions = consumer.partitions_for_topic(topic)
+        if not partitions:
+            raise FileNotFoundError(f"topic {topic!r} does not exist in Kafka at {','.join(self.servers)}")
+        return len(partitions)
+
+    def bounds(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, Bounds]:
+        wanted = sorted(set(tps))
+        if not wanted:
+            return {}
+        consumer = self._started()
+        kafka_tps = [KafkaTP(tp.topic, tp.partition) for tp in wanted]
+        starts = self._run(consumer.beginning_offsets(kafka_tps))
+        ends = self._run(consumer.end_offsets(kafka_tps))
+        return {tp: (int(starts[ktp]), int(ends[ktp])) for tp, ktp in zip(wanted, kafka_tps, strict=True)}
+
+    def read(self, rng: OffsetRange) -> Iterator[list[Record]]:
+        if rng.size == 0:
+            return
+        consumer = self._started()
+        ktp = KafkaTP(rng.topic, rng.partition)
+
+        async def assign() -> None:  # aiokafka creates futures here: it must run on the loop
+            consumer.assign([ktp])
+            consumer.seek(ktp, rng.start)
+
+        self._run(assign())
+        stalled_since = time.monotonic()
+        last_position = -1
+        while True:
+            position: int = self._run(consumer.position(ktp))
+            if position >= rng.end:
+                return
+            if position != last_position:
+                stalled_since, last_position = time.monotonic(), position
+            batch = self._run(consumer.getmany(ktp, timeout_ms=1000, max_records=CHUNK_RECORDS))
+            chunk = [
+                Record(m.offset, m.timestamp, m.key, m.value, tuple(m.headers))
+                for m in batch.get(ktp, [])
+                if rng.start <= m.offset < rng.end
+            ]
+            if chunk:
+                yield chunk
+            elif time.monotonic() - stalled_since > self._timeout_s:
+                raise TimeoutError(
+                    f"Kafka returned nothing for {rng.topic}-{rng.partition} at offset {position} "
+                    f"(reading up to {rng.end}) for {self._timeout_s:.0f} s"
+                )
+
+    def close(self) -> None:
+        runner, consumer = self._runner, self._consumer
+        self._runner, self._consumer = None, None
+        if runner is None:
+            return
+        try:
+            if consumer is not None:
+                runner.run(consumer.stop())
+        finally:
+            runner.close()

@@ -1,0 +1,133 @@
+"""Planning a read: the data source's options, and the ``Planner`` that turns them into offset ranges.
+
+The planner runs where Spark plans (the data source's ``partitions()``), and
+jobs use it directly on the driver when they must know the exact ranges they
+read before reading them (the export records them as its progress).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final, Self
+
+from service.core.models import TopicPartition
+
+from .committed import CommittedSource, coordinator_for, open_committed
+from .logs import LogSource, open_log
+from .offsets import (
+    EARLIEST,
+    LATEST,
+    Bounds,
+    OffsetRange,
+    OffsetSpec,
+    OptionError,
+    committed_groups,
+    parse_offset_spec,
+    plan_ranges,
+    select_topics,
+)
+
+DEFAULT_MAX_RECORDS_PER_PARTITION: Final = 200_000
+
+
+@dataclass(frozen=True, slots=True)
+class SourceOptions:
+    """The options of ``spark.read.format("brokergate")``, checked."""
+
+    log: str
+    topic: str
+    starting: OffsetSpec = EARLIEST
+    ending: OffsetSpec = LATEST
+    coordinator: str | None = None
+    max_records_per_partition: int = DEFAULT_MAX_RECORDS_PER_PARTITION
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> SourceOptions:
+        """From Spark's option map (whose keys are case-insensitive); raises ``OptionError``."""
+        lowered = {str(k).lower(): str(v) for k, v in options.items()}
+        log = lowered.get("log")
+        topic = lowered.get("topic")
+        if not log:
+            raise OptionError("log: name an embedded data dir or kafka://host:port")
+        if not topic:
+            raise OptionError("topic: name a topic, a comma-separated list, or a pattern")
+        raw_max = lowered.get("maxrecordsperpartition", str(DEFAULT_MAX_RECORDS_PER_PARTITION))
+        if not raw_max.isdigit() or int(raw_max) < 1:
+            raise OptionError(f"maxRecordsPerPartition: {raw_max!r} is not a positive number")
+        return cls(
+            log=log,
+            topic=topic,
+            starting=parse_offset_spec(lowered.get("startingoffsets", "earliest"), option="startingOffsets"),
+            ending=parse_offset_spec(lowered.get("endingoffsets", "latest"), option="endingOffsets"),
+            coordinator=lowered.get("coordinator") or None,
+            max_records_per_partition=int(raw_max),
+        )
+
+
+class Planner:
+    """Answers planning questions about one log (and, when needed, its coordinator).
+
+    Collaborators: a ``LogSource`` for topics and bounds, a ``CommittedSource``
+    for ``committed:<group>`` specs (opened only when one is used). Close it,
+    or use it as a context manager.
+    """
+
+    def __init__(self, log: str, coordinator: str | None = None) -> None:
+        self.log_url = log
+        self.coordinator_url = coordinator
+        self._log: LogSource | None = None
+        self._committed: CommittedSource | None = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def log(self) -> LogSource:
+        if self._log is None:
+            self._log = open_log(self.log_url)
+        return self._log
+
+    @property
+    def coordinator(self) -> CommittedSource:
+        if self._committed is None:
+            self._committed = open_committed(coordinator_for(self.log_url, self.coordinator_url))
+        return self._committed
+
+    def partitions(self, topic_spec: str) -> list[TopicPartition]:
+        topics = select_topics(topic_spec, self.log.topics())
+        return [TopicPartition(t, p) for t in topics for p in range(self.log.partition_count(t))]
+
+    def bounds(self, tps: list[TopicPartition]) -> dict[TopicPartition, Bounds]:
+        return self.log.bounds(tps)
+
+    def committed(self, group: str) -> dict[TopicPartition, int]:
+        return self.coordinator.committed(group)
+
+    def groups(self) -> list[str]:
+        return self.coordinator.groups()
+
+    def ranges(self, topic_spec: str, starting: OffsetSpec, ending: OffsetSpec) -> list[OffsetRange]:
+        """One range per partition of the selected topics (empty ranges included)."""
+        tps = self.partitions(topic_spec)
+        committed = {g: self.committed(g) for g in committed_groups(starting, ending)}
+        return plan_ranges(tps, self.bounds(tps), starting, ending, committed=committed)
+
+    def close(self) -> None:
+        log, committed = self._log, self._committed
+        self._log = self._committed = None
+        try:
+            if log is not None:
+                log.close()
+        finally:
+            if committed is not None:
+                committed.close()
+
+
+def plan(options: SourceOptions) -> list[OffsetRange]:
+    """The ranges ``options`` select, one per partition."""
+    with Planner(options.log, options.coordinator) as planner:
+        return planner.ranges(options.topic, options.starting, options.ending)
