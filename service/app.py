@@ -26,6 +26,7 @@ from workers.retention import retention
 
 from .adapters.factory import build_ports
 from .api import consumers, ops, topics, v3
+from .api.fastpath import ProduceFastPath
 from .api.http import BODY_MODELS, JSONBody
 from .api.quotas import open_quotas
 from .core.ports import Coordinator, Log, Sessions
@@ -188,6 +189,7 @@ def create_app(settings: Settings, ports: tuple[Log, Coordinator, Sessions] | No
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected)
+    app.add_middleware(ProduceFastPath)  # inside the metrics: counted the same
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.add_middleware(OneLineStartupErrors)
 

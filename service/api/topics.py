@@ -83,7 +83,7 @@ IdempotencyKey = Annotated[
 ]
 
 
-async def _produce(
+async def serve_produce(
     request: Request, gw: Gateway, topic: str, partition: int | None, key: str | None
 ) -> Response:
     fmt = produce_format(request.headers.get("content-type"))
@@ -130,7 +130,7 @@ async def produce_to_topic(
     topic: str, request: Request, gw: GW, idempotency_key: IdempotencyKey = None
 ) -> Response:
     """Produce records; each goes to its `partition`, else by key (murmur2), else spread evenly."""
-    return await _produce(request, gw, topic, None, idempotency_key)
+    return await serve_produce(request, gw, topic, None, idempotency_key)
 
 
 @router.get(
@@ -162,7 +162,7 @@ async def produce_to_partition(
     topic: str, partition: int, request: Request, gw: GW, idempotency_key: IdempotencyKey = None
 ) -> Response:
     """Produce records to one partition."""
-    return await _produce(request, gw, topic, partition, idempotency_key)
+    return await serve_produce(request, gw, topic, partition, idempotency_key)
 
 
 @router.get(
