@@ -1,0 +1,192 @@
+"""Throughput through 1 replica vs 3 replicas behind nginx, on the same broker, in one run.
+
+    .venv/bin/python bench/replicas.py [--seconds 2] [--rounds 3] [--clients 6] [--quick] [--kafka host:port]
+
+Starts the local cluster of ``deploy/cluster.py`` (Tansu unless ``--kafka``, ZooKeeper,
+Redis, three replicas, nginx over all three) plus a second nginx over replica 1 only,
+so both sides pay for the same balancer hop. Then, for each side:
+
+  produce: ``clients`` keep-alive connections sending pre-encoded batches of 100 and
+           1000 records to a 6-partition topic, for ``seconds``;
+  consume: a group of 3 consumer instances, each long-polling its own connection,
+           for ``seconds``, on a fresh 6-partition topic holding more records than
+           they can read in that time (fresh, so no replica has them cached from an
+           earlier figure; never read to its end, where a poll may wait out its timeout).
+
+It also runs the produce figures against replica 1 directly (no balancer) to show what
+the nginx hop costs. Every figure is records/s, the best of ``rounds`` measurements
+taken in turns with the other side's (the machine may have other work); the ratio is
+3 replicas over 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TypeVar
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.common import BINARY, V2, produce_body, rest_produce, run_for  # noqa: E402
+from bench.httpload import Connection  # noqa: E402
+from deploy.local.balancer import NginxBalancer  # noqa: E402
+from deploy.local.cluster import ClusterSpec, LocalCluster  # noqa: E402
+
+PARTITIONS = 6
+MEMBERS = 3
+
+
+async def create_topic(http: httpx.AsyncClient, name: str) -> None:
+    cluster = (await http.get("/v3/clusters")).json()["data"][0]["cluster_id"]
+    r = await http.post(
+        f"/v3/clusters/{cluster}/topics", json={"topic_name": name, "partitions_count": PARTITIONS}
+    )
+    assert r.status_code == 201, r.text
+
+
+async def fill(http: httpx.AsyncClient, topic: str, value: bytes, count: int) -> None:
+    body = produce_body(value, 1000)
+    for _ in range(count // 1000):
+        r = await http.post(f"/topics/{topic}", content=body, headers={"Content-Type": BINARY})
+        assert r.status_code == 200, r.text
+
+
+async def group_consume(url: str, port: int, topic: str, seconds: float) -> tuple[float, int]:
+    """Records/s read in ``seconds`` by a group of ``MEMBERS`` instances, each on its own connection;
+    also the number read, which must stay below what the topic holds for the figure to count."""
+    group = f"bench-{topic}"
+    async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+        bases = []
+        for _ in range(MEMBERS):
+            r = await http.post(
+                f"/consumers/{group}",
+                json={"format": "binary", "auto.offset.reset": "earliest"},
+                headers={"Content-Type": V2},
+            )
+            bases.append(r.json()["base_uri"])
+        for base in bases:
+            await http.post(f"{base}/subscription", json={"topics": [topic]}, headers={"Content-Type": V2})
+        # Time the reading, not the joining: wait until the group settled on one assignment.
+        while True:
+            owned = [len((await http.get(f"{b}/assignments")).json()["partitions"]) for b in bases]
+            if sum(owned) == PARTITIONS and all(owned):
+                break
+            await asyncio.sleep(0.05)
+
+        connections = [Connection("127.0.0.1", port) for _ in bases]
+        requests = []
+        for conn, base in zip(connections, bases, strict=True):
+            await conn.__aenter__()
+            path = "/" + base.split("/", 3)[3] + "/records?timeout=500&max_bytes=1000000"
+            requests.append(conn.build("GET", path, accept=BINARY))
+
+        async def poll(n: int) -> int:
+            status, payload = await connections[n].send(requests[n])
+            assert status == 200, payload[:300]
+            # Count without decoding: the figure is the gateway's, not this client's JSON parser's.
+            return payload.count(b'"offset":')
+
+        try:
+            records, elapsed = await run_for(seconds, MEMBERS, poll)
+        finally:
+            for conn in connections:
+                await conn.__aexit__()
+        for base in bases:
+            await http.delete(base, headers={"Content-Type": V2})
+    return records / elapsed, records
+
+
+def report(label: str, one: float, three: float, size: int, direct: float | None = None) -> None:
+    line = (
+        f"{label:<22} 1 replica {one:>9,.0f} rec/s   3 replicas {three:>9,.0f} rec/s "
+        f"{three * size / 1e6:>6.1f} MB/s   ratio {three / one:4.2f}"
+    )
+    if direct is not None:
+        line += f"   (replica 1 without nginx {direct:>8,.0f} rec/s)"
+    print(line, flush=True)
+
+
+async def run(cluster: LocalCluster, one: NginxBalancer, seconds: float, clients: int, rounds: int) -> None:
+    three = cluster.balancer
+    assert three is not None
+    direct = cluster.replicas[0].port
+    async with httpx.AsyncClient(base_url=three.url, timeout=60) as http:
+        for size, batch in ((100, 100), (100, 1000), (1000, 100), (1000, 1000)):
+            value = os.urandom(size)
+            best: dict[str, float] = {}
+            for n, side, port in interleaved(
+                rounds, {"direct": direct, "one": one.port, "three": three.port}
+            ):
+                topic = f"p-{side}-{size}-{batch}-{n}"
+                await create_topic(http, topic)
+                rate = await rest_produce(port, topic, value, batch, clients, seconds)
+                best[side] = max(best.get(side, 0.0), rate)
+            report(f"produce {size:>4} B x {batch:>4}", best["one"], best["three"], size, best["direct"])
+        print()
+        for size in (100, 1000):
+            value = os.urandom(size)
+            # Enough that a group cannot read the topic to its end in the time, with room to spare.
+            count = int(seconds * (600_000 if size == 100 else 200_000))
+            best = {}
+            for n, side, balancer in interleaved(rounds, {"one": one, "three": three}):
+                topic = f"c-{side}-{size}-{n}"
+                await create_topic(http, topic)
+                await fill(http, topic, value, count)
+                rate, read = await group_consume(balancer.url, balancer.port, topic, seconds)
+                if read >= count:
+                    print(f"  ({side}: read all {count:,} records before the time was up: a lower bound)")
+                best[side] = max(best.get(side, 0.0), rate)
+            report(f"consume {size:>4} B", best["one"], best["three"], size)
+
+
+T = TypeVar("T")
+
+
+def interleaved(rounds: int, sides: dict[str, T]) -> Iterator[tuple[int, str, T]]:
+    """Each side once per round, in an order that turns every round, so that a burst of load
+    from elsewhere on the machine does not land on one side only."""
+    names = list(sides)
+    for n in range(rounds):
+        shift = n % len(names)
+        for name in names[shift:] + names[:shift]:
+            yield n, name, sides[name]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--kafka", metavar="HOST:PORT", help="an existing broker (default: start Tansu)")
+    parser.add_argument("--seconds", type=float, default=2.0, help="per measurement (default 2)")
+    parser.add_argument("--rounds", type=int, default=3, help="measurements per side; the best counts")
+    parser.add_argument("--clients", type=int, default=6)
+    parser.add_argument("--quick", action="store_true", help="1 s per measurement, 1 round")
+    args = parser.parse_args()
+    seconds, rounds = (1.0, 1) if args.quick else (args.seconds, args.rounds)
+    with tempfile.TemporaryDirectory() as tmp:
+        spec = ClusterSpec(Path(tmp) / "cluster", replicas=3, kafka=args.kafka, log_level="warning")
+        with LocalCluster(spec) as cluster:
+            one = NginxBalancer(Path(tmp) / "nginx-one", [f"127.0.0.1:{cluster.replicas[0].port}"]).start()
+            try:
+                load = os.getloadavg()[0]
+                print(
+                    f"brokergate on {cluster.kafka_url}: 1 vs 3 replicas behind nginx; "
+                    f"{args.clients} clients, best of {rounds} x {seconds:.0f} s per side and figure; "
+                    f"{os.cpu_count()} CPUs, load average {load:.1f} at the start\n",
+                    flush=True,
+                )
+                asyncio.run(run(cluster, one, seconds, args.clients, rounds))
+            finally:
+                one.stop()
+
+
+if __name__ == "__main__":
+    main()
