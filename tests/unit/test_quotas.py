@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from service.adapters.embedded.quotas import EmbeddedQuotas
+from service.adapters.factory import quota_limits
 from service.core.models import NewRecord, Record, TopicPartition
 from service.core.quotas import (
     CLIENT_PRODUCE,
@@ -29,6 +30,7 @@ from service.core.quotas import (
     retry_after_s,
 )
 from service.errors import BackendUnavailable, Throttled
+from service.settings import Settings
 
 rates = st.floats(min_value=0.01, max_value=1e9, allow_nan=False)
 bursts = st.floats(min_value=0.001, max_value=3600, allow_nan=False)
@@ -157,6 +159,22 @@ def test_limits_from_rates() -> None:
     assert requests.client_requests == Limit(5, 2)
     topic = QuotaLimits.from_rates(burst_s=1, topic_consume=100)
     assert topic.consume and not topic.produce
+
+
+def test_quota_settings_are_off_by_default_and_validated() -> None:
+    assert not quota_limits(Settings()).any
+    on = quota_limits(Settings(quota_topic_consume_bytes_per_s=1000, quota_burst_s=2.5))
+    assert on.topic_consume == Limit(1000, 2.5) and not on.produce
+    assert Settings(quota_client_header="").quota_client_header == ""  # by address only
+    for bad in (
+        {"quota_client_produce_bytes_per_s": -1},
+        {"quota_client_requests_per_s": "inf"},
+        {"quota_burst_s": 0},
+        {"quota_burst_s": "nan"},
+        {"quota_client_header": "X API Key"},
+    ):
+        with pytest.raises(ValueError):
+            Settings(**bad)  # type: ignore[arg-type]
 
 
 # --- the embedded store --------------------------------------------------------------

@@ -54,10 +54,16 @@ class EmbeddedQuotas(AsyncLifecycle):
         return levels
 
     def _debit(self, charges: Sequence[Charge], levels: Sequence[float], now_ms: float) -> None:
+        buckets = self._buckets
         for c, level in zip(charges, levels, strict=True):
             if c.cost:
                 left = level - c.cost
-                self._buckets[c.bucket] = _Bucket(left, now_ms, now_ms + ms_until_full(left, c.limit))
+                full_at_ms = now_ms + ms_until_full(left, c.limit)
+                b = buckets.get(c.bucket)
+                if b is None:
+                    buckets[c.bucket] = _Bucket(left, now_ms, full_at_ms)
+                else:  # this runs on every produce: update in place rather than allocate
+                    b.level, b.updated_ms, b.full_at_ms = left, now_ms, full_at_ms
         if len(self._buckets) >= self._sweep_at:
             self._sweep(now_ms)
 
