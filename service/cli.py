@@ -2,7 +2,8 @@
 
 ``brokergate serve`` runs the gateway under uvicorn (uvloop + httptools when
 installed); ``topics``, ``produce``, ``consume`` and ``groups`` are the
-console tools of ``service.tools``. Every flag falls back to ``BROKERGATE_<FLAG>`` and then to the
+console tools of ``service.tools``; ``worker spark`` runs a Spark batch job on an interval
+(``workers.spark``). Every flag falls back to ``BROKERGATE_<FLAG>`` and then to the
 default in ``Settings``. Configuration mistakes end in one line on stderr and
 exit status 2, never a traceback.
 """
@@ -38,6 +39,13 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--flush", choices=["always", "interval", "never"], help="embedded log fsync policy")
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     tools.add_commands(sub)
+    worker = sub.add_parser(
+        "worker",
+        help="run a background worker: spark (a Spark batch job on an interval)",
+        add_help=False,  # `worker spark --help` is the worker's own help
+    )
+    worker.add_argument("kind", choices=["spark"])
+    worker.add_argument("args", nargs=argparse.REMAINDER, help="see brokergate worker spark --help")
     return parser
 
 
@@ -92,6 +100,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "serve":
         return serve(args)
+    if args.command == "worker":
+        from workers.spark import main as spark_worker
+
+        return spark_worker(args.args)
     return tools.run(args)
 
 

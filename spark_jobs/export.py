@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 
 from service.adapters.embedded.log.fileio import atomic_write, fsync_dir
 
-from .datasource import NAME, record_bytes
+from .datasource import NAME, SCHEMA, record_bytes
 from .export_state import (
     LOCK_FILE,
     META_DIR,
@@ -161,11 +161,9 @@ def run_export(spark: SparkSession, options: ExportOptions, progress: Progress |
             F.coalesce(F.sum(record_bytes()), F.lit(0)).alias("bytes"),
         )
         with progress.tracking(spark, f"writing run {run}"):
-            # One shuffle so that a run adds one file per day (split past maxRecordsPerFile), not one
-            # per task and day.
+            # Each task writes what it reads (no shuffle): a run adds a file per task and day.
             (
-                frame.repartition(DATE_COLUMN)
-                .write.partitionBy(DATE_COLUMN)
+                frame.write.partitionBy(DATE_COLUMN)
                 .option("maxRecordsPerFile", str(options.max_records_per_file))
                 .mode("errorifexists")
                 .parquet(str(run_dir))
@@ -186,6 +184,7 @@ def _read(spark: SparkSession, options: ExportOptions, plan: ExportPlan) -> Data
     """Exactly the planned ranges: every partition of the topics, each with its start and end."""
     frame = (
         spark.read.format(NAME)
+        .schema(SCHEMA)  # known: saves Spark asking the data source for it
         .option("log", options.log)
         .option("topic", ",".join(sorted({r.topic for r in plan.ranges})))
         .option("startingOffsets", offsets_json({r.tp: r.start for r in plan.ranges}))

@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 
 from service.tools import table
 
-from .datasource import NAME, record_bytes
+from .datasource import NAME, SCHEMA, record_bytes
 from .plan import DEFAULT_MAX_RECORDS_PER_PARTITION
 from .progress import Progress, Summary
 from .timespec import parse_instant
@@ -61,6 +61,7 @@ def run_stats(spark: SparkSession, options: StatsOptions, progress: Progress | N
     progress = progress or Progress("stats")
     records = (
         spark.read.format(NAME)
+        .schema(SCHEMA)  # known: saves Spark asking the data source for it
         .option("log", options.log)
         .option("topic", options.topic)
         .option("maxRecordsPerPartition", str(options.max_records_per_partition))
