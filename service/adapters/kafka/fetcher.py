@@ -16,7 +16,12 @@ empty, with ``log_start_offset`` (the core resets); a position past the end
 waits like one at the end.
 
 What Kafka returned beyond the budget is kept in the ``ReadAhead`` and served
-to the next fetch at the following offset.
+to the next fetch at the following offset. A reader that took everything a
+fetch brought while more waits in Kafka (a backlog) is read ahead in the
+background, as Kafka's own consumer does: the next batch is fetched while the
+client handles this one, so a sequential reader does not wait a broker round
+trip per poll. A fetch that arrives while that read is on its way waits for it
+instead of asking twice.
 
 Collaborators: ``ClusterClient``, ``TopicMetadata`` (leaders, existence),
 ``OffsetLookup`` (after OffsetOutOfRange), ``ReadAhead``, ``records``.
@@ -25,6 +30,7 @@ Collaborators: ``ClusterClient``, ``TopicMetadata`` (leaders, existence),
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -47,6 +53,9 @@ READ_UNCOMMITTED: Final = 0  # like Kafka's consumers by default: the high water
 RETRY_BACKOFF_S: Final = 0.1  # after a leader change, before asking again
 DECODE_IN_THREAD: Final = 1024 * 1024  # response bytes above which decoding leaves the event loop
 KNOWN_STATES: Final = 65_536  # partitions whose last high watermark / log start are remembered
+MAX_PREFETCHES: Final = 32  # background reads at once, each of kafka_fetch_bytes at most
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +103,15 @@ class Fetcher:
         self._slice_ms = max_wait_slice_ms
         self._fetch_bytes = fetch_bytes if readahead.capacity > 0 else 0  # no read-ahead: ask for max_bytes
         self._known: OrderedDict[TopicPartition, tuple[int, int]] = OrderedDict()
+        self._prefetches: dict[TopicPartition, tuple[int, asyncio.Task[None]]] = {}
+
+    async def close(self) -> None:
+        """Cancel the background reads."""
+        tasks = [task for _, task in self._prefetches.values()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._prefetches.clear()
 
     async def fetch(
         self, positions: Mapping[TopicPartition, int], *, max_bytes: int, max_wait_ms: int, min_bytes: int
@@ -105,6 +123,9 @@ class Fetcher:
             return {}
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(max_wait_ms, 0) / 1000
+        ahead = [self._prefetches[tp][1] for tp, off in wanted if self._prefetched_at(tp) == off]
+        if ahead:  # on its way already: asking again would only fetch the same bytes twice
+            await asyncio.wait(ahead, timeout=self._timeout)
         floors: dict[TopicPartition, int] = {}  # where to wait when a position is past the end
         ask_bytes = max(max_bytes, self._fetch_bytes)
         while True:
@@ -180,6 +201,8 @@ class Fetcher:
             given = p.records[:n]
             start = given[-1].offset + 1 if given else p.offset
             self._keep(p.tp, start, p.records[n:], p.sizes[n:], p)
+            if given and n == len(p.records) and start < p.high_watermark:
+                self._prefetch(p.tp, start)  # all of it taken, and Kafka holds more
             hw = max(p.high_watermark, start) if given else p.high_watermark
             result[p.tp] = PartitionData(given, hw, p.log_start_offset)
         return result
@@ -193,6 +216,39 @@ class Fetcher:
             self._readahead.put(tp, chunk)
         else:
             self._readahead.drop(tp)
+
+    def _prefetched_at(self, tp: TopicPartition) -> int | None:
+        found = self._prefetches.get(tp)
+        return None if found is None else found[0]
+
+    def _prefetch(self, tp: TopicPartition, offset: int) -> None:
+        if self._readahead.capacity == 0 or tp in self._prefetches or len(self._prefetches) >= MAX_PREFETCHES:
+            return
+        task = asyncio.get_running_loop().create_task(self._read_ahead(tp, offset))
+        self._prefetches[tp] = (offset, task)
+        task.add_done_callback(lambda _: self._prefetches.pop(tp, None))
+
+    async def _read_ahead(self, tp: TopicPartition, offset: int) -> None:
+        """Fetch what follows ``offset`` into the read-ahead, without waiting at the broker."""
+        try:
+            answer = (await self._ask({tp: (offset, offset)}, 0, 1, self._fetch_bytes)).get(tp)
+        except Exception as exc:  # the reader's next fetch will ask again, and report it
+            log.debug("reading %s ahead from %d failed: %s", tp, offset, exc)
+            return
+        if answer is None or answer.below_start or not answer.decoded.records:
+            return
+        if self._readahead.get(tp, offset) is None:  # nobody stored it meanwhile
+            decoded = answer.decoded
+            part = _Part(
+                tp,
+                offset,
+                decoded.records,
+                decoded.sizes,
+                decoded.next_offset,
+                answer.high_watermark,
+                answer.log_start_offset,
+            )
+            self._keep(tp, offset, decoded.records, decoded.sizes, part)
 
     def _remember(self, tp: TopicPartition, high_watermark: int, log_start: int) -> None:
         self._known[tp] = (high_watermark, log_start)

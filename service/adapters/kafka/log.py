@@ -195,7 +195,7 @@ class KafkaLog(StatefulLifecycle):
             self._metadata.invalidate()
 
     async def _close_clients(self) -> None:
-        for close in (self._appender.stop, self._admin.close, self._cluster.close):
+        for close in (self._fetcher.close, self._appender.stop, self._admin.close, self._cluster.close):
             try:
                 await close()
             except Exception as exc:

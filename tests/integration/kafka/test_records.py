@@ -155,6 +155,37 @@ async def test_read_ahead_serves_a_sequential_reader_from_memory(tansu: TansuBro
         assert seen == list(range(50))
 
 
+async def test_a_reader_behind_is_read_ahead_while_it_works(tansu: TansuBroker, topic: str) -> None:
+    """A poll that takes all a fetch brought starts the next fetch in the background."""
+    async with KafkaLog(tansu.url, options(request_timeout_ms=1000, fetch_bytes=2_000)) as log:
+        await log.create_topic(topic, 1, 1, {})
+        tp = TopicPartition(topic, 0)
+        for part in range(5):  # five batches of ~1 KB: one fetch of 2,000 bytes cannot take them all
+            await log.append(tp, values(10, size=100, prefix=f"b{part}-"))
+        first = (await log.fetch({tp: 0}, max_bytes=2_000, max_wait_ms=0))[tp]
+        pos = first.records[-1].offset + 1
+        assert pos < 50
+        for _ in range(200):  # the background read is a broker round trip away
+            if log._fetcher._prefetched_at(tp) is None:
+                break
+            await asyncio.sleep(0.01)
+        tansu.pause()  # what comes next must already be in memory
+        try:
+            following = (await log.fetch({tp: pos}, max_bytes=2_000, max_wait_ms=0))[tp]
+        finally:
+            tansu.resume()
+        assert following.records and following.records[0].offset == pos
+        seen = [r.offset for r in first.records + following.records]
+        rest = await read_all(log, tp, seen[-1] + 1)
+        assert seen + [r.offset for r in rest] == list(range(50))
+        # Deleting the topic forgets what was read ahead: a new topic of that name starts afresh.
+        await log.delete_topic(topic)
+        await log.create_topic(topic, 1, 1, {})
+        await log.append(tp, values(3, prefix="new"))
+        again = (await log.fetch({tp: 0}, max_bytes=1 << 20, max_wait_ms=1000))[tp]
+        assert [r.value for r in again.records] == [b"new0", b"new1", b"new2"]
+
+
 async def test_read_ahead_is_not_used_for_another_position(kafka_log: KafkaLog, topic: str) -> None:
     await kafka_log.create_topic(topic, 1, 1, {})
     tp = TopicPartition(topic, 0)
