@@ -16,7 +16,8 @@ so both sides pay for the same balancer hop. Then, for each side:
 It also runs the produce figures against replica 1 directly (no balancer) to show what
 the nginx hop costs. Every figure is records/s, the best of ``rounds`` measurements
 taken in turns with the other side's (the machine may have other work); the ratio is
-3 replicas over 1.
+3 replicas over 1. Under each figure: how many cores the replicas, the broker, Redis, ZooKeeper,
+nginx, this client and the rest of the machine kept busy during that best measurement.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ import asyncio
 import os
 import sys
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Awaitable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
@@ -40,8 +42,48 @@ from bench.httpload import Connection  # noqa: E402
 from deploy.local.balancer import NginxBalancer  # noqa: E402
 from deploy.local.cluster import ClusterSpec, LocalCluster  # noqa: E402
 
+T = TypeVar("T")
+
 PARTITIONS = 6
 MEMBERS = 3
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+class CpuMeter:
+    """Cores each part of the cluster kept busy during a measurement (CPU seconds per second),
+    and what the rest of the machine used meanwhile: on a small machine that explains a ratio."""
+
+    def __init__(self, groups: dict[str, list[int]]) -> None:
+        self.groups = groups  # part -> process group ids (every server leads its own group)
+
+    def sample(self) -> dict[str, float]:
+        by_group: dict[int, float] = {}
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue  # ended meanwhile
+            group = int(fields[2])
+            by_group[group] = by_group.get(group, 0.0) + (int(fields[11]) + int(fields[12])) / TICK
+        found = {part: sum(by_group.get(g, 0.0) for g in groups) for part, groups in self.groups.items()}
+        times = os.times()
+        found["client"] = times.user + times.system
+        with open("/proc/stat") as f:
+            cpu = [int(x) for x in f.readline().split()[1:]]
+        found["machine"] = (sum(cpu) - cpu[3] - cpu[4]) / TICK  # all but idle and iowait
+        return found
+
+    @staticmethod
+    def cores(before: dict[str, float], after: dict[str, float], elapsed: float) -> dict[str, float]:
+        used = {part: (after[part] - before[part]) / elapsed for part in before}
+        used["other work"] = max(0.0, used.pop("machine") - sum(used.values()))
+        return used
+
+
+async def measured(meter: CpuMeter, work: Awaitable[T]) -> tuple[T, dict[str, float]]:
+    before, start = meter.sample(), time.perf_counter()
+    result = await work
+    return result, CpuMeter.cores(before, meter.sample(), time.perf_counter() - start)
 
 
 async def create_topic(http: httpx.AsyncClient, name: str) -> None:
@@ -59,9 +101,12 @@ async def fill(http: httpx.AsyncClient, topic: str, value: bytes, count: int) ->
         assert r.status_code == 200, r.text
 
 
-async def group_consume(url: str, port: int, topic: str, seconds: float) -> tuple[float, int]:
+async def group_consume(
+    url: str, port: int, topic: str, seconds: float, meter: CpuMeter
+) -> tuple[float, int, dict[str, float]]:
     """Records/s read in ``seconds`` by a group of ``MEMBERS`` instances, each on its own connection;
-    also the number read, which must stay below what the topic holds for the figure to count."""
+    the number read, which must stay below what the topic holds for the figure to count; and the
+    cores each part used while they read."""
     group = f"bench-{topic}"
     async with httpx.AsyncClient(base_url=url, timeout=60) as http:
         bases = []
@@ -95,41 +140,56 @@ async def group_consume(url: str, port: int, topic: str, seconds: float) -> tupl
             return payload.count(b'"offset":')
 
         try:
-            records, elapsed = await run_for(seconds, MEMBERS, poll)
+            (records, elapsed), cores = await measured(meter, run_for(seconds, MEMBERS, poll))
         finally:
             for conn in connections:
                 await conn.__aexit__()
         for base in bases:
             await http.delete(base, headers={"Content-Type": V2})
-    return records / elapsed, records
+    return records / elapsed, records, cores
 
 
-def report(label: str, one: float, three: float, size: int, direct: float | None = None) -> None:
+def report(
+    label: str, best: dict[str, tuple[float, dict[str, float]]], size: int, with_direct: bool = False
+) -> None:
+    one, three = best["one"][0], best["three"][0]
     line = (
         f"{label:<22} 1 replica {one:>9,.0f} rec/s   3 replicas {three:>9,.0f} rec/s "
         f"{three * size / 1e6:>6.1f} MB/s   ratio {three / one:4.2f}"
     )
-    if direct is not None:
-        line += f"   (replica 1 without nginx {direct:>8,.0f} rec/s)"
+    if with_direct:
+        line += f"   (replica 1 without nginx {best['direct'][0]:>8,.0f} rec/s)"
     print(line, flush=True)
+    for side in ("one", "three"):
+        cores = "  ".join(f"{part} {used:.2f}" for part, used in best[side][1].items())
+        print(f"{'':<24}cores, {side:>5}: {cores}", flush=True)
 
 
 async def run(cluster: LocalCluster, one: NginxBalancer, seconds: float, clients: int, rounds: int) -> None:
     three = cluster.balancer
     assert three is not None
+    servers = {"broker": cluster.broker, "redis": cluster.redis, "zookeeper": cluster.zookeeper}
+    meter = CpuMeter(
+        {
+            "replicas": [r.pid for r in cluster.replicas if r.pid],
+            **{part: [s.pid] for part, s in servers.items() if s is not None and s.pid},
+            "nginx": [b.pid for b in (one, three) if b.pid],
+        }
+    )
     direct = cluster.replicas[0].port
     async with httpx.AsyncClient(base_url=three.url, timeout=60) as http:
         for size, batch in ((100, 100), (100, 1000), (1000, 100), (1000, 1000)):
             value = os.urandom(size)
-            best: dict[str, float] = {}
+            best: dict[str, tuple[float, dict[str, float]]] = {}
             for n, side, port in interleaved(
                 rounds, {"direct": direct, "one": one.port, "three": three.port}
             ):
                 topic = f"p-{side}-{size}-{batch}-{n}"
                 await create_topic(http, topic)
-                rate = await rest_produce(port, topic, value, batch, clients, seconds)
-                best[side] = max(best.get(side, 0.0), rate)
-            report(f"produce {size:>4} B x {batch:>4}", best["one"], best["three"], size, best["direct"])
+                got = await measured(meter, rest_produce(port, topic, value, batch, clients, seconds))
+                if got[0] > best.get(side, (0.0, {}))[0]:
+                    best[side] = got
+            report(f"produce {size:>4} B x {batch:>4}", best, size, with_direct=True)
         print()
         for size in (100, 1000):
             value = os.urandom(size)
@@ -140,14 +200,12 @@ async def run(cluster: LocalCluster, one: NginxBalancer, seconds: float, clients
                 topic = f"c-{side}-{size}-{n}"
                 await create_topic(http, topic)
                 await fill(http, topic, value, count)
-                rate, read = await group_consume(balancer.url, balancer.port, topic, seconds)
+                rate, read, cores = await group_consume(balancer.url, balancer.port, topic, seconds, meter)
                 if read >= count:
                     print(f"  ({side}: read all {count:,} records before the time was up: a lower bound)")
-                best[side] = max(best.get(side, 0.0), rate)
-            report(f"consume {size:>4} B", best["one"], best["three"], size)
-
-
-T = TypeVar("T")
+                if rate > best.get(side, (0.0, {}))[0]:
+                    best[side] = (rate, cores)
+            report(f"consume {size:>4} B", best, size)
 
 
 def interleaved(rounds: int, sides: dict[str, T]) -> Iterator[tuple[int, str, T]]:
