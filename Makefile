@@ -7,7 +7,7 @@ PORT   ?= 8082
 # Debian packages the tests use: curl runs the README walk-through, zookeeper and redis-server
 # are the real servers of the coordinator and sessions suites (Java 17, which ZooKeeper and Spark
 # run on, comes with the machine).
-SYSTEM_PACKAGES := curl zookeeper redis-server
+SYSTEM_PACKAGES := curl zookeeper redis-server nginx
 
 .PHONY: run test lint unit bench openapi clean system-packages
 
