@@ -67,6 +67,32 @@ async def test_concurrent_appends_each_get_their_own_offsets(kafka_log: KafkaLog
         assert [by_offset[o] for o in offsets] == [r.value for r in batch]
 
 
+async def test_concurrent_calls_sharing_batches_keep_their_records_apart(
+    tansu: TansuBroker, topic: str
+) -> None:
+    """Calls that meet on a partition share batches; each still gets exactly its records' offsets."""
+    async with KafkaLog(tansu.url, options(batch_bytes=4096)) as log:
+        await log.create_topic(topic, 1, 1, {})
+        tp = TopicPartition(topic, 0)
+        calls = [
+            [
+                NewRecord(
+                    f"k{i}".encode(), f"c{i}-{j}".encode().ljust(40 * (i % 5), b"."), (("n", b"%d" % j),)
+                )
+                for j in range(1 + (i * 7) % 60)
+            ]
+            for i in range(40)
+        ]
+        results = await asyncio.gather(*(log.append(tp, call) for call in calls))
+        got = {r.offset: r for r in await read_all(log, tp, max_bytes=50_000)}
+        assert sorted(got) == list(range(sum(map(len, calls))))
+        for call, offsets in zip(calls, results, strict=True):
+            assert list(offsets) == sorted(offsets)
+            assert [(got[o].key, got[o].value, got[o].headers) for o in offsets] == [
+                (r.key, r.value, r.headers) for r in call
+            ]
+
+
 async def test_a_call_bigger_than_one_kafka_batch_is_split_and_keeps_its_order(
     tansu: TansuBroker, topic: str
 ) -> None:
