@@ -8,10 +8,13 @@ hence absolute imports. Exit status: 0 done, 1 the job failed, 2 bad options,
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from pyspark.errors import PySparkException
 
 from service.errors import GatewayError
 from spark_jobs import export, lag, stats
@@ -67,6 +70,13 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def spark_error_message(exc: Exception) -> str:
+    """The line that says what went wrong in a Spark error (often a Python traceback from a task)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    causes = [line for line in lines if re.match(r"^[\w.]+(Error|Exception): ", line)]
+    return causes[-1] if causes else (lines[0] if lines else type(exc).__name__)
+
+
 def _fail(message: str, status: int) -> int:
     print(f"spark_jobs: error: {message}", file=sys.stderr)
     return status
@@ -89,6 +99,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(str(exc), EXIT_BUSY)
     except (ValueError, OSError, GatewayError, CorruptState) as exc:
         return _fail(str(exc), 1)
+    except PySparkException as exc:
+        return _fail(spark_error_message(exc), 1)
     except KeyboardInterrupt:
         return 130
     finally:

@@ -33,7 +33,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -115,9 +114,7 @@ class SparkJobScheduler:
         self.lock_path = lock_path or lock_path_for(job, job_args)
         self.python = python
         self.runs = 0
-        self._wake = threading.Event()
         self._stop_requested_at: float | None = None
-        self._child: subprocess.Popen[bytes] | None = None
 
     def command(self) -> list[str]:
         return [self.python, "-m", "spark_jobs", self.job, *self.job_args]
@@ -142,9 +139,10 @@ class SparkJobScheduler:
     def _loop(self) -> None:
         next_start = time.monotonic()
         while not self.stopping:
-            delay = next_start - time.monotonic()
-            if delay > 0 and self._wake.wait(delay):
-                break  # woken by stop()
+            # Short sleeps rather than an Event: stop() runs in a signal handler, where taking a
+            # lock the interrupted code may hold would deadlock.
+            while not self.stopping and (delay := next_start - time.monotonic()) > 0:
+                time.sleep(min(delay, _POLL_S))
             if self.stopping:
                 break
             started = time.monotonic()
@@ -166,25 +164,28 @@ class SparkJobScheduler:
         """Run the job once, to its end (or until the worker's stop ends it)."""
         self.runs += 1
         number = self.runs
-        log.info("%s run %d starting: %s", self.job, number, " ".join(self.command()))
         started = time.monotonic()
         child = subprocess.Popen(self.command(), start_new_session=True)
-        self._child = child
-        try:
-            returncode = self._wait(child)
-        finally:
-            self._child = None
+        log.info("%s run %d started (pid %d): %s", self.job, number, child.pid, " ".join(self.command()))
+        returncode = self._wait(child)
+        self._wait_group(child.pid)
         return RunOutcome(number, returncode, time.monotonic() - started, self._stop_requested_at is not None)
 
     def _wait(self, child: subprocess.Popen[bytes]) -> int:
-        killed = False
+        """The child's exit status; once a stop is asked, SIGTERM it, and SIGKILL it after the timeout."""
+        terminated = killed = False
         while True:
             try:
                 return child.wait(_POLL_S)
             except subprocess.TimeoutExpired:
                 pass
             asked = self._stop_requested_at
-            if asked is not None and not killed and time.monotonic() - asked > self.stop_timeout_s:
+            if asked is None:
+                continue
+            if not terminated:
+                _signal_group(child, signal.SIGTERM)
+                terminated = True
+            if not killed and time.monotonic() - asked > self.stop_timeout_s:
                 log.warning(
                     "%s run %d still running %.0fs after SIGTERM; killing it",
                     self.job,
@@ -194,24 +195,49 @@ class SparkJobScheduler:
                 _signal_group(child, signal.SIGKILL)
                 killed = True
 
+    def _wait_group(self, pgid: int) -> None:
+        """Wait for the rest of the run's process group (the JVM exits after its driver), within the
+        stop timeout; then SIGKILL what is left."""
+        asked = self._stop_requested_at
+        deadline = (asked if asked is not None else time.monotonic()) + self.stop_timeout_s
+        while _group_alive(pgid):
+            if time.monotonic() > deadline:
+                log.warning("%s run %d left processes behind; killing them", self.job, self.runs)
+                _signal_group_id(pgid, signal.SIGKILL)
+                deadline = float("inf")
+            time.sleep(_POLL_S / 2)
+
     @property
     def stopping(self) -> bool:
         return self._stop_requested_at is not None
 
     def stop(self) -> None:
-        """Start no new run; end the one in progress (SIGTERM now, SIGKILL after the timeout)."""
+        """Start no new run; the one in progress gets SIGTERM now and SIGKILL after the timeout.
+
+        Safe to call from a signal handler: it only sets flags (the waiting loop does the rest).
+        """
         if self._stop_requested_at is None:
             self._stop_requested_at = time.monotonic()
-        self._wake.set()
-        child = self._child
-        if child is not None and child.poll() is None:
-            _signal_group(child, signal.SIGTERM)
 
 
 def _signal_group(child: subprocess.Popen[bytes], sig: signal.Signals) -> None:
     """Signal the run's process group: the driver, its JVM and the Python workers the JVM started."""
+    _signal_group_id(child.pid, sig)
+
+
+def _signal_group_id(pgid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError):
-        os.killpg(child.pid, sig)
+        os.killpg(pgid, sig)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # a member we cannot signal is still a member
+        return True
+    return True
 
 
 def _human(seconds: float) -> str:

@@ -1,0 +1,131 @@
+"""Jobs next to a running gateway: lag equal to the API's, and ``committed:<group>`` bounds.
+
+Records and commits go through the gateway's HTTP API, on the embedded log and
+coordinator (the jobs read the same data dir the gateway holds) and on Kafka
+with ZooKeeper; the Spark side runs in a worker thread so the gateway keeps
+serving meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from spark_jobs.lag import LagOptions, run_lag
+from spark_jobs.progress import Progress
+from tests.conftest import KAFKA_TEST_SETTINGS, ZOOKEEPER_TEST_SETTINGS, RunningGateway, start_gateway
+from tests.helpers import cluster_id, commit, consumer, create_topic, poll_until, produce, subscribe
+from tests.kafka_broker import TansuBroker
+from tests.zookeeper_server import ZooKeeperServer
+
+
+@dataclass
+class Setup:
+    gateway: RunningGateway
+    log: str  # what the jobs read: the gateway's data dir or its Kafka
+    coordinator: str | None
+
+
+@pytest.fixture(params=["embedded", "kafka+zookeeper"])
+async def setup(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Setup]:
+    data = tmp_path / "data"
+    if request.param == "embedded":
+        gateway = await start_gateway(data)
+        found = Setup(gateway, str(data), None)
+    else:
+        broker: TansuBroker = request.getfixturevalue("spark_tansu")
+        zookeeper: ZooKeeperServer = request.getfixturevalue("zookeeper")
+        coordinator = f"{zookeeper.url}/t-{uuid.uuid4().hex[:12]}"
+        gateway = await start_gateway(
+            data, log=broker.url, coordinator=coordinator, **KAFKA_TEST_SETTINGS, **ZOOKEEPER_TEST_SETTINGS
+        )
+        found = Setup(gateway, broker.url, coordinator)
+    try:
+        yield found
+    finally:
+        await gateway.client.aclose()
+        await gateway.stop()
+
+
+async def groups_with_commits(setup: Setup) -> tuple[str, str, str]:
+    """A topic of 2 x 5 records; group ``behind`` processed 0..2 of partition 0, ``done`` everything."""
+    client = setup.gateway.client
+    topic = f"t-{uuid.uuid4().hex[:10]}"
+    await create_topic(client, topic, 2)
+    for i in range(10):  # one record per request: one batch each (see the Kafka test helpers)
+        await produce(client, topic, [{"value": f"v{i}", "partition": i % 2}])
+    behind, done = f"behind-{topic}", f"done-{topic}"
+    for group in (behind, done):
+        base = await consumer(client, group)
+        await subscribe(client, base, topic)
+        assert len(await poll_until(client, base, 10)) == 10
+        if group == behind:
+            # v2 commits name the last record processed: the committed offset is 3
+            await commit(client, base, [{"topic": topic, "partition": 0, "offset": 2}])
+        else:
+            await commit(client, base)
+    return topic, behind, done
+
+
+async def test_lag_equals_the_gateways_lag_endpoint(
+    spark: SparkSession, setup: Setup, tmp_path: Path
+) -> None:
+    topic, behind, done = await groups_with_commits(setup)
+    client = setup.gateway.client
+    cid = await cluster_id(client)
+    api = {}
+    for group in (behind, done):
+        r = await client.get(f"/v3/clusters/{cid}/consumer-groups/{group}/lags")
+        assert r.status_code == 200, r.text
+        for row in r.json()["data"]:
+            key = (group, row["topic_name"], row["partition_id"])
+            api[key] = (row["current_offset"], row["log_end_offset"], row["lag"])
+
+    out = tmp_path / "lag"
+    options = LagOptions(log=setup.log, coordinator=setup.coordinator, output=out, format="csv")
+    summary_out = io.StringIO()
+    rows = await asyncio.to_thread(
+        run_lag, spark, options, Progress("lag", out=io.StringIO(), summary_out=summary_out)
+    )
+    mine = {
+        (r.group, r.topic, r.partition): (-1 if r.committed is None else r.committed, r.end_offset, r.lag)
+        for r in rows
+    }
+    assert mine == api
+    assert mine == {
+        (behind, topic, 0): (3, 5, 2),
+        (behind, topic, 1): (-1, 5, 5),
+        (done, topic, 0): (5, 5, 0),
+        (done, topic, 1): (5, 5, 0),
+    }
+    assert "lag: 7 records" in summary_out.getvalue()
+    written = spark.read.option("header", "true").option("inferSchema", "true").csv(str(out)).collect()
+    assert sorted((r["group"], r["partition"], r["lag"]) for r in written) == sorted(
+        (g, p, lag) for (g, _, p), (_, _, lag) in mine.items()
+    )
+
+
+async def test_committed_offsets_bound_a_read(spark: SparkSession, setup: Setup) -> None:
+    topic, behind, _ = await groups_with_commits(setup)
+
+    def offsets(**options: str) -> list[tuple[int, int]]:
+        reader = spark.read.format("brokergate").option("log", setup.log).option("topic", topic)
+        if setup.coordinator:
+            reader = reader.option("coordinator", setup.coordinator)
+        for key, value in options.items():
+            reader = reader.option(key, value)
+        return sorted(
+            (r["partition"], r["offset"]) for r in reader.load().select("partition", "offset").collect()
+        )
+
+    processed = await asyncio.to_thread(offsets, endingOffsets=f"committed:{behind}")
+    assert processed == [(0, 0), (0, 1), (0, 2)]  # partition 1: nothing committed, nothing processed
+    pending = await asyncio.to_thread(offsets, startingOffsets=f"committed:{behind}")
+    assert pending == [(0, 3), (0, 4)] + [(1, i) for i in range(5)]
