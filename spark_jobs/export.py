@@ -148,7 +148,8 @@ def run_export(spark: SparkSession, options: ExportOptions, progress: Progress |
             progress.say(f"warning: {warning}")
         summary = Summary("export", details={"run": state.run, "files": 0, "output": str(options.output)})
         if plan.records == 0:
-            progress.say(f"nothing new since run {state.run}; nothing written")
+            since = f"since run {state.run}" if state.run else "yet"
+            progress.say(f"nothing new to export {since}; nothing written")
             return progress.finish(summary)
         run = state.run + 1
         busy = [r for r in plan.ranges if r.size]

@@ -93,6 +93,8 @@ def run_lag(spark: SparkSession, options: LagOptions, progress: Progress | None 
         Summary(
             "lag",
             records=sum(r.lag for r in rows),
+            bytes=None,
+            noun="records behind",
             details={"groups": len(groups), "partitions": len(rows), "output": options.output or "-"},
         )
     )

@@ -36,16 +36,15 @@ class Summary:
 
     job: str
     records: int = 0
-    bytes: int = 0
+    bytes: int | None = 0  # None where bytes mean nothing (the lag job counts records behind)
     duration_s: float = 0.0
     details: dict[str, object] = field(default_factory=dict)
+    noun: str = "records"
 
     def line(self) -> str:
+        size = "" if self.bytes is None else f", {self.bytes} bytes ({human_bytes(self.bytes)})"
         extra = "".join(f", {k}={v}" for k, v in self.details.items())
-        return (
-            f"{self.job}: {self.records} records, {self.bytes} bytes ({human_bytes(self.bytes)}) "
-            f"in {self.duration_s:.1f}s{extra}"
-        )
+        return f"{self.job}: {self.records} {self.noun}{size} in {self.duration_s:.1f}s{extra}"
 
 
 class Progress:

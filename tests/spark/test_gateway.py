@@ -105,7 +105,7 @@ async def test_lag_equals_the_gateways_lag_endpoint(
         (done, topic, 0): (5, 5, 0),
         (done, topic, 1): (5, 5, 0),
     }
-    assert "lag: 7 records" in summary_out.getvalue()
+    assert "lag: 7 records behind in" in summary_out.getvalue()
     written = spark.read.option("header", "true").option("inferSchema", "true").csv(str(out)).collect()
     assert sorted((r["group"], r["partition"], r["lag"]) for r in written) == sorted(
         (g, p, lag) for (g, _, p), (_, _, lag) in mine.items()
