@@ -12,8 +12,9 @@ Two measurements, in one run:
     median of the per-round on/off ratios, so a machine whose load drifts
     hits both sides of a ratio alike.
 (b) In-process, without HTTP: the gateway's own time per produce request,
-    calling the ASGI app directly (quotas off, on embedded, on Redis), in
-    alternating rounds too: what quotas add to the work of one request.
+    calling the ASGI app directly (quotas off, on embedded, on Redis), and
+    per record polled by a consumer instance, in alternating rounds too:
+    what quotas add to the work of one request.
 
 "On" sets every quota (client and topic byte rates both ways, and a request
 rate) so high that nothing is throttled: each produce is charged to three
@@ -41,7 +42,7 @@ import orjson
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.common import BINARY, rest_consume, rest_produce, start_gateway  # noqa: E402
+from bench.common import BINARY, V2, rest_consume, rest_produce, start_gateway  # noqa: E402
 from service.app import create_app  # noqa: E402
 from service.settings import Settings  # noqa: E402
 from tests.redis_server import RedisServer  # noqa: E402
@@ -151,6 +152,33 @@ async def asgi_produce_us(app: Any, body: bytes, n: int) -> tuple[float, float]:
     return cpu / n * 1e6, elapsed / n * 1e6
 
 
+async def asgi_consume_us(app: Any, group: str, count: int) -> tuple[float, float]:
+    """Microseconds of gateway CPU and wall time per record for a new consumer instance polling
+    ``count`` records of ``bench`` (1 MB polls) through the ASGI app (httpx's in-process transport)."""
+    transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 40000))
+    async with httpx.AsyncClient(transport=transport, base_url="http://bench") as http:
+        r = await http.post(
+            f"/consumers/{group}",
+            json={"format": "binary", "auto.offset.reset": "earliest"},
+            headers={"Content-Type": V2},
+        )
+        base = r.json()["base_uri"].removeprefix("http://bench")
+        await http.post(f"{base}/subscription", json={"topics": ["bench"]}, headers={"Content-Type": V2})
+        got = 0
+        started, cpu = time.perf_counter(), time.process_time()
+        while got < count:
+            r = await http.get(
+                f"{base}/records",
+                params={"timeout": 1000, "max_bytes": 1_000_000},
+                headers={"Accept": BINARY},
+            )
+            assert r.status_code == 200, r.text
+            got += r.content.count(b'"offset":')
+        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
+        await http.delete(base)
+    return cpu / got * 1e6, elapsed / got * 1e6
+
+
 async def asgi_figures(args: argparse.Namespace, redis: RedisServer, tmp: Path) -> None:
     configs = {
         "off": {},
@@ -158,6 +186,7 @@ async def asgi_figures(args: argparse.Namespace, redis: RedisServer, tmp: Path) 
         "on (Redis)": {**RATES, "sessions": redis.url, "redis_key_prefix": "bench-asgi:"},
     }
     samples: dict[str, dict[int, list[tuple[float, float]]]] = {name: {1: [], 100: []} for name in configs}
+    consumed: dict[str, list[tuple[float, float]]] = {name: [] for name in configs}
     bodies = {
         batch: orjson.dumps({"records": [{"value": base64.b64encode(VALUE).decode()}] * batch})
         for batch in (1, 100)
@@ -177,6 +206,10 @@ async def asgi_figures(args: argparse.Namespace, redis: RedisServer, tmp: Path) 
             for name in order:
                 for batch, body in bodies.items():
                     samples[name][batch].append(await asgi_produce_us(apps[name], body, 2000 // batch * 5))
+        for rnd in range(args.rounds):  # by now each log holds about 20,000 records per round
+            order = list(configs) if rnd % 2 == 0 else list(reversed(configs))
+            for name in order:
+                consumed[name].append(await asgi_consume_us(apps[name], f"bench-{rnd}", 10_000 * args.rounds))
     finally:
         for context in reversed(contexts):
             await context.__aexit__(None, None, None)
@@ -190,6 +223,12 @@ async def asgi_figures(args: argparse.Namespace, redis: RedisServer, tmp: Path) 
             wall = statistics.median(w for _, w in samples[name][batch])
             cells.append(f"x{batch:<3} {cpu:6.1f} µs CPU (+{cpu - base[batch]:5.1f}), {wall:6.1f} µs wall")
         print(f"  quotas {name:<16} " + "   ".join(cells))
+    print("    and per consumed record (a consumer instance polling 1 MB at a time):")
+    base_record = statistics.median(c for c, _ in consumed["off"])
+    for name in configs:
+        cpu = statistics.median(c for c, _ in consumed[name])
+        wall = statistics.median(w for _, w in consumed[name])
+        print(f"  quotas {name:<16} {cpu:6.2f} µs CPU (+{cpu - base_record:5.2f}), {wall:6.2f} µs wall")
 
 
 async def main() -> None:
