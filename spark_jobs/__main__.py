@@ -21,7 +21,7 @@ from spark_jobs import export, lag, stats
 from spark_jobs.export_state import CorruptState
 from spark_jobs.lock import EXIT_BUSY, Busy
 from spark_jobs.progress import Progress
-from spark_jobs.session import add_common_arguments, build_session, parse_conf
+from spark_jobs.session import LazySession, add_common_arguments, parse_conf
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,8 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:  # OptionError included
         return _fail(str(exc), 2)
     progress = Progress(args.job)
-    spark = build_session(f"brokergate-{args.job}", args.master, conf)
-    spark.sparkContext.setLogLevel("WARN")
+    spark = LazySession(f"brokergate-{args.job}", args.master, conf)
     try:
         job.run(spark, options, progress)
     except Busy as exc:

@@ -42,6 +42,7 @@ from .lock import exclusive
 from .offsets import EARLIEST, LATEST, OffsetSpec, committed_groups, offsets_json, parse_offset_spec
 from .plan import DEFAULT_MAX_RECORDS_PER_PARTITION, Planner
 from .progress import Progress, Summary
+from .session import SessionSource, session_of
 
 DATE_COLUMN: Final = "date"
 DEFAULT_MAX_RECORDS_PER_FILE: Final = 1_000_000
@@ -132,8 +133,8 @@ def recover(out: ExportOutput, state: ExportState, progress: Progress) -> Export
     return state
 
 
-def run_export(spark: SparkSession, options: ExportOptions, progress: Progress | None = None) -> Summary:
-    """One incremental run; returns its summary (0 records when there was nothing new)."""
+def run_export(spark: SessionSource, options: ExportOptions, progress: Progress | None = None) -> Summary:
+    """One incremental run; returns its summary (0 records when there was nothing new, and no Spark)."""
     progress = progress or Progress("export")
     out = ExportOutput(options.output)
     out.meta.mkdir(parents=True, exist_ok=True)
@@ -155,13 +156,14 @@ def run_export(spark: SparkSession, options: ExportOptions, progress: Progress |
         busy = [r for r in plan.ranges if r.size]
         progress.say(f"run {run}: {plan.records} offsets in {len(busy)} of {len(plan.ranges)} partitions")
         run_dir = out.staging / staging_name(run)
+        session = session_of(spark)
         observation = Observation(f"export-run-{run}")
-        frame = _dated(_read(spark, options, plan)).observe(
+        frame = _dated(_read(session, options, plan)).observe(
             observation,
             F.count(F.lit(1)).alias("records"),
             F.coalesce(F.sum(record_bytes()), F.lit(0)).alias("bytes"),
         )
-        with progress.tracking(spark, f"writing run {run}"):
+        with progress.tracking(session, f"writing run {run}"):
             # Each task writes what it reads (no shuffle): a run adds a file per task and day.
             (
                 frame.write.partitionBy(DATE_COLUMN)

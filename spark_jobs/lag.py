@@ -18,10 +18,7 @@ import argparse
 import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Final, Literal
-
-from pyspark.sql import SparkSession
 
 from service.core.models import TopicPartition
 from service.tools import table
@@ -29,6 +26,7 @@ from service.tools import table
 from .offsets import LagRow, lag_rows
 from .plan import Planner
 from .progress import Progress, Summary
+from .session import SessionSource, session_of
 
 SCHEMA: Final = (
     "measured_at timestamp, group string, topic string, partition int, "
@@ -44,7 +42,7 @@ class LagOptions:
     log: str
     coordinator: str | None = None
     groups: tuple[str, ...] = field(default_factory=tuple)  # empty: every group with commits
-    output: Path | None = None
+    output: str | None = None  # any path Spark writes to: a directory, hdfs://…, s3a://…
     format: OutputFormat = "parquet"
 
 
@@ -64,7 +62,7 @@ def measure(options: LagOptions, progress: Progress) -> list[LagRow]:
     return lag_rows(committed, counts, ends)
 
 
-def run_lag(spark: SparkSession, options: LagOptions, progress: Progress | None = None) -> list[LagRow]:
+def run_lag(spark: SessionSource, options: LagOptions, progress: Progress | None = None) -> list[LagRow]:
     """Measure, print the table, append the rows to ``options.output``; returns the rows."""
     progress = progress or Progress("lag")
     rows = measure(options, progress)
@@ -78,16 +76,17 @@ def run_lag(spark: SparkSession, options: LagOptions, progress: Progress | None 
     )
     if options.output is not None:
         now = datetime.now(UTC)
-        frame = spark.createDataFrame(
+        session = session_of(spark)  # only writing the rows needs Spark
+        frame = session.createDataFrame(
             [(now, r.group, r.topic, r.partition, r.committed, r.end_offset, r.lag) for r in rows],
             SCHEMA,
         )
-        with progress.tracking(spark, f"appending {len(rows)} rows to {options.output}"):
+        with progress.tracking(session, f"appending {len(rows)} rows to {options.output}"):
             writer = frame.coalesce(1).write.mode("append")
             if options.format == "csv":
-                writer.option("header", "true").csv(str(options.output))
+                writer.option("header", "true").csv(options.output)
             else:
-                writer.parquet(str(options.output))
+                writer.parquet(options.output)
     groups = {r.group for r in rows}
     progress.finish(
         Summary(
@@ -105,7 +104,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--group", action="append", default=[], help="a group to report (repeatable; default: all)"
     )
-    parser.add_argument("--output", type=Path, help="append the rows to this directory")
+    parser.add_argument("--output", help="append the rows to this directory")
     parser.add_argument("--format", choices=["parquet", "csv"], default="parquet", help="of --output")
 
 

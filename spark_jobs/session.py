@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
 from pyspark.sql import SparkSession
@@ -49,6 +49,34 @@ def build_session(
     spark = builder.getOrCreate()
     register(spark)
     return spark
+
+
+# What a job is given: a session, or something that makes one when first needed (so that a run with
+# nothing to do never starts a JVM).
+SessionSource = SparkSession | Callable[[], SparkSession]
+
+
+def session_of(source: SessionSource) -> SparkSession:
+    return source if isinstance(source, SparkSession) else source()
+
+
+class LazySession:
+    """Builds the session on the first call, once; ``stop()`` stops it if it was built."""
+
+    def __init__(self, app_name: str, master: str | None, conf: Mapping[str, str]) -> None:
+        self._args = (app_name, master, dict(conf))
+        self._session: SparkSession | None = None
+
+    def __call__(self) -> SparkSession:
+        if self._session is None:
+            self._session = build_session(*self._args)
+            self._session.sparkContext.setLogLevel("WARN")
+        return self._session
+
+    def stop(self) -> None:
+        session, self._session = self._session, None
+        if session is not None:
+            session.stop()
 
 
 def register(spark: SparkSession) -> None:

@@ -16,10 +16,9 @@ import argparse
 import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Final, Literal
 
-from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
 from service.tools import table
@@ -27,6 +26,7 @@ from service.tools import table
 from .datasource import NAME, SCHEMA, record_bytes
 from .plan import DEFAULT_MAX_RECORDS_PER_PARTITION
 from .progress import Progress, Summary
+from .session import SessionSource, session_of
 from .timespec import parse_instant
 
 DEFAULT_TOP: Final = 20
@@ -40,7 +40,7 @@ class StatsOptions:
     since: datetime
     until: datetime
     top: int = DEFAULT_TOP
-    output: Path | None = None
+    output: str | None = None  # any path Spark writes to: a directory, hdfs://…, s3a://…
     format: Literal["parquet", "csv"] = "parquet"
     max_records_per_partition: int = DEFAULT_MAX_RECORDS_PER_PARTITION
 
@@ -56,11 +56,12 @@ def per_key(records: DataFrame, since: datetime, until: datetime) -> DataFrame:
     )
 
 
-def run_stats(spark: SparkSession, options: StatsOptions, progress: Progress | None = None) -> list[Row]:
+def run_stats(spark: SessionSource, options: StatsOptions, progress: Progress | None = None) -> list[Row]:
     """Aggregate, print the top keys, append every key's row to ``options.output``; returns all rows."""
     progress = progress or Progress("stats")
+    session = session_of(spark)
     records = (
-        spark.read.format(NAME)
+        session.read.format(NAME)
         .schema(SCHEMA)  # known: saves Spark asking the data source for it
         .option("log", options.log)
         .option("topic", options.topic)
@@ -68,7 +69,7 @@ def run_stats(spark: SparkSession, options: StatsOptions, progress: Progress | N
         .load()
     )
     progress.say(f"window {options.since.isoformat()} .. {options.until.isoformat()}")
-    with progress.tracking(spark, "aggregating"):
+    with progress.tracking(session, "aggregating"):
         rows = per_key(records, options.since, options.until).orderBy(F.desc("records"), "key").collect()
     table(
         [
@@ -79,15 +80,15 @@ def run_stats(spark: SparkSession, options: StatsOptions, progress: Progress | N
         sys.stdout,
     )
     if options.output is not None and rows:
-        frame = spark.createDataFrame(rows).select(
+        frame = session.createDataFrame(rows).select(
             F.lit(options.since).alias("window_start"), F.lit(options.until).alias("window_end"), "*"
         )
-        with progress.tracking(spark, f"appending {len(rows)} rows to {options.output}"):
+        with progress.tracking(session, f"appending {len(rows)} rows to {options.output}"):
             writer = frame.coalesce(1).write.mode("append")
             if options.format == "csv":
-                writer.option("header", "true").csv(str(options.output))
+                writer.option("header", "true").csv(options.output)
             else:
-                writer.parquet(str(options.output))
+                writer.parquet(options.output)
     progress.finish(
         Summary(
             "stats",
@@ -112,7 +113,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--until", default="now", help="window end: now (default), ISO 8601 or a duration ago"
     )
     parser.add_argument("--top", type=int, default=DEFAULT_TOP, help=f"keys to print (default {DEFAULT_TOP})")
-    parser.add_argument("--output", type=Path, help="append every key's row to this directory")
+    parser.add_argument("--output", help="append every key's row to this directory")
     parser.add_argument("--format", choices=["parquet", "csv"], default="parquet", help="of --output")
     parser.add_argument(
         "--max-records-per-partition", type=int, default=DEFAULT_MAX_RECORDS_PER_PARTITION, help="task size"

@@ -89,7 +89,7 @@ async def test_lag_equals_the_gateways_lag_endpoint(
             api[key] = (row["current_offset"], row["log_end_offset"], row["lag"])
 
     out = tmp_path / "lag"
-    options = LagOptions(log=setup.log, coordinator=setup.coordinator, output=out, format="csv")
+    options = LagOptions(log=setup.log, coordinator=setup.coordinator, output=str(out), format="csv")
     summary_out = io.StringIO()
     rows = await asyncio.to_thread(
         run_lag, spark, options, Progress("lag", out=io.StringIO(), summary_out=summary_out)

@@ -33,7 +33,7 @@ def test_per_key_counts_and_bytes_over_a_window(spark: SparkSession, log: TestLo
     summary_out = io.StringIO()
     rows = run_stats(
         spark,
-        StatsOptions(log=log.url, topic=topic, since=at(1), until=at(5), output=out),
+        StatsOptions(log=log.url, topic=topic, since=at(1), until=at(5), output=str(out)),
         Progress("stats", out=io.StringIO(), summary_out=summary_out),
     )
     got = {(bytes(r["key"]) if r["key"] is not None else None): (r["records"], r["bytes"]) for r in rows}
