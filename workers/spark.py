@@ -48,6 +48,8 @@ log = logging.getLogger("brokergate.worker.spark")
 JOBS: Final = ("export", "lag", "stats")
 DEFAULT_STOP_TIMEOUT_S: Final = 30.0
 _POLL_S: Final = 0.2
+_REAP_GRACE_S: Final = 10.0
+_EXIT_NOT_STARTED: Final = 127  # as a shell reports a command it cannot run
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +167,11 @@ class SparkJobScheduler:
         self.runs += 1
         number = self.runs
         started = time.monotonic()
-        child = subprocess.Popen(self.command(), start_new_session=True)
+        try:
+            child = subprocess.Popen(self.command(), start_new_session=True)
+        except OSError as exc:
+            log.error("%s run %d could not start %s: %s", self.job, number, self.python, exc)
+            return RunOutcome(number, _EXIT_NOT_STARTED, time.monotonic() - started, self.stopping)
         log.info("%s run %d started (pid %d): %s", self.job, number, child.pid, " ".join(self.command()))
         returncode = self._wait(child)
         self._wait_group(child.pid)
@@ -200,11 +206,19 @@ class SparkJobScheduler:
         stop timeout; then SIGKILL what is left."""
         asked = self._stop_requested_at
         deadline = (asked if asked is not None else time.monotonic()) + self.stop_timeout_s
+        killed_at: float | None = None
         while _group_alive(pgid):
-            if time.monotonic() > deadline:
+            now = time.monotonic()
+            if killed_at is None and now > deadline:
                 log.warning("%s run %d left processes behind; killing them", self.job, self.runs)
                 _signal_group_id(pgid, signal.SIGKILL)
-                deadline = float("inf")
+                killed_at = now
+            elif killed_at is not None and now - killed_at > _REAP_GRACE_S:
+                # Killed yet still listed: unreaped zombies or a process stuck in the kernel.
+                log.error(
+                    "%s run %d: process group %d outlived SIGKILL; leaving it", self.job, self.runs, pgid
+                )
+                return
             time.sleep(_POLL_S / 2)
 
     @property
@@ -212,7 +226,7 @@ class SparkJobScheduler:
         return self._stop_requested_at is not None
 
     def stop(self) -> None:
-        """Start no new run; the one in progress gets SIGTERM now and SIGKILL after the timeout.
+        """Start no new run; the one in progress gets SIGTERM at once and SIGKILL after the timeout.
 
         Safe to call from a signal handler: it only sets flags (the waiting loop does the rest).
         """

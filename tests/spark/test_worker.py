@@ -17,7 +17,7 @@ from pyspark.sql import SparkSession
 from spark_jobs.export import ExportOptions, run_export
 from spark_jobs.lock import EXIT_BUSY
 from spark_jobs.progress import Progress
-from workers.spark import lock_path_for, option_value
+from workers.spark import RunOutcome, SparkJobScheduler, lock_path_for, option_value
 
 from .conftest import FAST_START_JVM
 from .helpers import TestLog, records
@@ -104,3 +104,14 @@ def test_the_worker_lock_lives_with_the_output() -> None:
     assert elsewhere.name.startswith("brokergate-worker-lag-")
     assert elsewhere != lock_path_for("lag", ["--log", "/y/data"])
     assert option_value(["--output", "a", "--output=b"], "--output") == "b"
+
+
+def test_run_outcomes_are_told_apart(tmp_path: Path) -> None:
+    scheduler = SparkJobScheduler(
+        "lag", [], 60, lock_path=tmp_path / "w.lock", python=str(tmp_path / "no-such-python")
+    )
+    outcome = scheduler.run_once()
+    assert outcome.returncode == 127 and "lag run 1 failed with exit status 127" in outcome.describe("lag")
+    assert "skipped" in RunOutcome(2, EXIT_BUSY, 1.0, False).describe("lag")
+    assert "succeeded in 1.0s" in RunOutcome(3, 0, 1.0, True).describe("lag")
+    assert "ended by the worker's stop" in RunOutcome(4, -15, 1.0, True).describe("lag")
