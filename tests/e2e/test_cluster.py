@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -262,9 +263,9 @@ class Reader:
         for o in truth:
             if o["offset"] >= 0:
                 self.committed[o["partition"]] = o["offset"]
-                retried(lambda o=o: consumer.seek(self.topic, o["partition"], o["offset"]))
+                retried(partial(consumer.seek, self.topic, o["partition"], o["offset"]))
             else:
-                retried(lambda o=o: consumer.seek_to_beginning([(self.topic, o["partition"])]))
+                retried(partial(consumer.seek_to_beginning, [(self.topic, o["partition"])]))
 
 
 def produce_batches(client: GatewayClient, topic: str, first: int, count: int, per_batch: int = 20) -> None:
@@ -272,7 +273,7 @@ def produce_batches(client: GatewayClient, topic: str, first: int, count: int, p
     for start in range(first, first + count, per_batch):
         body = {"records": [{"value": f"v{i}"} for i in range(start, min(start + per_batch, first + count))]}
         headers = {"Content-Type": STRING, "Idempotency-Key": f"{topic}-{start}"}
-        retried(lambda b=body, h=headers: client.request("POST", f"/topics/{topic}", json=b, headers=h))
+        retried(partial(client.request, "POST", f"/topics/{topic}", json=body, headers=headers))
 
 
 def test_kill9_of_a_replica_mid_consumption_loses_no_instance_and_no_record(cluster):
