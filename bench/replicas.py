@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import sys
 import tempfile
@@ -234,6 +235,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="1 s per measurement, 1 round")
     args = parser.parse_args()
     seconds, rounds = (1.0, 1) if args.quick else (args.seconds, args.rounds)
+    # The readiness probes' refused connections are expected while the servers start.
+    logging.getLogger("kazoo").setLevel(logging.CRITICAL)
     with tempfile.TemporaryDirectory() as tmp:
         spec = ClusterSpec(Path(tmp) / "cluster", replicas=3, kafka=args.kafka, log_level="warning")
         with LocalCluster(spec) as cluster:
