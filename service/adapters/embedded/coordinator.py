@@ -215,45 +215,13 @@ class _OffsetStore:
         return offsets
 
     def _read_snapshot(self, offsets: dict[str, Offsets]) -> int:
-        path = self.root / _SNAPSHOT_NAME
-        try:
-            buf = path.read_bytes()
-        except FileNotFoundError:
-            return 0
-        head = len(_SNAPSHOT_MAGIC) + _SNAPSHOT_HEADER.size
-        if len(buf) < head or not buf.startswith(_SNAPSHOT_MAGIC):
-            raise BackendError(f"offsets snapshot {path} is not a brokergate snapshot; refusing to start")
-        next_seq, count = _SNAPSHOT_HEADER.unpack_from(buf, len(_SNAPSHOT_MAGIC))
-        payloads, end = _frames(buf, head)
-        # The snapshot is replaced atomically, so anything short of complete is damage, not a crash.
-        if len(payloads) != count or end != len(buf):
-            raise BackendError(f"offsets snapshot {path} is damaged; refusing to start without its offsets")
-        try:
-            for payload in payloads:
-                group, group_offsets = _decode(payload)
-                offsets.setdefault(group, {}).update(group_offsets)
-        except _Corrupt as exc:
-            raise BackendError(f"offsets snapshot {path} is damaged: {exc}") from exc
-        return int(next_seq)
+        return read_snapshot(self.root / _SNAPSHOT_NAME, offsets)
 
     def _replay(self, path: Path, offsets: dict[str, Offsets]) -> int:
-        buf = path.read_bytes()
-        if not buf.startswith(_JOURNAL_MAGIC):
-            if len(buf) < len(_JOURNAL_MAGIC) and _JOURNAL_MAGIC.startswith(buf):
-                return 0  # created, then the crash came before its header was complete
-            raise BackendError(f"offsets journal {path} is not a brokergate journal; refusing to start")
-        payloads, intact = _frames(buf, len(_JOURNAL_MAGIC))
-        for payload in payloads:
-            try:
-                group, group_offsets = _decode(payload)
-            except _Corrupt as exc:
-                raise BackendError(f"offsets journal {path} is damaged: {exc}") from exc
-            offsets.setdefault(group, {}).update(group_offsets)
-        if intact < len(buf):
+        intact, size = replay_journal(path, offsets)
+        if intact < size:
             log.warning(
-                "offsets journal %s: ignoring %d bytes of an incomplete last commit",
-                path,
-                len(buf) - intact,
+                "offsets journal %s: ignoring %d bytes of an incomplete last commit", path, size - intact
             )
         return intact
 
@@ -537,3 +505,49 @@ class EmbeddedCoordinator(AsyncLifecycle):
     def _check_open(self) -> None:
         if not self._started or self._stopping:
             raise BackendUnavailable("The coordinator is not running.")
+
+
+def read_snapshot(path: Path, offsets: dict[str, Offsets]) -> int:
+    """Fold the snapshot at ``path`` into ``offsets``; the journal sequence it continues with.
+
+    The snapshot is replaced atomically, so anything short of complete is damage, not a crash.
+    Shared with ``offsets_reader``, which reads the same files from other processes.
+    """
+    try:
+        buf = path.read_bytes()
+    except FileNotFoundError:
+        return 0
+    head = len(_SNAPSHOT_MAGIC) + _SNAPSHOT_HEADER.size
+    if len(buf) < head or not buf.startswith(_SNAPSHOT_MAGIC):
+        raise BackendError(f"offsets snapshot {path} is not a brokergate snapshot")
+    next_seq, count = _SNAPSHOT_HEADER.unpack_from(buf, len(_SNAPSHOT_MAGIC))
+    payloads, end = _frames(buf, head)
+    if len(payloads) != count or end != len(buf):
+        raise BackendError(f"offsets snapshot {path} is damaged")
+    _apply(path, payloads, offsets)
+    return int(next_seq)
+
+
+def replay_journal(path: Path, offsets: dict[str, Offsets]) -> tuple[int, int]:
+    """Fold the journal at ``path`` into ``offsets``: (bytes intact, bytes in the file).
+
+    A torn last frame is a commit that was never acknowledged; a journal whose header is
+    still being written (or was cut by a crash) holds nothing yet.
+    """
+    buf = path.read_bytes()
+    if not buf.startswith(_JOURNAL_MAGIC):
+        if len(buf) < len(_JOURNAL_MAGIC) and _JOURNAL_MAGIC.startswith(buf):
+            return 0, len(buf)
+        raise BackendError(f"offsets journal {path} is not a brokergate journal")
+    payloads, intact = _frames(buf, len(_JOURNAL_MAGIC))
+    _apply(path, payloads, offsets)
+    return intact, len(buf)
+
+
+def _apply(path: Path, payloads: list[bytes], offsets: dict[str, Offsets]) -> None:
+    for payload in payloads:
+        try:
+            group, group_offsets = _decode(payload)
+        except _Corrupt as exc:
+            raise BackendError(f"{path} is damaged: {exc}") from exc
+        offsets.setdefault(group, {}).update(group_offsets)

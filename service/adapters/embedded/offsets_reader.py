@@ -22,16 +22,7 @@ from typing import Final
 from service.core.models import TopicPartition
 from service.errors import BackendError
 
-from .coordinator import (
-    _JOURNAL_MAGIC,
-    _JOURNAL_RE,
-    _SNAPSHOT_HEADER,
-    _SNAPSHOT_MAGIC,
-    _SNAPSHOT_NAME,
-    _Corrupt,
-    _decode,
-    _frames,
-)
+from .coordinator import _JOURNAL_RE, _SNAPSHOT_NAME, read_snapshot, replay_journal
 
 __all__ = ["committed_offsets", "read_all_committed"]
 
@@ -74,7 +65,7 @@ def _identity(root: Path) -> _Identity:
 
 def _load(root: Path) -> dict[str, Offsets]:
     offsets: dict[str, Offsets] = {}
-    next_seq = _read_snapshot(root / _SNAPSHOT_NAME, offsets)
+    next_seq = read_snapshot(root / _SNAPSHOT_NAME, offsets)
     journals = sorted(
         (int(m.group(1)), root / name)
         for name in os.listdir(root)
@@ -82,40 +73,5 @@ def _load(root: Path) -> dict[str, Offsets]:
     )
     for seq, path in journals:
         if seq >= next_seq:
-            _replay(path, offsets)
+            replay_journal(path, offsets)
     return offsets
-
-
-def _read_snapshot(path: Path, offsets: dict[str, Offsets]) -> int:
-    try:
-        buf = path.read_bytes()
-    except FileNotFoundError:
-        return 0
-    head = len(_SNAPSHOT_MAGIC) + _SNAPSHOT_HEADER.size
-    if len(buf) < head or not buf.startswith(_SNAPSHOT_MAGIC):
-        raise BackendError(f"offsets snapshot {path} is not a brokergate snapshot")
-    next_seq, count = _SNAPSHOT_HEADER.unpack_from(buf, len(_SNAPSHOT_MAGIC))
-    payloads, end = _frames(buf, head)
-    if len(payloads) != count or end != len(buf):
-        raise BackendError(f"offsets snapshot {path} is damaged")
-    _apply(path, payloads, offsets)
-    return int(next_seq)
-
-
-def _replay(path: Path, offsets: dict[str, Offsets]) -> None:
-    buf = path.read_bytes()
-    if not buf.startswith(_JOURNAL_MAGIC):
-        if _JOURNAL_MAGIC.startswith(buf):
-            return  # just created: its header is still being written
-        raise BackendError(f"offsets journal {path} is not a brokergate journal")
-    payloads, _ = _frames(buf, len(_JOURNAL_MAGIC))  # a torn last frame is a commit not yet made
-    _apply(path, payloads, offsets)
-
-
-def _apply(path: Path, payloads: list[bytes], offsets: dict[str, Offsets]) -> None:
-    for payload in payloads:
-        try:
-            group, group_offsets = _decode(payload)
-        except _Corrupt as exc:
-            raise BackendError(f"{path} is damaged: {exc}") from exc
-        offsets.setdefault(group, {}).update(group_offsets)
