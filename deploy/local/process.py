@@ -14,6 +14,8 @@ import signal
 import socket
 import subprocess
 from pathlib import Path
+from types import TracebackType
+from typing import IO, Self
 
 
 def free_port() -> int:
@@ -92,3 +94,83 @@ def tail(path: Path, lines: int = 60) -> str:
     except FileNotFoundError:
         return "(no log)"
     return "\n".join(text.splitlines()[-lines:])
+
+
+class ServerProcess:
+    """What the ZooKeeper and Redis runners share: one child process, its log file, and the
+    stop / restart / freeze / thaw controls tests use. A subclass sets ``log_path``, starts the
+    child in ``start`` (keeping it in ``_proc`` and its log in ``_log``) and may change how
+    long a restart waits (``restart_timeout``)."""
+
+    restart_timeout: float = 60.0
+    log_path: Path
+
+    def __init__(self) -> None:
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+
+    def start(self, timeout: float) -> None:
+        raise NotImplementedError
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def log_tail(self, lines: int = 60) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the server (SIGTERM, then SIGKILL); its files stay."""
+        if self._proc is None:
+            return
+        if self._proc.poll() is None:
+            self.resume()  # a stopped process cannot act on SIGTERM
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self._kill()
+        self._close()
+
+    def _kill(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
+        self._close()
+
+    def _close(self) -> None:
+        self._proc = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def restart(self, timeout: float | None = None) -> None:
+        """Stop, then start again on the same port and files."""
+        self.stop()
+        self.start(self.restart_timeout if timeout is None else timeout)
+
+    def pause(self) -> None:
+        """Freeze the server (SIGSTOP): connections stay open but nothing answers."""
+        if self._proc is not None and self._proc.poll() is None:
+            os.kill(self._proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            os.kill(self._proc.pid, signal.SIGCONT)
+
+    def __enter__(self) -> Self:
+        self.start(self.restart_timeout)
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()

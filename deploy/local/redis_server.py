@@ -22,18 +22,14 @@ From a pytest fixture::
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
 import subprocess
 import time
 from pathlib import Path
-from types import TracebackType
-from typing import IO, Self
 
 import redis
 
-from .process import free_port
+from .process import ServerProcess, free_port
 
 __all__ = ["BINARY", "RedisServer", "available", "free_port"]
 
@@ -45,16 +41,17 @@ def available() -> bool:
     return shutil.which(BINARY) is not None
 
 
-class RedisServer:
+class RedisServer(ServerProcess):
     """One ``redis-server`` process on a loopback port, with or without an append-only file."""
+
+    restart_timeout = 20.0
 
     def __init__(self, base_dir: Path, *, port: int | None = None, appendonly: bool = False) -> None:
         self.base_dir = Path(base_dir)
         self.log_path = self.base_dir / "redis.log"
         self.port = port or free_port()
         self.appendonly = appendonly
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._log: IO[bytes] | None = None
+        super().__init__()
 
     def url_for(self, db: int = 0) -> str:
         return f"redis://127.0.0.1:{self.port}/{db}"
@@ -63,14 +60,6 @@ class RedisServer:
     def url(self) -> str:
         """The ``--sessions`` value for this server (database 0)."""
         return self.url_for(0)
-
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None else None
-
-    @property
-    def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
 
     def client(self, db: int = 0) -> redis.Redis:
         """A synchronous client to inspect the server directly (bypassing the adapter)."""
@@ -143,58 +132,3 @@ class RedisServer:
             f"redis-server on port {self.port} not ready after {timeout:.0f}s ({last_error!r}):\n"
             f"{self.log_tail()}"
         )
-
-    def log_tail(self, lines: int = 60) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return "(no log)"
-        return "\n".join(text.splitlines()[-lines:])
-
-    def stop(self, timeout: float = 10.0) -> None:
-        """Stop the server (SIGTERM, then SIGKILL)."""
-        if self._proc is None:
-            return
-        if self._proc.poll() is None:
-            self.resume()  # a stopped process cannot act on SIGTERM
-            self._proc.terminate()
-            try:
-                self._proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self._kill()
-        self._close()
-
-    def _kill(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.kill()
-            self._proc.wait()
-        self._close()
-
-    def _close(self) -> None:
-        self._proc = None
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-
-    def restart(self, timeout: float = 20.0) -> None:
-        """Stop, then start on the same port: empty without ``appendonly``, with its data with it."""
-        self.stop()
-        self.start(timeout)
-
-    def pause(self) -> None:
-        """Freeze the server: connections stay open (the kernel even accepts new ones) but nothing answers."""
-        if self._proc is not None and self._proc.poll() is None:
-            os.kill(self._proc.pid, signal.SIGSTOP)
-
-    def resume(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            os.kill(self._proc.pid, signal.SIGCONT)
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()

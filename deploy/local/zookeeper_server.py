@@ -20,16 +20,13 @@ From a pytest fixture::
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import time
 from pathlib import Path
-from types import TracebackType
-from typing import IO, Self
 
 from kazoo.client import KazooClient
 
-from .process import free_port
+from .process import ServerProcess, free_port
 
 __all__ = ["ZooKeeperServer", "class_path", "free_port"]
 
@@ -84,7 +81,7 @@ def class_path() -> str:
     return os.pathsep.join(str(j) for j in jars)
 
 
-class ZooKeeperServer:
+class ZooKeeperServer(ServerProcess):
     """One standalone ZooKeeper server process on a free loopback port."""
 
     def __init__(self, base_dir: Path, *, port: int | None = None, tick_time_ms: int = 100) -> None:
@@ -95,8 +92,7 @@ class ZooKeeperServer:
         self.port = port or free_port()
         # Sessions may be as short as 2 ticks and as long as 20.
         self.tick_time_ms = tick_time_ms
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._log: IO[bytes] | None = None
+        super().__init__()
 
     @property
     def hosts(self) -> str:
@@ -106,14 +102,6 @@ class ZooKeeperServer:
     def url(self) -> str:
         """The ``--coordinator`` value for this server (append ``/chroot`` to isolate a test)."""
         return f"zookeeper://{self.hosts}"
-
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None else None
-
-    @property
-    def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
 
     def _write_config(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -187,58 +175,3 @@ class ZooKeeperServer:
         raise RuntimeError(
             f"ZooKeeper on {self.hosts} not ready after {timeout:.0f}s ({last_error!r}):\n{self.log_tail()}"
         )
-
-    def log_tail(self, lines: int = 60) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return "(no log)"
-        return "\n".join(text.splitlines()[-lines:])
-
-    def stop(self, timeout: float = 10.0) -> None:
-        """Stop the server (SIGTERM, then SIGKILL); the data dir stays."""
-        if self._proc is None:
-            return
-        if self._proc.poll() is None:
-            self.resume()  # a stopped process cannot act on SIGTERM
-            self._proc.terminate()
-            try:
-                self._proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self._kill()
-        self._close()
-
-    def _kill(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.kill()
-            self._proc.wait()
-        self._close()
-
-    def _close(self) -> None:
-        self._proc = None
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-
-    def restart(self, timeout: float = 60.0) -> None:
-        """Stop, then start on the same data dir and port: stored data survives."""
-        self.stop()
-        self.start(timeout)
-
-    def pause(self) -> None:
-        """Freeze the server: connections stay open but nothing answers."""
-        if self._proc is not None and self._proc.poll() is None:
-            os.kill(self._proc.pid, signal.SIGSTOP)
-
-    def resume(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            os.kill(self._proc.pid, signal.SIGCONT)
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
