@@ -104,8 +104,9 @@ def retry_after_s(level: float, limit: Limit) -> int:
     if level > 0:
         return 0
     seconds = max(1, math.floor(-level / limit.rate) + 1)
-    # Float division can land a hair short; the promise is that waiting this long is enough.
-    while level + seconds * limit.rate <= 0:
+    # Float division can land a hair short; the promise is that waiting this long is enough,
+    # by the very arithmetic ``refill`` will use.
+    while not admits([refill(level, 0, limit, seconds * 1000)]):
         seconds += 1
     return seconds
 
