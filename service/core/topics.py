@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable, Mapping
+from typing import Final
 
 from service.errors import (
     InvalidTopic,
@@ -23,15 +24,30 @@ from .models import TopicInfo, TopicPartition
 from .ports import Log
 
 _TOPIC_RE = re.compile(r"[a-zA-Z0-9._-]{1,249}")
-MAX_PARTITIONS = 10_000
+MAX_PARTITIONS: Final = 10_000  # a guard against a typo creating millions of partitions
 
 
 def validate_topic_name(name: str) -> str:
-    if not _TOPIC_RE.fullmatch(name) or name in (".", ".."):
+    """Return ``name`` if it is a legal Kafka topic name (so no path can escape a data dir),
+    else raise ``InvalidTopic``. Every log checks its arguments with it."""
+    if not isinstance(name, str) or not _TOPIC_RE.fullmatch(name) or name in (".", ".."):
         raise InvalidTopic(
-            f"Invalid topic name {name[:300]!r}: use 1 to 249 characters of [a-zA-Z0-9._-], not '.' or '..'."
+            f"Invalid topic name {str(name)[:300]!r}: "
+            "use 1 to 249 characters of [a-zA-Z0-9._-], not '.' or '..'."
         )
     return name
+
+
+def check_partition_count(partitions: int) -> None:
+    """Refuse a partition count no topic may have (``InvalidTopicConfig``); for the logs' own checks."""
+    if (
+        isinstance(partitions, bool)
+        or not isinstance(partitions, int)
+        or not 1 <= partitions <= MAX_PARTITIONS
+    ):
+        raise InvalidTopicConfig(
+            f"Invalid partition count {partitions!r}: a topic has between 1 and {MAX_PARTITIONS} partitions."
+        )
 
 
 class TopicService:

@@ -26,7 +26,7 @@ from contextlib import asynccontextmanager
 from typing import Any, Final, TypeVar
 
 from service.core.models import Broker, NewRecord, PartitionData, TopicInfo, TopicPartition
-from service.core.topics import validate_topic_name
+from service.core.topics import check_partition_count, validate_topic_name
 from service.errors import (
     BackendError,
     BackendUnavailable,
@@ -51,7 +51,6 @@ from .readahead import ReadAhead
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-MAX_PARTITIONS: Final = 10_000  # the core's limit too: a guard against a typo, not Kafka's limit
 MAX_REPLICATION: Final = 2**15 - 1  # int16 on the wire
 READY_POLL_S: Final = 0.05  # how often an admin operation looks whether the cluster shows its effect
 MAX_MESSAGE_BYTES: Final = "max.message.bytes"
@@ -235,7 +234,7 @@ class KafkaLog(StatefulLifecycle):
         self, topic: str, partitions: int, replication_factor: int, configs: Mapping[str, str]
     ) -> TopicInfo:
         validate_topic_name(topic)
-        _check_partition_count(partitions)
+        check_partition_count(partitions)
         if replication_factor is None or replication_factor == -1:
             replication_factor = -1
         elif (
@@ -335,7 +334,7 @@ class KafkaLog(StatefulLifecycle):
 
     async def add_partitions(self, topic: str, total: int) -> TopicInfo:
         validate_topic_name(topic)
-        _check_partition_count(total)
+        check_partition_count(total)
         async with self._guard(f"adding partitions to {topic!r}", topic):
             return await _uncancellable(self._add_partitions(topic, total))
 
@@ -402,17 +401,6 @@ class KafkaLog(StatefulLifecycle):
         validate_topic_name(tp.topic)
         async with self._guard(f"looking up a timestamp in {tp}", tp.topic):
             return await self._offsets.for_timestamp(tp, timestamp_ms)
-
-
-def _check_partition_count(partitions: int) -> None:
-    if (
-        isinstance(partitions, bool)
-        or not isinstance(partitions, int)
-        or not 1 <= partitions <= MAX_PARTITIONS
-    ):
-        raise InvalidTopicConfig(
-            f"Invalid partition count {partitions!r}: a topic has between 1 and {MAX_PARTITIONS} partitions."
-        )
 
 
 def _int_config(configs: Mapping[str, str], key: str) -> int | None:

@@ -3,8 +3,8 @@
 ``LogDefaults`` holds the broker-wide values the ``EmbeddedLog`` was built
 with; a topic stores only the keys it overrides (``TopicConfig.overrides``), so
 changing a default later reaches every topic that did not set the key, as in
-Kafka. ``validate_topic_name`` is the guard that keeps every path under the
-data dir.
+Kafka. Topic names are checked by ``service.core.topics.validate_topic_name``,
+the guard that keeps every path under the data dir.
 """
 
 from __future__ import annotations
@@ -14,12 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from service.errors import InvalidTopic, InvalidTopicConfig
+from service.core.topics import check_partition_count
+from service.errors import InvalidTopicConfig
 
-_NAME: Final = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 _INT: Final = re.compile(r"-?[0-9]{1,19}")
 INT32_MAX: Final = 2**31 - 1
-MAX_PARTITIONS: Final = 10_000  # a guard against a typo creating millions of directories
 INT64_MAX: Final = 2**63 - 1
 
 RETENTION_MS: Final = "retention.ms"
@@ -38,16 +37,6 @@ _INT_RANGES: Final[dict[str, tuple[int, int]]] = {
     MAX_MESSAGE_BYTES: (1, INT32_MAX),
 }
 SUPPORTED_KEYS: Final = frozenset({*_INT_RANGES, CLEANUP_POLICY})
-
-
-def validate_topic_name(topic: str) -> str:
-    """Return ``topic`` if it is a legal Kafka topic name, else raise ``InvalidTopic``."""
-    if not isinstance(topic, str) or not _NAME.fullmatch(topic) or topic in (".", ".."):
-        raise InvalidTopic(
-            f"Invalid topic name {str(topic)[:300]!r}: "
-            "use 1-249 characters of [a-zA-Z0-9._-], not '.' or '..'."
-        )
-    return topic
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,17 +122,6 @@ def parse_overrides(configs: Mapping[str, str]) -> dict[str, str]:
             raise InvalidTopicConfig(f"Invalid value {raw!r} for {key}: expected an integer in [{lo}, {hi}].")
         clean[key] = str(int(value))
     return clean
-
-
-def check_partition_count(partitions: int) -> None:
-    if (
-        isinstance(partitions, bool)
-        or not isinstance(partitions, int)
-        or not 1 <= partitions <= MAX_PARTITIONS
-    ):
-        raise InvalidTopicConfig(
-            f"Invalid partition count {partitions!r}: a topic has between 1 and {MAX_PARTITIONS} partitions."
-        )
 
 
 def check_partitions_and_replication(partitions: int, replication_factor: int | None) -> None:

@@ -28,6 +28,7 @@ from service.core.models import (
     TopicInfo,
     TopicPartition,
 )
+from service.core.topics import check_partition_count, validate_topic_name
 from service.errors import (
     BackendError,
     BackendUnavailable,
@@ -42,13 +43,7 @@ from service.errors import (
 
 from ...lifecycle import StatefulLifecycle
 from .batch import BatchError, RecordTooLarge, encode_batch
-from .config import (
-    LogDefaults,
-    TopicConfig,
-    check_partition_count,
-    check_partitions_and_replication,
-    validate_topic_name,
-)
+from .config import LogDefaults, TopicConfig, check_partitions_and_replication
 from .metadata import DataDir, TopicMeta
 from .partition import FlushPolicy, Partition, PartitionOptions, PartitionView, finish_in_thread
 

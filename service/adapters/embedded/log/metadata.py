@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from service.core.topics import validate_topic_name
 from service.errors import BackendError, InvalidTopic
 
-from .config import validate_topic_name
 from .fileio import atomic_write, fsync_dir
 
 log = logging.getLogger(__name__)

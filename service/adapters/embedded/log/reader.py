@@ -21,9 +21,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from service.core.models import Record
+from service.core.topics import validate_topic_name
 
 from .batch import decode_records
-from .config import validate_topic_name
 from .fileio import BatchScan, open_file, read_header_at
 from .index import OFFSET_ENTRY
 from .metadata import read_topic_meta
