@@ -16,13 +16,26 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from service.errors import BackendUnavailable, GroupNotFound, InvalidConsumerConfig, NotFound
+from service.errors import BackendUnavailable, GroupNotFound, InvalidConsumerConfig, InvalidPayload, NotFound
 
 from .assignors import assign
 from .models import GroupState, Member, Subscription, TopicPartition
 from .ports import Coordinator, Log
 
 log = logging.getLogger(__name__)
+
+MAX_GROUP_CHARS = 255  # what every coordinator stores as a group name
+
+
+def valid_group(group: str) -> bool:
+    return 0 < len(group) <= MAX_GROUP_CHARS
+
+
+def check_group(group: str) -> None:
+    """Refuse a group name no coordinator stores (``InvalidPayload``)."""
+    if not valid_group(group):
+        raise InvalidPayload(f"A consumer group name is 1 to {MAX_GROUP_CHARS} characters.")
+
 
 _PUBLISH_ATTEMPTS = 20
 

@@ -44,6 +44,7 @@ from typing import Final
 import crc32c
 
 from service.core.fencing import fence
+from service.core.groups import check_group
 from service.core.models import GroupState, Member, TopicPartition
 from service.errors import BackendError, BackendUnavailable, InvalidPayload
 
@@ -53,7 +54,6 @@ log = logging.getLogger(__name__)
 
 __all__ = ["EmbeddedCoordinator"]
 
-MAX_GROUP_CHARS: Final = 255
 DEFAULT_COMPACT_BYTES: Final = 4 << 20
 
 _JOURNAL_MAGIC: Final = b"BGOJ\x01"
@@ -168,11 +168,6 @@ def _copy_state(state: GroupState) -> GroupState:
 def _copy_member(member: Member) -> Member:
     # Subscription is frozen, so sharing it is safe.
     return Member(member.member_id, member.subscription, member.strategy, member.joined_ms)
-
-
-def _check_group(group: str) -> None:
-    if not group or len(group) > MAX_GROUP_CHARS:
-        raise InvalidPayload(f"A consumer group name is 1 to {MAX_GROUP_CHARS} characters.")
 
 
 class _OffsetStore:
@@ -402,7 +397,7 @@ class EmbeddedCoordinator(AsyncLifecycle):
         return sorted(live)
 
     async def join(self, group: str, member: Member) -> None:
-        _check_group(group)
+        check_group(group)
         self._members.setdefault(group, {})[member.member_id] = _copy_member(member)
 
     async def leave(self, group: str, member_id: str) -> bool:
@@ -423,7 +418,7 @@ class EmbeddedCoordinator(AsyncLifecycle):
 
     async def publish(self, group: str, state: GroupState, *, expected_version: int) -> bool:
         """Store a copy of ``state`` as version ``expected_version + 1`` (also set on ``state``)."""
-        _check_group(group)
+        check_group(group)
         stored = self._states.get(group)
         if (stored.version if stored is not None else 0) != expected_version:
             return False
@@ -445,7 +440,7 @@ class EmbeddedCoordinator(AsyncLifecycle):
     ) -> None:
         """Durably store ``offsets`` (all or none), fenced by ownership when ``member_id`` is given."""
         self._check_open()
-        _check_group(group)
+        check_group(group)
         entries = list(offsets.items())
         if not entries:
             return

@@ -23,6 +23,7 @@ from typing import Final
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
+from service.core.groups import check_group, valid_group
 from service.core.models import GroupState, Member
 from service.errors import BackendError, InvalidPayload
 
@@ -31,18 +32,8 @@ from .paths import ZnodePaths, decode_name
 from .session import ZooKeeperSession
 
 ABSENT_VERSION: Final = -1
-MAX_GROUP_CHARS: Final = 255
 # ZooKeeper drops the connection of a client sending more than jute.maxbuffer (1 MiB by default).
 MAX_ZNODE_BYTES: Final = 1000 * 1024
-
-
-def valid_group(group: str) -> bool:
-    return 0 < len(group) <= MAX_GROUP_CHARS
-
-
-def check_group(group: str) -> None:
-    if not valid_group(group):
-        raise InvalidPayload(f"A consumer group name is 1 to {MAX_GROUP_CHARS} characters.")
 
 
 class GroupStore:

@@ -30,11 +30,12 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, Roll
 from kazoo.interfaces import IAsyncResult
 
 from service.core.fencing import fence
+from service.core.groups import check_group, valid_group
 from service.core.models import TopicPartition
 from service.errors import BackendError, BackendUnavailable, InvalidPayload
 
 from .codec import MAX_OFFSET, MAX_PARTITION, decode_offset, decode_partition, encode_offset
-from .groups import MAX_ZNODE_BYTES, GroupStore, check_group, valid_group
+from .groups import MAX_ZNODE_BYTES, GroupStore
 from .paths import ZnodePaths, decode_name
 from .session import ZooKeeperSession
 
