@@ -13,6 +13,7 @@ import os
 import signal
 import socket
 import subprocess
+import time
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Self
@@ -97,13 +98,18 @@ def tail(path: Path, lines: int = 60) -> str:
 
 
 class ServerProcess:
-    """What the ZooKeeper and Redis runners share: one child process, its log file, and the
-    stop / restart / freeze / thaw controls tests use. A subclass sets ``log_path``, starts the
-    child in ``start`` (keeping it in ``_proc`` and its log in ``_log``) and may change how
-    long a restart waits (``restart_timeout``)."""
+    """What the ZooKeeper and Redis runners share: one child process, its log file, waiting
+    for it to be ready, and the stop / restart / freeze / thaw controls tests use. A subclass
+    sets ``name``, ``base_dir``, ``log_path`` and ``port``, starts the child with ``_launch``
+    and says what "ready" means in ``_probe``; it may change how long a restart waits
+    (``restart_timeout``) and how often readiness is asked (``probe_interval``)."""
 
-    restart_timeout: float = 60.0
+    name: str
+    base_dir: Path
     log_path: Path
+    port: int
+    restart_timeout: float = 60.0
+    probe_interval: float = 0.1
 
     def __init__(self) -> None:
         self._proc: subprocess.Popen[bytes] | None = None
@@ -111,6 +117,48 @@ class ServerProcess:
 
     def start(self, timeout: float) -> None:
         raise NotImplementedError
+
+    def _probe(self) -> None:
+        """Return when the server answers a real request; raise while it does not."""
+        raise NotImplementedError
+
+    def _launch(self, command: list[str], timeout: float) -> None:
+        """Spawn ``command`` in its own session, logging to ``log_path``; return once ``_probe``
+        passes, or kill it and raise with the tail of its log."""
+        self._log = self.log_path.open("ab")
+        self._proc = subprocess.Popen(
+            command,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=self.base_dir,
+            start_new_session=True,  # a Ctrl-C reaches the owner, which stops the server in its turn
+        )
+        try:
+            self._wait_ready(timeout)
+        except BaseException:
+            self._kill()
+            raise
+
+    def _wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        last_error: Exception | None = None
+        while time.monotonic() < deadline:
+            assert self._proc is not None
+            if self._proc.poll() is not None:
+                raise RuntimeError(
+                    f"{self.name} exited with status {self._proc.returncode} on start:\n{self.log_tail()}"
+                )
+            try:
+                self._probe()
+                return
+            except Exception as exc:
+                last_error = exc
+                time.sleep(self.probe_interval)
+        raise RuntimeError(
+            f"{self.name} on 127.0.0.1:{self.port} not ready after {timeout:.0f}s ({last_error!r}):\n"
+            f"{self.log_tail()}"
+        )
 
     @property
     def pid(self) -> int | None:

@@ -23,8 +23,6 @@ From a pytest fixture::
 from __future__ import annotations
 
 import shutil
-import subprocess
-import time
 from pathlib import Path
 
 import redis
@@ -44,7 +42,9 @@ def available() -> bool:
 class RedisServer(ServerProcess):
     """One ``redis-server`` process on a loopback port, with or without an append-only file."""
 
+    name = "redis-server"
     restart_timeout = 20.0
+    probe_interval = 0.02
 
     def __init__(self, base_dir: Path, *, port: int | None = None, appendonly: bool = False) -> None:
         self.base_dir = Path(base_dir)
@@ -75,8 +75,7 @@ class RedisServer(ServerProcess):
         if binary is None:
             raise RuntimeError(f"{BINARY} not found; install it with `apt-get install -y redis-server`")
         self.base_dir.mkdir(parents=True, exist_ok=True)
-        self._log = self.log_path.open("ab")
-        self._proc = subprocess.Popen(
+        self._launch(
             [
                 binary,
                 "--port",
@@ -98,37 +97,13 @@ class RedisServer(ServerProcess):
                 "--hz",
                 "50",
             ],
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            cwd=self.base_dir,
-            start_new_session=True,  # a Ctrl-C reaches the owner, which stops the server in its turn
+            timeout,
         )
-        try:
-            self._wait_ready(timeout)
-        except BaseException:
-            self._kill()
-            raise
 
-    def _wait_ready(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        last_error: Exception | None = None
-        while time.monotonic() < deadline:
-            assert self._proc is not None
-            if self._proc.poll() is not None:
-                raise RuntimeError(
-                    f"redis-server exited with status {self._proc.returncode} on start:\n{self.log_tail()}"
-                )
-            client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=1, socket_connect_timeout=1)
-            try:
-                if client.ping():  # answers only once the server is ready for commands
-                    return
-            except redis.RedisError as exc:
-                last_error = exc
-                time.sleep(0.02)
-            finally:
-                client.close()
-        raise RuntimeError(
-            f"redis-server on port {self.port} not ready after {timeout:.0f}s ({last_error!r}):\n"
-            f"{self.log_tail()}"
-        )
+    def _probe(self) -> None:
+        client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=1, socket_connect_timeout=1)
+        try:
+            if not client.ping():  # answers only once the server is ready for commands
+                raise RuntimeError("PING was not answered")
+        finally:
+            client.close()

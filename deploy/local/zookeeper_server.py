@@ -20,8 +20,6 @@ From a pytest fixture::
 from __future__ import annotations
 
 import os
-import subprocess
-import time
 from pathlib import Path
 
 from kazoo.client import KazooClient
@@ -84,6 +82,8 @@ def class_path() -> str:
 class ZooKeeperServer(ServerProcess):
     """One standalone ZooKeeper server process on a free loopback port."""
 
+    name = "ZooKeeper"
+
     def __init__(self, base_dir: Path, *, port: int | None = None, tick_time_ms: int = 100) -> None:
         self.base_dir = Path(base_dir)
         self.data_dir = self.base_dir / "data"
@@ -127,8 +127,7 @@ class ZooKeeperServer(ServerProcess):
         if self.running:
             return
         self._write_config()
-        self._log = self.log_path.open("ab")
-        self._proc = subprocess.Popen(
+        self._launch(
             [
                 "java",
                 "-Xmx256m",
@@ -140,38 +139,14 @@ class ZooKeeperServer(ServerProcess):
                 MAIN_CLASS,
                 str(self.config),
             ],
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            cwd=self.base_dir,
-            start_new_session=True,  # a Ctrl-C reaches the owner, which stops the server in its turn
+            timeout,
         )
-        try:
-            self._wait_ready(timeout)
-        except BaseException:
-            self._kill()
-            raise
 
-    def _wait_ready(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        last_error: Exception | None = None
-        while time.monotonic() < deadline:
-            assert self._proc is not None
-            if self._proc.poll() is not None:
-                raise RuntimeError(
-                    f"ZooKeeper exited with status {self._proc.returncode} on start:\n{self.log_tail()}"
-                )
-            client = KazooClient(hosts=self.hosts, timeout=2.0)
-            try:
-                client.start(timeout=1.0)
-                client.get_children("/")  # a real round trip, not just a TCP accept
-                return
-            except Exception as exc:
-                last_error = exc
-                time.sleep(0.1)
-            finally:
-                client.stop()
-                client.close()
-        raise RuntimeError(
-            f"ZooKeeper on {self.hosts} not ready after {timeout:.0f}s ({last_error!r}):\n{self.log_tail()}"
-        )
+    def _probe(self) -> None:
+        client = KazooClient(hosts=self.hosts, timeout=2.0)
+        try:
+            client.start(timeout=1.0)
+            client.get_children("/")  # a real round trip, not just a TCP accept
+        finally:
+            client.stop()
+            client.close()
