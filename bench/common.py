@@ -44,6 +44,15 @@ def start_gateway(
     return replica.proc, replica.port
 
 
+async def create_topic(http: httpx.AsyncClient, name: str, partitions: int = 1) -> None:
+    """Create ``name`` through the v3 API of the gateway ``http`` points at."""
+    cluster = (await http.get("/v3/clusters")).json()["data"][0]["cluster_id"]
+    r = await http.post(
+        f"/v3/clusters/{cluster}/topics", json={"topic_name": name, "partitions_count": partitions}
+    )
+    assert r.status_code == 201, r.text
+
+
 def produce_body(value: bytes, batch: int) -> bytes:
     """A binary-format produce body of ``batch`` copies of ``value``, encoded once up front."""
     return orjson.dumps({"records": [{"value": base64.b64encode(value).decode()}] * batch})

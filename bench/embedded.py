@@ -34,7 +34,16 @@ import orjson
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.common import BINARY, V2, produce_body, rest_consume, rest_produce, run_for, start_gateway  # noqa: E402
+from bench.common import (  # noqa: E402
+    BINARY,
+    V2,
+    create_topic,
+    produce_body,
+    rest_consume,
+    rest_produce,
+    run_for,
+    start_gateway,
+)
 from service.adapters.embedded.log import EmbeddedLog  # noqa: E402
 from service.core.models import NewRecord, TopicPartition  # noqa: E402
 
@@ -49,16 +58,10 @@ class Bench:
         self.clients = clients
         self.http = httpx.AsyncClient(base_url=url, timeout=60, limits=httpx.Limits(max_connections=64))
         self.rows: list[tuple[str, float, float, float, float]] = []
-        self.cluster = ""
 
     async def topic(self, name: str) -> None:
-        if not self.cluster:
-            self.cluster = (await self.http.get("/v3/clusters")).json()["data"][0]["cluster_id"]
-        r = await self.http.post(
-            f"/v3/clusters/{self.cluster}/topics", json={"topic_name": name, "partitions_count": 1}
-        )
-        assert r.status_code == 201, r.text
-        await self.log.create_topic(name, 1, 1, {})
+        await create_topic(self.http, name)  # the gateway's data dir
+        await self.log.create_topic(name, 1, 1, {})  # the in-process reference's
 
     async def produce(self, size: int, batch: int) -> None:
         name = f"p-{size}-{batch}"

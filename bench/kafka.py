@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.common import (  # noqa: E402
     BINARY,
+    create_topic,
     produce_body,
     rest_consume,
     rest_produce,
@@ -62,16 +63,9 @@ class Bench:
         await self.producer.stop()
         await self.http.aclose()
 
-    async def topic(self, name: str) -> None:
-        cluster = (await self.http.get("/v3/clusters")).json()["data"][0]["cluster_id"]
-        r = await self.http.post(
-            f"/v3/clusters/{cluster}/topics", json={"topic_name": name, "partitions_count": 1}
-        )
-        assert r.status_code == 201, r.text
-
     async def produce(self, size: int, batch: int) -> None:
         name = f"bench-p-{size}-{batch}-{os.getpid()}"
-        await self.topic(name)
+        await create_topic(self.http, name)
         value = os.urandom(size)
 
         async def native(n: int) -> int:
@@ -85,7 +79,7 @@ class Bench:
 
     async def consume(self, size: int, count: int) -> None:
         name = f"bench-c-{size}-{os.getpid()}"
-        await self.topic(name)
+        await create_topic(self.http, name)
         value = os.urandom(size)
         body = produce_body(value, 1000)
         for _ in range(count // 1000):

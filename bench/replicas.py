@@ -39,7 +39,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.common import BINARY, V2, produce_body, rest_produce, run_for  # noqa: E402
+from bench.common import BINARY, V2, create_topic, produce_body, rest_produce, run_for  # noqa: E402
 from bench.httpload import Connection  # noqa: E402
 from deploy.local.balancer import NginxBalancer  # noqa: E402
 from deploy.local.cluster import ClusterSpec, LocalCluster  # noqa: E402
@@ -86,14 +86,6 @@ async def measured(meter: CpuMeter, work: Awaitable[T]) -> tuple[T, dict[str, fl
     before, start = meter.sample(), time.perf_counter()
     result = await work
     return result, CpuMeter.cores(before, meter.sample(), time.perf_counter() - start)
-
-
-async def create_topic(http: httpx.AsyncClient, name: str) -> None:
-    cluster = (await http.get("/v3/clusters")).json()["data"][0]["cluster_id"]
-    r = await http.post(
-        f"/v3/clusters/{cluster}/topics", json={"topic_name": name, "partitions_count": PARTITIONS}
-    )
-    assert r.status_code == 201, r.text
 
 
 async def fill(http: httpx.AsyncClient, topic: str, value: bytes, count: int) -> None:
@@ -191,7 +183,7 @@ async def run(cluster: LocalCluster, one: NginxBalancer, seconds: float, clients
                 rounds, {"direct": direct, "one": one.port, "three": three.port}
             ):
                 topic = f"p-{side}-{size}-{batch}-{n}"
-                await create_topic(http, topic)
+                await create_topic(http, topic, PARTITIONS)
                 got = await measured(meter, rest_produce(port, topic, value, batch, clients, seconds))
                 if got[0] > best.get(side, (0.0, {}))[0]:
                     best[side] = got
@@ -204,7 +196,7 @@ async def run(cluster: LocalCluster, one: NginxBalancer, seconds: float, clients
             best = {}
             for n, side, balancer in interleaved(rounds, {"one": one, "three": three}):
                 topic = f"c-{side}-{size}-{n}"
-                await create_topic(http, topic)
+                await create_topic(http, topic, PARTITIONS)
                 await fill(http, topic, value, count)
                 rate, read, cores = await group_consume(balancer.url, balancer.port, topic, seconds, meter)
                 if read >= count:
