@@ -40,7 +40,7 @@ from . import keys
 from .codec import decode_state, encode_state
 from .connection import RedisConnection, RedisURL
 from .keys import KeyLayout
-from .scripts import ABANDON, CREATE, DELETE, PRUNE, SAVE, TOUCH
+from .scripts import ABANDON, CREATE, DELETE, PRUNE, SAVE, TOUCH, ScriptArg
 
 __all__ = ["RedisSessions"]
 
@@ -130,11 +130,9 @@ class RedisSessions(AsyncLifecycle):
         except ValueError as exc:
             raise BackendError(f"{exc} (Redis at {self._conn.url}).") from exc
 
-    # --- the port --------------------------------------------------------------------
-
-    async def create(self, state: InstanceState) -> None:
-        keys_ = self._instance_keys(state.group, state.name)
-        args = (
+    def _write_args(self, state: InstanceState) -> tuple[ScriptArg, ...]:
+        """The arguments of the CREATE and SAVE scripts, which store an instance alike."""
+        return (
             state.version,
             state.last_seen_ms,
             state.config.instance_timeout_ms,
@@ -144,6 +142,12 @@ class RedisSessions(AsyncLifecycle):
             encode_state(state),
             self._token(),
         )
+
+    # --- the port --------------------------------------------------------------------
+
+    async def create(self, state: InstanceState) -> None:
+        keys_ = self._instance_keys(state.group, state.name)
+        args = self._write_args(state)
         if not await self._conn.run(lambda r: CREATE(r, keys_, args)):
             raise ConsumerAlreadyExists(
                 f"Consumer instance {state.name!r} already exists in consumer group {state.group!r}."
@@ -169,16 +173,7 @@ class RedisSessions(AsyncLifecycle):
         copy was loaded is kept. False if another save won or the instance is gone.
         """
         keys_ = self._instance_keys(state.group, state.name)
-        args = (
-            state.version,
-            state.last_seen_ms,
-            state.config.instance_timeout_ms,
-            self._margin_ms,
-            self._keys.member(state.group, state.name),
-            state.name,
-            encode_state(state),
-            self._token(),
-        )
+        args = self._write_args(state)
         version: int = await self._conn.run(lambda r: SAVE(r, keys_, args))
         if version < 0:
             return False
