@@ -255,10 +255,10 @@ class RecordAppender:
         if lane is None:
             lane = self._lanes[tp] = _Lane()
         slots = self._fill(lane, producer, records, sizes, batch_limit)
-        _release_when_done(self._budget, granted, [batch.result for batch, _, _ in slots])
+        results = [batch.result for batch, _, _ in slots]  # one per batch: slots never repeat one
+        _release_when_done(self._budget, granted, results)
         if not lane.busy:
             self._hand_over(tp, lane)
-        results = [batch.result for batch, _, _ in slots]
         # asyncio.wait, not gather under a timeout: giving up must not cancel the results, which
         # other calls sharing the batches wait for too.
         _, pending = await asyncio.wait(results, timeout=max(deadline - loop.time(), 0))
@@ -391,8 +391,8 @@ class RecordAppender:
 
 
 def _release_when_done(budget: ByteBudget, amount: int, results: list[asyncio.Future[int]]) -> None:
-    """Return ``amount`` to ``budget`` once every one of ``results`` is settled."""
-    left = len(set(results))
+    """Return ``amount`` to ``budget`` once every one of ``results`` (all distinct) is settled."""
+    left = len(results)
 
     def settled(_: asyncio.Future[int]) -> None:
         nonlocal left
@@ -400,7 +400,7 @@ def _release_when_done(budget: ByteBudget, amount: int, results: list[asyncio.Fu
         if left == 0:
             budget.release(amount)
 
-    for result in set(results):
+    for result in results:
         result.add_done_callback(settled)
 
 
