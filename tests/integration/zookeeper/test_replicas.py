@@ -100,20 +100,25 @@ _REPLICA = textwrap.dedent(
 )
 
 
-async def test_a_killed_leader_is_replaced_after_its_session_expires(
-    zk_url: str, make_coordinator: CoordinatorFactory
-) -> None:
-    proc = await asyncio.create_subprocess_exec(
+async def start_replica(zk_url: str, node_id: str) -> asyncio.subprocess.Process:
+    """A coordinator in a process of its own, which prints its role: a replica to kill -9."""
+    return await asyncio.create_subprocess_exec(
         sys.executable,
         "-c",
         _REPLICA,
         zk_url,
-        "doomed",
+        node_id,
         str(SESSION_TIMEOUT_MS),
         stdout=asyncio.subprocess.PIPE,
         cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )
+
+
+async def test_a_killed_leader_is_replaced_after_its_session_expires(
+    zk_url: str, make_coordinator: CoordinatorFactory
+) -> None:
+    proc = await start_replica(zk_url, "doomed")
     assert proc.stdout is not None
     try:
         async with asyncio.timeout(60):
@@ -133,17 +138,7 @@ async def test_a_killed_leader_is_replaced_after_its_session_expires(
 async def test_a_restart_reuses_its_node_id_once_the_old_session_is_gone(
     zk_url: str, make_coordinator: CoordinatorFactory
 ) -> None:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-c",
-        _REPLICA,
-        zk_url,
-        "steady",
-        str(SESSION_TIMEOUT_MS),
-        stdout=asyncio.subprocess.PIPE,
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
+    proc = await start_replica(zk_url, "steady")
     assert proc.stdout is not None
     try:
         async with asyncio.timeout(60):
