@@ -63,6 +63,17 @@ def node_owner(url: str, node_id: str) -> int | None:
         client.close()
 
 
+async def expire_session(zookeeper: ZooKeeperServer, coord: ZooKeeperCoordinator) -> None:
+    """Expire ``coord``'s session now, ZooKeeper's classic way: open it from a second client
+    (same id and password), then close it there."""
+    client = coord._zk._client
+    assert client is not None
+    thief = KazooClient(hosts=zookeeper.hosts, client_id=client.client_id, timeout=SESSION_TIMEOUT_MS / 1000)
+    await asyncio.to_thread(thief.start, 10)
+    await asyncio.to_thread(thief.stop)
+    thief.close()
+
+
 async def test_start_fails_fast_and_in_one_line_when_zookeeper_is_unreachable(
     make_coordinator: CoordinatorFactory,
 ) -> None:
@@ -159,14 +170,7 @@ async def test_after_session_expiry_the_replica_registers_again_and_rejoins_the_
     old_session = a._zk.session_id
     assert old_session is not None and node_owner(url, "a") == old_session
 
-    # ZooKeeper's classic way to expire a session on demand: open it from a second
-    # client (same id and password), then close it there.
-    client = a._zk._client
-    assert client is not None
-    thief = KazooClient(hosts=zookeeper.hosts, client_id=client.client_id, timeout=SESSION_TIMEOUT_MS / 1000)
-    await asyncio.to_thread(thief.start, 10)
-    await asyncio.to_thread(thief.stop)
-    thief.close()
+    await expire_session(zookeeper, a)
 
     async def b_leads() -> bool:
         return b.is_leader()
@@ -211,12 +215,7 @@ async def test_ephemeral_members_vanish_with_their_replica_and_come_back_after_a
     assert sorted(await b.members("g")) == ["ma", "mb"]
 
     old_session = a._zk.session_id
-    client = a._zk._client
-    assert client is not None
-    thief = KazooClient(hosts=zookeeper.hosts, client_id=client.client_id, timeout=SESSION_TIMEOUT_MS / 1000)
-    await asyncio.to_thread(thief.start, 10)
-    await asyncio.to_thread(thief.stop)
-    thief.close()
+    await expire_session(zookeeper, a)
 
     async def rejoined() -> bool:
         return a._zk.session_id not in (None, old_session) and sorted(await b.members("g")) == ["ma", "mb"]
