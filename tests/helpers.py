@@ -8,6 +8,8 @@ from typing import Any
 
 import httpx
 
+from service.core.models import InstanceConfig, InstanceState
+
 BINARY = "application/vnd.kafka.binary.v2+json"
 JSON = "application/vnd.kafka.json.v2+json"
 STRING = "application/vnd.kafka.string.v2+json"
@@ -105,3 +107,16 @@ async def assignment(client: httpx.AsyncClient, base: str) -> list[tuple[str, in
     r = await client.get(f"{base}/assignments")
     assert r.status_code == 200, r.text
     return [(p["topic"], p["partition"]) for p in r.json()["partitions"]]
+
+
+def instance(
+    group: str = "g", name: str = "c", *, last_seen_ms: int = 1000, timeout_ms: int = 500
+) -> InstanceState:
+    """A consumer instance's state as the sessions tests store it."""
+    return InstanceState(
+        group=group,
+        name=name,
+        config=InstanceConfig(instance_timeout_ms=timeout_ms),
+        created_ms=last_seen_ms,
+        last_seen_ms=last_seen_ms,
+    )

@@ -15,23 +15,12 @@ import pytest
 
 from service.adapters.embedded.sessions import EmbeddedSessions
 from service.adapters.redis import RedisSessions
-from service.core.models import InstanceConfig, InstanceState, Subscription, TopicPartition
+from service.core.models import InstanceConfig, Subscription, TopicPartition
 from service.core.ports import Sessions
 from service.errors import ConsumerAlreadyExists, ConsumerInstanceNotFound
+from tests.helpers import instance
 
 TP = TopicPartition
-
-
-def instance(
-    group: str = "g", name: str = "c", *, last_seen_ms: int = 1000, timeout_ms: int = 500
-) -> InstanceState:
-    return InstanceState(
-        group=group,
-        name=name,
-        config=InstanceConfig(instance_timeout_ms=timeout_ms),
-        created_ms=last_seen_ms,
-        last_seen_ms=last_seen_ms,
-    )
 
 
 @pytest.fixture(params=["embedded", "redis"])

@@ -4,19 +4,7 @@
 from __future__ import annotations
 
 from service.adapters.embedded.sessions import EmbeddedSessions
-from service.core.models import InstanceConfig, InstanceState
-
-
-def instance(
-    group: str = "g", name: str = "c", *, last_seen_ms: int = 1000, timeout_ms: int = 500
-) -> InstanceState:
-    return InstanceState(
-        group=group,
-        name=name,
-        config=InstanceConfig(instance_timeout_ms=timeout_ms),
-        created_ms=last_seen_ms,
-        last_seen_ms=last_seen_ms,
-    )
+from tests.helpers import instance
 
 
 async def test_lifecycle_is_idempotent() -> None:

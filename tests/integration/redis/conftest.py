@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from service.adapters.redis import RedisSessions
-from service.core.models import InstanceConfig, InstanceState
 from tests.redis_server import RedisServer
 
 # Short enough that outage tests are quick, long enough for a loaded CI machine.
@@ -24,19 +23,6 @@ CONNECT_TIMEOUT_MS = 500
 SOCKET_TIMEOUT_MS = 500
 
 SessionsFactory = Callable[..., Awaitable[RedisSessions]]
-
-
-def instance(
-    group: str = "g", name: str = "c", *, last_seen_ms: int = 1000, timeout_ms: int = 500
-) -> InstanceState:
-    """The same fixture instance as the embedded sessions tests use."""
-    return InstanceState(
-        group=group,
-        name=name,
-        config=InstanceConfig(instance_timeout_ms=timeout_ms),
-        created_ms=last_seen_ms,
-        last_seen_ms=last_seen_ms,
-    )
 
 
 @pytest.fixture

@@ -11,9 +11,10 @@ import asyncio
 import time
 
 from service.adapters.redis.keys import KeyLayout
+from tests.helpers import instance
 from tests.redis_server import RedisServer
 
-from .conftest import SessionsFactory, instance
+from .conftest import SessionsFactory
 
 
 async def _wait_gone(server: RedisServer, *keys: str, within_s: float = 5.0) -> None:

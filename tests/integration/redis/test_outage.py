@@ -17,9 +17,10 @@ import pytest
 
 from service.adapters.redis import RedisSessions
 from service.errors import BackendUnavailable, GatewayError
+from tests.helpers import instance
 from tests.redis_server import RedisServer, free_port
 
-from .conftest import CONNECT_TIMEOUT_MS, SessionsFactory, instance
+from .conftest import CONNECT_TIMEOUT_MS, SessionsFactory
 
 SLACK_S = 1.0
 

@@ -18,9 +18,10 @@ from service.adapters.redis.keys import KeyLayout
 from service.adapters.redis.scripts import CREATE, SAVE
 from service.core.models import Subscription, TopicPartition
 from service.errors import ConsumerAlreadyExists, ConsumerInstanceNotFound
+from tests.helpers import instance
 from tests.redis_server import RedisServer
 
-from .conftest import SessionsFactory, instance
+from .conftest import SessionsFactory
 
 TP = TopicPartition
 

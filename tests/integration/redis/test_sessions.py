@@ -10,9 +10,8 @@ import pytest
 
 from service.adapters.redis import RedisSessions
 from service.errors import ConsumerInstanceNotFound
+from tests.helpers import instance
 from tests.redis_server import RedisServer
-
-from .conftest import instance
 
 
 async def test_lifecycle_is_idempotent(redis_server: RedisServer, prefix: str) -> None:
