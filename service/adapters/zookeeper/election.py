@@ -94,14 +94,19 @@ class LeaderElection:
             mine = self._mine(candidates)
         for extra in mine[1:]:  # a create retried after its answer was lost
             await self._drop(extra)
-        leads = bool(mine) and candidates[0] == mine[0] and self._zk.connected
+        leads = bool(mine) and candidates[0] == mine[0]
+        first = candidates[0] if candidates else None
+        if first != self._first:
+            # Learn who leads before saying we lead, so the two never disagree.
+            if leads:
+                self.leader_id = self._node_id
+            else:
+                self.leader_id = await self._owner(first) if first is not None else None
+            self._first = first
+        leads = leads and self._zk.connected
         if leads != self._leader:
             log.info("replica %s %s leader", self._node_id, "is now" if leads else "is no longer")
         self._leader = leads
-        first = candidates[0] if candidates else None
-        if first != self._first:
-            self.leader_id = await self._owner(first) if first is not None else None
-            self._first = first
         return leads
 
     async def _drop(self, name: str) -> None:
