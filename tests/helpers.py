@@ -8,7 +8,8 @@ from typing import Any
 
 import httpx
 
-from service.core.models import InstanceConfig, InstanceState
+from service.core.models import GroupState, InstanceConfig, InstanceState, TopicPartition
+from service.core.ports import Coordinator
 
 BINARY = "application/vnd.kafka.binary.v2+json"
 JSON = "application/vnd.kafka.json.v2+json"
@@ -120,3 +121,10 @@ def instance(
         created_ms=last_seen_ms,
         last_seen_ms=last_seen_ms,
     )
+
+
+async def own(c: Coordinator, group: str, member: str, tps: list[TopicPartition], gen: int = 1) -> None:
+    """Publish a generation ``gen`` in which ``member`` owns ``tps`` (and has since ``gen``)."""
+    state = await c.state(group)
+    new = GroupState(gen, {member: tps}, dict.fromkeys(tps, gen), {}, state.version)
+    assert await c.publish(group, new, expected_version=state.version)

@@ -13,18 +13,19 @@ import asyncio
 import logging
 import random
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from service.errors import BackendUnavailable, GroupNotFound, InvalidConsumerConfig, InvalidPayload, NotFound
 
 from .assignors import assign
-from .models import GroupState, Member, Subscription, TopicPartition
+from .models import MAX_OFFSET, MAX_PARTITION, GroupState, Member, Subscription, TopicPartition
 from .ports import Coordinator, Log
 
 log = logging.getLogger(__name__)
 
 MAX_GROUP_CHARS = 255  # what every coordinator stores as a group name
+MAX_COMMITTED_TOPIC_CHARS = 255  # and as the topic of a committed offset
 
 
 def valid_group(group: str) -> bool:
@@ -35,6 +36,27 @@ def check_group(group: str) -> None:
     """Refuse a group name no coordinator stores (``InvalidPayload``)."""
     if not valid_group(group):
         raise InvalidPayload(f"A consumer group name is 1 to {MAX_GROUP_CHARS} characters.")
+
+
+def valid_offset_key(tp: TopicPartition) -> bool:
+    """Whether a coordinator can store a committed offset for ``tp``."""
+    return 0 < len(tp.topic) <= MAX_COMMITTED_TOPIC_CHARS and 0 <= tp.partition <= MAX_PARTITION
+
+
+def check_offsets(offsets: Mapping[TopicPartition, int]) -> list[tuple[TopicPartition, int]]:
+    """The entries of a commit, refusing any that no coordinator stores (``InvalidPayload``)."""
+    entries = list(offsets.items())
+    for tp, offset in entries:
+        if not 0 < len(tp.topic) <= MAX_COMMITTED_TOPIC_CHARS:
+            raise InvalidPayload(f"Cannot commit an offset for topic {tp.topic!r}: empty or too long a name.")
+        if (
+            not isinstance(offset, int)
+            or isinstance(offset, bool)
+            or not 0 <= offset <= MAX_OFFSET
+            or not 0 <= tp.partition <= MAX_PARTITION
+        ):
+            raise InvalidPayload(f"Cannot commit offset {offset} for partition {tp}.")
+    return entries
 
 
 _PUBLISH_ATTEMPTS = 20

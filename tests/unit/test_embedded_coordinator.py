@@ -1,4 +1,8 @@
-"""The embedded coordinator: groups with compare-and-set, fenced commits, offsets that survive crashes."""
+"""What only the embedded coordinator has: a journal on disk, and offsets that survive crashes.
+
+The port's contract, which it shares with the ZooKeeper coordinator, is tested
+over both in ``tests/integration/test_coordinator_port.py``.
+"""
 
 from __future__ import annotations
 
@@ -13,9 +17,8 @@ from pathlib import Path
 import pytest
 
 from service.adapters.embedded.coordinator import EmbeddedCoordinator
-from service.core.models import GroupState, Member, Subscription, TopicPartition
-from service.core.ports import Coordinator
-from service.errors import BackendError, BackendUnavailable, IllegalState, InvalidPayload
+from service.core.models import TopicPartition
+from service.errors import BackendError, BackendUnavailable
 
 TP = TopicPartition
 REPO = Path(__file__).resolve().parents[2]
@@ -47,142 +50,7 @@ def journal(data_dir: Path) -> Path:
     return path
 
 
-async def own(
-    c: EmbeddedCoordinator, group: str, member: str, tps: list[TopicPartition], gen: int = 1
-) -> None:
-    state = await c.state(group)
-    new = GroupState(gen, {member: tps}, dict.fromkeys(tps, gen), {}, state.version)
-    assert await c.publish(group, new, expected_version=state.version)
-
-
-def test_implements_the_port(tmp_path: Path) -> None:
-    assert isinstance(EmbeddedCoordinator(tmp_path), Coordinator)
-
-
-# --- membership and generations ----------------------------------------------------------
-
-
-async def test_members_join_replace_and_leave(coord: EmbeddedCoordinator) -> None:
-    a = Member("a", Subscription(topics=("t",)), "range", 5)
-    await coord.join("g", a)
-    await coord.join("g", Member("b", Subscription(pattern="t.*")))
-    await coord.join("g", Member("a", Subscription(topics=("u",))))
-    members = await coord.members("g")
-    assert sorted(members) == ["a", "b"]
-    assert members["a"].subscription.topics == ("u",)
-    assert await coord.leave("g", "a") is True
-    assert await coord.leave("g", "a") is False
-    assert await coord.leave("other", "a") is False
-    assert list(await coord.members("g")) == ["b"]
-    assert await coord.members("nobody") == {}
-
-
-async def test_returned_members_and_state_are_copies(coord: EmbeddedCoordinator) -> None:
-    member = Member("a", Subscription(topics=("t",)))
-    await coord.join("g", member)
-    member.strategy = "range"
-    (await coord.members("g"))["a"].strategy = "roundrobin"
-    assert (await coord.members("g"))["a"].strategy == "balanced"
-
-    await own(coord, "g", "a", [TP("t", 0)])
-    state = await coord.state("g")
-    state.assignment["a"].append(TP("t", 1))
-    state.owned_since.clear()
-    again = await coord.state("g")
-    assert again.assignment == {"a": [TP("t", 0)]} and again.owned_since == {TP("t", 0): 1}
-
-
-async def test_publish_is_compare_and_set(coord: EmbeddedCoordinator) -> None:
-    assert await coord.state("g") == GroupState()
-    first = GroupState(generation=1, assignment={"a": [TP("t", 0)]})
-    assert await coord.publish("g", first, expected_version=0)
-    assert first.version == 1  # the caller learns the new token
-    stale = GroupState(generation=2)
-    assert not await coord.publish("g", stale, expected_version=0)
-    assert (await coord.state("g")).generation == 1
-    assert await coord.publish("g", GroupState(generation=2), expected_version=1)
-    stored = await coord.state("g")
-    assert (stored.generation, stored.version) == (2, 2)
-
-
-async def test_concurrent_publishers_only_one_wins(coord: EmbeddedCoordinator) -> None:
-    results = await asyncio.gather(
-        *(coord.publish("g", GroupState(generation=i), expected_version=0) for i in range(10))
-    )
-    assert sum(results) == 1
-
-
-async def test_groups_lists_groups_with_members_or_offsets(coord: EmbeddedCoordinator) -> None:
-    await coord.join("members-only", Member("a", Subscription(topics=("t",))))
-    await coord.commit("offsets-only", {TP("t", 0): 3})
-    await coord.join("left", Member("a", Subscription()))
-    await coord.leave("left", "a")
-    await coord.publish("state-only", GroupState(generation=1), expected_version=0)
-    assert await coord.groups() == ["members-only", "offsets-only"]
-
-
-async def test_is_leader(coord: EmbeddedCoordinator) -> None:
-    assert coord.is_leader() is True
-
-
-# --- commits and fencing -----------------------------------------------------------------
-
-
-async def test_commit_and_read_back(coord: EmbeddedCoordinator) -> None:
-    await coord.commit("g", {TP("t", 0): 10, TP("t", 1): 0})
-    await coord.commit("g", {TP("t", 0): 12, TP("u", 3): 7})
-    await coord.commit("h", {TP("t", 0): 99})
-    await coord.commit("g", {})
-    assert await coord.committed("g") == {TP("t", 0): 12, TP("t", 1): 0, TP("u", 3): 7}
-    assert await coord.committed("g", [TP("t", 1), TP("t", 2)]) == {TP("t", 1): 0}
-    assert await coord.committed("nobody") == {}
-
-
-async def test_commit_with_member_requires_ownership(coord: EmbeddedCoordinator) -> None:
-    await own(coord, "g", "a", [TP("t", 0), TP("t", 1)], gen=3)
-    await coord.commit("g", {TP("t", 0): 5, TP("t", 1): 6}, member_id="a", generation=3)
-    await coord.commit("g", {TP("t", 0): 7}, member_id="a")  # no generation: ownership only
-    with pytest.raises(IllegalState, match="does not own partition t-2"):
-        await coord.commit("g", {TP("t", 0): 8, TP("t", 2): 1}, member_id="a", generation=3)
-    with pytest.raises(IllegalState, match="does not own"):
-        await coord.commit("g", {TP("t", 0): 8}, member_id="b", generation=3)
-    with pytest.raises(IllegalState):
-        await coord.commit("empty-group", {TP("t", 0): 8}, member_id="a")
-    # A refused commit stores nothing, not even its valid part.
-    assert await coord.committed("g") == {TP("t", 0): 7, TP("t", 1): 6}
-    # Without a member (manual assignment), no fencing.
-    await coord.commit("g", {TP("t", 2): 1})
-    assert (await coord.committed("g"))[TP("t", 2)] == 1
-
-
-async def test_commit_fenced_by_generation_of_ownership(coord: EmbeddedCoordinator) -> None:
-    state = GroupState(
-        generation=5,
-        assignment={"a": [TP("t", 0), TP("t", 1)]},
-        owned_since={TP("t", 0): 2, TP("t", 1): 5},
-    )
-    assert await coord.publish("g", state, expected_version=0)
-    # Held t-0 continuously since generation 2: a view from generation 3 is still good for it.
-    await coord.commit("g", {TP("t", 0): 1}, member_id="a", generation=3)
-    # t-1 was (re)gained in generation 5: positions read in generation 3 are stale.
-    with pytest.raises(IllegalState, match="only since generation 5"):
-        await coord.commit("g", {TP("t", 1): 1}, member_id="a", generation=3)
-    await coord.commit("g", {TP("t", 1): 1}, member_id="a", generation=5)
-
-
-@pytest.mark.parametrize("bad", [-1, 1 << 63])
-async def test_commit_rejects_impossible_offsets(coord: EmbeddedCoordinator, bad: int) -> None:
-    with pytest.raises(InvalidPayload):
-        await coord.commit("g", {TP("t", 0): 1, TP("t", 1): bad})
-    assert await coord.committed("g") == {}
-
-
-@pytest.mark.parametrize("group", ["", "x" * 256])
-async def test_group_names_are_1_to_255_chars(coord: EmbeddedCoordinator, group: str) -> None:
-    with pytest.raises(InvalidPayload):
-        await coord.commit(group, {TP("t", 0): 1})
-    with pytest.raises(InvalidPayload):
-        await coord.join(group, Member("a", Subscription()))
+# --- group names and commits ------------------------------------------------------------
 
 
 async def test_any_group_name_round_trips_and_never_becomes_a_path(tmp_path: Path) -> None:

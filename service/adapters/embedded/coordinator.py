@@ -44,9 +44,9 @@ from typing import Final
 import crc32c
 
 from service.core.fencing import fence
-from service.core.groups import check_group
+from service.core.groups import check_group, check_offsets
 from service.core.models import GroupState, Member, TopicPartition
-from service.errors import BackendError, BackendUnavailable, InvalidPayload
+from service.errors import BackendError, BackendUnavailable
 
 from ..lifecycle import AsyncLifecycle
 
@@ -441,16 +441,10 @@ class EmbeddedCoordinator(AsyncLifecycle):
         """Durably store ``offsets`` (all or none), fenced by ownership when ``member_id`` is given."""
         self._check_open()
         check_group(group)
-        entries = list(offsets.items())
+        entries = check_offsets(offsets)
         if not entries:
             return
-        for tp, offset in entries:
-            if offset < 0 or not 0 <= tp.partition < 1 << 31 or offset >= 1 << 63:
-                raise InvalidPayload(f"Cannot commit offset {offset} for partition {tp}.")
-        try:
-            frame = _frame(_encode(group, entries))
-        except struct.error as exc:  # a topic name longer than 65535 bytes
-            raise InvalidPayload(f"Cannot commit offsets: {exc}") from exc
+        frame = _frame(_encode(group, entries))
         # The write runs in its own task so that a client hanging up mid-commit
         # cannot leave a commit on disk that memory does not show.
         task = asyncio.create_task(self._append(group, entries, frame, member_id, generation))

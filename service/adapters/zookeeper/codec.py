@@ -12,13 +12,10 @@ Pure functions, no I/O.
 from __future__ import annotations
 
 import json
-from typing import Any, Final
+from typing import Any
 
-from service.core.models import GroupState, Member, Subscription, TopicPartition
+from service.core.models import MAX_OFFSET, MAX_PARTITION, GroupState, Member, Subscription, TopicPartition
 from service.errors import BackendError
-
-MAX_OFFSET: Final = (1 << 63) - 1
-MAX_PARTITION: Final = (1 << 31) - 1
 
 
 class CorruptZnode(BackendError):

@@ -30,39 +30,23 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, Roll
 from kazoo.interfaces import IAsyncResult
 
 from service.core.fencing import fence
-from service.core.groups import check_group, valid_group
+from service.core.groups import check_group, check_offsets, valid_group, valid_offset_key
 from service.core.models import TopicPartition
 from service.errors import BackendError, BackendUnavailable, InvalidPayload
 
-from .codec import MAX_OFFSET, MAX_PARTITION, decode_offset, decode_partition, encode_offset
+from .codec import decode_offset, decode_partition, encode_offset
 from .groups import MAX_ZNODE_BYTES, GroupStore
 from .paths import ZnodePaths, decode_name
 from .session import ZooKeeperSession
 
 log = logging.getLogger(__name__)
 
-MAX_TOPIC_CHARS: Final = 255
 # Rebalances are rare; a commit losing this many races in a row is better retried by the client.
 _COMMIT_ATTEMPTS: Final = 10
 _KNOWN_LIMIT: Final = 100_000
 
 Entries = list[tuple[TopicPartition, int]]
 Writes = list[tuple[str, bytes]]  # (znode path, data)
-
-
-def check_entries(offsets: Mapping[TopicPartition, int]) -> Entries:
-    entries = list(offsets.items())
-    for tp, offset in entries:
-        if not 0 < len(tp.topic) <= MAX_TOPIC_CHARS:
-            raise InvalidPayload(f"Cannot commit an offset for topic {tp.topic!r}: 1 to 255 characters.")
-        if (
-            not isinstance(offset, int)
-            or isinstance(offset, bool)
-            or not 0 <= offset <= MAX_OFFSET
-            or not 0 <= tp.partition <= MAX_PARTITION
-        ):
-            raise InvalidPayload(f"Cannot commit offset {offset} for partition {tp}.")
-    return entries
 
 
 class OffsetStore:
@@ -88,7 +72,7 @@ class OffsetStore:
     ) -> None:
         """Store every offset or none, fenced by ownership when ``member_id`` is given."""
         check_group(group)
-        entries = check_entries(offsets)
+        entries = check_offsets(offsets)
         if not entries:
             return
         writes = [(self._paths.offset(group, tp), encode_offset(off)) for tp, off in entries]
@@ -167,7 +151,7 @@ class OffsetStore:
             located = [
                 (tp, self._paths.offset(group, tp))
                 for tp in dict.fromkeys(partitions)
-                if 0 < len(tp.topic) <= MAX_TOPIC_CHARS and tp.partition >= 0
+                if valid_offset_key(tp)
             ]
         values = await asyncio.gather(*(self._read(path) for _, path in located))
         return {tp: off for (tp, _), off in zip(located, values, strict=True) if off is not None}

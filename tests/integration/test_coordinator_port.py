@@ -1,0 +1,234 @@
+"""The Coordinator port's contract, run against every adapter: embedded, and ZooKeeper on a real server.
+
+Groups behave the same whichever coordinator keeps them, so each adapter gives
+the same answers to the same calls. A compare-and-set token is opaque: a caller
+only ever passes back the ``version`` it read from ``state`` (or learned from
+its own ``publish``), never a number of its own. What only one adapter has
+(the journal and its crash recovery, sessions, leader election, transactions
+raced by another replica) is tested beside it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from service.adapters.embedded.coordinator import EmbeddedCoordinator
+from service.adapters.zookeeper import ZooKeeperCoordinator
+from service.core.models import GroupState, Member, Subscription, TopicPartition
+from service.core.ports import Coordinator
+from service.errors import IllegalState, InvalidPayload
+from tests.helpers import own
+from tests.integration.zookeeper.conftest import (
+    CONNECT_TIMEOUT_MS,
+    REQUEST_TIMEOUT_MS,
+    SESSION_TIMEOUT_MS,
+    chroot_url,
+)
+
+TP = TopicPartition
+
+
+@pytest.fixture(params=["embedded", "zookeeper"])
+async def coord(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Coordinator]:
+    c: EmbeddedCoordinator | ZooKeeperCoordinator
+    if request.param == "embedded":
+        c = EmbeddedCoordinator(tmp_path)
+    else:  # a chroot of its own: its own deployment on the shared server
+        c = ZooKeeperCoordinator(
+            chroot_url(request.getfixturevalue("zookeeper")),
+            node_id="replica-a",
+            session_timeout_ms=SESSION_TIMEOUT_MS,
+            connect_timeout_ms=CONNECT_TIMEOUT_MS,
+            request_timeout_ms=REQUEST_TIMEOUT_MS,
+        )
+    await c.start()
+    try:
+        yield c
+    finally:
+        await c.stop()
+
+
+async def test_implements_the_port(coord: Coordinator) -> None:
+    assert isinstance(coord, Coordinator)
+
+
+async def test_a_single_replica_leads(coord: Coordinator) -> None:
+    assert coord.is_leader() is True
+
+
+# --- membership and generations ----------------------------------------------------------
+
+
+async def test_members_join_replace_and_leave(coord: Coordinator) -> None:
+    a = Member("a", Subscription(topics=("t",)), "range", 5)
+    await coord.join("g", a)
+    await coord.join("g", Member("b", Subscription(pattern="t.*")))
+    await coord.join("g", Member("a", Subscription(topics=("u",))))
+    members = await coord.members("g")
+    assert sorted(members) == ["a", "b"]
+    assert members["a"].subscription.topics == ("u",)
+    assert members["b"] == Member("b", Subscription(pattern="t.*"), "balanced", 0)
+    assert await coord.leave("g", "a") is True
+    assert await coord.leave("g", "a") is False
+    assert await coord.leave("other", "a") is False
+    assert list(await coord.members("g")) == ["b"]
+    assert await coord.members("nobody") == {}
+
+
+async def test_returned_members_and_state_are_copies(coord: Coordinator) -> None:
+    member = Member("a", Subscription(topics=("t",)))
+    await coord.join("g", member)
+    member.strategy = "range"
+    (await coord.members("g"))["a"].strategy = "roundrobin"
+    assert (await coord.members("g"))["a"].strategy == "balanced"
+
+    await own(coord, "g", "a", [TP("t", 0)])
+    state = await coord.state("g")
+    state.assignment["a"].append(TP("t", 1))
+    state.owned_since.clear()
+    again = await coord.state("g")
+    assert again.assignment == {"a": [TP("t", 0)]} and again.owned_since == {TP("t", 0): 1}
+
+
+async def test_state_round_trips_every_field(coord: Coordinator) -> None:
+    absent = (await coord.state("g")).version
+    state = GroupState(
+        generation=7,
+        assignment={"a": [TP("t", 0), TP("u", 2)], "b": [TP("t", 1)], "idle": []},
+        owned_since={TP("t", 0): 3, TP("u", 2): 7, TP("t", 1): 5},
+        topics={"t": 2, "u": 3},
+    )
+    assert await coord.publish("g", state, expected_version=absent)
+    stored = await coord.state("g")
+    assert stored == GroupState(7, state.assignment, state.owned_since, state.topics, version=state.version)
+
+
+async def test_publish_is_compare_and_set(coord: Coordinator) -> None:
+    absent = await coord.state("g")
+    assert absent == GroupState(version=absent.version)  # generation 0, empty
+    first = GroupState(generation=1, assignment={"a": [TP("t", 0)]})
+    assert await coord.publish("g", first, expected_version=absent.version)
+    assert first.version != absent.version  # the caller learns the new token
+    assert (await coord.state("g")).version == first.version
+    stale = GroupState(generation=2)
+    assert not await coord.publish("g", stale, expected_version=absent.version)
+    assert (await coord.state("g")).generation == 1
+    second = GroupState(generation=2)
+    assert await coord.publish("g", second, expected_version=first.version)
+    assert second.version not in (absent.version, first.version)
+    stored = await coord.state("g")
+    assert (stored.generation, stored.version) == (2, second.version)
+    assert not await coord.publish("g", GroupState(generation=3), expected_version=first.version)
+    # Another group's token means nothing here.
+    assert not await coord.publish("never", GroupState(generation=1), expected_version=second.version)
+    assert (await coord.state("never")).generation == 0
+
+
+async def test_concurrent_publishers_only_one_wins(coord: Coordinator) -> None:
+    for _ in range(2):  # creating the group's state, then replacing it
+        token = (await coord.state("g")).version
+        results = await asyncio.gather(
+            *(coord.publish("g", GroupState(generation=i), expected_version=token) for i in range(10))
+        )
+        assert sum(results) == 1
+
+
+async def test_groups_lists_groups_with_members_or_offsets(coord: Coordinator) -> None:
+    await coord.join("members-only", Member("a", Subscription(topics=("t",))))
+    await coord.commit("offsets-only", {TP("t", 0): 3})
+    await coord.join("left", Member("a", Subscription()))
+    await coord.leave("left", "a")
+    absent = (await coord.state("state-only")).version
+    await coord.publish("state-only", GroupState(generation=1), expected_version=absent)
+    assert await coord.groups() == ["members-only", "offsets-only"]
+
+
+# --- commits and fencing -----------------------------------------------------------------
+
+
+async def test_commit_and_read_back(coord: Coordinator) -> None:
+    await coord.commit("g", {TP("t", 0): 10, TP("t", 1): 0})
+    await coord.commit("g", {TP("t", 0): 12, TP("u", 3): 7})
+    await coord.commit("h", {TP("t", 0): 99})
+    await coord.commit("g", {})
+    assert await coord.committed("g") == {TP("t", 0): 12, TP("t", 1): 0, TP("u", 3): 7}
+    assert await coord.committed("g", [TP("t", 1), TP("t", 2)]) == {TP("t", 1): 0}
+    assert await coord.committed("nobody") == {}
+    assert await coord.committed("nobody", [TP("t", 0)]) == {}
+
+
+async def test_commit_with_member_requires_ownership(coord: Coordinator) -> None:
+    await own(coord, "g", "a", [TP("t", 0), TP("t", 1)], gen=3)
+    await coord.commit("g", {TP("t", 0): 5, TP("t", 1): 6}, member_id="a", generation=3)
+    await coord.commit("g", {TP("t", 0): 7}, member_id="a")  # no generation: ownership only
+    with pytest.raises(IllegalState, match="does not own partition t-2"):
+        await coord.commit("g", {TP("t", 0): 8, TP("t", 2): 1}, member_id="a", generation=3)
+    with pytest.raises(IllegalState, match="does not own"):
+        await coord.commit("g", {TP("t", 0): 8}, member_id="b", generation=3)
+    with pytest.raises(IllegalState):
+        await coord.commit("empty-group", {TP("t", 0): 8}, member_id="a")
+    # A refused commit stores nothing, not even its valid part.
+    assert await coord.committed("g") == {TP("t", 0): 7, TP("t", 1): 6}
+    assert await coord.committed("empty-group") == {}
+    # Without a member (manual assignment), no fencing.
+    await coord.commit("g", {TP("t", 2): 1})
+    assert (await coord.committed("g"))[TP("t", 2)] == 1
+
+
+async def test_commit_fenced_by_generation_of_ownership(coord: Coordinator) -> None:
+    state = GroupState(
+        generation=5,
+        assignment={"a": [TP("t", 0), TP("t", 1)]},
+        owned_since={TP("t", 0): 2, TP("t", 1): 5},
+    )
+    assert await coord.publish("g", state, expected_version=(await coord.state("g")).version)
+    # Held t-0 continuously since generation 2: a view from generation 3 is still good for it.
+    await coord.commit("g", {TP("t", 0): 1}, member_id="a", generation=3)
+    # t-1 was (re)gained in generation 5: positions read in generation 3 are stale.
+    with pytest.raises(IllegalState, match="only since generation 5"):
+        await coord.commit("g", {TP("t", 1): 1}, member_id="a", generation=3)
+    await coord.commit("g", {TP("t", 1): 1}, member_id="a", generation=5)
+
+
+@pytest.mark.parametrize("bad", [-1, 1 << 63])
+async def test_commit_rejects_impossible_offsets(coord: Coordinator, bad: int) -> None:
+    with pytest.raises(InvalidPayload):
+        await coord.commit("g", {TP("t", 0): 1, TP("t", 1): bad})
+    assert await coord.committed("g") == {}
+
+
+async def test_largest_offset_round_trips(coord: Coordinator) -> None:
+    await coord.commit("g", {TP("t", (1 << 31) - 1): (1 << 63) - 1})
+    assert await coord.committed("g") == {TP("t", (1 << 31) - 1): (1 << 63) - 1}
+
+
+@pytest.mark.parametrize("group", ["", "x" * 256])
+async def test_group_names_are_1_to_255_chars(coord: Coordinator, group: str) -> None:
+    with pytest.raises(InvalidPayload):
+        await coord.commit(group, {TP("t", 0): 1})
+    with pytest.raises(InvalidPayload):
+        await coord.join(group, Member("a", Subscription()))
+    assert await coord.members(group) == {}
+    assert await coord.committed(group) == {}
+
+
+async def test_empty_topic_names_are_refused(coord: Coordinator) -> None:
+    with pytest.raises(InvalidPayload):
+        await coord.commit("g", {TP("", 0): 1})
+
+
+async def test_concurrent_commits_are_each_atomic(coord: Coordinator) -> None:
+    # Every commit writes the same value to t-0 and to one other partition. Whatever order
+    # they were applied in, the last one wrote both: a torn commit would show as a mismatch.
+    await asyncio.gather(*(coord.commit("g", {TP("t", 0): i, TP("t", 1 + i % 3): i}) for i in range(100)))
+    seen = await coord.committed("g")
+    assert set(seen) == {TP("t", p) for p in range(4)}
+    last = seen[TP("t", 0)]
+    assert seen[TP("t", 1 + last % 3)] == last
+    for i in range(100, 110):  # sequential commits: the last one wins
+        await coord.commit("g", {TP("t", 0): i, TP("t", 1): i})
+    assert (await coord.committed("g"))[TP("t", 0)] == 109
