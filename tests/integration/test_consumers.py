@@ -296,11 +296,12 @@ async def test_reset_none_without_commit_is_illegal_state(client, name):
 
 
 async def test_instance_expires_after_timeout(client, name):
-    base = await consumer(client, name, **{"consumer.instance.timeout.ms": 1000})
-    await asyncio.sleep(0.6)
+    # Renewals half a timeout apart: a busy machine may add a second before one lands.
+    base = await consumer(client, name, **{"consumer.instance.timeout.ms": 2000})
+    await asyncio.sleep(1.0)
     assert (await client.get(f"{base}/subscription")).status_code == 200  # renews the lease
-    await asyncio.sleep(0.6)
+    await asyncio.sleep(1.0)
     assert (await client.get(f"{base}/subscription")).status_code == 200
-    await asyncio.sleep(1.5)
+    await asyncio.sleep(2.5)
     r = await client.get(f"{base}/subscription")
     assert r.status_code == 404 and r.json()["error_code"] == 40403
