@@ -138,7 +138,10 @@ class Coordinator(Protocol):
         *,
         member_id: str | None = None,
         generation: int | None = None,
-    ) -> None: ...
+    ) -> None:
+        """Store every offset or none. Entries ``groups.check_offsets`` refuses, and a commit too
+        large for the store to write at once, are refused with ``InvalidPayload``."""
+        ...
 
     async def committed(
         self, group: str, partitions: Iterable[TopicPartition] | None = None
