@@ -27,14 +27,11 @@ import grp
 import os
 import pwd
 import shutil
-import signal
-import subprocess
-import time
+import socket
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Self
 
-from .process import free_port, port_open, stop_process, tail
+from .process import ServerProcess, read_log
 
 __all__ = ["NginxBalancer", "nginx_binary", "nginx_config"]
 
@@ -132,66 +129,42 @@ http {{
 """
 
 
-class NginxBalancer:
-    """One nginx master (and its workers) on a loopback port, balancing over fixed upstreams."""
+class NginxBalancer(ServerProcess):
+    """One nginx master (and its workers, in its process group: ``stop()`` takes them too) on a
+    loopback port, balancing over fixed upstreams. ``log_path`` holds what it prints before it
+    has opened ``error_log``."""
+
+    name = "nginx"
+    start_timeout = 15.0
+    probe_timeout = 0.5
 
     def __init__(
         self, workdir: Path, upstreams: Sequence[str], *, port: int | None = None, workers: int = 1
     ) -> None:
+        super().__init__(port)
         self.workdir = Path(workdir)
         self.upstreams = list(upstreams)
-        self.port = port or free_port()
         self.workers = workers
         self.config = self.workdir / "nginx.conf"
-        self.log_path = self.workdir / "error.log"
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.error_log = self.workdir / "error.log"
+        self.log_path = self.workdir / "nginx.out"
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    @property
-    def pid(self) -> int | None:
-        return self.proc.pid if self.proc is not None else None
-
-    @property
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def start(self, timeout: float = 15.0) -> Self:
-        """Write the config, start nginx, and return once it accepts connections."""
-        binary = nginx_binary()
+    def _prepare(self) -> None:
         (self.workdir / "tmp").mkdir(parents=True, exist_ok=True)
         self.config.write_text(nginx_config(self.workdir, self.port, self.upstreams, workers=self.workers))
-        with open(self.workdir / "nginx.out", "ab") as out:
-            self.proc = subprocess.Popen(
-                # -e: the error log before the config is read, which is not the system's either
-                [binary, "-p", str(self.workdir), "-c", str(self.config), "-e", str(self.log_path)],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,  # its own group: stopping it takes the workers too
-            )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"nginx exited with {self.proc.returncode}:\n{self.output()}")
-            if port_open(self.port):
-                return self
-            time.sleep(0.05)
-        self.stop()
-        raise RuntimeError(f"nginx did not listen on {self.port} in {timeout}s:\n{self.output()}")
 
-    def output(self) -> str:
-        return tail(self.log_path) + "\n" + tail(self.workdir / "nginx.out")
+    def command(self) -> list[str]:
+        # -e: the error log before the config is read, which is not the system's either
+        return [nginx_binary(), "-p", str(self.workdir), "-c", str(self.config), "-e", str(self.error_log)]
 
-    def stop(self) -> None:
-        """Fast shutdown (SIGTERM: open long-polls are cut), then SIGKILL to the group if need be."""
-        if self.proc is not None:
-            stop_process(self.proc, sig=signal.SIGTERM, timeout=10)
+    def _probe(self, timeout: float) -> None:
+        """It accepts connections (it answers nothing itself: the replicas do)."""
+        socket.create_connection(("127.0.0.1", self.port), timeout=timeout).close()
 
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def output(self, lines: int | None = None) -> str:
+        """Its error log, then what it printed."""
+        return read_log(self.error_log, lines) + "\n" + super().output(lines)

@@ -284,7 +284,7 @@ class LocalCluster:
                 "url": self.balancer.url,
                 "port": self.balancer.port,
                 "config": str(self.balancer.config),
-                "log": str(self.balancer.log_path),
+                "log": str(self.balancer.error_log),
                 **proc(self.balancer.pid),
             },
             "replicas": [

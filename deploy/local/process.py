@@ -1,9 +1,9 @@
-"""What every runner of ``deploy.local`` shares: free loopback ports and stopping a process for good.
+"""What every runner of ``deploy.local`` shares: free loopback ports, and ``ServerProcess``.
 
 Each server is started in a session of its own, so a Ctrl-C in the terminal reaches only
 the program that owns it (pytest, or the cluster script), which then stops the servers in
 order. The other side of that choice is that nothing stops them by itself: whoever starts
-one must stop it, and ``stop_process`` is the one way they all end (polite signal, a grace
+one must stop it, and ``ServerProcess`` ends them all the same way (a signal, a grace
 period, then SIGKILL to the whole process group, which also takes nginx's workers).
 """
 
@@ -14,9 +14,10 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Self
+from typing import Self
 
 
 def free_port() -> int:
@@ -24,35 +25,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def port_open(port: int, timeout: float = 0.5) -> bool:
-    """Whether something accepts TCP connections on 127.0.0.1:``port``."""
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=timeout).close()
-    except OSError:
-        return False
-    return True
-
-
-def stop_process(
-    proc: subprocess.Popen[bytes], *, sig: int = signal.SIGTERM, timeout: float = 15.0
-) -> int | None:
-    """Send ``sig``, wait up to ``timeout`` s, then SIGKILL its process group; returns the exit status."""
-    if proc.poll() is None:
-        try:
-            os.kill(proc.pid, signal.SIGCONT)  # a SIGSTOPped process cannot act on anything else
-            os.kill(proc.pid, sig)
-        except ProcessLookupError:
-            pass
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            kill_group(proc.pid)
-            proc.wait(10)
-    # Children it left behind (it led its own group): nothing of it may outlive it.
-    kill_group(proc.pid)
-    return proc.returncode
 
 
 def kill_group(pgid: int) -> None:
@@ -88,135 +60,175 @@ def alive(pid: int, ticks: int | None) -> bool:
     return ticks is None or int(fields[19]) == ticks
 
 
-def tail(path: Path, lines: int = 60) -> str:
-    """The last ``lines`` lines of a log file, or a note that there is none."""
+def read_log(path: Path, lines: int | None = None) -> str:
+    """A log file: all of it, or its last ``lines`` lines; a note if there is none."""
     try:
         text = path.read_text(errors="replace")
     except FileNotFoundError:
         return "(no log)"
-    return "\n".join(text.splitlines()[-lines:])
+    return text if lines is None else "\n".join(text.splitlines()[-lines:])
 
 
 class ServerProcess:
-    """What the ZooKeeper and Redis runners share: one child process, its log file, waiting
-    for it to be ready, and the stop / restart / freeze / thaw controls tests use. A subclass
-    sets ``name``, ``base_dir``, ``log_path`` and ``port``, starts the child with ``_launch``
-    and says what "ready" means in ``_probe``; it may change how long a restart waits
-    (``restart_timeout``) and how often readiness is asked (``probe_interval``)."""
+    """One server child process on a loopback port, its output in ``log_path``, and the
+    start / stop / restart / freeze / thaw controls the cluster and the tests use.
+
+    A subclass says what is its own: ``command()``, what "ready" means (``_probe``), what
+    must be on disk first (``_prepare``), and its ``name`` for error messages. It may change
+    how long a start waits (``start_timeout``), how long a stop waits before SIGKILL
+    (``stop_timeout``), how long one readiness probe may take (``probe_timeout``) and how
+    often one is tried (``probe_interval``), and where and how the child runs (``cwd``,
+    ``env``, ``new_session``).
+    """
 
     name: str
-    base_dir: Path
     log_path: Path
-    port: int
-    restart_timeout: float = 60.0
-    probe_interval: float = 0.1
+    start_timeout: float = 30.0
+    stop_timeout: float = 10.0
+    probe_timeout: float = 1.0
+    probe_interval: float = 0.05
+    cwd: Path | None = None
+    env: Mapping[str, str] | None = None
+    new_session: bool = True  # its own process group: a Ctrl-C reaches the owner, which stops it
 
-    def __init__(self) -> None:
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._log: IO[bytes] | None = None
+    def __init__(self, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._ended = False  # stopped or killed, and its process group taken with it
 
-    def start(self, timeout: float) -> None:
+    def command(self) -> list[str]:
+        """The command line that starts the server."""
         raise NotImplementedError
 
-    def _probe(self) -> None:
-        """Return when the server answers a real request; raise while it does not."""
+    def _probe(self, timeout: float) -> None:
+        """Return when the server answers a real request within ``timeout`` s; raise while it does not."""
         raise NotImplementedError
 
-    def _launch(self, command: list[str], timeout: float) -> None:
-        """Spawn ``command`` in its own session, logging to ``log_path``; return once ``_probe``
-        passes, or kill it and raise with the tail of its log."""
-        self._log = self.log_path.open("ab")
-        self._proc = subprocess.Popen(
-            command,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            cwd=self.base_dir,
-            start_new_session=True,  # a Ctrl-C reaches the owner, which stops the server in its turn
-        )
-        try:
-            self._wait_ready(timeout)
-        except BaseException:
-            self._kill()
-            raise
-
-    def _wait_ready(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        last_error: Exception | None = None
-        while time.monotonic() < deadline:
-            assert self._proc is not None
-            if self._proc.poll() is not None:
-                raise RuntimeError(
-                    f"{self.name} exited with status {self._proc.returncode} on start:\n{self.log_tail()}"
-                )
-            try:
-                self._probe()
-                return
-            except Exception as exc:
-                last_error = exc
-                time.sleep(self.probe_interval)
-        raise RuntimeError(
-            f"{self.name} on 127.0.0.1:{self.port} not ready after {timeout:.0f}s ({last_error!r}):\n"
-            f"{self.log_tail()}"
-        )
+    def _prepare(self) -> None:
+        """Put what the server needs on disk before each start (a config file, directories)."""
 
     @property
     def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None else None
+        return self.proc.pid if self.proc is not None else None
 
     @property
     def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
+        return self.proc is not None and self.proc.poll() is None
 
-    def log_tail(self, lines: int = 60) -> str:
+    def start(self, timeout: float | None = None) -> Self:
+        """Start the server and return once it is ready; raise with the tail of its log if not."""
+        if self.running:
+            return self
+        self.spawn()
+        return self.wait_ready(timeout)
+
+    def spawn(self) -> None:
+        """Start the process without waiting (several servers then start side by side)."""
+        command = self.command()
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._prepare()
+        with self.log_path.open("ab") as out:
+            self.proc = subprocess.Popen(
+                command,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=self.cwd,
+                env=self.env,
+                start_new_session=self.new_session,
+            )
+        self._ended = False
+
+    def wait_ready(self, timeout: float | None = None) -> Self:
+        """Return once ``_probe`` passes; kill the process and raise with the tail of its log if it
+        exits first or is not ready within ``timeout`` s (``start_timeout`` by default)."""
+        assert self.proc is not None, "spawn() first"
+        timeout = self.start_timeout if timeout is None else timeout
+        deadline = time.monotonic() + timeout
+        last_error: Exception | None = None
         try:
-            text = self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return "(no log)"
-        return "\n".join(text.splitlines()[-lines:])
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(
+                        f"{self.name} exited with status {self.proc.returncode} on start:\n{self.output(100)}"
+                    )
+                try:
+                    self._probe(max(min(self.probe_timeout, deadline - time.monotonic()), 0.1))
+                    return self
+                except Exception as exc:  # not listening yet, or not answering yet
+                    last_error = exc
+                    time.sleep(self.probe_interval)
+            raise RuntimeError(
+                f"{self.name} on 127.0.0.1:{self.port} not ready after {timeout:g}s ({last_error!r}):\n"
+                f"{self.output(100)}"
+            )
+        except BaseException:
+            self.kill()
+            raise
 
-    def stop(self, timeout: float = 10.0) -> None:
-        """Stop the server (SIGTERM, then SIGKILL); its files stay."""
-        if self._proc is None:
+    def ready(self, timeout: float | None = None) -> bool:
+        """Whether the server answers now, as ``start()`` waits for it to."""
+        try:
+            self._probe(self.probe_timeout if timeout is None else timeout)
+        except Exception:
+            return False
+        return True
+
+    def output(self, lines: int | None = None) -> str:
+        """The server's log: all of it, or its last ``lines`` lines."""
+        return read_log(self.log_path, lines)
+
+    def stop(self, timeout: float | None = None) -> None:
+        """SIGTERM (a paused server is woken first), up to ``timeout`` s (``stop_timeout`` by
+        default) to exit, then SIGKILL to its process group; its files stay."""
+        self._end(signal.SIGTERM, self.stop_timeout if timeout is None else timeout)
+
+    def kill(self) -> None:
+        """kill -9 (and the rest of its process group): no goodbye to anyone, as a crash or an OOM kill."""
+        self._end(signal.SIGKILL, 10.0)
+
+    def terminate(self) -> None:
+        """SIGTERM without waiting: several servers then shut down side by side before ``stop()``."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.resume()
+            self.proc.terminate()
+
+    def _end(self, sig: int, timeout: float) -> None:
+        """Send ``sig``, wait up to ``timeout`` s, then SIGKILL the process group, once per start."""
+        proc = self.proc
+        if proc is None or self._ended:
             return
-        if self._proc.poll() is None:
-            self.resume()  # a stopped process cannot act on SIGTERM
-            self._proc.terminate()
+        if proc.poll() is None:
             try:
-                self._proc.wait(timeout)
+                os.kill(proc.pid, signal.SIGCONT)  # a SIGSTOPped process cannot act on anything else
+                os.kill(proc.pid, sig)
+            except ProcessLookupError:
+                pass
+            try:
+                proc.wait(timeout)
             except subprocess.TimeoutExpired:
-                self._kill()
-        self._close()
+                kill_group(proc.pid)
+                proc.wait(10)
+        # Children it left behind (it led its own group): nothing of it may outlive it.
+        kill_group(proc.pid)
+        self._ended = True
 
-    def _kill(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.kill()
-            self._proc.wait()
-        self._close()
-
-    def _close(self) -> None:
-        self._proc = None
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-
-    def restart(self, timeout: float | None = None) -> None:
+    def restart(self, timeout: float | None = None) -> Self:
         """Stop, then start again on the same port and files."""
         self.stop()
-        self.start(self.restart_timeout if timeout is None else timeout)
+        return self.start(timeout)
 
     def pause(self) -> None:
         """Freeze the server (SIGSTOP): connections stay open but nothing answers."""
-        if self._proc is not None and self._proc.poll() is None:
-            os.kill(self._proc.pid, signal.SIGSTOP)
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGSTOP)
 
     def resume(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            os.kill(self._proc.pid, signal.SIGCONT)
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGCONT)
 
     def __enter__(self) -> Self:
-        self.start(self.restart_timeout)
-        return self
+        return self.start()
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None

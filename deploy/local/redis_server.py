@@ -43,15 +43,14 @@ class RedisServer(ServerProcess):
     """One ``redis-server`` process on a loopback port, with or without an append-only file."""
 
     name = "redis-server"
-    restart_timeout = 20.0
+    start_timeout = 20.0
     probe_interval = 0.02
 
     def __init__(self, base_dir: Path, *, port: int | None = None, appendonly: bool = False) -> None:
-        self.base_dir = Path(base_dir)
+        super().__init__(port)
+        self.base_dir = self.cwd = Path(base_dir)
         self.log_path = self.base_dir / "redis.log"
-        self.port = port or free_port()
         self.appendonly = appendonly
-        super().__init__()
 
     def url_for(self, db: int = 0) -> str:
         return f"redis://127.0.0.1:{self.port}/{db}"
@@ -67,43 +66,39 @@ class RedisServer(ServerProcess):
             host="127.0.0.1", port=self.port, db=db, socket_timeout=5, socket_connect_timeout=5
         )
 
-    def start(self, timeout: float = 20.0) -> None:
-        """Start the server and return once it answers PING."""
-        if self.running:
-            return
+    def command(self) -> list[str]:
         binary = shutil.which(BINARY)
         if binary is None:
             raise RuntimeError(f"{BINARY} not found; install it with `apt-get install -y redis-server`")
-        self.base_dir.mkdir(parents=True, exist_ok=True)
-        self._launch(
-            [
-                binary,
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "yes" if self.appendonly else "no",
-                # Redis's own recommendation: at most a second of writes lost on a crash.
-                "--appendfsync",
-                "everysec",
-                "--dir",
-                str(self.base_dir),
-                "--daemonize",
-                "no",
-                # Expire keys promptly: TTL tests wait for Redis's own active expiry.
-                "--hz",
-                "50",
-            ],
-            timeout,
-        )
+        return [
+            binary,
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "yes" if self.appendonly else "no",
+            # Redis's own recommendation: at most a second of writes lost on a crash.
+            "--appendfsync",
+            "everysec",
+            "--dir",
+            str(self.base_dir),
+            "--daemonize",
+            "no",
+            # Expire keys promptly: TTL tests wait for Redis's own active expiry.
+            "--hz",
+            "50",
+        ]
 
-    def _probe(self) -> None:
-        client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=1, socket_connect_timeout=1)
+    def _probe(self, timeout: float) -> None:
+        """A PING is answered (only once the server is ready for commands)."""
+        client = redis.Redis(
+            host="127.0.0.1", port=self.port, socket_timeout=timeout, socket_connect_timeout=timeout
+        )
         try:
-            if not client.ping():  # answers only once the server is ready for commands
+            if not client.ping():
                 raise RuntimeError("PING was not answered")
         finally:
             client.close()

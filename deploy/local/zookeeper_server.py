@@ -83,16 +83,17 @@ class ZooKeeperServer(ServerProcess):
     """One standalone ZooKeeper server process on a free loopback port."""
 
     name = "ZooKeeper"
+    start_timeout = 60.0  # a JVM, on a busy machine
+    probe_interval = 0.1
 
     def __init__(self, base_dir: Path, *, port: int | None = None, tick_time_ms: int = 100) -> None:
-        self.base_dir = Path(base_dir)
+        super().__init__(port)
+        self.base_dir = self.cwd = Path(base_dir)
         self.data_dir = self.base_dir / "data"
         self.config = self.base_dir / "zoo.cfg"
         self.log_path = self.base_dir / "zookeeper.log"
-        self.port = port or free_port()
         # Sessions may be as short as 2 ticks and as long as 20.
         self.tick_time_ms = tick_time_ms
-        super().__init__()
 
     @property
     def hosts(self) -> str:
@@ -103,7 +104,7 @@ class ZooKeeperServer(ServerProcess):
         """The ``--coordinator`` value for this server (append ``/chroot`` to isolate a test)."""
         return f"zookeeper://{self.hosts}"
 
-    def _write_config(self) -> None:
+    def _prepare(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.config.write_text(
             "\n".join(
@@ -122,30 +123,24 @@ class ZooKeeperServer(ServerProcess):
             )
         )
 
-    def start(self, timeout: float = 60.0) -> None:
-        """Start the server and return once a client session connects."""
-        if self.running:
-            return
-        self._write_config()
-        self._launch(
-            [
-                "java",
-                "-Xmx256m",
-                "-XX:+UseSerialGC",
-                "-XX:TieredStopAtLevel=1",  # starts faster; a test server needs no peak throughput
-                "-Dzookeeper.jmx.log4j.disable=true",
-                "-cp",
-                class_path(),
-                MAIN_CLASS,
-                str(self.config),
-            ],
-            timeout,
-        )
+    def command(self) -> list[str]:
+        return [
+            "java",
+            "-Xmx256m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",  # starts faster; a test server needs no peak throughput
+            "-Dzookeeper.jmx.log4j.disable=true",
+            "-cp",
+            class_path(),
+            MAIN_CLASS,
+            str(self.config),
+        ]
 
-    def _probe(self) -> None:
+    def _probe(self, timeout: float) -> None:
+        """A client session connects and lists the root."""
         client = KazooClient(hosts=self.hosts, timeout=2.0)
         try:
-            client.start(timeout=1.0)
+            client.start(timeout=timeout)
             client.get_children("/")  # a real round trip, not just a TCP accept
         finally:
             client.stop()
