@@ -207,11 +207,17 @@ class ServerProcess:
             try:
                 proc.wait(timeout)
             except subprocess.TimeoutExpired:
-                kill_group(proc.pid)
+                self._kill_all(proc)
                 proc.wait(10)
-        # Children it left behind (it led its own group): nothing of it may outlive it.
-        kill_group(proc.pid)
+        if self.new_session:  # children it left behind in its group: nothing of it may outlive it
+            kill_group(proc.pid)
         self._ended = True
+
+    def _kill_all(self, proc: subprocess.Popen[bytes]) -> None:
+        if self.new_session:
+            kill_group(proc.pid)
+        else:  # it shares its owner's group: only the process itself
+            proc.kill()
 
     def restart(self, timeout: float | None = None) -> Self:
         """Stop, then start again on the same port and files."""
