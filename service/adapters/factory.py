@@ -37,9 +37,7 @@ def build_log(settings: Settings) -> Log:
             return KafkaLog(settings.log, KafkaOptions.from_settings(settings))
         except ValueError as exc:  # a malformed URL or option: one line for the CLI
             raise BackendNotAvailable(str(exc)) from exc
-    raise BackendNotAvailable(
-        f"log backend {settings.log!r} is not available in this version; use 'embedded'"
-    )
+    raise BackendNotAvailable(f"log backend {settings.log!r} has no adapter")
 
 
 def build_coordinator(settings: Settings) -> Coordinator:
@@ -62,9 +60,7 @@ def build_coordinator(settings: Settings) -> Coordinator:
             )
         except ValueError as exc:  # a malformed URL: one line for the CLI
             raise BackendNotAvailable(str(exc)) from exc
-    raise BackendNotAvailable(
-        f"coordinator backend {settings.coordinator!r} is not available in this version; use 'embedded'"
-    )
+    raise BackendNotAvailable(f"coordinator backend {settings.coordinator!r} has no adapter")
 
 
 def build_sessions(settings: Settings) -> Sessions:
@@ -85,9 +81,7 @@ def build_sessions(settings: Settings) -> Sessions:
             )
         except ValueError as exc:  # a malformed URL: one line for the CLI
             raise BackendNotAvailable(str(exc)) from exc
-    raise BackendNotAvailable(
-        f"sessions backend {settings.sessions!r} is not available in this version; use 'embedded'"
-    )
+    raise BackendNotAvailable(f"sessions backend {settings.sessions!r} has no adapter")
 
 
 def quota_limits(settings: Settings) -> QuotaLimits:
