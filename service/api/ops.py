@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -15,6 +16,7 @@ from service.gateway import Gateway, get_gateway
 
 from .http import v2 as v2_response
 from .http import v3 as v3_response
+from .responses import ERRORS
 
 router = APIRouter(tags=["ops"])
 GW = Annotated[Gateway, Depends(get_gateway)]
@@ -35,17 +37,38 @@ async def healthz() -> Response:
     return v3_response({"status": "ok"})
 
 
+Backend = Literal["log", "coordinator", "sessions"]
+
+
 @router.get(
     "/readyz",
     operation_id="ready",
-    responses={200: {"description": "Every backend answers."}, 503: {"model": ErrorBody}},
+    responses={
+        200: {"description": "The backends asked about answer."},
+        422: ERRORS[422],
+        503: {"model": ErrorBody, "description": "A backend asked about does not answer."},
+    },
 )
-async def readyz(gw: GW) -> Response:
-    """Ready when the log, the coordinator and the sessions store all answer."""
+async def readyz(
+    gw: GW,
+    backend: Annotated[
+        list[Backend] | None,
+        Query(
+            description="Ask only about these backends (repeatable), e.g. `?backend=log` for a "
+            "readiness probe that a Redis or ZooKeeper outage, shared by every replica, does not "
+            "fail. Every backend by default."
+        ),
+    ] = None,
+) -> Response:
+    """Ready when every backend asked about answers (all three unless ``backend`` names some)."""
+    checks: dict[Backend, Callable[[], Awaitable[object]]] = {
+        "log": gw.log.list_topics,
+        "coordinator": gw.coordinator.groups,
+        "sessions": lambda: gw.sessions.instances("\x00readiness"),
+    }
     try:
-        await gw.log.list_topics()
-        await gw.coordinator.groups()
-        await gw.sessions.instances("\x00readiness")
+        for name in dict.fromkeys(backend or checks):
+            await checks[name]()
     except GatewayError as exc:
         return v3_response({"error_code": int(exc.error_code), "message": exc.message}, status_code=503)
     return v3_response({"status": "ready"})

@@ -90,6 +90,11 @@ async def test_v3_topic_lifecycle(client, name):
 async def test_health_ready_metrics(client, name):
     assert (await client.get("/healthz")).status_code == 200
     assert (await client.get("/readyz")).json() == {"status": "ready"}
+    for backends in (["log"], ["coordinator", "sessions", "log", "log"]):
+        r = await client.get("/readyz", params={"backend": backends})
+        assert r.json() == {"status": "ready"}
+    r = await client.get("/readyz", params={"backend": ["log", "kafka"]})
+    assert r.status_code == 422 and r.json()["error_code"] == 42206
     await produce(client, name, [{"value": "m"}])
     text = (await client.get("/metrics")).text
     assert "brokergate_http_requests_total" in text

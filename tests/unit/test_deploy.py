@@ -3,7 +3,7 @@
 No image registry is reachable here, so the compose file, the Kubernetes manifests and
 the Dockerfile are not run. What can be checked without them is: they parse; each
 ``BROKERGATE_*`` variable they set is a field of ``Settings`` and its value passes the
-settings' validation; the Deployment runs >= 3 replicas with readiness on /readyz and
+settings' validation; the Deployment runs >= 3 replicas with readiness on /readyz?backend=log and
 liveness on /healthz, fed by the ConfigMap and Secret that exist; compose runs KRaft
 Kafka, ZooKeeper, Redis with persistence, three gateways and nginx over them. Where
 ``docker compose`` or ``nginx`` are installed, they check the files too.
@@ -109,7 +109,8 @@ def test_the_deployment_runs_three_ready_checked_replicas_on_its_configmap_and_s
     assert deployment["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
     (container,) = pod["spec"]["containers"]
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    # Ready while Kafka answers: a Redis or ZooKeeper outage takes no replica out of the Service.
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz?backend=log"
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     for probe in ("readinessProbe", "livenessProbe", "startupProbe"):
         assert container[probe]["httpGet"]["port"] in ports

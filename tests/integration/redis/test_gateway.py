@@ -10,7 +10,7 @@ import pytest
 from service.adapters.redis import RedisSessions
 from service.core.models import TopicPartition
 from tests.conftest import RunningGateway, start_gateway
-from tests.helpers import BINARY, commit, consumer, create_topic, poll, poll_until, produce, subscribe
+from tests.helpers import BINARY, commit, consumer, create_topic, poll_until, produce, subscribe, unb64
 from tests.redis_server import RedisServer
 
 from .conftest import CONNECT_TIMEOUT_MS, SOCKET_TIMEOUT_MS
@@ -68,9 +68,15 @@ async def test_redis_outage_is_a_503_with_retry_after(
         assert r.json()["error_code"] == 50301 and "Redis" in r.json()["message"]
         assert int(r.headers["Retry-After"]) >= 1
         assert (await client.get("/readyz")).status_code == 503
+        assert (await client.get("/readyz", params={"backend": "sessions"})).status_code == 503
+        # What Kubernetes asks: the replica still serves produce and reads, so it stays ready.
+        assert (await client.get("/readyz", params={"backend": "log"})).status_code == 200
         assert (await client.get("/topics")).status_code == 200  # the rest keeps working
+        await produce(client, name, [{"value": "during the outage"}])
     finally:
         own_redis.resume()
 
-    assert await poll(client, base, fmt=BINARY, timeout=0) == []  # back by itself
+    # Back by itself, and the record produced while Redis was out is there to read.
+    [record] = await poll_until(client, base, 1, fmt=BINARY)
+    assert unb64(record["value"]) == b"during the outage"
     assert (await client.get("/readyz")).status_code == 200
