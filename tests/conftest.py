@@ -9,7 +9,6 @@ session, on free ports, and each test gets its own namespace in them.
 from __future__ import annotations
 
 import asyncio
-import socket
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ import httpx
 import pytest
 import uvicorn
 
+from deploy.local.process import free_port
 from service.app import create_app
 from service.settings import Settings
 from tests.kafka_broker import TansuBroker
@@ -45,12 +45,6 @@ ZOOKEEPER_TEST_SETTINGS = {
     "zookeeper_request_timeout_ms": 2000,
     "zookeeper_connect_timeout_ms": 5000,
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

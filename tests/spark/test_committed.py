@@ -82,7 +82,7 @@ async def test_zookeeper_offsets_are_read_in_kafkas_layout(zookeeper: ZooKeeperS
 
 
 def test_an_unreachable_zookeeper_is_reported_in_one_line() -> None:
-    from tests.conftest import free_port
+    from deploy.local.process import free_port
 
     reader = ZooKeeperOffsetsReader(f"zookeeper://127.0.0.1:{free_port()}", timeout_s=0.5)
     with pytest.raises(BackendUnavailable, match="Cannot reach ZooKeeper"):
