@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 import uvicorn
+from hypothesis import settings as hypothesis_settings
 
 from deploy.local.process import free_port
 from service.app import create_app
@@ -24,6 +25,10 @@ from service.settings import Settings
 from tests.kafka_broker import TansuBroker
 from tests.redis_server import RedisServer
 from tests.zookeeper_server import ZooKeeperServer
+
+# Property tests judge answers, never speed: a busy machine must not fail one for taking long.
+hypothesis_settings.register_profile("brokergate", deadline=None, print_blob=True)
+hypothesis_settings.load_profile("brokergate")
 
 # The API suite: every test of these modules that uses a gateway runs on both logs.
 API_SUITE = {
