@@ -18,12 +18,13 @@ import argparse
 import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Final, Literal
+from typing import Final
 
 from service.core.models import TopicPartition
 from service.tools import table
 
 from .offsets import LagRow, lag_rows
+from .output import OutputFormat, add_output_arguments, append_table
 from .plan import Planner
 from .progress import Progress, Summary
 from .session import SessionSource, session_of
@@ -33,8 +34,6 @@ SCHEMA: Final = (
     "committed_offset long, log_end_offset long, lag long"
 )
 HEADER: Final = ("GROUP", "TOPIC", "PARTITION", "COMMITTED", "END", "LAG")
-
-OutputFormat = Literal["parquet", "csv"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,11 +81,7 @@ def run_lag(spark: SessionSource, options: LagOptions, progress: Progress | None
             SCHEMA,
         )
         with progress.tracking(session, f"appending {len(rows)} rows to {options.output}"):
-            writer = frame.coalesce(1).write.mode("append")
-            if options.format == "csv":
-                writer.option("header", "true").csv(options.output)
-            else:
-                writer.parquet(options.output)
+            append_table(frame, options.output, options.format)
     groups = {r.group for r in rows}
     progress.finish(
         Summary(
@@ -104,8 +99,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--group", action="append", default=[], help="a group to report (repeatable; default: all)"
     )
-    parser.add_argument("--output", help="append the rows to this directory")
-    parser.add_argument("--format", choices=["parquet", "csv"], default="parquet", help="of --output")
+    add_output_arguments(parser, "the rows")
 
 
 def options_from(args: argparse.Namespace) -> LagOptions:

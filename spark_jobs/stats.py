@@ -16,7 +16,7 @@ import argparse
 import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Final, Literal
+from typing import Final
 
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 from service.tools import table
 
 from .datasource import NAME, SCHEMA, record_bytes
+from .output import OutputFormat, add_output_arguments, append_table
 from .plan import DEFAULT_MAX_RECORDS_PER_PARTITION
 from .progress import Progress, Summary
 from .session import SessionSource, session_of
@@ -41,7 +42,7 @@ class StatsOptions:
     until: datetime
     top: int = DEFAULT_TOP
     output: str | None = None  # any path Spark writes to: a directory, hdfs://…, s3a://…
-    format: Literal["parquet", "csv"] = "parquet"
+    format: OutputFormat = "parquet"
     max_records_per_partition: int = DEFAULT_MAX_RECORDS_PER_PARTITION
 
 
@@ -84,11 +85,7 @@ def run_stats(spark: SessionSource, options: StatsOptions, progress: Progress | 
             F.lit(options.since).alias("window_start"), F.lit(options.until).alias("window_end"), "*"
         )
         with progress.tracking(session, f"appending {len(rows)} rows to {options.output}"):
-            writer = frame.coalesce(1).write.mode("append")
-            if options.format == "csv":
-                writer.option("header", "true").csv(options.output)
-            else:
-                writer.parquet(options.output)
+            append_table(frame, options.output, options.format)
     progress.finish(
         Summary(
             "stats",
@@ -113,8 +110,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--until", default="now", help="window end: now (default), ISO 8601 or a duration ago"
     )
     parser.add_argument("--top", type=int, default=DEFAULT_TOP, help=f"keys to print (default {DEFAULT_TOP})")
-    parser.add_argument("--output", help="append every key's row to this directory")
-    parser.add_argument("--format", choices=["parquet", "csv"], default="parquet", help="of --output")
+    add_output_arguments(parser, "every key's row")
     parser.add_argument(
         "--max-records-per-partition", type=int, default=DEFAULT_MAX_RECORDS_PER_PARTITION, help="task size"
     )
