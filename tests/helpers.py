@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -128,3 +129,13 @@ async def own(c: Coordinator, group: str, member: str, tps: list[TopicPartition]
     state = await c.state(group)
     new = GroupState(gen, {member: tps}, dict.fromkeys(tps, gen), {}, state.version)
     assert await c.publish(group, new, expected_version=state.version)
+
+
+def wait_for(check: Callable[[], bool], timeout: float = 20.0) -> None:
+    """Return once ``check()`` holds; fail the test if it does not within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.1)
+    raise AssertionError("condition not met in time")

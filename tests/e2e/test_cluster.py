@@ -33,6 +33,7 @@ from deploy.local.balancer import UPSTREAM_HEADER
 from deploy.local.cluster import STATE_FILE, ClusterSpec, LocalCluster
 from deploy.local.process import alive
 from service.client import V2, ClientError, Consumer, GatewayClient, Record
+from tests.helpers import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 # Short timeouts so that failures are noticed quickly; Tansu 0.6 has no idempotent producer.
@@ -71,15 +72,6 @@ def logs_on_failure(cluster: LocalCluster) -> Iterator[None]:
 
 def name(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-def wait_for(check: Callable[[], bool], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.1)
-    raise AssertionError("condition not met in time")
 
 
 def retried(action: Callable[[], Any], timeout: float = 30.0) -> Any:

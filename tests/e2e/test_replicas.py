@@ -8,7 +8,6 @@ instance is still removed and its partitions rebalanced.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +17,7 @@ from kazoo.client import KazooClient
 
 from service.client import Consumer, GatewayClient
 from tests.e2e.gateway_process import GatewayProcess
+from tests.helpers import wait_for
 from tests.kafka_broker import TansuBroker
 from tests.redis_server import RedisServer
 from tests.zookeeper_server import ZooKeeperServer
@@ -58,15 +58,6 @@ def leader(zookeeper: ZooKeeperServer, chroot: str) -> str:
     finally:
         zk.stop()
         zk.close()
-
-
-def wait_for(check, timeout: float = 20.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.1)
-    raise AssertionError("condition not met in time")
 
 
 def test_any_replica_serves_any_instance_and_the_group_survives_a_replica(cluster):
