@@ -49,12 +49,7 @@ def check_offsets(offsets: Mapping[TopicPartition, int]) -> list[tuple[TopicPart
     for tp, offset in entries:
         if not 0 < len(tp.topic) <= MAX_COMMITTED_TOPIC_CHARS:
             raise InvalidPayload(f"Cannot commit an offset for topic {tp.topic!r}: empty or too long a name.")
-        if (
-            not isinstance(offset, int)
-            or isinstance(offset, bool)
-            or not 0 <= offset <= MAX_OFFSET
-            or not 0 <= tp.partition <= MAX_PARTITION
-        ):
+        if not valid_offset_key(tp) or type(offset) is not int or not 0 <= offset <= MAX_OFFSET:
             raise InvalidPayload(f"Cannot commit offset {offset} for partition {tp}.")
     return entries
 

@@ -13,10 +13,10 @@ from typing import Final, Literal
 Header = tuple[str, bytes | None]
 
 OffsetReset = Literal["earliest", "latest", "none"]
+EmbeddedFormat = Literal["binary", "json", "string"]
 
 MAX_OFFSET: Final = (1 << 63) - 1  # Kafka's offsets and partitions are int64 and int32
 MAX_PARTITION: Final = (1 << 31) - 1
-EmbeddedFormat = Literal["binary", "json", "string"]
 
 
 @dataclass(frozen=True, slots=True, order=True)
