@@ -17,6 +17,7 @@ import orjson
 import pybase64
 
 from service.core.models import EmbeddedFormat, Header
+from service.core.rules import check_header_name
 from service.errors import ConversionError, UnsupportedMediaType
 
 FORMATS: tuple[EmbeddedFormat, ...] = ("binary", "json", "string")
@@ -115,9 +116,10 @@ def decode_headers(raw: Any, where: str) -> tuple[Header, ...]:
         raise ConversionError(f"{where}: headers must be a list of {{name, value}} objects")
     out: list[Header] = []
     for i, h in enumerate(raw):
-        if not isinstance(h, dict) or not isinstance(h.get("name"), str) or not h["name"]:
+        if not isinstance(h, dict):
             raise ConversionError(f"{where}[{i}]: a header needs a non-empty string 'name'")
-        out.append((h["name"], _decode_binary(h.get("value"), f"{where}[{i}].value")))
+        name = check_header_name(h.get("name"), f"{where}[{i}]")
+        out.append((name, _decode_binary(h.get("value"), f"{where}[{i}].value")))
     return tuple(out)
 
 

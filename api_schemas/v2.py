@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from service.core.rules import MAX_OFFSET, MAX_PARTITION
+
 
 class ErrorBody(BaseModel):
     error_code: int = Field(description="Confluent error code, e.g. 40401 for an unknown topic.")
@@ -129,10 +131,6 @@ class SubscriptionRequest(BaseModel):
 class SubscriptionResponse(BaseModel):
     topics: list[str]
     topic_pattern: str | None = None
-
-
-MAX_PARTITION = 2**31 - 1
-MAX_OFFSET = 2**63 - 1
 
 
 class TopicPartitionRef(BaseModel):

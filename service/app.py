@@ -1,8 +1,8 @@
 """The FastAPI application: routers, error shape, lifecycle.
 
-``create_app(settings)`` builds the app; its lifespan opens the three ports in
-an ``AsyncExitStack`` (closed in reverse), wires the core services, and owns
-the background workers.
+``create_app(settings)`` builds the app; its lifespan opens the three ports
+and the quota store in an ``AsyncExitStack`` (closed in reverse), wires the
+``Gateway`` (everything a request may need), and owns the background workers.
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ from workers.metadata import metadata_watcher
 from workers.reaper import reaper
 from workers.retention import retention
 
-from .adapters.factory import build_ports
+from .adapters.factory import build_ports, build_quota_store, quota_limits
 from .api import consumers, ops, topics, v3
 from .api.fastpath import ProduceFastPath
 from .api.http import BODY_MODELS, JSONBody
-from .api.quotas import open_quotas
 from .core.ports import Coordinator, Log, Sessions
+from .core.quotas import Quotas
 from .errors import ErrorCode, GatewayError
 from .gateway import Gateway
 from .metrics import Metrics
@@ -148,13 +148,13 @@ def create_app(settings: Settings, ports: tuple[Log, Coordinator, Sessions] | No
             for port in (log_port, coordinator, sessions):
                 await port.start()
                 stack.push_async_callback(port.stop)
-            gateway = Gateway.build(settings, log_port, coordinator, sessions)
+            quotas = await _open_quotas(settings, metrics, stack)
+            gateway = Gateway.build(settings, log_port, coordinator, sessions, quotas=quotas, metrics=metrics)
             app.state.gateway = gateway
-            app.state.quotas = await open_quotas(settings, metrics, stack)
             workers = [
                 reaper(gateway.consumers, metrics, settings.reaper_interval_ms),
                 retention(log_port, metrics, settings.retention_check_ms),
-                metadata_watcher(gateway.groups, settings.metadata_refresh_ms),
+                metadata_watcher(gateway.groups, settings.metadata_refresh_ms, wake=gateway.metadata_changed),
             ]
             for worker in workers:
                 if worker is not None:
@@ -181,17 +181,19 @@ def create_app(settings: Settings, ports: tuple[Log, Coordinator, Sessions] | No
         lifespan=lifespan,
         default_response_class=JSONBody,
     )
-    app.state.metrics = metrics
-    app.state.settings = settings
     for router in (ops.router, topics.router, consumers.router, v3.router):
         app.include_router(router)
     app.add_exception_handler(GatewayError, _gateway_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected)
-    app.add_middleware(ProduceFastPath)  # inside the metrics: counted the same
+    if settings.produce_fast_path:
+        app.add_middleware(ProduceFastPath, served=app)  # inside the metrics: counted the same
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.add_middleware(OneLineStartupErrors)
+    # Built now rather than at the first ASGI call: a produce route the fast path cannot serve
+    # (``FastPathMismatch``) fails here, before anything listens, not in some request.
+    app.middleware_stack = app.build_middleware_stack()
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
@@ -200,6 +202,29 @@ def create_app(settings: Settings, ports: tuple[Log, Coordinator, Sessions] | No
 
     app.openapi = openapi  # type: ignore[method-assign]
     return app
+
+
+async def _open_quotas(settings: Settings, metrics: Metrics, stack: AsyncExitStack) -> Quotas:
+    """The configured quotas, their store started (and its stop pushed on ``stack``); or none."""
+    limits = quota_limits(settings)
+    if not limits.any:
+        return Quotas.off()
+    store = build_quota_store(settings)
+    await store.start()
+    stack.push_async_callback(store.stop)
+    if settings.sessions == "embedded" and settings.coordinator != "embedded":
+        log.warning(
+            "quotas are counted by each replica on its own (a client gets them once per replica it "
+            "reaches), unless --sessions redis://... is used"
+        )
+    throttled = metrics.throttled
+    return Quotas(
+        store,
+        limits,
+        header=settings.quota_client_header,
+        on_throttled=lambda quota: throttled.labels(quota).inc(),
+        on_unchecked=metrics.quota_unchecked.inc,
+    )
 
 
 def build_openapi(app: FastAPI) -> dict[str, Any]:

@@ -1,14 +1,18 @@
-"""The wired-up gateway: ports plus the core services built on them.
+"""The wired-up gateway: everything a request may need, in one place.
 
-Built once per application by ``service.app.create_app``'s lifespan; routers
-reach it through ``get_gateway``.
+Built once per application by ``service.app.create_app``'s lifespan from the
+settings, the three ports, the quotas and the metrics; routers and the
+produce fast path reach it through ``get_gateway`` (or ``gateway_of``) and
+nothing else: no router reads ``app.state`` or opens an adapter.
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 from fastapi import Request
+from starlette.types import Scope
 
 from .core.consumers import ConsumerService
 from .core.groups import GroupManager
@@ -16,40 +20,75 @@ from .core.idempotency import IdempotencyGuard
 from .core.partitioner import Partitioner
 from .core.ports import Coordinator, Log, Sessions
 from .core.producer import ProduceService
+from .core.quotas import Quotas
 from .core.topics import TopicService
+from .metrics import Metrics
 from .settings import Settings
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class Gateway:
     settings: Settings
     log: Log
     coordinator: Coordinator
     sessions: Sessions
+    quotas: Quotas
+    metrics: Metrics
     topics: TopicService
     producer: ProduceService
     groups: GroupManager
     consumers: ConsumerService
     idempotency: IdempotencyGuard
+    # Set when topic metadata changed in a way groups may care about (a topic was auto-created);
+    # the metadata worker wakes on it instead of waiting out its interval.
+    metadata_changed: asyncio.Event
 
     @classmethod
-    def build(cls, settings: Settings, log: Log, coordinator: Coordinator, sessions: Sessions) -> Gateway:
+    def build(
+        cls,
+        settings: Settings,
+        log: Log,
+        coordinator: Coordinator,
+        sessions: Sessions,
+        *,
+        quotas: Quotas | None = None,
+        metrics: Metrics | None = None,
+    ) -> Gateway:
+        quotas = quotas or Quotas.off()
+        metadata_changed = asyncio.Event()
         groups = GroupManager(log, coordinator)
         topics = TopicService(
             log,
             auto_create=settings.auto_create_topics_enable,
             default_partitions=settings.default_partitions,
             on_change=groups.refresh,
+            on_created=metadata_changed.set,
         )
-        producer = ProduceService(log, topics, Partitioner())
-        consumers = ConsumerService(log, coordinator, sessions, groups, topics)
-        idempotency = IdempotencyGuard(
-            sessions, window_ms=settings.idempotency_window_ms, wait_ms=settings.idempotency_wait_ms
+        return cls(
+            settings=settings,
+            log=log,
+            coordinator=coordinator,
+            sessions=sessions,
+            quotas=quotas,
+            metrics=metrics or Metrics(),
+            topics=topics,
+            producer=ProduceService(log, topics, Partitioner(), quotas),
+            groups=groups,
+            consumers=ConsumerService(log, coordinator, sessions, groups, topics, quotas),
+            idempotency=IdempotencyGuard(
+                sessions, window_ms=settings.idempotency_window_ms, wait_ms=settings.idempotency_wait_ms
+            ),
+            metadata_changed=metadata_changed,
         )
-        return cls(settings, log, coordinator, sessions, topics, producer, groups, consumers, idempotency)
+
+
+def gateway_of(scope: Scope) -> Gateway:
+    """The gateway of the application serving ``scope`` (set by the lifespan before any request)."""
+    gateway: Gateway = scope["app"].state.gateway
+    return gateway
 
 
 async def get_gateway(request: Request) -> Gateway:
-    # async on purpose: FastAPI would run a plain function dependency in a worker thread.
-    gateway: Gateway = request.app.state.gateway
-    return gateway
+    """The FastAPI dependency routers declare (async on purpose: FastAPI would run a plain function
+    dependency in a worker thread)."""
+    return gateway_of(request.scope)

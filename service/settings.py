@@ -55,6 +55,12 @@ class Settings(BaseSettings):
     max_request_bytes: int = Field(64 * 1024 * 1024, ge=1024)
     max_record_bytes: int = Field(8 * 1024 * 1024, ge=16)
 
+    # the produce fast path (service.api.fastpath): the two produce routes served without FastAPI's
+    # per-request machinery; the same answers either way, off only to compare or to debug
+    produce_fast_path: bool = Field(
+        True, description="Serve produce requests on the fast path (the same answers, less CPU)."
+    )
+
     # idempotent produce (Idempotency-Key header)
     idempotency_window_ms: int = Field(
         24 * 3600 * 1000, ge=1000, description="How long a produce's Idempotency-Key answers its retries."

@@ -16,20 +16,40 @@ STOP_GRACE_S = 5.0
 
 
 class Periodic:
-    """Runs ``job`` every ``interval_s`` until stopped; a failing run is logged, never fatal."""
+    """Runs ``job`` every ``interval_s`` until stopped; a failing run is logged, never fatal.
 
-    def __init__(self, name: str, interval_s: float, job: Callable[[], Awaitable[object]]) -> None:
+    ``wake``, when given, starts the next run at once when set (and is cleared by that run):
+    the way a request that changed something asks for the job without running it itself.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        interval_s: float,
+        job: Callable[[], Awaitable[object]],
+        *,
+        wake: asyncio.Event | None = None,
+    ) -> None:
         self.name = name
         self._interval = interval_s
         self._job = job
+        self._wake = wake
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
+
+    async def _pause(self) -> None:
+        if self._wake is None:
+            await asyncio.sleep(self._interval)
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), self._interval)
+        self._wake.clear()
 
     async def _run(self) -> None:
         # The flag, not only the cancellation, ends the loop: a client library deep inside a
         # job may swallow a CancelledError, and the loop must still end at its next turn.
         while not self._stopping:
-            await asyncio.sleep(self._interval)
+            await self._pause()
             try:
                 await self._job()
             except asyncio.CancelledError:

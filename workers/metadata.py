@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from service.core.groups import GroupManager
 
 from .loop import Periodic
 
 
-def metadata_watcher(groups: GroupManager, interval_ms: int) -> Periodic:
-    return Periodic("metadata", interval_ms / 1000, groups.refresh)
+def metadata_watcher(
+    groups: GroupManager, interval_ms: int, *, wake: asyncio.Event | None = None
+) -> Periodic:
+    """Every ``interval_ms``, and at once whenever ``wake`` is set (a topic was auto-created)."""
+    return Periodic("metadata", interval_ms / 1000, groups.refresh, wake=wake)

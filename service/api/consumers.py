@@ -13,13 +13,13 @@ from api_schemas.formats import accept_formats, content_type_for
 from api_schemas.records import render_records
 from service.core.assignors import STRATEGIES
 from service.core.models import InstanceConfig, Subscription, TopicPartition
-from service.core.quotas import Quotas
+from service.core.rules import MAX_OFFSET
 from service.errors import InvalidConsumerConfig, InvalidPayload
 from service.gateway import Gateway, get_gateway
 
 from .http import JSONBody, body_doc, no_content, parse, parse_optional
 from .http import v2 as v2_response
-from .quotas import admit_poll
+from .quotas import client_of
 from .responses import CONSUMER_ERRORS, THROTTLED
 
 router = APIRouter(prefix="/consumers/{group}", tags=["consumers"])
@@ -177,18 +177,15 @@ async def poll(
     budget = (
         s.consumer_max_bytes if max_bytes is None or max_bytes <= 0 else min(max_bytes, s.consumer_max_bytes)
     )
-    quotas: Quotas = request.app.state.quotas
-    client = await admit_poll(request, quotas, gw, group, instance) if quotas.consume else ""
     fmt, polled = await gw.consumers.poll(
         group,
         instance,
         timeout_ms=timeout,
         max_bytes=budget,
         accept=accept_formats(request.headers.get("accept")),
+        client=client_of(request, gw.quotas) if gw.quotas.consume else "",
     )
-    if quotas.consume:
-        await quotas.consumed(client, polled)
-    counter = request.app.state.metrics.consumed_records
+    counter = gw.metrics.consumed_records
     for tp, records in polled:
         counter.labels(tp.topic).inc(len(records))
     return JSONBody(render_records(fmt, polled), media_type=content_type_for(fmt))
@@ -242,7 +239,7 @@ def _millis(ts: int | datetime) -> int:
         if ts.tzinfo is None:
             raise InvalidPayload("An ISO 8601 timestamp needs a time zone (e.g. 'Z').")
         return int(ts.timestamp() * 1000)
-    if not 0 <= ts <= v2.MAX_OFFSET:
+    if not 0 <= ts <= MAX_OFFSET:
         raise InvalidPayload(f"Timestamp {ts} is out of range.")
     return ts
 

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from api_schemas.formats import media_type
 from service.errors import InvalidPayload, PayloadTooLarge, UnsupportedMediaType
+from service.gateway import gateway_of
 
 V2 = "application/vnd.kafka.v2+json"
 V3 = "application/json"
@@ -53,7 +54,7 @@ def no_content() -> Response:
 
 async def read_body(request: Request) -> bytes:
     """The raw body, refused with 413 as soon as it passes the configured limit."""
-    limit: int = request.app.state.gateway.settings.max_request_bytes
+    limit = gateway_of(request.scope).settings.max_request_bytes
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise PayloadTooLarge(f"Request body of {declared} bytes is over the limit of {limit} bytes.")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Query
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -75,7 +75,6 @@ async def readyz(
 
 
 @router.get("/metrics", operation_id="metrics", responses={200: {"content": {"text/plain": {}}}})
-async def metrics(request: Request) -> Response:
+async def metrics(gw: GW) -> Response:
     """Prometheus exposition."""
-    registry = request.app.state.metrics.registry
-    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+    return Response(generate_latest(gw.metrics.registry), media_type=CONTENT_TYPE_LATEST)

@@ -14,13 +14,13 @@ from api_schemas.formats import accept_formats, content_type_for, produce_format
 from api_schemas.records import parse_produce, render_records
 from service.core.models import TopicInfo, TopicPartition
 from service.core.producer import ProduceOutcome
-from service.core.quotas import Quotas
+from service.core.rules import MAX_OFFSET
 from service.errors import NotAcceptable
 from service.gateway import Gateway, get_gateway
 
 from .http import V2, JSONBody, body_doc, loads, read_body
 from .http import v2 as v2_response
-from .quotas import admit_read, client_of
+from .quotas import client_of
 from .responses import ERRORS, PRODUCE_ERRORS, THROTTLED
 
 router = APIRouter(tags=["topics"])
@@ -91,11 +91,14 @@ async def serve_produce(
 
     async def produce() -> bytes:
         parsed = parse_produce(loads(body), fmt, max_record_bytes=gw.settings.max_record_bytes)
-        quotas: Quotas = request.app.state.quotas
-        if quotas.produce:
-            await quotas.admit_produce(client_of(request, quotas), topic, parsed.records)
-        results = await gw.producer.produce(topic, parsed.records, parsed.partitions, partition=partition)
-        metrics = request.app.state.metrics
+        results = await gw.producer.produce(
+            topic,
+            parsed.records,
+            parsed.partitions,
+            partition=partition,
+            client=client_of(request, gw.quotas) if gw.quotas.produce else "",
+        )
+        metrics = gw.metrics
         metrics.produced_records.labels(topic).inc(len(parsed.records))
         metrics.produced_bytes.labels(topic).inc(parsed.payload_bytes)
         return orjson.dumps(produce_body(results))
@@ -165,6 +168,11 @@ async def produce_to_partition(
     return await serve_produce(request, gw, topic, partition, idempotency_key)
 
 
+# Served by ``fastpath.ProduceFastPath`` when it is on: it refuses to start should one of these
+# routes take an input it does not supply.
+FAST_PATH_ENDPOINTS = (produce_to_topic, produce_to_partition)
+
+
 @router.get(
     "/topics/{topic}/partitions/{partition}/offsets",
     operation_id="getPartitionOffsets",
@@ -186,7 +194,7 @@ async def read_partition(
     partition: int,
     request: Request,
     gw: GW,
-    offset: Annotated[int, Query(ge=0, le=v2.MAX_OFFSET, description="First offset to read.")] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET, description="First offset to read.")] = 0,
     max_bytes: Annotated[
         int | None, Query(ge=1, description="Byte budget; one record is always returned.")
     ] = None,
@@ -203,8 +211,11 @@ async def read_partition(
         )
     fmt = "binary" if allowed is None else sorted(allowed)[0]
     tp = TopicPartition(topic, partition)
-    quotas: Quotas = request.app.state.quotas
-    client = await admit_read(request, quotas, topic) if quotas.consume else ""
+    quotas = gw.quotas
+    client = ""
+    if quotas.consume:
+        client = client_of(request, quotas)
+        await quotas.admit_consume(client, (topic,))
     await gw.topics.check_partition(tp)
     settings = gw.settings
     data = await gw.log.fetch(

@@ -12,17 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import replace
 
 from service.errors import (
     ConsumerFormatMismatch,
     ConsumerInstanceNotFound,
     IllegalState,
-    InvalidConsumerConfig,
     InvalidPayload,
 )
 
@@ -37,32 +34,18 @@ from .models import (
     TopicPartition,
 )
 from .ports import Coordinator, Log, Sessions
-from .topics import TopicService, validate_topic_name
+from .quotas import Quotas
+from .rules import check_group, check_instance, check_topic
+from .topics import TopicService
 
 log = logging.getLogger(__name__)
 
-_INSTANCE_RE = re.compile(r"[a-zA-Z0-9._-]{1,249}")
-_GROUP_RE = re.compile(r"[^\x00-\x1f\x7f/]{1,255}")
 # A long-poll waits on the log in slices so that a rebalance during the wait is noticed.
 _WAIT_SLICE_MS = 1000
 _IDLE_SLICE_S = 0.1
 
 # Records per partition, in fetch order.
 Polled = list[tuple[TopicPartition, list[Record]]]
-
-
-def validate_group(group: str) -> str:
-    if not _GROUP_RE.fullmatch(group):
-        raise InvalidConsumerConfig(
-            "A consumer group name is 1 to 255 characters, without '/' or control characters."
-        )
-    return group
-
-
-def validate_instance_name(name: str) -> str:
-    if not _INSTANCE_RE.fullmatch(name):
-        raise InvalidConsumerConfig("A consumer instance name is 1 to 249 characters of [a-zA-Z0-9._-].")
-    return name
 
 
 class ConsumerService:
@@ -75,6 +58,7 @@ class ConsumerService:
         sessions: Sessions,
         groups: GroupManager,
         topics: TopicService,
+        quotas: Quotas | None = None,
         *,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -83,6 +67,7 @@ class ConsumerService:
         self._sessions = sessions
         self._groups = groups
         self._topics = topics
+        self._quotas = quotas or Quotas.off()
         self._clock = clock
 
     def now_ms(self) -> int:
@@ -91,8 +76,8 @@ class ConsumerService:
     # --- lifecycle -----------------------------------------------------------------
 
     async def create(self, group: str, name: str | None, config: InstanceConfig) -> InstanceState:
-        validate_group(group)
-        name = validate_instance_name(name) if name else f"rest-consumer-{uuid.uuid4()}"
+        check_group(group)
+        name = check_instance(name) if name else f"rest-consumer-{uuid.uuid4()}"
         now = self.now_ms()
         state = InstanceState(group=group, name=name, config=config, created_ms=now, last_seen_ms=now)
         await self._sessions.create(state)
@@ -106,7 +91,7 @@ class ConsumerService:
         """Remove every instance whose lease ran out; returns how many."""
         expired = await self._sessions.expired(self.now_ms())
         for group, name in expired:
-            log.info("consumer %s/%s expired", group, name)
+            log.info("consumer %r/%s expired", group, name)
             await self._remove(group, name)
         return len(expired)
 
@@ -146,7 +131,7 @@ class ConsumerService:
         if subscription.pattern is not None:
             compile_pattern(subscription.pattern)
         for topic in subscription.topics:
-            validate_topic_name(topic)
+            check_topic(topic)
 
         async def change(state: InstanceState, owned: list[TopicPartition]) -> None:
             if state.manual is not None:
@@ -257,16 +242,27 @@ class ConsumerService:
         timeout_ms: int | None,
         max_bytes: int,
         accept: set[EmbeddedFormat] | None,
+        client: str = "",
     ) -> tuple[EmbeddedFormat, Polled]:
-        """Long-poll: return as soon as records arrive, or empty after the timeout."""
+        """Long-poll: return as soon as records arrive, or empty after the timeout.
+
+        With consume quotas, the poll is admitted for ``client`` once it knows the partitions it
+        reads (refused with ``Throttled`` while any of their buckets is in debt), and the bytes it
+        returns are charged afterwards.
+        """
         state = await self._load(group, name)
         fmt = state.config.format
         if accept is not None and fmt not in accept:
             raise ConsumerFormatMismatch()
         wait_ms = state.config.request_timeout_ms if timeout_ms is None or timeout_ms < 0 else timeout_ms
         deadline = self.now_ms() + wait_ms
+        quotas = self._quotas
+        admitted = not quotas.consume
         while True:
             owned, generation = await self._view(state)
+            if not admitted:
+                await quotas.admit_consume(client, {tp.topic for tp in owned})
+                admitted = True
             changed = await self._fill_positions(state, owned)
             remaining = max(0, deadline - self.now_ms())
             polled: Polled = []
@@ -303,6 +299,8 @@ class ConsumerService:
             if polled and state.config.auto_commit:
                 await self._auto_commit(state, {tp for tp, _ in polled}, generation)
             if polled or self.now_ms() >= deadline:
+                if quotas.consume:
+                    await quotas.consumed(client, polled)
                 return fmt, polled
             state = await self._load(group, name)
 
@@ -314,7 +312,7 @@ class ConsumerService:
         try:
             await self._coordinator.commit(state.group, offsets, member_id=member, generation=generation)
         except IllegalState as exc:  # lost the partition meanwhile; the new owner re-reads
-            log.info("auto-commit of %s/%s skipped: %s", state.group, state.name, exc)
+            log.info("auto-commit of %r/%s skipped: %s", state.group, state.name, exc)
 
     async def commit(
         self, group: str, name: str, offsets: Mapping[TopicPartition, int] | None
@@ -376,10 +374,6 @@ class ConsumerService:
                 state.positions[tp] = found if found is not None else (await self._log.offsets(tp))[1]
 
         await self._mutate(group, name, change)
-
-    async def config(self, group: str, name: str) -> InstanceConfig:
-        state = await self._load(group, name)
-        return replace(state.config)
 
 
 def _require_owned(

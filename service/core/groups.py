@@ -13,46 +13,16 @@ import asyncio
 import logging
 import random
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from service.errors import BackendUnavailable, GroupNotFound, InvalidConsumerConfig, InvalidPayload, NotFound
+from service.errors import BackendUnavailable, GroupNotFound, InvalidConsumerConfig, NotFound
 
 from .assignors import assign
-from .models import MAX_OFFSET, MAX_PARTITION, GroupState, Member, Subscription, TopicPartition
+from .models import GroupState, Member, Subscription, TopicPartition
 from .ports import Coordinator, Log
 
 log = logging.getLogger(__name__)
-
-MAX_GROUP_CHARS = 255  # what every coordinator stores as a group name
-MAX_COMMITTED_TOPIC_CHARS = 255  # and as the topic of a committed offset
-
-
-def valid_group(group: str) -> bool:
-    return 0 < len(group) <= MAX_GROUP_CHARS
-
-
-def check_group(group: str) -> None:
-    """Refuse a group name no coordinator stores (``InvalidPayload``)."""
-    if not valid_group(group):
-        raise InvalidPayload(f"A consumer group name is 1 to {MAX_GROUP_CHARS} characters.")
-
-
-def valid_offset_key(tp: TopicPartition) -> bool:
-    """Whether a coordinator can store a committed offset for ``tp``."""
-    return 0 < len(tp.topic) <= MAX_COMMITTED_TOPIC_CHARS and 0 <= tp.partition <= MAX_PARTITION
-
-
-def check_offsets(offsets: Mapping[TopicPartition, int]) -> list[tuple[TopicPartition, int]]:
-    """The entries of a commit, refusing any that no coordinator stores (``InvalidPayload``)."""
-    entries = list(offsets.items())
-    for tp, offset in entries:
-        if not 0 < len(tp.topic) <= MAX_COMMITTED_TOPIC_CHARS:
-            raise InvalidPayload(f"Cannot commit an offset for topic {tp.topic!r}: empty or too long a name.")
-        if not valid_offset_key(tp) or type(offset) is not int or not 0 <= offset <= MAX_OFFSET:
-            raise InvalidPayload(f"Cannot commit offset {offset} for partition {tp}.")
-    return entries
-
 
 _PUBLISH_ATTEMPTS = 20
 
@@ -147,7 +117,7 @@ class GroupManager:
                         since[tp] = state.owned_since.get(tp, generation) if tp in before else generation
                 new = GroupState(generation, assignment, since, counts, state.version)
                 if await self._coordinator.publish(group, new, expected_version=state.version):
-                    log.info("group %s: generation %d, %d member(s)", group, generation, len(members))
+                    log.info("group %r: generation %d, %d member(s)", group, generation, len(members))
                     return await self._coordinator.state(group)
                 # Another replica published first: back off a little, at random, and recompute.
                 await asyncio.sleep(random.uniform(0.005, 0.05))

@@ -10,22 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import time
 from collections.abc import Awaitable, Callable
 
 from service.errors import BackendUnavailable, GatewayError, InvalidPayload
 
 from .ports import Sessions
+from .rules import check_idempotency_key
 
-_KEY_RE = re.compile(r"[\x21-\x7e]{1,255}")
 _WAIT_STEP_S = 0.02
-
-
-def validate_key(key: str) -> str:
-    if not _KEY_RE.fullmatch(key):
-        raise InvalidPayload("An Idempotency-Key is 1 to 255 printable ASCII characters without spaces.")
-    return key
 
 
 class IdempotencyGuard:
@@ -40,7 +33,7 @@ class IdempotencyGuard:
         self, key: str, fingerprint: str, action: Callable[[], Awaitable[bytes]]
     ) -> tuple[bytes, bool]:
         """The response for ``key`` and whether it is a replay of an earlier request's."""
-        validate_key(key)
+        check_idempotency_key(key)
         deadline = time.monotonic() + self._wait_s
         while True:
             held = await self._sessions.claim(key, fingerprint, self._window_ms)

@@ -10,13 +10,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Final, Literal
 
+from .rules import record_size
+
 Header = tuple[str, bytes | None]
 
 OffsetReset = Literal["earliest", "latest", "none"]
 EmbeddedFormat = Literal["binary", "json", "string"]
-
-MAX_OFFSET: Final = (1 << 63) - 1  # Kafka's offsets and partitions are int64 and int32
-MAX_PARTITION: Final = (1 << 31) - 1
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -50,11 +49,8 @@ class Record:
 
     @property
     def size(self) -> int:
-        """Approximate payload size, used for ``max_bytes`` accounting."""
-        n = len(self.key or b"") + len(self.value or b"")
-        for k, v in self.headers:
-            n += len(k) + len(v or b"")
-        return n
+        """The record's size as ``max_bytes`` budgets and byte quotas count it (``rules.record_size``)."""
+        return record_size(self.key, self.value, self.headers)
 
 
 RecordFactory = Callable[[int, int, bytes | None, bytes | None, tuple[Header, ...]], Record]
@@ -130,9 +126,6 @@ class Subscription:
 
     topics: tuple[str, ...] = ()
     pattern: str | None = None
-
-    def is_empty(self) -> bool:
-        return not self.topics and self.pattern is None
 
 
 @dataclass(slots=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
+from .buckets import Charge
 from .models import (
     Broker,
     GroupState,
@@ -24,7 +25,6 @@ from .models import (
     TopicInfo,
     TopicPartition,
 )
-from .quotas import Charge
 
 
 @runtime_checkable
@@ -139,7 +139,7 @@ class Coordinator(Protocol):
         member_id: str | None = None,
         generation: int | None = None,
     ) -> None:
-        """Store every offset or none. Entries ``groups.check_offsets`` refuses, and a commit too
+        """Store every offset or none. Entries ``rules.check_offsets`` refuses, and a commit too
         large for the store to write at once, are refused with ``InvalidPayload``."""
         ...
 
@@ -209,7 +209,7 @@ class Sessions(Protocol):
 class QuotaStore(Protocol):
     """Token buckets by name, shared by every replica that shares the store.
 
-    Both calls refill each bucket first (``service.core.quotas.refill``) and
+    Both calls refill each bucket first (``service.core.buckets.refill``) and
     are atomic over all the buckets they are given, so a client bucket and a
     topic bucket are never charged one without the other. A store that
     cannot answer raises ``BackendUnavailable``; ``Quotas`` then fails open.
@@ -220,7 +220,7 @@ class QuotaStore(Protocol):
     async def stop(self) -> None: ...
 
     async def take(self, charges: Sequence[Charge]) -> list[float]:
-        """The buckets' levels before this request; if they admit it (``quotas.admits``), every
+        """The buckets' levels before this request; if they admit it (``buckets.admits``), every
         bucket has been debited its cost, otherwise none has been touched."""
         ...
 

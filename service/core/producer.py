@@ -17,6 +17,7 @@ from service.errors import ErrorCode, GatewayError, PartitionNotFound
 from .models import NewRecord, TopicPartition
 from .partitioner import Partitioner
 from .ports import Log
+from .quotas import Quotas
 from .topics import TopicService
 
 
@@ -58,12 +59,18 @@ class ProduceOutcome:
 
 
 class ProduceService:
-    """Routes records to partitions (explicit, by key with murmur2, or spread) and appends them."""
+    """Routes records to partitions (explicit, by key with murmur2, or spread) and appends them.
 
-    def __init__(self, log: Log, topics: TopicService, partitioner: Partitioner) -> None:
+    Collaborators: the Log, ``TopicService`` (auto-creation) and the produce quotas.
+    """
+
+    def __init__(
+        self, log: Log, topics: TopicService, partitioner: Partitioner, quotas: Quotas | None = None
+    ) -> None:
         self._log = log
         self._topics = topics
         self._partitioner = partitioner
+        self._quotas = quotas or Quotas.off()
 
     def _place(
         self, topic: str, count: int, records: Sequence[NewRecord], explicit: Sequence[int | None] | None
@@ -95,12 +102,15 @@ class ProduceService:
         explicit: Sequence[int | None] | None = None,
         *,
         partition: int | None = None,
+        client: str = "",
     ) -> ProduceOutcome:
-        """Append ``records`` to ``topic``.
+        """Append ``records`` to ``topic`` for ``client`` (charged to its produce quotas, if any).
 
         ``partition`` pins the whole request (the /partitions/{p} endpoint);
         otherwise ``explicit`` may give a partition per record.
         """
+        if self._quotas.produce:
+            await self._quotas.admit_produce(client, topic, records)
         info = await self._topics.for_produce(topic)
         count = len(info.partitions)
         if partition is not None:

@@ -1,21 +1,14 @@
-"""Produce and consume quotas: token buckets, and the policy that charges requests to them.
+"""Produce and consume quotas: the policy that charges requests to token buckets.
 
-The math is pure (no I/O, the clock is an argument) so that the embedded
-store, the Redis script that mirrors it, and the tests agree on one rule:
-
-- A bucket holds up to ``capacity = rate * burst_s`` tokens (bytes, or
-  requests) and refills at ``rate`` per second; a bucket never seen is full.
-- A request is admitted when every bucket it is charged to holds tokens
-  (level > 0); it is then debited its cost, which may take a bucket below
-  zero. A bucket in debt refuses everything until it has refilled past zero.
-
-This is how Kafka throttles (``producer_byte_rate``/``consumer_byte_rate``):
-it lets a request through and makes the client wait for the bytes it took.
-It is what consume needs, since a poll's bytes are only known after the
-fetch (``debit`` them then); it never starves a request larger than the
-burst; and a big request cannot be overtaken forever by small ones, which
-a "wait until the bucket holds the whole cost" rule would allow. The price is
-that one request may overshoot the burst; over time the rate is exact.
+The buckets' math is pure and lives in ``buckets``: a request is admitted
+while none of its buckets is in debt, then debited what it cost. This is how
+Kafka throttles (``producer_byte_rate``/``consumer_byte_rate``): it lets a
+request through and makes the client wait for the bytes it took. It is what
+consume needs, since a poll's bytes are only known after the fetch (``debit``
+them then); it never starves a request larger than the burst; and a big
+request cannot be overtaken forever by small ones, which a "wait until the
+bucket holds the whole cost" rule would allow. The price is that one request
+may overshoot the burst; over time the rate is exact.
 
 ``Quotas`` decides which buckets a request is charged to (per client: API
 key or address; per topic; per direction, plus an optional request rate),
@@ -31,15 +24,15 @@ import logging
 import math
 import time
 from collections.abc import Callable, Collection, Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final, Protocol
+from dataclasses import dataclass
+from typing import Final
 
 from service.errors import GatewayError, Throttled
 
-from .models import Header, TopicPartition
-
-if TYPE_CHECKING:
-    from .ports import QuotaStore
+from .buckets import Charge, Limit, Refusal, refusal
+from .models import TopicPartition
+from .ports import QuotaStore
+from .rules import RecordLike, record_bytes
 
 log = logging.getLogger(__name__)
 
@@ -54,106 +47,6 @@ CLIENT_CONSUME: Final = "client_consume"
 CLIENT_REQUESTS: Final = "client_requests"
 TOPIC_PRODUCE: Final = "topic_produce"
 TOPIC_CONSUME: Final = "topic_consume"
-
-
-# --- the math ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Limit:
-    """A bucket's shape: ``rate`` units per second, holding at most ``burst_s`` seconds of it."""
-
-    rate: float
-    burst_s: float
-    capacity: float = field(init=False, compare=False)  # rate * burst_s: read on every charge
-
-    def __post_init__(self) -> None:
-        if not (self.rate > 0 and self.burst_s > 0 and math.isfinite(self.rate * self.burst_s)):
-            raise ValueError(f"a quota needs a positive rate and burst, not {self.rate}/s, {self.burst_s}s")
-        object.__setattr__(self, "capacity", self.rate * self.burst_s)
-
-
-@dataclass(frozen=True, slots=True)
-class Charge:
-    """What one request costs one named bucket (``cost`` may be 0: admission only)."""
-
-    bucket: str
-    limit: Limit
-    cost: float
-    quota: str = ""  # the metric label of this kind of bucket
-
-
-def refill(level: float | None, updated_ms: float, limit: Limit, now_ms: float) -> float:
-    """The level at ``now_ms`` of a bucket left at ``level`` at ``updated_ms`` (None: never seen).
-
-    A clock that went backwards refills nothing rather than draining the bucket.
-    """
-    if level is None:
-        return limit.capacity
-    elapsed_ms = max(0.0, now_ms - updated_ms)
-    return min(limit.capacity, level + elapsed_ms * limit.rate / 1000)
-
-
-def admits(levels: Iterable[float]) -> bool:
-    """Whether a request charged to buckets at these levels goes through: none empty or in debt."""
-    return all(level > 0 for level in levels)
-
-
-def retry_after_s(level: float, limit: Limit) -> int:
-    """Whole seconds until a bucket at ``level`` admits again (0 if it does now, else at least 1)."""
-    if level > 0:
-        return 0
-    seconds = max(1, math.floor(-level / limit.rate) + 1)
-    # Float division can land a hair short; the promise is that waiting this long is enough,
-    # by the very arithmetic ``refill`` will use.
-    while not admits([refill(level, 0, limit, seconds * 1000)]):
-        seconds += 1
-    return seconds
-
-
-def ms_until_full(level: float, limit: Limit) -> int:
-    """How long until the bucket is full again: after that, forgetting it changes nothing."""
-    return max(0, math.ceil((limit.capacity - level) * 1000 / limit.rate))
-
-
-@dataclass(frozen=True, slots=True)
-class Refusal:
-    """The bucket that keeps a request out longest, and for how many whole seconds."""
-
-    charge: Charge
-    retry_after_s: int
-
-
-def refusal(charges: Sequence[Charge], levels: Sequence[float]) -> Refusal | None:
-    """None if the request is admitted at these levels; else the bucket with the longest wait."""
-    worst: Refusal | None = None
-    for charge, level in zip(charges, levels, strict=True):
-        wait = retry_after_s(level, charge.limit)
-        if wait and (worst is None or wait > worst.retry_after_s):
-            worst = Refusal(charge, wait)
-    return worst
-
-
-class RecordLike(Protocol):
-    @property
-    def key(self) -> bytes | None: ...
-
-    @property
-    def value(self) -> bytes | None: ...
-
-    @property
-    def headers(self) -> tuple[Header, ...]: ...
-
-
-def record_bytes(records: Iterable[RecordLike]) -> int:
-    """What records cost a byte quota: keys, values and headers, as stored (not as encoded in JSON)."""
-    total = 0
-    for r in records:
-        total += len(r.key or b"") + len(r.value or b"")
-        if r.headers:  # rare, and an empty loop costs more than the test
-            for k, v in r.headers:
-                total += len(k) + len(v or b"")
-    return total
 
 
 def client_id(api_key: str | None, address: str | None) -> str:

@@ -13,13 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI, Query
 
-from service.api import fastpath
+from service.api import fastpath, topics
 from service.api.topics import serve_produce
 from service.app import create_app
 from service.settings import Settings
-from tests import conftest
 from tests.conftest import RunningGateway, start_gateway
 from tests.helpers import BINARY, JSON, STRING, V2, b64
 
@@ -55,16 +54,9 @@ REQUESTS: list[tuple[str, str, bytes, dict[str, str]]] = [
 
 
 @pytest.fixture
-async def both(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[tuple[RunningGateway, ...]]:
+async def both(tmp_path: Path) -> AsyncIterator[tuple[RunningGateway, ...]]:
     fast = await start_gateway(tmp_path / "fast", auto_create_topics_enable=False)
-
-    def without_fast_path(settings: Settings) -> FastAPI:
-        app = create_app(settings)
-        app.user_middleware = [m for m in app.user_middleware if m.cls is not fastpath.ProduceFastPath]
-        return app
-
-    monkeypatch.setattr(conftest, "create_app", without_fast_path)
-    slow = await start_gateway(tmp_path / "slow", auto_create_topics_enable=False)
+    slow = await start_gateway(tmp_path / "slow", auto_create_topics_enable=False, produce_fast_path=False)
     try:
         for gw in (fast, slow):
             cluster = (await gw.client.get("/v3/clusters")).json()["data"][0]["cluster_id"]
@@ -123,3 +115,27 @@ async def test_other_methods_on_produce_paths_are_left_to_the_routes(
 def test_the_fast_path_is_in_the_served_app() -> None:
     app = create_app(Settings())
     assert any(m.cls is fastpath.ProduceFastPath for m in app.user_middleware)
+
+
+def test_the_setting_turns_the_fast_path_off() -> None:
+    app = create_app(Settings(produce_fast_path=False))
+    assert not any(m.cls is fastpath.ProduceFastPath for m in app.user_middleware)
+
+
+async def _authenticate() -> None:
+    """What an authentication dependency looks like to the fast path: something it does not run."""
+
+
+async def _extra_query(verbose: bool = Query(False)) -> bool:
+    return verbose
+
+
+@pytest.mark.parametrize("dependency", [_authenticate, _extra_query])
+def test_a_produce_route_with_an_input_the_fast_path_does_not_supply_cannot_start(dependency: Any) -> None:
+    served = FastAPI()
+    served.include_router(topics.router, dependencies=[Depends(dependency)])
+    with pytest.raises(fastpath.FastPathMismatch, match=dependency.__name__):
+        fastpath.ProduceFastPath(served, served=served)
+    served = FastAPI()
+    served.include_router(topics.router)
+    fastpath.ProduceFastPath(served, served=served)  # as shipped: it starts

@@ -13,23 +13,25 @@ from hypothesis import strategies as st
 
 from service.adapters.embedded.quotas import EmbeddedQuotas
 from service.adapters.factory import quota_limits
+from service.core.buckets import (
+    Charge,
+    Limit,
+    admits,
+    ms_until_full,
+    refill,
+    refusal,
+    retry_after_s,
+)
 from service.core.models import NewRecord, Record, TopicPartition
 from service.core.quotas import (
     CLIENT_PRODUCE,
     CLIENT_REQUESTS,
     TOPIC_PRODUCE,
-    Charge,
-    Limit,
     QuotaLimits,
     Quotas,
-    admits,
     client_id,
-    ms_until_full,
-    record_bytes,
-    refill,
-    refusal,
-    retry_after_s,
 )
+from service.core.rules import record_bytes
 from service.errors import BackendUnavailable, Throttled
 from service.settings import Settings
 

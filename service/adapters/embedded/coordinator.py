@@ -44,8 +44,8 @@ from typing import Final
 import crc32c
 
 from service.core.fencing import fence
-from service.core.groups import check_group, check_offsets
 from service.core.models import GroupState, Member, TopicPartition
+from service.core.rules import check_group, check_offsets
 from service.errors import BackendError, BackendUnavailable
 
 from ..lifecycle import AsyncLifecycle

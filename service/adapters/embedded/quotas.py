@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Final
 
-from service.core.quotas import Charge, admits, ms_until_full, refill
+from service.core.buckets import Charge, admits, ms_until_full, refill
 
 from ..lifecycle import AsyncLifecycle
 

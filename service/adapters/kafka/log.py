@@ -26,7 +26,12 @@ from contextlib import asynccontextmanager
 from typing import Any, Final, TypeVar
 
 from service.core.models import Broker, NewRecord, PartitionData, TopicInfo, TopicPartition
-from service.core.topics import check_partition_count, validate_topic_name
+from service.core.rules import (
+    check_partition_count,
+    check_partition_growth,
+    check_replication_factor,
+    check_topic,
+)
 from service.errors import (
     BackendError,
     BackendUnavailable,
@@ -51,7 +56,6 @@ from .readahead import ReadAhead
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-MAX_REPLICATION: Final = 2**15 - 1  # int16 on the wire
 READY_POLL_S: Final = 0.05  # how often an admin operation looks whether the cluster shows its effect
 MAX_MESSAGE_BYTES: Final = "max.message.bytes"
 CLEANUP_POLICY: Final = "cleanup.policy"
@@ -226,26 +230,16 @@ class KafkaLog(StatefulLifecycle):
             return await self._metadata.topic_names()
 
     async def describe_topic(self, topic: str) -> TopicInfo:
-        validate_topic_name(topic)
+        check_topic(topic)
         async with self._guard(f"describing topic {topic!r}", topic):
             return await self._metadata.describe(topic)
 
     async def create_topic(
         self, topic: str, partitions: int, replication_factor: int, configs: Mapping[str, str]
     ) -> TopicInfo:
-        validate_topic_name(topic)
+        check_topic(topic)
         check_partition_count(partitions)
-        if replication_factor is None or replication_factor == -1:
-            replication_factor = -1
-        elif (
-            isinstance(replication_factor, bool)
-            or not isinstance(replication_factor, int)
-            or not 1 <= replication_factor <= MAX_REPLICATION
-        ):
-            raise InvalidTopicConfig(
-                f"Invalid replication factor {replication_factor!r}: "
-                "at least 1, or -1 for the cluster's default."
-            )
+        check_replication_factor(replication_factor)
         for key, value in configs.items():
             if not isinstance(key, str) or not key or not isinstance(value, str):
                 raise InvalidTopicConfig(
@@ -308,7 +302,7 @@ class KafkaLog(StatefulLifecycle):
             raise BackendUnavailable(f"Kafka did not show the change to {topic!r} in time.") from None
 
     async def delete_topic(self, topic: str) -> None:
-        validate_topic_name(topic)
+        check_topic(topic)
         async with self._guard(f"deleting topic {topic!r}", topic):
             await _uncancellable(self._delete_topic(topic))
 
@@ -333,20 +327,14 @@ class KafkaLog(StatefulLifecycle):
                     await asyncio.sleep(READY_POLL_S)
 
     async def add_partitions(self, topic: str, total: int) -> TopicInfo:
-        validate_topic_name(topic)
-        check_partition_count(total)
+        check_topic(topic)
         async with self._guard(f"adding partitions to {topic!r}", topic):
             return await _uncancellable(self._add_partitions(topic, total))
 
     async def _add_partitions(self, topic: str, total: int) -> TopicInfo:
         deadline = self._deadline()
         async with asyncio.timeout_at(deadline):
-            current = len((await self._metadata.fresh(topic)).partitions)
-            if total <= current:
-                raise InvalidTopicConfig(
-                    f"Topic {topic!r} has {current} partition(s); the count can only grow, "
-                    f"so {total} is not a valid new total."
-                )
+            check_partition_growth(topic, len((await self._metadata.fresh(topic)).partitions), total)
             try:
                 await self._admin.grow(topic, total, timeout=self._left(deadline))
             finally:
@@ -357,7 +345,7 @@ class KafkaLog(StatefulLifecycle):
 
     async def append(self, tp: TopicPartition, records: Sequence[NewRecord]) -> Sequence[int]:
         """Append as few Kafka batches as possible; each record's offset, in order."""
-        validate_topic_name(tp.topic)
+        check_topic(tp.topic)
         async with self._guard(f"appending to {tp}", tp.topic):
             info = await self._metadata.describe(tp.topic)
             if not 0 <= tp.partition < len(info.partitions):
@@ -384,21 +372,23 @@ class KafkaLog(StatefulLifecycle):
         max_wait_ms: int,
         min_bytes: int = 1,
     ) -> dict[TopicPartition, PartitionData]:
-        """Read from every position; long-poll until ``min_bytes`` arrive or ``max_wait_ms`` passes."""
-        for tp in positions:
-            validate_topic_name(tp.topic)
+        """Read from every position; long-poll until ``min_bytes`` arrive or ``max_wait_ms`` passes.
+
+        Topic names are not checked here: a fetch reads only partitions the core
+        has already resolved, and a name Kafka does not know comes back as not found.
+        """
         async with self._guard("fetching records"):
             return await self._fetcher.fetch(
                 positions, max_bytes=max_bytes, max_wait_ms=max_wait_ms, min_bytes=min_bytes
             )
 
     async def offsets(self, tp: TopicPartition) -> tuple[int, int]:
-        validate_topic_name(tp.topic)
+        check_topic(tp.topic)
         async with self._guard(f"listing offsets of {tp}", tp.topic):
             return await self._offsets.bounds(tp)
 
     async def offset_for_timestamp(self, tp: TopicPartition, timestamp_ms: int) -> int | None:
-        validate_topic_name(tp.topic)
+        check_topic(tp.topic)
         async with self._guard(f"looking up a timestamp in {tp}", tp.topic):
             return await self._offsets.for_timestamp(tp, timestamp_ms)
 

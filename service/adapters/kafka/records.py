@@ -21,6 +21,7 @@ from aiokafka import errors as ke
 from aiokafka.record.memory_records import MemoryRecords
 
 from service.core.models import Header, Record, make_record
+from service.core.rules import record_size
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,13 +63,9 @@ def decode(data: bytes | memoryview | None, min_offset: int) -> Decoded:
                 if offset < min_offset:
                     continue
                 key, value, timestamp = rec.key, rec.value, rec.timestamp
-                size = (len(key) if key else 0) + (len(value) if value else 0)  # as Record.size
-                headers: tuple[Header, ...] = ()
-                if rec.headers:
-                    headers = tuple(rec.headers)
-                    size += sum(len(k) + len(v or b"") for k, v in headers)
+                headers: tuple[Header, ...] = tuple(rec.headers) if rec.headers else ()
                 add(make(offset, timestamp if timestamp is not None else -1, key, value, headers))
-                add_size(size)
+                add_size(record_size(key, value, headers))
         next_offset = max(next_offset, batch.next_offset)
     return Decoded(records, sizes, next_offset)
 

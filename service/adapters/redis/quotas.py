@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from string import Template
 from typing import Final
 
-from service.core.quotas import Charge
+from service.core.buckets import Charge
 from service.errors import BackendUnavailable
 
 from ..lifecycle import AsyncLifecycle

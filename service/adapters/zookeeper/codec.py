@@ -14,7 +14,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from service.core.models import MAX_OFFSET, MAX_PARTITION, GroupState, Member, Subscription, TopicPartition
+from service.core.models import GroupState, Member, Subscription, TopicPartition
+from service.core.rules import MAX_OFFSET, MAX_PARTITION
 from service.errors import BackendError
 
 

@@ -23,8 +23,8 @@ from typing import Final
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from service.core.groups import check_group, valid_group
 from service.core.models import GroupState, Member
+from service.core.rules import check_group, valid_group
 from service.errors import BackendError, InvalidPayload
 
 from .codec import decode_member, decode_state, encode_member, encode_state

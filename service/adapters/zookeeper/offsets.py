@@ -30,8 +30,8 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, Roll
 from kazoo.interfaces import IAsyncResult
 
 from service.core.fencing import fence
-from service.core.groups import check_group, check_offsets, valid_group, valid_offset_key
 from service.core.models import TopicPartition
+from service.core.rules import check_group, check_offsets, valid_group, valid_offset_key
 from service.errors import BackendError, BackendUnavailable, InvalidPayload
 
 from .codec import decode_offset, decode_partition, encode_offset

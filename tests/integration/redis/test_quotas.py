@@ -10,7 +10,8 @@ import httpx
 import pytest
 
 from service.adapters.redis.quotas import TTL_MARGIN_MS, RedisQuotas
-from service.core.quotas import Charge, Limit, admits, client_id
+from service.core.buckets import Charge, Limit, admits
+from service.core.quotas import client_id
 from service.errors import BackendUnavailable
 from tests.conftest import RunningGateway, start_gateway
 from tests.helpers import STRING

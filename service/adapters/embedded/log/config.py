@@ -3,7 +3,7 @@
 ``LogDefaults`` holds the broker-wide values the ``EmbeddedLog`` was built
 with; a topic stores only the keys it overrides (``TopicConfig.overrides``), so
 changing a default later reaches every topic that did not set the key, as in
-Kafka. Topic names are checked by ``service.core.topics.validate_topic_name``,
+Kafka. Topic names are checked by ``service.core.rules.check_topic``,
 the guard that keeps every path under the data dir.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from service.core.topics import check_partition_count
+from service.core.rules import check_partition_count
 from service.errors import InvalidTopicConfig
 
 _INT: Final = re.compile(r"-?[0-9]{1,19}")

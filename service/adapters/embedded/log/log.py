@@ -28,7 +28,7 @@ from service.core.models import (
     TopicInfo,
     TopicPartition,
 )
-from service.core.topics import check_partition_count, validate_topic_name
+from service.core.rules import check_partition_growth, check_topic
 from service.errors import (
     BackendError,
     BackendUnavailable,
@@ -249,7 +249,7 @@ class EmbeddedLog(StatefulLifecycle):
     async def create_topic(
         self, topic: str, partitions: int, replication_factor: int, configs: Mapping[str, str]
     ) -> TopicInfo:
-        validate_topic_name(topic)
+        check_topic(topic)
         check_partitions_and_replication(partitions, replication_factor)
         config = TopicConfig.build(configs, self._defaults)
         return await _uncancellable(self._create_topic(topic, partitions, config))
@@ -271,7 +271,7 @@ class EmbeddedLog(StatefulLifecycle):
             return self._info(t)
 
     async def delete_topic(self, topic: str) -> None:
-        validate_topic_name(topic)
+        check_topic(topic)
         await _uncancellable(self._delete_topic(topic))
 
     async def _delete_topic(self, topic: str) -> None:
@@ -287,7 +287,6 @@ class EmbeddedLog(StatefulLifecycle):
                 raise BackendError(f"Cannot delete the files of topic {topic!r}: {exc}") from exc
 
     async def add_partitions(self, topic: str, total: int) -> TopicInfo:
-        check_partition_count(total)
         return await _uncancellable(self._add_partitions(topic, total))
 
     async def _add_partitions(self, topic: str, total: int) -> TopicInfo:
@@ -295,11 +294,7 @@ class EmbeddedLog(StatefulLifecycle):
             self._require_started()
             t = self._topic(topic)
             current = len(t.partitions)
-            if total <= current:
-                raise InvalidTopicConfig(
-                    f"Topic {topic!r} has {current} partition(s); the count can only grow, "
-                    f"so {total} is not a valid new total."
-                )
+            check_partition_growth(topic, current, total)
             meta = dataclasses.replace(t.meta, partitions=total)
             try:
                 await asyncio.to_thread(self._dir.grow_topic, t.meta, meta)

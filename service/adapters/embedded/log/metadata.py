@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from service.core.topics import validate_topic_name
+from service.core.rules import check_topic
 from service.errors import BackendError, InvalidTopic
 
 from .fileio import atomic_write, fsync_dir
@@ -72,7 +72,7 @@ class TopicMeta:
         if not isinstance(partitions, int) or partitions < 1 or not isinstance(configs, dict):
             raise ValueError("malformed topic.json")
         return cls(
-            validate_topic_name(doc["name"]),
+            check_topic(doc["name"]),
             partitions,
             {str(k): str(v) for k, v in configs.items()},
             int(doc.get("created_ms", 0)),
@@ -96,7 +96,7 @@ class DataDir:
         self._lock_fd: int | None = None
 
     def topic_dir(self, topic: str) -> Path:
-        return self.topics / validate_topic_name(topic)
+        return self.topics / check_topic(topic)
 
     def partition_dir(self, topic: str, partition: int) -> Path:
         return self.topic_dir(topic) / str(int(partition))

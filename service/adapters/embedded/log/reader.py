@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from service.core.models import Record
-from service.core.topics import validate_topic_name
+from service.core.rules import check_topic
 
 from .batch import decode_records
 from .fileio import BatchScan, open_file, read_header_at
@@ -57,7 +57,7 @@ def partition_dir(data_dir: Path, topic: str, partition: int) -> Path:
 
 
 def _topic_dir(data_dir: Path, topic: str) -> Path:
-    return Path(data_dir) / "topics" / validate_topic_name(topic)
+    return Path(data_dir) / "topics" / check_topic(topic)
 
 
 def _segment_bases(directory: Path) -> list[int]:

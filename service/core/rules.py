@@ -1,0 +1,207 @@
+"""What a topic, group, instance, header and record may be, and what each refusal answers.
+
+The one home of brokergate's names and limits. The API, the core services,
+both logs, both coordinators and the produce fast path ask here, so a name one
+of them accepts is a name every one of them accepts, refused everywhere with
+the same error code. ``check_*`` functions return what they were given or
+raise the ``GatewayError`` a client sees; ``valid_*`` functions only answer.
+
+Pure: no I/O, and no import of the rest of the core (``models`` builds on this
+module, not the other way round).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Final, Protocol, TypeVar
+
+from service.errors import (
+    ConversionError,
+    InvalidConsumerConfig,
+    InvalidPayload,
+    InvalidTopic,
+    InvalidTopicConfig,
+)
+
+# --- numbers Kafka fixes -----------------------------------------------------------------
+
+MAX_OFFSET: Final = (1 << 63) - 1  # offsets, timestamps: int64 on the wire
+MAX_PARTITION: Final = (1 << 31) - 1  # partition numbers: int32
+MAX_REPLICATION: Final = (1 << 15) - 1  # replication factor: int16
+
+# --- limits of our own -------------------------------------------------------------------
+
+MAX_PARTITIONS: Final = 10_000  # per topic: a guard against a typo creating millions of partitions
+MAX_GROUP_CHARS: Final = 255  # what every coordinator stores as a group name
+MAX_TOPIC_CHARS: Final = 249  # Kafka's own limit
+
+# --- names -------------------------------------------------------------------------------
+
+# Kafka's topic rule, which also keeps every name a safe file name (with '.' and '..' refused).
+TOPIC_NAME: Final = rf"[a-zA-Z0-9._-]{{1,{MAX_TOPIC_CHARS}}}"
+# A consumer instance is named like a topic: it appears in URLs (base_uri) and in store keys.
+INSTANCE_NAME: Final = TOPIC_NAME
+
+_TOPIC_RE: Final = re.compile(TOPIC_NAME)
+_INSTANCE_RE: Final = re.compile(INSTANCE_NAME)
+
+
+def valid_topic(name: object) -> bool:
+    return isinstance(name, str) and _TOPIC_RE.fullmatch(name) is not None and name not in (".", "..")
+
+
+def check_topic(name: str) -> str:
+    """``name`` if it is a legal Kafka topic name, else ``InvalidTopic``: no such name escapes a data dir."""
+    if not valid_topic(name):
+        raise InvalidTopic(
+            f"Invalid topic name {str(name)[:300]!r}: "
+            f"use 1 to {MAX_TOPIC_CHARS} characters of [a-zA-Z0-9._-], not '.' or '..'."
+        )
+    return name
+
+
+def valid_group(name: object) -> bool:
+    # Kafka's rule: a group id is any text. Every coordinator stores any such name without it ever
+    # becoming a path, and a '/' cannot reach a route (the URL would name another resource).
+    return isinstance(name, str) and 0 < len(name) <= MAX_GROUP_CHARS
+
+
+def check_group(name: str) -> str:
+    """``name`` if it is a consumer group name, else ``InvalidConsumerConfig``."""
+    if not valid_group(name):
+        raise InvalidConsumerConfig(f"A consumer group name is 1 to {MAX_GROUP_CHARS} characters.")
+    return name
+
+
+def check_instance(name: str) -> str:
+    """``name`` if it may name a consumer instance, else ``InvalidConsumerConfig``."""
+    if not isinstance(name, str) or _INSTANCE_RE.fullmatch(name) is None:
+        raise InvalidConsumerConfig(
+            f"A consumer instance name is 1 to {MAX_TOPIC_CHARS} characters of [a-zA-Z0-9._-]."
+        )
+    return name
+
+
+def check_header_name(name: object, where: str) -> str:
+    """A record header's name: a non-empty string (``ConversionError``, as for any record field)."""
+    if not isinstance(name, str) or not name:
+        raise ConversionError(f"{where}: a header needs a non-empty string 'name'")
+    return name
+
+
+IDEMPOTENCY_KEY: Final = r"[\x21-\x7e]{1,255}"  # printable ASCII, no spaces: a header value
+_IDEMPOTENCY_KEY_RE: Final = re.compile(IDEMPOTENCY_KEY)
+
+
+def check_idempotency_key(key: str) -> str:
+    """An ``Idempotency-Key`` header's value (``InvalidPayload``)."""
+    if _IDEMPOTENCY_KEY_RE.fullmatch(key) is None:
+        raise InvalidPayload("An Idempotency-Key is 1 to 255 printable ASCII characters without spaces.")
+    return key
+
+
+# --- topics and partitions ---------------------------------------------------------------
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_partition_count(partitions: int) -> int:
+    """A partition count a topic may have (``InvalidTopicConfig``)."""
+    if not _is_int(partitions) or not 1 <= partitions <= MAX_PARTITIONS:
+        raise InvalidTopicConfig(
+            f"Invalid partition count {partitions!r}: a topic has between 1 and {MAX_PARTITIONS} partitions."
+        )
+    return partitions
+
+
+def check_partition_growth(topic: str, current: int, total: int) -> int:
+    """A new partition count for ``topic``, which has ``current``: it only grows (``InvalidTopicConfig``)."""
+    check_partition_count(total)
+    if total <= current:
+        raise InvalidTopicConfig(
+            f"Topic {topic!r} has {current} partition(s); the count can only grow, "
+            f"so {total} is not a valid new total."
+        )
+    return total
+
+
+def check_replication_factor(replication_factor: int) -> int:
+    """At least 1 (each log may ask for less), or -1 for the log's default (``InvalidTopicConfig``)."""
+    if replication_factor != -1 and (
+        not _is_int(replication_factor) or not 1 <= replication_factor <= MAX_REPLICATION
+    ):
+        raise InvalidTopicConfig(
+            f"Invalid replication factor {replication_factor!r}: at least 1, or -1 for the default."
+        )
+    return replication_factor
+
+
+def valid_partition(partition: object) -> bool:
+    return _is_int(partition) and 0 <= partition <= MAX_PARTITION  # type: ignore[operator]
+
+
+def valid_offset(offset: object) -> bool:
+    return _is_int(offset) and 0 <= offset <= MAX_OFFSET  # type: ignore[operator]
+
+
+# --- committed offsets -------------------------------------------------------------------
+
+
+class PartitionKey(Protocol):
+    """A topic partition, as ``models.TopicPartition`` is one."""
+
+    @property
+    def topic(self) -> str: ...
+
+    @property
+    def partition(self) -> int: ...
+
+
+K = TypeVar("K", bound=PartitionKey)
+
+
+def valid_offset_key(tp: PartitionKey) -> bool:
+    """Whether a coordinator stores a committed offset for ``tp``: a topic that may exist, a partition."""
+    return valid_topic(tp.topic) and valid_partition(tp.partition)
+
+
+def check_offsets(offsets: Mapping[K, int]) -> list[tuple[K, int]]:
+    """The entries of a commit, refusing any that no coordinator stores (``InvalidPayload``)."""
+    entries = list(offsets.items())
+    for tp, offset in entries:
+        check_topic(tp.topic)
+        if not valid_partition(tp.partition) or not valid_offset(offset):
+            raise InvalidPayload(f"Cannot commit offset {offset} for partition {tp.topic}-{tp.partition}.")
+    return entries
+
+
+# --- records -----------------------------------------------------------------------------
+
+
+class RecordLike(Protocol):
+    @property
+    def key(self) -> bytes | None: ...
+
+    @property
+    def value(self) -> bytes | None: ...
+
+    @property
+    def headers(self) -> tuple[tuple[str, bytes | None], ...]: ...
+
+
+def record_size(key: bytes | None, value: bytes | None, headers: Iterable[tuple[str, bytes | None]]) -> int:
+    """A record's size as brokergate counts it everywhere (``max_bytes`` budgets, byte quotas,
+    metrics): its key, value and headers as stored, not as encoded in JSON."""
+    n = (len(key) if key else 0) + (len(value) if value else 0)
+    if headers:  # rare, and an empty loop costs more than the test
+        for k, v in headers:
+            n += len(k) + (len(v) if v else 0)
+    return n
+
+
+def record_bytes(records: Iterable[RecordLike]) -> int:
+    """What ``records`` weigh together: the sum of their ``record_size``."""
+    return sum(record_size(r.key, r.value, r.headers) for r in records)
