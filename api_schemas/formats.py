@@ -22,9 +22,12 @@ from service.errors import ConversionError, UnsupportedMediaType
 
 FORMATS: tuple[EmbeddedFormat, ...] = ("binary", "json", "string")
 
+# The v2 control media type: consumer, subscription, offset and position bodies, and responses.
+V2 = "application/vnd.kafka.v2+json"
+
 _DATA_TYPES: dict[str, EmbeddedFormat] = {f"application/vnd.kafka.{fmt}.v2+json": fmt for fmt in FORMATS}
 # Confluent treats the generic types as binary.
-_GENERIC_TYPES = {"application/vnd.kafka.v2+json", "application/vnd.kafka+json", "application/json"}
+_GENERIC_TYPES = {V2, "application/vnd.kafka+json", "application/json"}
 _SCHEMA_FORMATS = ("avro", "jsonschema", "protobuf")
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-V2 = "application/vnd.kafka.v2+json"
+from api_schemas.formats import V2
 
 
 def data_type(fmt: str) -> str:

@@ -63,12 +63,6 @@ class GatewayError(Exception):
         return self.message
 
 
-class BadRequest(GatewayError):
-    http_status = 400
-    error_code = ErrorCode.BAD_REQUEST
-    default_message = "Bad request."
-
-
 class TopicExists(GatewayError):
     http_status = 400
     error_code = ErrorCode.TOPIC_EXISTS
@@ -113,12 +107,6 @@ class NotAcceptable(GatewayError):
     http_status = 406
     error_code = ErrorCode.NOT_ACCEPTABLE
     default_message = "None of the media types in Accept can be produced."
-
-
-class ConsumerAlreadySubscribed(GatewayError):
-    http_status = 409
-    error_code = ErrorCode.CONSUMER_ALREADY_SUBSCRIBED
-    default_message = "Consumer is already subscribed to other topics."
 
 
 class ConsumerAlreadyExists(GatewayError):

@@ -16,11 +16,10 @@ from fastapi import Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ValidationError
 
-from api_schemas.formats import media_type
+from api_schemas.formats import V2, media_type
 from service.errors import InvalidPayload, PayloadTooLarge, UnsupportedMediaType
 from service.gateway import gateway_of
 
-V2 = "application/vnd.kafka.v2+json"
 V3 = "application/json"
 # Accepted for control bodies; the OpenAPI document declares the vendor type only (one media type per
 # body keeps generated clients simple), and plain JSON is accepted as Confluent's proxy does.
