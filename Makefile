@@ -43,6 +43,7 @@ lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/python -m tests.import_graph
 
 unit: $(VENV)/.installed-test
 	$(BIN)/pytest -q tests/unit

@@ -12,11 +12,11 @@ from pathlib import Path
 import httpx
 import orjson
 
+from api_schemas.formats import V2, content_type_for
 from bench.httpload import Connection
 from deploy.local.gateway import GatewayReplica
 
-BINARY = "application/vnd.kafka.binary.v2+json"
-V2 = "application/vnd.kafka.v2+json"
+BINARY = content_type_for("binary")
 
 
 async def run_for(seconds: float, clients: int, one: Callable[[int], Awaitable[int]]) -> tuple[int, float]:

@@ -22,10 +22,10 @@ from pathlib import Path
 
 from aiokafka import AIOKafkaProducer
 
+from deploy.local.kafka_broker import TansuBroker
 from service.adapters.kafka import KafkaLog
 from service.adapters.kafka.options import KafkaOptions
 from service.core.models import NewRecord, TopicPartition
-from tests.kafka_broker import TansuBroker
 
 
 async def timed(rounds: int, run: Callable[[], Awaitable[None]]) -> list[float]:

@@ -43,9 +43,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.common import BINARY, V2, rest_consume, rest_produce, start_gateway  # noqa: E402
+from deploy.local.redis_server import RedisServer  # noqa: E402
 from service.app import create_app  # noqa: E402
 from service.settings import Settings  # noqa: E402
-from tests.redis_server import RedisServer  # noqa: E402
 
 RATES = {
     "quota_client_produce_bytes_per_s": 10**12,

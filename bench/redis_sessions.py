@@ -1,7 +1,7 @@
 """Benchmark: a poll's sessions work (one load, one compare-and-set save), Redis vs embedded.
 
 Run with ``.venv/bin/python -m bench.redis_sessions``; it
-starts its own Redis (``tests.redis_server``) and prints, per adapter and
+starts its own Redis (``deploy.local.redis_server``) and prints, per adapter and
 state size, the median and 99th percentile of load+save over ``--iterations``
 rounds, plus a bare redis-py PING as the floor of one round trip. Not a test:
 numbers depend on the machine, so they are compared within one run only.
@@ -18,11 +18,11 @@ from pathlib import Path
 
 from redis.asyncio import Redis
 
+from deploy.local.redis_server import RedisServer
 from service.adapters.embedded.sessions import EmbeddedSessions
 from service.adapters.redis import RedisSessions
 from service.core.models import InstanceConfig, InstanceState, Subscription, TopicPartition
 from service.core.ports import Sessions
-from tests.redis_server import RedisServer
 
 
 def _state(partitions: int) -> InstanceState:

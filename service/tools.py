@@ -16,9 +16,10 @@ import sys
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, TextIO
+from typing import Any
 
 from .client import ClientError, Consumer, GatewayClient
+from .tables import format_table
 
 DEFAULT_URL = "http://localhost:8082"
 BATCH = 500
@@ -33,19 +34,12 @@ class ToolError(Exception):
 # --- output ----------------------------------------------------------------------------
 
 
-def table(rows: Sequence[Sequence[Any]], header: Sequence[str], out: TextIO) -> None:
-    cells = [[str(c) for c in header], *[["" if c is None else str(c) for c in row] for row in rows]]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-    for row in cells:
-        out.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() + "\n")
-
-
 def emit(args: argparse.Namespace, data: Any, rows: Sequence[Sequence[Any]], header: Sequence[str]) -> None:
     if args.output == "json":
         json.dump(data, sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
     else:
-        table(rows, header, sys.stdout)
+        sys.stdout.write(format_table(rows, header))
 
 
 # --- topics ------------------------------------------------------------------------------
@@ -85,7 +79,7 @@ def cmd_topics(args: argparse.Namespace, client: GatewayClient) -> int:
                 ]
                 for p in parts
             ]
-            table(rows, ["PARTITION", "LEADER", "REPLICAS", "BEGINNING", "END"], sys.stdout)
+            sys.stdout.write(format_table(rows, ["PARTITION", "LEADER", "REPLICAS", "BEGINNING", "END"]))
     elif args.action == "delete":
         client.delete_topic(args.topic)
         emit(args, {"deleted": args.topic}, [[args.topic, "deleted"]], ["TOPIC", "STATUS"])

@@ -21,7 +21,7 @@ from typing import Final
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
-from service.adapters.embedded.log.fileio import atomic_write, fsync_dir
+from service.adapters.embedded.fileio import atomic_write, fsync_dir
 
 from .datasource import NAME, SCHEMA, record_bytes
 from .export_state import (

@@ -22,7 +22,7 @@ from aiokafka.structs import TopicPartition as KafkaTP
 from service.adapters.kafka.options import parse_bootstrap
 from service.core.models import Record, TopicPartition
 
-from .logs import CHUNK_RECORDS
+from .log_source import CHUNK_RECORDS
 from .offsets import Bounds, OffsetRange
 
 DEFAULT_TIMEOUT_S: Final = 30.0

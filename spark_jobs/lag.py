@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Final
 
 from service.core.models import TopicPartition
-from service.tools import table
+from service.tables import format_table
 
 from .offsets import LagRow, lag_rows
 from .output import OutputFormat, add_output_arguments, append_table
@@ -65,14 +65,11 @@ def run_lag(spark: SessionSource, options: LagOptions, progress: Progress | None
     """Measure, print the table, append the rows to ``options.output``; returns the rows."""
     progress = progress or Progress("lag")
     rows = measure(options, progress)
-    table(
-        [
-            (r.group, r.topic, r.partition, "-" if r.committed is None else r.committed, r.end_offset, r.lag)
-            for r in rows
-        ],
-        HEADER,
-        sys.stdout,
-    )
+    shown = [
+        (r.group, r.topic, r.partition, "-" if r.committed is None else r.committed, r.end_offset, r.lag)
+        for r in rows
+    ]
+    sys.stdout.write(format_table(shown, HEADER))
     if options.output is not None:
         now = datetime.now(UTC)
         session = session_of(spark)  # only writing the rows needs Spark

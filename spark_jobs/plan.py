@@ -14,7 +14,8 @@ from typing import Final, Self
 from service.core.models import TopicPartition
 
 from .committed import CommittedSource, coordinator_for, open_committed
-from .logs import LogSource, open_log
+from .log_source import LogSource
+from .logs import open_log
 from .offsets import (
     EARLIEST,
     LATEST,

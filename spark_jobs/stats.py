@@ -21,7 +21,7 @@ from typing import Final
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
-from service.tools import table
+from service.tables import format_table
 
 from .datasource import NAME, SCHEMA, record_bytes
 from .output import OutputFormat, add_output_arguments, append_table
@@ -72,14 +72,11 @@ def run_stats(spark: SessionSource, options: StatsOptions, progress: Progress | 
     progress.say(f"window {options.since.isoformat()} .. {options.until.isoformat()}")
     with progress.tracking(session, "aggregating"):
         rows = per_key(records, options.since, options.until).orderBy(F.desc("records"), "key").collect()
-    table(
-        [
-            (_show_key(r["key"]), r["records"], r["bytes"], r["first_timestamp"], r["last_timestamp"])
-            for r in rows[: options.top]
-        ],
-        HEADER,
-        sys.stdout,
-    )
+    top_keys = [
+        (_show_key(r["key"]), r["records"], r["bytes"], r["first_timestamp"], r["last_timestamp"])
+        for r in rows[: options.top]
+    ]
+    sys.stdout.write(format_table(top_keys, HEADER))
     if options.output is not None and rows:
         frame = session.createDataFrame(rows).select(
             F.lit(options.since).alias("window_start"), F.lit(options.until).alias("window_end"), "*"

@@ -19,12 +19,12 @@ import pytest
 import uvicorn
 from hypothesis import settings as hypothesis_settings
 
+from deploy.local.kafka_broker import TansuBroker
 from deploy.local.process import free_port
+from deploy.local.redis_server import RedisServer
+from deploy.local.zookeeper_server import ZooKeeperServer
 from service.app import create_app
 from service.settings import Settings
-from tests.kafka_broker import TansuBroker
-from tests.redis_server import RedisServer
-from tests.zookeeper_server import ZooKeeperServer
 
 # Property tests judge answers, never speed: a busy machine must not fail one for taking long.
 hypothesis_settings.register_profile("brokergate", deadline=None, print_blob=True)

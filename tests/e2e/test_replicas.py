@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
+from deploy.local.kafka_broker import TansuBroker
+from deploy.local.redis_server import RedisServer
+from deploy.local.zookeeper_server import ZooKeeperServer
 from service.client import Consumer, GatewayClient
 from tests.e2e.gateway_process import GatewayProcess
 from tests.helpers import wait_for
-from tests.kafka_broker import TansuBroker
-from tests.redis_server import RedisServer
-from tests.zookeeper_server import ZooKeeperServer
 
 
 @pytest.fixture

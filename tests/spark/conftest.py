@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from deploy.local.kafka_broker import TansuBroker
 from spark_jobs.session import build_session
-from tests.kafka_broker import TansuBroker
 
 from .helpers import TestLog
 

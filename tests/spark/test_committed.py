@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from deploy.local.zookeeper_server import ZooKeeperServer
 from service.adapters.embedded.coordinator import EmbeddedCoordinator
 from service.adapters.embedded.offsets_reader import committed_offsets, read_all_committed
 from service.adapters.zookeeper import ZooKeeperCoordinator
@@ -19,7 +20,6 @@ from service.core.models import TopicPartition
 from service.errors import BackendUnavailable
 from spark_jobs.committed import coordinator_for, open_committed
 from spark_jobs.offsets import OptionError
-from tests.zookeeper_server import ZooKeeperServer
 
 A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
 

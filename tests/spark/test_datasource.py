@@ -12,11 +12,11 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from deploy.local.kafka_broker import TansuBroker
 from service.adapters.embedded.log import EmbeddedLog
 from service.adapters.kafka import KafkaLog
 from service.adapters.kafka.options import KafkaOptions
 from service.core.models import NewRecord, TopicPartition
-from tests.kafka_broker import TansuBroker
 
 from .helpers import TestLog, records
 

@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from deploy.local.kafka_broker import TansuBroker
+from deploy.local.zookeeper_server import ZooKeeperServer
 from spark_jobs.lag import LagOptions, run_lag
 from spark_jobs.progress import Progress
 from tests.conftest import KAFKA_TEST_SETTINGS, ZOOKEEPER_TEST_SETTINGS, RunningGateway, start_gateway
 from tests.helpers import cluster_id, commit, consumer, create_topic, poll_until, produce, subscribe
-from tests.kafka_broker import TansuBroker
-from tests.zookeeper_server import ZooKeeperServer
 
 
 @dataclass

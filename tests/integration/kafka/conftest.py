@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+from deploy.local.kafka_broker import TansuBroker
 from service.adapters.kafka import KafkaLog
-from tests.kafka_broker import TansuBroker
 
 from .helpers import options
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from deploy.local.kafka_broker import TansuBroker
 from service.adapters.kafka import KafkaLog
 from service.core.models import NewRecord, TopicPartition
 from service.errors import (
@@ -17,7 +18,6 @@ from service.errors import (
     TopicExists,
     TopicNotFound,
 )
-from tests.kafka_broker import TansuBroker
 
 from .helpers import BROKER_LACKS_IT, values
 

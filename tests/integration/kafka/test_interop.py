@@ -7,9 +7,9 @@ import asyncio
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.structs import TopicPartition as KafkaTP
 
+from deploy.local.kafka_broker import TansuBroker
 from service.adapters.kafka import KafkaLog
 from service.core.models import NewRecord, TopicPartition
-from tests.kafka_broker import TansuBroker
 
 from .helpers import read_all
 

@@ -13,10 +13,10 @@ from typing import TypeVar
 
 import pytest
 
+from deploy.local.kafka_broker import TansuBroker, free_port
 from service.adapters.kafka import KafkaLog
 from service.core.models import NewRecord, TopicPartition
 from service.errors import BackendError, BackendUnavailable
-from tests.kafka_broker import TansuBroker, free_port
 
 from .helpers import BROKER_LACKS_IT, options, read_all, values
 

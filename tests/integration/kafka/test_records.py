@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from deploy.local.kafka_broker import TansuBroker
 from service.adapters.kafka import KafkaLog
 from service.core.models import NewRecord, TopicPartition
 from service.errors import InvalidPayload, PartitionNotFound, TopicNotFound
-from tests.kafka_broker import TansuBroker
 
 from .helpers import BROKER_LACKS_IT, options, read_all, values
 

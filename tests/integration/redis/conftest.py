@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from deploy.local.redis_server import RedisServer
 from service.adapters.redis import RedisSessions
-from tests.redis_server import RedisServer
 
 # Short enough that outage tests are quick, long enough for a loaded CI machine.
 CONNECT_TIMEOUT_MS = 500

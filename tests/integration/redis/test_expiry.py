@@ -10,9 +10,9 @@ from __future__ import annotations
 import asyncio
 import time
 
+from deploy.local.redis_server import RedisServer
 from service.adapters.redis.keys import KeyLayout
 from tests.helpers import instance
-from tests.redis_server import RedisServer
 
 from .conftest import SessionsFactory
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from deploy.local.redis_server import RedisServer
 from service.adapters.redis import RedisSessions
 from service.core.models import TopicPartition
 from tests.conftest import RunningGateway, start_gateway
 from tests.helpers import BINARY, commit, consumer, create_topic, poll_until, produce, subscribe, unb64
-from tests.redis_server import RedisServer
 
 from .conftest import CONNECT_TIMEOUT_MS, SOCKET_TIMEOUT_MS
 

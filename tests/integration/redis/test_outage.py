@@ -15,10 +15,10 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
+from deploy.local.redis_server import RedisServer, free_port
 from service.adapters.redis import RedisSessions
 from service.errors import BackendUnavailable, GatewayError
 from tests.helpers import instance
-from tests.redis_server import RedisServer, free_port
 
 from .conftest import CONNECT_TIMEOUT_MS, SessionsFactory
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from deploy.local.redis_server import RedisServer
 from service.adapters.redis.quotas import TTL_MARGIN_MS, RedisQuotas
 from service.core.buckets import Charge, Limit, admits
 from service.core.quotas import client_id
@@ -16,7 +17,6 @@ from service.errors import BackendUnavailable
 from tests.conftest import RunningGateway, start_gateway
 from tests.helpers import STRING
 from tests.integration.test_quotas import assert_throttled
-from tests.redis_server import RedisServer
 
 from .conftest import CONNECT_TIMEOUT_MS, SOCKET_TIMEOUT_MS
 

@@ -13,13 +13,13 @@ import itertools
 import pytest
 from redis.asyncio import Redis
 
+from deploy.local.redis_server import RedisServer
 from service.adapters.redis import RedisSessions
 from service.adapters.redis.keys import KeyLayout
 from service.adapters.redis.scripts import CREATE, SAVE
 from service.core.models import Subscription, TopicPartition
 from service.errors import ConsumerAlreadyExists, ConsumerInstanceNotFound
 from tests.helpers import instance
-from tests.redis_server import RedisServer
 
 from .conftest import SessionsFactory
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
+from deploy.local.redis_server import RedisServer
 from service.adapters.redis import RedisSessions
 from service.errors import ConsumerInstanceNotFound
 from tests.helpers import instance
-from tests.redis_server import RedisServer
 
 
 async def test_lifecycle_is_idempotent(redis_server: RedisServer, prefix: str) -> None:

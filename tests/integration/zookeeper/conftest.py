@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
+from deploy.local.zookeeper_server import ZooKeeperServer
 from service.adapters.zookeeper import ZooKeeperCoordinator
-from tests.zookeeper_server import ZooKeeperServer
 
 # Short enough that expiry tests are quick, long enough for a busy test machine
 # (the server's tickTime of 100 ms allows 200 ms to 2 s).

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
+from deploy.local.zookeeper_server import ZooKeeperServer, free_port
 from service.adapters.zookeeper import ZooKeeperCoordinator
 from service.core.models import Member, Subscription, TopicPartition
 from service.errors import BackendUnavailable
-from tests.zookeeper_server import ZooKeeperServer, free_port
 
 from .conftest import REQUEST_TIMEOUT_MS, SESSION_TIMEOUT_MS, CoordinatorFactory, chroot_url, raw_client
 

@@ -1,0 +1,49 @@
+"""``LogSource``: what every log source gives the planner and the Spark tasks, and the chunks it yields.
+
+The embedded source (``embedded_source``) and the Kafka source
+(``kafka_source``) implement it; ``logs.open_log`` picks one for a URL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Final, Protocol
+
+from service.core.models import Record, TopicPartition
+
+from .offsets import Bounds, OffsetRange
+
+# Records handed to Spark per Arrow batch: large enough to amortise the conversion, small
+# enough to keep a task's memory flat.
+CHUNK_RECORDS: Final = 4096
+CHUNK_BYTES: Final = 8 << 20
+
+
+class LogSource(Protocol):
+    """Read access to one log: metadata and bounds for planning, ranges for tasks."""
+
+    def topics(self) -> list[str]: ...
+
+    def partition_count(self, topic: str) -> int: ...
+
+    def bounds(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, Bounds]: ...
+
+    def read(self, rng: OffsetRange) -> Iterator[list[Record]]:
+        """The records of ``rng`` in offset order, in chunks."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def chunked(records: Iterable[Record]) -> Iterator[list[Record]]:
+    """Group records into lists bounded by ``CHUNK_RECORDS`` and ``CHUNK_BYTES``."""
+    chunk: list[Record] = []
+    size = 0
+    for r in records:
+        chunk.append(r)
+        size += r.size
+        if len(chunk) >= CHUNK_RECORDS or size >= CHUNK_BYTES:
+            yield chunk
+            chunk, size = [], 0
+    if chunk:
+        yield chunk
