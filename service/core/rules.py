@@ -35,6 +35,7 @@ MAX_REPLICATION: Final = (1 << 15) - 1  # replication factor: int16
 MAX_PARTITIONS: Final = 10_000  # per topic: a guard against a typo creating millions of partitions
 MAX_GROUP_CHARS: Final = 255  # what every coordinator stores as a group name
 MAX_TOPIC_CHARS: Final = 249  # Kafka's own limit
+MAX_COMMITTED_TOPIC_CHARS: Final = 255  # what every coordinator stores as the topic of an offset
 
 # --- names -------------------------------------------------------------------------------
 
@@ -164,16 +165,25 @@ K = TypeVar("K", bound=PartitionKey)
 
 
 def valid_offset_key(tp: PartitionKey) -> bool:
-    """Whether a coordinator stores a committed offset for ``tp``: a topic that may exist, a partition."""
-    return valid_topic(tp.topic) and valid_partition(tp.partition)
+    """Whether a coordinator stores a committed offset for ``tp``.
+
+    As in Kafka, whose group coordinator takes a commit for any topic name, the topic is any
+    text of 1 to ``MAX_COMMITTED_TOPIC_CHARS`` characters: the gateway only ever commits for
+    topics it read, but a coordinator's store may hold others, and reads them back.
+    """
+    topic = tp.topic
+    return (
+        isinstance(topic, str)
+        and 0 < len(topic) <= MAX_COMMITTED_TOPIC_CHARS
+        and valid_partition(tp.partition)
+    )
 
 
 def check_offsets(offsets: Mapping[K, int]) -> list[tuple[K, int]]:
     """The entries of a commit, refusing any that no coordinator stores (``InvalidPayload``)."""
     entries = list(offsets.items())
     for tp, offset in entries:
-        check_topic(tp.topic)
-        if not valid_partition(tp.partition) or not valid_offset(offset):
+        if not valid_offset_key(tp) or not valid_offset(offset):
             raise InvalidPayload(f"Cannot commit offset {offset} for partition {tp.topic}-{tp.partition}.")
     return entries
 

@@ -2,8 +2,8 @@
 
 A Spark job (or any tool) can read a group's committed offsets while the
 gateway commits and compacts: nothing is locked or written. The files are
-those ``EmbeddedCoordinator`` keeps under ``<data_dir>/coordinator/`` (see its
-docstring): the snapshot, then every journal from the snapshot's next
+those ``EmbeddedCoordinator`` keeps under ``<data_dir>/coordinator/`` (see
+``offsets_format``): the snapshot, then every journal from the snapshot's next
 sequence on. A commit still being appended (a frame cut short) is not there
 yet, exactly as a restart would see it.
 
@@ -19,18 +19,22 @@ import os
 from pathlib import Path
 from typing import Final
 
-from service.core.models import TopicPartition
 from service.errors import BackendError
 
-from .coordinator import _JOURNAL_RE, _SNAPSHOT_NAME, read_snapshot, replay_journal
+from .offsets_format import (
+    COORDINATOR_DIR,
+    SNAPSHOT_NAME,
+    Offsets,
+    list_journals,
+    read_snapshot,
+    replay_journal,
+)
 
 __all__ = ["committed_offsets", "read_all_committed"]
 
-COORDINATOR_DIR: Final = "coordinator"
 # A compaction takes milliseconds; this many back-to-back ones during one read means something is wrong.
 _ATTEMPTS: Final = 20
 
-Offsets = dict[TopicPartition, int]
 _Identity = tuple[int, int, int] | None  # (inode, size, mtime_ns) of the snapshot, None when absent
 
 
@@ -57,7 +61,7 @@ def committed_offsets(data_dir: Path, group: str) -> Offsets:
 
 def _identity(root: Path) -> _Identity:
     try:
-        st = os.stat(root / _SNAPSHOT_NAME)
+        st = os.stat(root / SNAPSHOT_NAME)
     except FileNotFoundError:
         return None
     return st.st_ino, st.st_size, st.st_mtime_ns
@@ -65,13 +69,8 @@ def _identity(root: Path) -> _Identity:
 
 def _load(root: Path) -> dict[str, Offsets]:
     offsets: dict[str, Offsets] = {}
-    next_seq = read_snapshot(root / _SNAPSHOT_NAME, offsets)
-    journals = sorted(
-        (int(m.group(1)), root / name)
-        for name in os.listdir(root)
-        if (m := _JOURNAL_RE.fullmatch(name)) is not None
-    )
-    for seq, path in journals:
+    next_seq = read_snapshot(root / SNAPSHOT_NAME, offsets)
+    for seq, path in list_journals(root):
         if seq >= next_seq:
             replay_journal(path, offsets)
     return offsets

@@ -15,7 +15,7 @@ from typing import Final
 
 from service.core.buckets import Charge, admits, ms_until_full, refill
 
-from ..lifecycle import AsyncLifecycle
+from ..lifecycle import Lifecycle
 
 __all__ = ["EmbeddedQuotas"]
 
@@ -32,18 +32,17 @@ class _Bucket:
         self.full_at_ms = full_at_ms
 
 
-class EmbeddedQuotas(AsyncLifecycle):
+class EmbeddedQuotas(Lifecycle):
     """Named token buckets for one gateway process; ``clock`` gives seconds (monotonic by default)."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()  # the start/stop state
         self._clock = clock
         self._buckets: dict[str, _Bucket] = {}
         self._sweep_at = _SWEEP_MIN
 
-    async def start(self) -> None:
-        pass
-
-    async def stop(self) -> None:
+    async def _close(self) -> None:
+        """Forget every bucket (calls still work, counting from full)."""
         self._buckets.clear()
 
     def _levels(self, charges: Sequence[Charge], now_ms: float) -> list[float]:

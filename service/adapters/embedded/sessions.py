@@ -20,7 +20,7 @@ import time
 from service.core.models import IdempotentResult, InstanceConfig, InstanceState
 from service.errors import ConsumerAlreadyExists, ConsumerInstanceNotFound
 
-from ..lifecycle import AsyncLifecycle
+from ..lifecycle import Lifecycle
 
 __all__ = ["EmbeddedSessions"]
 
@@ -56,20 +56,19 @@ def _copy(s: InstanceState) -> InstanceState:
     )
 
 
-class EmbeddedSessions(AsyncLifecycle):
-    """Consumer-instance state keyed by (group, instance name), for one gateway process."""
+class EmbeddedSessions(Lifecycle):
+    """Consumer-instance state keyed by (group, instance name), for one gateway process.
+
+    Nothing to open or close: the instances go with the process, and every
+    call works whether or not the store was started.
+    """
 
     def __init__(self) -> None:
+        super().__init__()  # the start/stop state
         self._store: dict[_Key, InstanceState] = {}
         # idempotency key -> (result, expiry in monotonic seconds)
         self._idempotent: dict[str, tuple[IdempotentResult, float]] = {}
         self._claims = 0
-
-    async def start(self) -> None:
-        """Nothing to open."""
-
-    async def stop(self) -> None:
-        """Nothing to close; the instances go with the process."""
 
     async def create(self, state: InstanceState) -> None:
         key = (state.group, state.name)

@@ -22,18 +22,14 @@ import logging
 import random
 from typing import Any
 
-from aiokafka import errors as ke
 from aiokafka.client import AIOKafkaClient
 from aiokafka.protocol.metadata import MetadataRequest
 
 from service.errors import BackendUnavailable
 
-from .errors import translate
+from .errors import is_connection_failure, no_broker_answered, translate
 
 log = logging.getLogger(__name__)
-
-# Connection-level failures after which another broker may still answer.
-_TRY_NEXT = (ke.NodeNotReadyError, ke.KafkaConnectionError, ke.StaleMetadata)
 
 
 class ClusterClient:
@@ -101,7 +97,7 @@ class ClusterClient:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            if isinstance(exc, _TRY_NEXT):
+            if is_connection_failure(exc):
                 self.refresh_soon()
             raise translate(exc, what) from exc
 
@@ -122,15 +118,15 @@ class ClusterClient:
                     return await client.send(node_id, request)
             except asyncio.CancelledError:
                 raise
-            except _TRY_NEXT as exc:
-                last = exc
-                continue
             except Exception as exc:
+                if is_connection_failure(exc):  # another broker may still answer
+                    last = exc
+                    continue
                 self.refresh_soon()
                 raise translate(exc, what) from exc
         self.refresh_soon()
         if last is None:
-            last = ke.NoBrokersAvailable(f"no broker of {self.servers} answered in time")
+            last = no_broker_answered(self.servers)
         raise translate(last, what) from last
 
     async def metadata(self, topics: list[str] | None, *, timeout: float, what: str) -> Any:

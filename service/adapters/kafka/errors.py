@@ -1,9 +1,14 @@
 """Translation of aiokafka's exceptions and Kafka's wire error codes into ``service.errors``.
 
 The one place that knows aiokafka's error classes. Every other module of the
-Kafka log calls ``translate`` (an exception it caught) or ``for_code`` (an
-error code inside a response) and raises what they return, so no aiokafka
-exception ever reaches the core. The policy, in order:
+Kafka log calls ``translate`` (an exception it caught), ``for_code`` (an
+error code inside a response) or ``start_failure`` (a log that could not
+start) and raises what they return, so no aiokafka exception ever reaches the
+core. Where a module must decide before translating, it asks a question
+here (``is_retriable``, ``is_connection_failure``, ``is_metadata_error``,
+``is_unknown_topic``, ``not_ready``); where it must hand aiokafka one of its
+own exceptions, it gets it here (``corrupt_records``, ``no_broker_answered``,
+``producer_closed``). The policy of ``translate``, in order:
 
 * the topic or partition does not exist -> ``TopicNotFound`` / ``PartitionNotFound``
 * the payload is too big for the broker -> ``PayloadTooLarge``
@@ -42,6 +47,12 @@ _BAD_TOPIC_CONFIG: Final = (
     ke.PolicyViolationError,
     ke.InvalidRequestError,
 )
+# Connection-level failures after which another broker may still answer.
+_TRY_NEXT: Final = (ke.NodeNotReadyError, ke.KafkaConnectionError, ke.StaleMetadata)
+# Topic-level codes that mean "exists, but not ready yet" (just created, leader moving).
+_NOT_READY: Final = (ke.LeaderNotAvailableError, ke.NotLeaderForPartitionError, ke.KafkaStorageError)
+# What a cluster answers an idempotent producer's InitProducerId with when it cannot give one.
+_NO_IDEMPOTENCE: Final = (ke.UnknownError, ke.UnsupportedVersionError, ke.ClusterAuthorizationFailedError)
 # Not flagged retriable by aiokafka, yet nothing but time (or a broker coming back) is missing.
 _UNAVAILABLE: Final = (
     ke.KafkaTimeoutError,
@@ -123,12 +134,6 @@ def for_code(
     return translate(exc, what, topic=topic, partition=partition)
 
 
-def error_class(code: int) -> type[ke.KafkaError]:
-    """aiokafka's class for a wire error code (``UnknownError`` for codes it does not know)."""
-    cls: type[ke.KafkaError] = ke.for_code(code)
-    return cls
-
-
 def is_metadata_error(code: int) -> bool:
     """Whether an error code means our view of leaders or partitions is stale."""
     return code != 0 and bool(getattr(ke.for_code(code), "invalid_metadata", False))
@@ -137,3 +142,62 @@ def is_metadata_error(code: int) -> bool:
 def is_retriable(exc: BaseException) -> bool:
     """Whether ``exc`` leaves the producer and the data intact (a retry could succeed)."""
     return isinstance(exc, (*_UNAVAILABLE, TimeoutError)) or bool(getattr(exc, "retriable", False))
+
+
+def is_connection_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` is a failure to reach one broker, after which another may still answer."""
+    return isinstance(exc, _TRY_NEXT)
+
+
+def is_unknown_topic(code: int) -> bool:
+    """Whether a topic-level error code says the topic does not exist."""
+    return ke.for_code(code) is ke.UnknownTopicOrPartitionError
+
+
+def not_ready(code: int) -> str | None:
+    """The error's name when ``code`` says the topic exists but is not ready yet (no leader); else None."""
+    if not code:
+        return None
+    cls = ke.for_code(code)
+    return cls.__name__ if issubclass(cls, _NOT_READY) else None
+
+
+def start_failure(exc: Exception, servers: str, *, idempotence: bool, timeout_ms: int) -> GatewayError:
+    """The error of a Kafka log that could not start, in one line naming ``servers``.
+
+    ``idempotence``: whether the producer asked for InitProducerId (a broker
+    without it refuses in ways worth a hint); ``timeout_ms``: what bounded the start.
+    """
+    if idempotence and isinstance(exc, _NO_IDEMPOTENCE):
+        return BackendError(
+            f"The Kafka cluster at {servers} refused an idempotent producer ({one_line(exc)}); "
+            "set BROKERGATE_KAFKA_IDEMPOTENCE=false for brokers without InitProducerId support."
+        )
+    if isinstance(exc, TimeoutError):
+        reason = f"no answer within {timeout_ms} ms"
+    elif isinstance(exc, ke.KafkaConnectionError | ke.NodeNotReadyError | OSError):
+        reason = "no bootstrap server accepted a connection"
+    else:
+        reason = one_line(exc)
+    return BackendUnavailable(f"Cannot reach the Kafka cluster at {servers}: {reason}")
+
+
+def one_line(exc: BaseException) -> str:
+    """``exc`` as one line of text that names its class."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if type(exc).__name__ in text else f"{type(exc).__name__}: {text}"
+
+
+def corrupt_records(message: str) -> Exception:
+    """What record decoding raises for a batch that fails its CRC (``translate`` words it)."""
+    return ke.CorruptRecordException(message)
+
+
+def no_broker_answered(servers: str) -> Exception:
+    """What ``translate`` is given when no broker of ``servers`` answered in time."""
+    return ke.NoBrokersAvailable(f"no broker of {servers} answered in time")
+
+
+def producer_closed() -> Exception:
+    """What aiokafka's queued batches fail with when the producer is closed under them."""
+    return ke.ProducerClosed()

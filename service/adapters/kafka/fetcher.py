@@ -41,12 +41,13 @@ from aiokafka.protocol.fetch import FetchRequest
 from service.core.models import PartitionData, Record, TopicPartition
 from service.errors import BackendUnavailable
 
+from ..fetch_budget import FetchBudget
 from .cluster import ClusterClient
 from .errors import for_code, is_metadata_error
 from .metadata import TopicMetadata
 from .offsets import OffsetLookup
 from .readahead import Chunk, ReadAhead
-from .records import Decoded, decode, take
+from .records import Decoded, decode
 
 OFFSET_OUT_OF_RANGE: Final = 1
 READ_UNCOMMITTED: Final = 0  # like Kafka's consumers by default: the high watermark is the end
@@ -188,16 +189,9 @@ class Fetcher:
 
     def _deliver(self, parts: list[_Part], max_bytes: int) -> dict[TopicPartition, PartitionData]:
         result: dict[TopicPartition, PartitionData] = {}
-        used = 0
-        taken = 0
-        exhausted = False
+        budget = FetchBudget(max_bytes)
         for p in parts:
-            n = 0
-            if not exhausted and p.records:
-                n = take(p.sizes, max(max_bytes - used, 0), force_first=taken == 0)
-                exhausted = n < len(p.records)
-                used += sum(p.sizes[:n])
-                taken += n
+            n = budget.grant(p.sizes)
             given = p.records[:n]
             start = given[-1].offset + 1 if given else p.offset
             self._keep(p.tp, start, p.records[n:], p.sizes[n:], p)

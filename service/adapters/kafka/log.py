@@ -21,9 +21,9 @@ import asyncio
 import contextlib
 import hashlib
 import logging
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, Final, TypeVar
+from typing import Final
 
 from service.core.models import Broker, NewRecord, PartitionData, TopicInfo, TopicPartition
 from service.core.rules import (
@@ -33,7 +33,6 @@ from service.core.rules import (
     check_topic,
 )
 from service.errors import (
-    BackendError,
     BackendUnavailable,
     GatewayError,
     InvalidPayload,
@@ -42,10 +41,11 @@ from service.errors import (
     TopicNotFound,
 )
 
-from ..lifecycle import StatefulLifecycle
+from ..lifecycle import Lifecycle
+from ..tasks import uncancellable
 from .admin import TopicAdmin
 from .cluster import ClusterClient
-from .errors import translate
+from .errors import one_line, start_failure, translate
 from .fetcher import Fetcher
 from .metadata import TopicMetadata
 from .offsets import OffsetLookup
@@ -55,35 +55,22 @@ from .readahead import ReadAhead
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
 READY_POLL_S: Final = 0.05  # how often an admin operation looks whether the cluster shows its effect
 MAX_MESSAGE_BYTES: Final = "max.message.bytes"
 CLEANUP_POLICY: Final = "cleanup.policy"
 
 
-async def _uncancellable(coro: Coroutine[Any, Any, T]) -> T:
-    """Run an admin operation to its end even if the caller goes away half way."""
-    task = asyncio.ensure_future(coro)
-    try:
-        return await asyncio.shield(task)
-    except asyncio.CancelledError:
-        task.add_done_callback(lambda t: t.cancelled() or t.exception())
-        raise
-
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return text if type(exc).__name__ in text else f"{type(exc).__name__}: {text}"
-
-
-class KafkaLog(StatefulLifecycle):
+class KafkaLog(Lifecycle):
     """Topics and records in a Kafka cluster reached at ``servers`` (``kafka://h:p[,h:p...]``).
 
     ``start()`` connects (bounded by the request timeout) and fails with
     ``BackendUnavailable`` naming the servers when the cluster cannot be
     reached; ``stop()`` flushes the producer and is idempotent. Also usable as
-    ``async with KafkaLog(url) as log:``.
+    ``async with KafkaLog(url) as log:``. Not restartable: once stopped, it
+    stays stopped (a new instance connects again).
     """
+
+    restartable = False
 
     def __init__(self, servers: str | Sequence[str], options: KafkaOptions | None = None) -> None:
         self._servers = parse_bootstrap(servers) if isinstance(servers, str) else list(servers)
@@ -139,10 +126,8 @@ class KafkaLog(StatefulLifecycle):
         """
         return self._cluster_id or self._derived_cluster_id()
 
-    async def start(self) -> None:
-        if self._state != "new":
-            return
-        self._state = "starting"
+    async def _open(self) -> None:
+        """Connect (bounded by the request timeout); ``BackendUnavailable`` naming the servers if not."""
         try:
             async with asyncio.timeout(self._options.request_timeout):
                 await self._cluster.start()
@@ -151,12 +136,15 @@ class KafkaLog(StatefulLifecycle):
                 await self._appender.start()
         except BaseException as exc:
             await self._close_clients()
-            self._state = "new"  # start() may be retried
             if not isinstance(exc, Exception):
                 raise
-            raise self._start_error(exc) from exc
+            raise start_failure(
+                exc,
+                self.servers,
+                idempotence=self._options.idempotence,
+                timeout_ms=self._options.request_timeout_ms,
+            ) from exc
         self._cluster_id = view.cluster_id or self._derived_cluster_id()
-        self._state = "started"
         log.info(
             "kafka log connected to %s: cluster %s, %d broker(s)",
             self.servers,
@@ -164,33 +152,12 @@ class KafkaLog(StatefulLifecycle):
             len(view.brokers),
         )
 
-    def _start_error(self, exc: Exception) -> GatewayError:
-        from aiokafka import errors as ke  # only here: the one start failure worded differently
-
-        if self._options.idempotence and isinstance(
-            exc, ke.UnknownError | ke.UnsupportedVersionError | ke.ClusterAuthorizationFailedError
-        ):
-            return BackendError(
-                f"The Kafka cluster at {self.servers} refused an idempotent producer ({_one_line(exc)}); "
-                "set BROKERGATE_KAFKA_IDEMPOTENCE=false for brokers without InitProducerId support."
-            )
-        if isinstance(exc, TimeoutError):
-            reason = f"no answer within {self._options.request_timeout_ms} ms"
-        elif isinstance(exc, ke.KafkaConnectionError | ke.NodeNotReadyError | OSError):
-            reason = "no bootstrap server accepted a connection"
-        else:
-            reason = _one_line(exc)
-        return BackendUnavailable(f"Cannot reach the Kafka cluster at {self.servers}: {reason}")
-
     def _derived_cluster_id(self) -> str:
         """For brokers too old to report one (Metadata < v2): stable for the same servers."""
         return "kafka-" + hashlib.sha256(self.servers.encode()).hexdigest()[:16]
 
-    async def stop(self) -> None:
-        """Flush the producer (bounded), close every connection. Safe to call twice."""
-        await self._stop_once(self._close)
-
     async def _close(self) -> None:
+        """Flush the producer (bounded), close every connection."""
         try:
             await self._close_clients()
         finally:
@@ -202,7 +169,7 @@ class KafkaLog(StatefulLifecycle):
             try:
                 await close()
             except Exception as exc:
-                log.error("closing the kafka log: %s", _one_line(exc))
+                log.error("closing the kafka log: %s", one_line(exc))
 
     def _require_started(self) -> None:
         if self._state != "started":
@@ -246,7 +213,7 @@ class KafkaLog(StatefulLifecycle):
                     f"Invalid topic config {key!r}={value!r}: names and values are text."
                 )
         async with self._guard(f"creating topic {topic!r}", topic):
-            return await _uncancellable(
+            return await uncancellable(
                 self._create_topic(topic, partitions, replication_factor, dict(configs))
             )
 
@@ -304,7 +271,7 @@ class KafkaLog(StatefulLifecycle):
     async def delete_topic(self, topic: str) -> None:
         check_topic(topic)
         async with self._guard(f"deleting topic {topic!r}", topic):
-            await _uncancellable(self._delete_topic(topic))
+            await uncancellable(self._delete_topic(topic))
 
     async def _delete_topic(self, topic: str) -> None:
         deadline = self._deadline()
@@ -329,7 +296,7 @@ class KafkaLog(StatefulLifecycle):
     async def add_partitions(self, topic: str, total: int) -> TopicInfo:
         check_topic(topic)
         async with self._guard(f"adding partitions to {topic!r}", topic):
-            return await _uncancellable(self._add_partitions(topic, total))
+            return await uncancellable(self._add_partitions(topic, total))
 
     async def _add_partitions(self, topic: str, total: int) -> TopicInfo:
         deadline = self._deadline()

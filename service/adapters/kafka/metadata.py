@@ -20,19 +20,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from aiokafka import errors as ke
-
 from service.core.models import Broker, PartitionInfo, TopicInfo
 from service.errors import BackendUnavailable, PartitionNotFound, TopicNotFound
 
+from ..tasks import retrieve
 from .admin import TopicAdmin
 from .cluster import ClusterClient
-from .errors import error_class, for_code
+from .errors import for_code, is_unknown_topic, not_ready
 
 MAX_ENTRIES = 10_000
-
-# Topic-level codes that mean "exists, but not ready yet" (just created, leader moving).
-_NOT_READY = (ke.LeaderNotAvailableError, ke.NotLeaderForPartitionError, ke.KafkaStorageError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,11 +59,10 @@ def parse_topic(response: Any, topic: str) -> TopicInfo | None:
         code, name = entry[0], entry[1]
         if name != topic:
             continue
-        cls = error_class(code)
-        if cls is ke.UnknownTopicOrPartitionError:
+        if is_unknown_topic(code):
             return None
-        if code and issubclass(cls, _NOT_READY):
-            raise BackendUnavailable(f"Topic {topic!r} has no leader yet ({cls.__name__}); retry shortly.")
+        if (reason := not_ready(code)) is not None:  # just created, or a leader moving
+            raise BackendUnavailable(f"Topic {topic!r} has no leader yet ({reason}); retry shortly.")
         if error := for_code(code, f"describing topic {topic!r}", topic=topic):
             raise error
         partitions = entry[-1]  # v0 has no is_internal field; partitions are always last
@@ -86,7 +81,7 @@ def topic_names(response: Any) -> list[str]:
     for entry in response.topics:
         code, name = entry[0], entry[1]
         internal = bool(entry[2]) if len(entry) > 3 else name.startswith("__")
-        if internal or error_class(code) is ke.UnknownTopicOrPartitionError:
+        if internal or is_unknown_topic(code):
             continue
         names.append(name)
     return sorted(names)
@@ -153,8 +148,7 @@ class TopicMetadata:
         inflight = self._inflight.get(topic)
         if inflight is not None and inflight[1] is future:
             del self._inflight[topic]
-        if not future.cancelled():
-            future.exception()  # retrieved here: every waiter may have gone away
+        retrieve(future)  # every waiter may have gone away
 
     async def partition(self, topic: str, partition: int) -> PartitionInfo:
         """One partition of ``topic``; ``PartitionNotFound`` if the topic has fewer."""

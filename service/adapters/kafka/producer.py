@@ -41,7 +41,6 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from aiokafka import AIOKafkaProducer
-from aiokafka import errors as ke
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 from service.core.models import NewRecord, TopicPartition
@@ -54,8 +53,9 @@ from service.errors import (
     PayloadTooLarge,
 )
 
+from ..tasks import retrieve
 from .budget import ByteBudget
-from .errors import is_retriable, translate
+from .errors import is_retriable, producer_closed, translate
 from .options import KafkaOptions
 
 log = logging.getLogger(__name__)
@@ -127,7 +127,7 @@ class _Batch:
         self.count = 0
         self.size = 0
         self.result: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        self.result.add_done_callback(_retrieve)  # every waiter may have given up
+        self.result.add_done_callback(retrieve)  # every waiter may have given up
 
     def add(self, record: NewRecord, size: int) -> bool:
         """Append ``record``; False when aiokafka counts the batch as full."""
@@ -404,11 +404,6 @@ def _release_when_done(budget: ByteBudget, amount: int, results: list[asyncio.Fu
         result.add_done_callback(settled)
 
 
-def _retrieve(future: asyncio.Future[Any]) -> None:
-    if not future.cancelled():
-        future.exception()  # marks it retrieved: no "exception was never retrieved" warning
-
-
 async def _retire(producer: Any, timeout: float) -> None:
     """Flush ``producer`` for up to ``timeout`` s, fail what is left, then close it."""
     try:
@@ -418,7 +413,7 @@ async def _retire(producer: Any, timeout: float) -> None:
         log.error("Kafka did not acknowledge every queued batch in time; failing the rest")
         # An idempotent producer retries for ever; without this, stop() would wait for a broker
         # that may never come back. There is no public way to abandon queued batches.
-        producer._message_accumulator.fail_all(ke.ProducerClosed())
+        producer._message_accumulator.fail_all(producer_closed())
     await _quietly_stop(producer, timeout)
 
 

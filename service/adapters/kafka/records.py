@@ -17,11 +17,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from aiokafka import errors as ke
 from aiokafka.record.memory_records import MemoryRecords
 
 from service.core.models import Header, Record, make_record
 from service.core.rules import record_size
+
+from .errors import corrupt_records
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,8 +42,9 @@ class Decoded:
 def decode(data: bytes | memoryview | None, min_offset: int) -> Decoded:
     """Every record with offset >= ``min_offset`` in ``data`` (a fetch response's record set).
 
-    Raises aiokafka's ``CorruptRecordException`` for a batch whose CRC does not
-    match and ``UnsupportedCodecError`` for a compression this process cannot read.
+    Raises ``errors.corrupt_records`` for a batch whose CRC does not match, and
+    aiokafka's ``UnsupportedCodecError`` for a compression this process cannot
+    read (``errors.translate`` words both).
     """
     records: list[Record] = []
     sizes: list[int] = []
@@ -56,7 +58,7 @@ def decode(data: bytes | memoryview | None, min_offset: int) -> Decoded:
         if batch is None:
             break
         if not batch.validate_crc():
-            raise ke.CorruptRecordException(f"batch at offset {_base_offset(batch)} fails its CRC check")
+            raise corrupt_records(f"batch at offset {_base_offset(batch)} fails its CRC check")
         if not batch.is_control_batch:
             for rec in batch:
                 offset = rec.offset
@@ -72,21 +74,3 @@ def decode(data: bytes | memoryview | None, min_offset: int) -> Decoded:
 
 def _base_offset(batch: Any) -> object:
     return getattr(batch, "base_offset", "?")
-
-
-def take(sizes: list[int], budget: int, *, force_first: bool) -> int:
-    """How many records, of the given ``Record.size``s, fit in ``budget`` bytes, in order.
-
-    With ``force_first`` the first record is taken even if it alone exceeds the
-    budget: a reader must never stall behind one large record.
-    """
-    if sum(sizes) <= budget:
-        return len(sizes)
-    used = 0
-    n = 0
-    for size in sizes:
-        if used + size > budget and not (force_first and n == 0):
-            break
-        used += size
-        n += 1
-    return n

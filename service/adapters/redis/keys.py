@@ -16,7 +16,7 @@ The fields of an instance hash::
     w       token of the create or save that wrote the current version (so its retry recognises it)
     state   everything else: JSON of group, name, config, subscription, assignment, positions
 
-The fields of a quota bucket (``service.core.quotas``; a missing bucket is a full one)::
+The fields of a quota bucket (``service.core.buckets``; a missing bucket is a full one)::
 
     l       the level: tokens left, negative when in debt (decimal, may have a fraction)
     at      when ``l`` was written, in ms of the Redis server's clock (decimal)
@@ -133,5 +133,5 @@ class KeyLayout:
         return self.prefix + IDEMPOTENCY + key
 
     def quota(self, bucket: str) -> str:
-        """A quota token bucket (see ``service.core.quotas``)."""
+        """A quota token bucket (see ``service.core.buckets``)."""
         return self.prefix + QUOTA + bucket

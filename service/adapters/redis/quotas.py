@@ -3,7 +3,7 @@
 A script call refills and charges a request's buckets atomically (``take``
 before, ``debit`` after a read), on the Redis server's clock, so replicas
 with skewed clocks still share one rate. The script mirrors
-``service.core.quotas`` (refill, ``admits``, ``ms_until_full``) and returns
+``service.core.buckets`` (refill, ``admits``, ``ms_until_full``) and returns
 the levels it saw, from which the core derives Retry-After.
 
 Calls that arrive while one is on its way to Redis wait for it and then go
@@ -33,7 +33,7 @@ from typing import Final
 from service.core.buckets import Charge
 from service.errors import BackendUnavailable
 
-from ..lifecycle import AsyncLifecycle
+from ..lifecycle import Lifecycle
 from . import keys
 from .connection import RedisConnection, RedisURL
 from .keys import KeyLayout
@@ -115,7 +115,7 @@ class _Call:
         self.done: asyncio.Future[list[float]] = asyncio.get_running_loop().create_future()
 
 
-class RedisQuotas(AsyncLifecycle):
+class RedisQuotas(Lifecycle):
     """Named token buckets in Redis under one deployment's ``key_prefix``, for any number of replicas.
 
     Collaborators: ``RedisConnection`` (its own client and pool, so quota
@@ -130,6 +130,7 @@ class RedisQuotas(AsyncLifecycle):
         connect_timeout_ms: int = 2_000,
         socket_timeout_ms: int = 2_000,
     ) -> None:
+        super().__init__()  # the start/stop state
         self._conn = RedisConnection(
             RedisURL.parse(url),
             connect_timeout_ms=min(connect_timeout_ms, MAX_WAIT_MS),
@@ -145,10 +146,11 @@ class RedisQuotas(AsyncLifecycle):
         """The server, without credentials."""
         return str(self._conn.url)
 
-    async def start(self) -> None:
+    async def _open(self) -> None:
         await self._conn.start()
 
-    async def stop(self) -> None:
+    async def _close(self) -> None:
+        """Fail the calls still waiting, then close the connections."""
         if self._sender is not None:
             self._sender.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -35,7 +35,7 @@ from redis.asyncio import Redis
 from service.core.models import IdempotentResult, InstanceState
 from service.errors import BackendError, ConsumerAlreadyExists, ConsumerInstanceNotFound
 
-from ..lifecycle import AsyncLifecycle
+from ..lifecycle import Lifecycle
 from . import keys
 from .codec import decode_state, encode_state
 from .connection import RedisConnection, RedisURL
@@ -69,7 +69,7 @@ async def _load_many(redis: Redis, instance_keys: Sequence[str]) -> list[Row]:
     return rows
 
 
-class RedisSessions(AsyncLifecycle):
+class RedisSessions(Lifecycle):
     """Consumer-instance state keyed by (group, instance name), in Redis, for any number of replicas.
 
     ``url`` is ``redis://[[user]:password@]host[:port][/db]``; a malformed
@@ -87,6 +87,7 @@ class RedisSessions(AsyncLifecycle):
         socket_timeout_ms: int = DEFAULT_SOCKET_TIMEOUT_MS,
         ttl_margin_ms: int = DEFAULT_TTL_MARGIN_MS,
     ) -> None:
+        super().__init__()  # the start/stop state
         self._conn = RedisConnection(
             RedisURL.parse(url), connect_timeout_ms=connect_timeout_ms, socket_timeout_ms=socket_timeout_ms
         )
@@ -107,10 +108,11 @@ class RedisSessions(AsyncLifecycle):
         """The longest any call waits for Redis before raising ``BackendUnavailable``."""
         return self._conn.request_bound_s
 
-    async def start(self) -> None:
+    async def _open(self) -> None:
         await self._conn.start()
 
-    async def stop(self) -> None:
+    async def _close(self) -> None:
+        """Close the connections; the instances stay in Redis."""
         await self._conn.stop()
 
     def _token(self) -> str:

@@ -31,7 +31,7 @@ from kazoo.client import KazooState
 from service.core.models import GroupState, Member, TopicPartition
 from service.errors import BackendUnavailable, GatewayError
 
-from ..lifecycle import AsyncLifecycle
+from ..lifecycle import Lifecycle
 from .election import LeaderElection
 from .groups import GroupStore
 from .offsets import OffsetStore
@@ -48,7 +48,7 @@ DEFAULT_REQUEST_TIMEOUT_MS: Final = 5_000
 _KEEPER_TICK_S: Final = 1.0
 
 
-class ZooKeeperCoordinator(AsyncLifecycle):
+class ZooKeeperCoordinator(Lifecycle):
     """Consumer groups, committed offsets and leadership in ZooKeeper, for any number of replicas.
 
     ``url`` is ``zookeeper://host:port[,host:port...][/chroot]``; a malformed
@@ -67,6 +67,7 @@ class ZooKeeperCoordinator(AsyncLifecycle):
         ephemeral_members: bool = False,
     ) -> None:
         parsed = ZooKeeperURL.parse(url)
+        super().__init__()  # the start/stop state
         self.node_id = node_id or default_node_id()
         self._zk = ZooKeeperSession(
             parsed,
@@ -86,14 +87,11 @@ class ZooKeeperCoordinator(AsyncLifecycle):
         self._wake = asyncio.Event()
         self._keeper: asyncio.Task[None] | None = None
         self._registered_session: int | None = None
-        self._started = False
 
     # --- lifecycle -------------------------------------------------------------------
 
-    async def start(self) -> None:
+    async def _open(self) -> None:
         """Connect, create the layout's parents, register this replica and enter the election."""
-        if self._started:
-            return
         await self._zk.start()
         try:
             await self._restore(wait_for_stale_node=True)
@@ -101,21 +99,17 @@ class ZooKeeperCoordinator(AsyncLifecycle):
             await self._zk.stop()
             self._registered_session = None
             raise
-        self._started = True
         self._keeper = asyncio.create_task(self._keep(), name=f"zookeeper-keeper-{self.node_id}")
         log.info(
             "ZooKeeper coordinator %s on %s%s: %s",
             self.node_id,
             self._zk.url.servers,
             self._zk.url.chroot,
-            "leader" if self.is_leader() else "follower",
+            "leader" if self._election.is_leader and self._zk.connected else "follower",
         )
 
-    async def stop(self) -> None:
-        """Stop the keeper and close the session (leadership passes on at once). Idempotent."""
-        if not self._started:
-            return
-        self._started = False
+    async def _close(self) -> None:
+        """Stop the keeper and close the session (leadership passes on at once)."""
         self._election.revoke()
         if self._keeper is not None:
             self._keeper.cancel()
@@ -174,7 +168,7 @@ class ZooKeeperCoordinator(AsyncLifecycle):
 
     def is_leader(self) -> bool:
         """Whether this replica leads: a flag the keeper maintains, and a live connection."""
-        return self._started and self._election.is_leader and self._zk.connected
+        return self._state == "started" and self._election.is_leader and self._zk.connected
 
     @property
     def leader_id(self) -> str | None:
@@ -240,5 +234,5 @@ class ZooKeeperCoordinator(AsyncLifecycle):
         return await self._offsets.committed(group, partitions)
 
     def _check_open(self) -> None:
-        if not self._started:
+        if self._state != "started":
             raise BackendUnavailable("The ZooKeeper coordinator is not running.")

@@ -10,12 +10,13 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from hypothesis import given
 from hypothesis import strategies as st
 
+from service.adapters.fetch_budget import take
 from service.adapters.kafka.budget import ByteBudget
 from service.adapters.kafka.errors import for_code, translate
 from service.adapters.kafka.options import KafkaOptions, parse_bootstrap
 from service.adapters.kafka.producer import record_size, record_sizes
 from service.adapters.kafka.readahead import RECORD_OVERHEAD, Chunk, ReadAhead
-from service.adapters.kafka.records import decode, take
+from service.adapters.kafka.records import decode
 from service.core.models import NewRecord, Record, TopicPartition
 from service.core.ports import Log
 from service.errors import (

@@ -25,7 +25,7 @@ from bisect import bisect_left, bisect_right
 from pathlib import Path
 from typing import Final
 
-from .fileio import atomic_write, open_file
+from ..fileio import atomic_write, open_file
 
 OFFSET_ENTRY: Final = struct.Struct(">II")
 TIME_ENTRY: Final = struct.Struct(">qI")

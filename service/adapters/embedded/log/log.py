@@ -14,10 +14,10 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from service.core.models import (
     Broker,
@@ -41,11 +41,16 @@ from service.errors import (
     TopicNotFound,
 )
 
-from ...lifecycle import StatefulLifecycle
+from ...fetch_budget import FetchBudget
+from ...lifecycle import Lifecycle
+from ...tasks import uncancellable
 from .batch import BatchError, RecordTooLarge, encode_batch
 from .config import LogDefaults, TopicConfig, check_partitions_and_replication
 from .metadata import DataDir, TopicMeta
-from .partition import FlushPolicy, Partition, PartitionOptions, PartitionView, finish_in_thread
+from .partition import Partition, PartitionOptions, PartitionView, finish_in_thread
+
+if TYPE_CHECKING:  # only a type here: at run time the log need not import the settings (pydantic)
+    from service.settings import FlushPolicy
 
 log = logging.getLogger(__name__)
 
@@ -61,23 +66,16 @@ class _Topic:
     partitions: list[Partition]  # replaced, never mutated, so iterating callers see a stable list
 
 
-async def _uncancellable(coro: Coroutine[Any, Any, T]) -> T:
-    """Run an admin operation to its end even if the caller goes away half way."""
-    task = asyncio.ensure_future(coro)
-    try:
-        return await asyncio.shield(task)
-    except asyncio.CancelledError:
-        task.add_done_callback(lambda t: t.cancelled() or t.exception())  # no "never retrieved" noise
-        raise
-
-
-class EmbeddedLog(StatefulLifecycle):
+class EmbeddedLog(Lifecycle):
     """Topics and partitions as segment files under ``data_dir`` (see ``metadata`` for the layout).
 
     ``start()`` locks the directory and opens (recovering if needed) every
     partition; ``stop()`` flushes and closes everything and is idempotent.
-    Also usable as ``async with EmbeddedLog(path) as log:``.
+    Also usable as ``async with EmbeddedLog(path) as log:``. Not restartable:
+    once stopped, it stays stopped (a new instance opens the directory again).
     """
+
+    restartable = False
 
     def __init__(
         self,
@@ -122,15 +120,9 @@ class EmbeddedLog(StatefulLifecycle):
             self._cluster_id = self._dir.cluster_id()  # before start(): one tiny read, once
         return self._cluster_id
 
-    async def start(self) -> None:
-        if self._state != "new":
-            return
-        self._state = "starting"
-        try:
-            clean = await asyncio.to_thread(self._dir.open)
-        except BaseException:
-            self._state = "new"  # e.g. another process holds the dir: start() may be retried
-            raise
+    async def _open(self) -> None:
+        """Lock the directory and open (recovering if needed) every partition."""
+        clean = await asyncio.to_thread(self._dir.open)  # e.g. another process holds the dir: raises
         try:
             self._cluster_id = await asyncio.to_thread(self._dir.cluster_id)
             metas = await asyncio.to_thread(self._dir.load_topics)
@@ -148,18 +140,13 @@ class EmbeddedLog(StatefulLifecycle):
                     await p.close(flush=False)
             self._topics.clear()
             await asyncio.to_thread(self._dir.close, clean=False)
-            self._state = "new"
             raise
-        self._state = "started"
         if self._opts.flush == "interval":
             self._flusher = asyncio.get_running_loop().create_task(self._flush_loop())
         log.info("embedded log open at %s: %d topic(s), clean=%s", self._dir.root, len(self._topics), clean)
 
-    async def stop(self) -> None:
-        """Flush every partition, close all files, mark the shutdown clean. Safe to call twice."""
-        await self._stop_once(self._close)
-
     async def _close(self) -> None:
+        """Flush every partition, close all files, mark the shutdown clean."""
         if self._flusher is not None:
             self._flusher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -252,7 +239,7 @@ class EmbeddedLog(StatefulLifecycle):
         check_topic(topic)
         check_partitions_and_replication(partitions, replication_factor)
         config = TopicConfig.build(configs, self._defaults)
-        return await _uncancellable(self._create_topic(topic, partitions, config))
+        return await uncancellable(self._create_topic(topic, partitions, config))
 
     async def _create_topic(self, topic: str, partitions: int, config: TopicConfig) -> TopicInfo:
         async with self._admin:
@@ -272,7 +259,7 @@ class EmbeddedLog(StatefulLifecycle):
 
     async def delete_topic(self, topic: str) -> None:
         check_topic(topic)
-        await _uncancellable(self._delete_topic(topic))
+        await uncancellable(self._delete_topic(topic))
 
     async def _delete_topic(self, topic: str) -> None:
         async with self._admin:
@@ -287,7 +274,7 @@ class EmbeddedLog(StatefulLifecycle):
                 raise BackendError(f"Cannot delete the files of topic {topic!r}: {exc}") from exc
 
     async def add_partitions(self, topic: str, total: int) -> TopicInfo:
-        return await _uncancellable(self._add_partitions(topic, total))
+        return await uncancellable(self._add_partitions(topic, total))
 
     async def _add_partitions(self, topic: str, total: int) -> TopicInfo:
         async with self._admin:
@@ -403,17 +390,14 @@ def _read_views(
 ) -> tuple[dict[TopicPartition, PartitionData], int, bool]:
     """Runs in a worker thread: read every partition in order within one shared budget."""
     result: dict[TopicPartition, PartitionData] = {}
-    used = 0
-    taken = 0
-    exhausted = False
+    budget = FetchBudget(max_bytes)
     out_of_range = False
     for tp, offset, view in reads:
         records: list[Record] = []
-        if not exhausted:
-            n, exhausted = view.read(offset, records, budget=max(max_bytes - used, 0), force_first=taken == 0)
-            used += n
-            taken += len(records)
+        if not budget.exhausted:
+            n, hit = view.read(offset, records, budget=budget.left, force_first=budget.force_first)
+            budget.spend(n, len(records), stopped_short=hit)
         if offset < view.log_start_offset:
             out_of_range = True
         result[tp] = PartitionData(records, view.high_watermark, view.log_start_offset)
-    return result, used, out_of_range
+    return result, budget.used, out_of_range

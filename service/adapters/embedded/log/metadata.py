@@ -34,7 +34,7 @@ from typing import Any
 from service.core.rules import check_topic
 from service.errors import BackendError, InvalidTopic
 
-from .fileio import atomic_write, fsync_dir
+from ..fileio import atomic_write, fsync_dir
 
 log = logging.getLogger(__name__)
 

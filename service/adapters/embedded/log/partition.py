@@ -26,19 +26,21 @@ from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from service.core.models import Record, TopicPartition
 from service.errors import BackendError, BackendUnavailable, TopicNotFound
 
+from ..fileio import fsync_dir
 from .batch import EncodedBatch
 from .config import TopicConfig
-from .fileio import fsync_dir
 from .segment import INDEX_SUFFIX, TIMEINDEX_SUFFIX, Segment, parse_segment_name
+
+if TYPE_CHECKING:  # only a type here: at run time the log need not import the settings (pydantic)
+    from service.settings import FlushPolicy
 
 log = logging.getLogger(__name__)
 
-FlushPolicy = Literal["always", "interval", "never"]
 T = TypeVar("T")
 
 # Batches at least this big are written from a worker thread; smaller ones inline, where the

@@ -23,10 +23,11 @@ from pathlib import Path
 from service.core.models import Record
 from service.core.rules import check_topic
 
+from ..fileio import open_file
 from .batch import decode_records
-from .fileio import BatchScan, open_file, read_header_at
 from .index import OFFSET_ENTRY
 from .metadata import read_topic_meta
+from .scan import BatchScan, read_header_at
 from .segment import Segment, parse_segment_name
 
 log = logging.getLogger(__name__)

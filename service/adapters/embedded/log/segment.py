@@ -3,8 +3,8 @@
 A ``Segment`` is synchronous and knows nothing of asyncio: ``Partition`` calls
 it under its append lock (``append``, ``seal``) or from reader threads
 (``read``, ``find_timestamp``), and opens it at start (``open``, which is where
-recovery happens). Collaborators: ``batch`` (codec), ``fileio`` (batch walks,
-durable writes), ``index`` (offset and time indexes).
+recovery happens). Collaborators: ``batch`` (codec), ``scan`` (batch walks),
+``embedded.fileio`` (durable writes), ``index`` (offset and time indexes).
 
 The descriptor outlives ``close`` while reader threads hold a pin, so a
 segment removed by retention or topic deletion is never read through a closed
@@ -21,9 +21,10 @@ from typing import Final
 
 from service.core.models import Record
 
+from ..fileio import create_file, fsync_dir, open_file, write_all
 from .batch import EncodedBatch, crc_ok, decode_records
-from .fileio import BatchScan, create_file, fsync_dir, open_file, read_header_at, write_all
 from .index import MAX_RELATIVE, OffsetIndex, TimeIndex
+from .scan import BatchScan, read_header_at
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,78 @@
+"""Durable-file helpers shared by the embedded adapters (the log and the coordinator's offsets).
+
+Everything here is synchronous and meant to run in a worker thread (or in a
+process without an event loop). Descriptors are opened close-on-exec, so a
+Spark job or subprocess started by the gateway inherits none of them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Final
+
+_OPEN_FLAGS: Final = os.O_CLOEXEC
+
+# fdatasync covers the data and the file size, which is all an append needs.
+datasync = getattr(os, "fdatasync", os.fsync)
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a directory's entries (created, renamed, removed files) durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | _OPEN_FLAGS)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def replace_file(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``<path>.tmp``, fsync it and rename it over ``path``.
+
+    A crash leaves the old or the new file; the rename itself is durable only
+    once the directory is fsynced (``atomic_write`` does both).
+    """
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _OPEN_FLAGS, 0o644)
+    try:
+        write_all(fd, [data], 0)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` so that a crash leaves either the old or the new file."""
+    replace_file(path, data)
+    fsync_dir(path.parent)
+
+
+def write_all(fd: int, bufs: Sequence[bytes], pos: int) -> int:
+    """Write ``bufs`` back to back at ``pos``; return the bytes written (all of them or raise)."""
+    total = sum(len(b) for b in bufs)
+    done = os.pwritev(fd, bufs, pos)
+    if done < total:
+        # A short write (signal, quota edge): finish from a flat copy, rare enough to not care.
+        rest = memoryview(b"".join(bufs))[done:]
+        while rest:
+            n = os.pwrite(fd, rest, pos + done)
+            if n <= 0:
+                raise OSError(f"short write at position {pos + done}")
+            done += n
+            rest = rest[n:]
+    return total
+
+
+def create_file(path: Path, *, truncate: bool = False) -> int:
+    """Create an empty file and return a read-write descriptor.
+
+    Fails if ``path`` exists, unless ``truncate`` (then an existing file is emptied).
+    """
+    mode = os.O_TRUNC if truncate else os.O_EXCL
+    return os.open(path, os.O_RDWR | os.O_CREAT | mode | _OPEN_FLAGS, 0o644)
+
+
+def open_file(path: Path, *, write: bool = True) -> int:
+    return os.open(path, (os.O_RDWR if write else os.O_RDONLY) | _OPEN_FLAGS)
