@@ -69,13 +69,12 @@ class RunningGateway:
 
 async def start_gateway(data_dir: Path, **overrides: object) -> RunningGateway:
     port = free_port()
+    fast_workers: dict[str, object] = {"reaper_interval_ms": 100, "metadata_refresh_ms": 200}
     settings = Settings(
         host="127.0.0.1",
         port=port,
         data_dir=data_dir,
-        reaper_interval_ms=100,
-        metadata_refresh_ms=200,
-        **overrides,  # type: ignore[arg-type]
+        **{**fast_workers, **overrides},  # type: ignore[arg-type]
     )
     server = uvicorn.Server(
         uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning", lifespan="on")

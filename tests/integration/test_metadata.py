@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import cluster_id, create_topic, produce
+from tests.conftest import start_gateway
+from tests.helpers import assignment, cluster_id, consumer, create_topic, poll_until, produce, subscribe
 
 
 async def broker_ids(client) -> list[int]:
@@ -105,3 +106,19 @@ async def test_docs_are_served(client):
     assert (await client.get("/docs")).status_code == 200
     doc = (await client.get("/openapi.json")).json()
     assert doc["info"]["title"] == "brokergate"
+
+
+async def test_an_auto_created_topic_wakes_the_metadata_worker(tmp_path):
+    # With a minute between metadata refreshes, only the wake-up an auto-created topic sends
+    # can rebalance the pattern's group within the poll's few seconds.
+    gw = await start_gateway(tmp_path / "gw", metadata_refresh_ms=60_000)
+    try:
+        base = await consumer(gw.client, "g")
+        await subscribe(gw.client, base, pattern="woken-.*")
+        assert await assignment(gw.client, base) == []
+        await produce(gw.client, "woken-1", [{"value": "new topic"}])  # auto-created
+        got = await poll_until(gw.client, base, 1, deadline_s=10)
+        assert [(r["topic"], r["value"]) for r in got] == [("woken-1", "new topic")]
+    finally:
+        await gw.client.aclose()
+        await gw.stop()

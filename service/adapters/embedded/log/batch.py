@@ -36,6 +36,7 @@ from typing import Final
 from crc32c import crc32c
 
 from service.core.models import Header, NewRecord, Record, make_record
+from service.core.rules import record_size
 
 MAGIC: Final = 1
 
@@ -260,14 +261,13 @@ def decode_records(
                 q += vlen
             else:
                 value = None
-            size = (klen if klen > 0 else 0) + (vlen if vlen > 0 else 0)
             headers: tuple[Header, ...] = ()
             if hcount:
-                headers, q, hsize = _decode_headers(buf, q, hcount)
-                size += hsize
+                headers, q = _decode_headers(buf, q, hcount)
             if q != nxt:
                 raise CorruptBatch(f"record layout mismatch at offset {offset}")
-            cost = size or 1  # a record of nulls still costs something, or a budget would never fill
+            # A record of nulls still costs something, or a budget would never fill.
+            cost = record_size(key, value, headers) or 1
             if budget >= 0 and used + cost > budget and not (force_first and taken == 0):
                 return used, True
             out.append(make(offset, ts, key, value, headers))
@@ -282,9 +282,8 @@ def decode_records(
     return used, False
 
 
-def _decode_headers(buf: bytes, q: int, count: int) -> tuple[tuple[Header, ...], int, int]:
+def _decode_headers(buf: bytes, q: int, count: int) -> tuple[tuple[Header, ...], int]:
     headers: list[Header] = []
-    size = 0
     for _ in range(count):
         (nlen,) = HDR_NAME.unpack_from(buf, q)
         q += 2
@@ -295,12 +294,10 @@ def _decode_headers(buf: bytes, q: int, count: int) -> tuple[tuple[Header, ...],
         if hvlen >= 0:
             hvalue: bytes | None = buf[q : q + hvlen]
             q += hvlen
-            size += hvlen
         else:
             hvalue = None
-        size += len(name)  # Record.size counts header names in characters
         headers.append((name, hvalue))
-    return tuple(headers), q, size
+    return tuple(headers), q
 
 
 def decode_batch(buf: bytes, pos: int = 0, *, verify: bool = True) -> list[Record]:
