@@ -12,10 +12,14 @@ import argparse
 import base64
 import json
 import os
+import signal
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from types import FrameType
 from typing import Any
 
 from .client import ClientError, Consumer, GatewayClient
@@ -233,9 +237,9 @@ def cmd_consume(args: argparse.Namespace, client: GatewayClient) -> int:
     consumer = client.consumer(group, format=args.format, auto_offset_reset=reset)
     shown = 0
     idle_since = time.monotonic()
-    with consumer.deleted_on_exit():
+    with _ctrl_c() as interrupted, consumer.deleted_on_exit():
         _start(consumer, args)
-        while args.max_messages is None or shown < args.max_messages:
+        while not interrupted.is_set() and (args.max_messages is None or shown < args.max_messages):
             records = consumer.poll(timeout_ms=min(args.timeout_ms or 1000, 1000))
             if not records:
                 if args.timeout_ms is not None and (time.monotonic() - idle_since) * 1000 >= args.timeout_ms:
@@ -253,7 +257,29 @@ def cmd_consume(args: argparse.Namespace, client: GatewayClient) -> int:
                     last[(r.topic, r.partition)] = r.offset
                 consumer.commit([(t, p, o) for (t, p), o in last.items()])
     print(f"Processed a total of {shown} messages", file=sys.stderr)
-    return 0
+    return 130 if interrupted.is_set() else 0
+
+
+@contextmanager
+def _ctrl_c() -> Iterator[threading.Event]:
+    """A first Ctrl-C sets the flag the consume loop checks between polls; a second one interrupts.
+
+    A ``KeyboardInterrupt`` raised wherever the program happens to be can land inside the HTTP
+    client's connection pool between taking its lock and the block that releases it; the request
+    that deletes the instance would then wait on that lock for ever.
+    """
+    interrupted = threading.Event()
+
+    def on_sigint(signum: int, frame: FrameType | None) -> None:
+        if interrupted.is_set():
+            raise KeyboardInterrupt
+        interrupted.set()
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield interrupted
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _start(consumer: Consumer, args: argparse.Namespace) -> None:
