@@ -12,6 +12,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -71,6 +72,8 @@ async def _validation_error(request: Request, exc: Exception) -> Response:
 
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 404:  # no route: nothing says which resource, so the generic code
+        return _error(404, ErrorCode.NOT_FOUND, f"Not found: {request.url.path}")
     return _error(exc.status_code, exc.status_code * 100 + 1, str(exc.detail), None)
 
 
@@ -107,6 +110,39 @@ class MetricsMiddleware:
             method = scope["method"]
             self.metrics.requests.labels(method, path, str(status)).inc()
             self.metrics.latency.labels(method, path).observe(time.perf_counter() - start)
+
+
+class RawPathGuard:
+    """Refuses a path with a segment that is, once percent-decoded, ``.``, ``..`` or holds a ``/``.
+
+    Routing sees the decoded path, so ``/topics/orders%2Fpartitions%2F0`` would otherwise produce
+    to partition 0 of ``orders``, and a client that sends ``/topics/foo/../orders`` unnormalised
+    would act on ``orders``. No name brokergate accepts is such a segment, so the request is refused
+    (42207) before any route or the produce fast path sees it. Only paths holding ``%`` or ``/.``
+    are looked at.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            raw: bytes = scope.get("raw_path") or scope["path"].encode()
+            if b"%" in raw or b"/." in raw:
+                bad = _bad_segment(raw)
+                if bad is not None:
+                    message = f"Path segment {bad!r} names no resource: it decodes to '.', '..' or holds '/'."
+                    await _error(422, ErrorCode.INVALID_TOPIC, message)(scope, receive, send)
+                    return
+        await self.app(scope, receive, send)
+
+
+def _bad_segment(raw_path: bytes) -> str | None:
+    for segment in raw_path.split(b"/"):
+        decoded = unquote_to_bytes(segment)
+        if decoded in (b".", b"..") or b"/" in decoded:
+            return segment.decode("latin-1")
+    return None
 
 
 class OneLineStartupErrors:
@@ -189,6 +225,7 @@ def create_app(settings: Settings, ports: tuple[Log, Coordinator, Sessions] | No
     app.add_exception_handler(Exception, _unexpected)
     if settings.produce_fast_path:
         app.add_middleware(ProduceFastPath, served=app)  # inside the metrics: counted the same
+    app.add_middleware(RawPathGuard)  # before any routing, the fast path's included
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.add_middleware(OneLineStartupErrors)
     # Built now rather than at the first ASGI call: a produce route the fast path cannot serve

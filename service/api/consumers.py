@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import Annotated
+from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
@@ -62,7 +63,8 @@ def _config(req: v2.CreateConsumerRequest | None, gw: Gateway) -> InstanceConfig
 
 def _base_uri(request: Request, gw: Gateway, group: str, instance: str) -> str:
     base = gw.settings.advertised_url or str(request.base_url)
-    return f"{base.rstrip('/')}/consumers/{group}/instances/{instance}"
+    # Every name is one path segment, whatever characters it holds.
+    return f"{base.rstrip('/')}/consumers/{quote(group, safe='')}/instances/{quote(instance, safe='')}"
 
 
 @router.post(

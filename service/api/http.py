@@ -17,7 +17,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ValidationError
 
 from api_schemas.formats import V2, media_type
-from service.errors import InvalidPayload, PayloadTooLarge, UnsupportedMediaType
+from service.errors import ConversionError, InvalidPayload, PayloadTooLarge, UnsupportedMediaType
 from service.gateway import gateway_of
 
 V3 = "application/json"
@@ -81,11 +81,23 @@ def check_control_type(request: Request) -> None:
         )
 
 
-def loads(body: bytes) -> Any:
+def loads(body: bytes, *, records: bool = False) -> Any:
+    """The JSON of ``body``; with ``records`` (a produce body), text that is not UTF-8 is a record
+    that cannot be converted (42203), as for bad base64, rather than a malformed request (42206)."""
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError as exc:
+        if records and not _is_utf8(body):
+            raise ConversionError("A record holds text that is not valid UTF-8.") from exc
         raise InvalidPayload(f"Request body is not valid JSON: {exc}") from exc
+
+
+def _is_utf8(body: bytes) -> bool:
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 async def parse_optional(request: Request, model: type[M]) -> M | None:

@@ -90,7 +90,7 @@ async def serve_produce(
     body = await read_body(request)
 
     async def produce() -> bytes:
-        parsed = parse_produce(loads(body), fmt, max_record_bytes=gw.settings.max_record_bytes)
+        parsed = parse_produce(loads(body, records=True), fmt, max_record_bytes=gw.settings.max_record_bytes)
         results = await gw.producer.produce(
             topic,
             parsed.records,
