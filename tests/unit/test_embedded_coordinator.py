@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from service.adapters.embedded.coordinator import EmbeddedCoordinator
+from service.adapters.embedded.offsets_format import LOCK_NAME
 from service.core.models import TopicPartition
 from service.errors import BackendError, BackendUnavailable
 
@@ -38,7 +39,8 @@ async def reopen(data_dir: Path, **kw: int) -> EmbeddedCoordinator:
 
 
 def files(data_dir: Path) -> list[str]:
-    return sorted(p.name for p in (data_dir / "coordinator").iterdir())
+    """The offsets files (the directory's lock file, there while a coordinator runs, aside)."""
+    return sorted(p.name for p in (data_dir / "coordinator").iterdir() if p.name != LOCK_NAME)
 
 
 def entries(path: Path) -> list[str]:

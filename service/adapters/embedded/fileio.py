@@ -7,6 +7,7 @@ Spark job or subprocess started by the gateway inherits none of them.
 
 from __future__ import annotations
 
+import fcntl
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,6 +26,48 @@ def fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def ensure_dir(path: Path) -> None:
+    """Create ``path`` and any missing parents, each made durable in its own parent.
+
+    ``mkdir(parents=True)`` alone leaves a fresh data dir's entry in its parent to the page
+    cache: a power cut could take the whole directory, and what was acknowledged in it, away.
+    """
+    path = Path(path)
+    missing: list[Path] = []
+    while not path.is_dir():
+        missing.append(path)
+        path = path.parent
+    for new in reversed(missing):
+        try:
+            new.mkdir()
+        except FileExistsError:
+            if not new.is_dir():
+                raise
+        fsync_dir(new.parent)
+
+
+def lock_dir(path: Path, name: str, what: str, *, per_process: bool = False) -> int:
+    """Lock ``path/name`` exclusively for as long as the returned descriptor is open.
+
+    Raises ``BlockingIOError`` with ``what`` and the directory in its message when another
+    process holds it: two writers on one directory would interleave their files. By default
+    the lock is a ``flock``, which a second open in the same process also finds taken; with
+    ``per_process`` it is a POSIX record lock, which belongs to the process: another process
+    is refused, while this one may open the directory again (and, closing any descriptor of
+    the file, lets the lock go).
+    """
+    fd = os.open(Path(path) / name, os.O_RDWR | os.O_CREAT | _OPEN_FLAGS, 0o644)
+    try:
+        if per_process:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        else:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except (BlockingIOError, PermissionError) as exc:  # lockf's "taken" may be either
+        os.close(fd)
+        raise BlockingIOError(exc.errno, f"{what} in {path} is in use by another brokergate process") from exc
+    return fd
 
 
 def replace_file(path: Path, data: bytes) -> None:

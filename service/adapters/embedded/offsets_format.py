@@ -36,6 +36,7 @@ from service.errors import BackendError
 __all__ = [
     "COORDINATOR_DIR",
     "JOURNAL_HEADER",
+    "LOCK_NAME",
     "SNAPSHOT_NAME",
     "Offsets",
     "commit_frame",
@@ -48,6 +49,7 @@ __all__ = [
 
 COORDINATOR_DIR: Final = "coordinator"  # under the data dir
 SNAPSHOT_NAME: Final = "offsets.snapshot"
+LOCK_NAME: Final = "offsets.lock"  # flock()ed by the one process that writes the offsets
 JOURNAL_HEADER: Final = b"BGOJ\x01"
 _SNAPSHOT_MAGIC: Final = b"BGOS\x01"
 _JOURNAL_RE: Final = re.compile(r"offsets-(\d{16})\.journal")

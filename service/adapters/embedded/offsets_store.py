@@ -24,9 +24,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
-from .fileio import create_file, datasync, fsync_dir, open_file, replace_file, write_all
+from .fileio import create_file, datasync, ensure_dir, fsync_dir, lock_dir, open_file, replace_file, write_all
 from .offsets_format import (
     JOURNAL_HEADER,
+    LOCK_NAME,
     SNAPSHOT_NAME,
     Offsets,
     journal_name,
@@ -51,6 +52,7 @@ class OffsetStore:
         self.compact_bytes = compact_bytes
         self.seq = 0
         self.fd: int | None = None
+        self.lock_fd: int | None = None  # the directory's flock, held from load() to close()
         self.size = 0  # bytes of the active journal known to be intact
         self.compact_at = compact_bytes
         self.broken: str | None = None
@@ -69,9 +71,20 @@ class OffsetStore:
         """Read the snapshot and replay the journals; leave the active journal open for appends."""
         self.broken = None
         self.compact_at = self.compact_bytes
-        if not self.root.is_dir():
-            self.root.mkdir(parents=True)
-            fsync_dir(self.root.parent)
+        ensure_dir(self.root)
+        if self.lock_fd is None:
+            # Two processes on one directory (say two gateways with --log kafka://... and the
+            # embedded coordinator) would interleave their journal writes and lose commits. The
+            # lock is the process's: within one, a new store on the directory is how a restart
+            # after a crash is exercised, and a process that dies leaves nothing locked.
+            self.lock_fd = lock_dir(self.root, LOCK_NAME, "the committed offsets", per_process=True)
+        try:
+            return self._load()
+        except BaseException:
+            self.close()  # nothing half-open, and the directory free for a retry
+            raise
+
+    def _load(self) -> dict[str, Offsets]:
         for leftover in self.root.glob("*.tmp"):  # a snapshot whose compaction died before the rename
             if leftover.is_file():
                 leftover.unlink()
@@ -192,3 +205,6 @@ class OffsetStore:
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
+        if self.lock_fd is not None:
+            os.close(self.lock_fd)  # releases the flock
+            self.lock_fd = None

@@ -271,7 +271,20 @@ class EmbeddedLog(Lifecycle):
             try:
                 await asyncio.to_thread(self._dir.delete_topic, topic)
             except OSError as exc:
+                if await asyncio.to_thread(self._dir.topic_dir(topic).is_dir):
+                    # Nothing moved on disk: serve the topic again, or a restart would bring back a
+                    # topic this process had answered was deleted.
+                    await self._reopen(t)
                 raise BackendError(f"Cannot delete the files of topic {topic!r}: {exc}") from exc
+
+    async def _reopen(self, t: _Topic) -> None:
+        topic = t.meta.name
+        try:
+            parts = await self._open_partitions(topic, range(len(t.partitions)), t.config, clean=False)
+        except (OSError, GatewayError) as exc:
+            log.error("topic %r could not be deleted, nor opened again until a restart: %s", topic, exc)
+            return
+        self._topics[topic] = _Topic(t.meta, t.config, parts)
 
     async def add_partitions(self, topic: str, total: int) -> TopicInfo:
         return await uncancellable(self._add_partitions(topic, total))

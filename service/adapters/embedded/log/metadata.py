@@ -21,7 +21,6 @@ Everything here is synchronous; ``EmbeddedLog`` calls it from worker threads.
 from __future__ import annotations
 
 import base64
-import fcntl
 import json
 import logging
 import os
@@ -34,7 +33,7 @@ from typing import Any
 from service.core.rules import check_topic
 from service.errors import BackendError, InvalidTopic
 
-from ..fileio import atomic_write, fsync_dir
+from ..fileio import atomic_write, ensure_dir, fsync_dir, lock_dir
 
 log = logging.getLogger(__name__)
 
@@ -106,14 +105,11 @@ class DataDir:
     def open(self) -> bool:
         """Lock the directory, clear crash leftovers; return whether the last stop was clean."""
         for d in (self.root, self.topics, self.staging, self.trash):
-            d.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            ensure_dir(d)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            self._lock_fd = lock_dir(self.root, self._lock_path.name, "the log")
         except BlockingIOError as exc:
-            os.close(fd)
             raise BackendError(f"The data dir {self.root} is in use by another brokergate process.") from exc
-        self._lock_fd = fd
         for leftover in (*self.staging.iterdir(), *self.trash.iterdir()):
             shutil.rmtree(leftover, ignore_errors=True)
         clean = self._clean_path.exists()

@@ -1,0 +1,107 @@
+"""The embedded stores' loose ends: one writer per directory, deletions that hold, durable dirs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from service.adapters.embedded.coordinator import EmbeddedCoordinator
+from service.adapters.embedded.fileio import ensure_dir
+from service.adapters.embedded.log import EmbeddedLog
+from service.core.models import NewRecord, TopicPartition
+from service.errors import BackendError
+
+TP = TopicPartition
+
+OTHER_PROCESS = textwrap.dedent(
+    """
+    import asyncio, sys
+    from pathlib import Path
+    from service.adapters.embedded.coordinator import EmbeddedCoordinator
+    from service.core.models import TopicPartition
+    from service.errors import BackendError
+
+    async def main() -> None:
+        c = EmbeddedCoordinator(Path(sys.argv[1]))
+        try:
+            await c.start()
+        except BackendError as exc:
+            print("refused:", exc)
+            return
+        await c.commit("g", {TopicPartition("t", 0): 99})
+        await c.stop()
+        print("started")
+
+    asyncio.run(main())
+    """
+)
+
+
+def other_process(data_dir: Path) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", OTHER_PROCESS, str(data_dir)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+async def test_a_second_process_cannot_write_the_offsets_of_a_running_coordinator(tmp_path: Path) -> None:
+    c = EmbeddedCoordinator(tmp_path)
+    await c.start()
+    try:
+        await c.commit("g", {TP("t", 0): 5})
+        answer = other_process(tmp_path)
+        assert answer.startswith("refused:") and "in use by another brokergate process" in answer
+        assert await c.committed("g") == {TP("t", 0): 5}
+    finally:
+        await c.stop()
+    # once it stopped, the directory is free again
+    assert other_process(tmp_path) == "started"
+    again = EmbeddedCoordinator(tmp_path)
+    await again.start()
+    assert await again.committed("g") == {TP("t", 0): 99}
+    await again.stop()
+
+
+async def test_a_topic_whose_files_cannot_be_deleted_is_still_served_and_survives_a_restart(
+    tmp_path: Path,
+) -> None:
+    log = EmbeddedLog(tmp_path)
+    await log.start()
+    try:
+        await log.create_topic("kept", 1, 1, {})
+        await log.append(TP("kept", 0), [NewRecord(b"k", b"v")])
+        # A real fault on the deletion's durable step: the trash is no directory to rename into.
+        trash = tmp_path / "topics.trash"
+        trash.rmdir()
+        trash.write_bytes(b"")
+        with pytest.raises(BackendError, match="Cannot delete"):
+            await log.delete_topic("kept")
+        assert await log.list_topics() == ["kept"]
+        data = await log.fetch({TP("kept", 0): 0}, max_bytes=1 << 20, max_wait_ms=0)
+        assert [r.value for r in data[TP("kept", 0)].records] == [b"v"]
+        await log.append(TP("kept", 0), [NewRecord(None, b"after")])
+    finally:
+        await log.stop()
+    trash.unlink()
+    log = EmbeddedLog(tmp_path)
+    await log.start()
+    try:
+        assert await log.list_topics() == ["kept"]
+        data = await log.fetch({TP("kept", 0): 0}, max_bytes=1 << 20, max_wait_ms=0)
+        assert [r.value for r in data[TP("kept", 0)].records] == [b"v", b"after"]
+    finally:
+        await log.stop()
+
+
+def test_ensure_dir_creates_every_missing_level_and_refuses_a_file(tmp_path: Path) -> None:
+    ensure_dir(tmp_path / "a" / "b" / "c")
+    assert (tmp_path / "a" / "b" / "c").is_dir()
+    ensure_dir(tmp_path / "a" / "b" / "c")  # already there: nothing to do
+    (tmp_path / "f").write_bytes(b"")
+    with pytest.raises(OSError):
+        ensure_dir(tmp_path / "f" / "x")
