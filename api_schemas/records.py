@@ -18,6 +18,7 @@ import orjson
 import pybase64
 
 from service.core.models import EmbeddedFormat, NewRecord, Record, TopicPartition
+from service.core.rules import record_size
 from service.errors import InvalidPayload, PayloadTooLarge
 
 from .formats import DECODERS, ENCODERS, decode_headers, encode_headers
@@ -30,7 +31,7 @@ _MAX_TS = 2**63 - 1
 class ParsedProduce:
     records: list[NewRecord]
     partitions: list[int | None] | None  # None when no record names a partition
-    payload_bytes: int  # key + value bytes, for metrics
+    payload_bytes: int  # the records' sizes (rules.record_size), for metrics
 
 
 def parse_timestamp(raw: Any, where: str) -> int | None:
@@ -68,15 +69,30 @@ def _records_of(body: Any) -> list[Any]:
     return raw_records
 
 
-def parse_produce(body: Any, fmt: EmbeddedFormat, *, max_record_bytes: int) -> ParsedProduce:
-    """Records, their explicit partitions and their payload size, or a 4xx naming the bad record."""
+def parse_produce(
+    body: Any,
+    fmt: EmbeddedFormat,
+    *,
+    max_record_bytes: int,
+    max_records: int | None = None,
+    max_headers: int | None = None,
+) -> ParsedProduce:
+    """Records, their explicit partitions and their payload size, or a 4xx naming the bad record.
+
+    A record's size is ``rules.record_size`` (key, value and headers); with ``max_records`` a
+    request may carry at most that many records, with ``max_headers`` a record that many headers.
+    """
     raw_records = _records_of(body)
+    if max_records is not None and len(raw_records) > max_records:
+        raise PayloadTooLarge(
+            f"A request carries at most {max_records} records, not {len(raw_records)}; send several."
+        )
     if fmt == "binary":
         try:
             return _values_only(raw_records, max_record_bytes) or _fast_binary(raw_records, max_record_bytes)
         except Exception:  # any surprise: the careful loop finds it and says where
             pass
-    return _careful(raw_records, fmt, max_record_bytes)
+    return _careful(raw_records, fmt, max_record_bytes, max_headers)
 
 
 def _values_only(raw_records: list[Any], limit: int) -> ParsedProduce | None:
@@ -136,7 +152,9 @@ def _fast_binary(raw_records: list[Any], limit: int) -> ParsedProduce:
     return ParsedProduce(records, explicit if any_explicit else None, total)
 
 
-def _careful(raw_records: list[Any], fmt: EmbeddedFormat, limit: int) -> ParsedProduce:
+def _careful(
+    raw_records: list[Any], fmt: EmbeddedFormat, limit: int, max_headers: int | None
+) -> ParsedProduce:
     decode = DECODERS[fmt]
     records: list[NewRecord] = []
     explicit: list[int | None] = []
@@ -156,18 +174,18 @@ def _careful(raw_records: list[Any], fmt: EmbeddedFormat, limit: int) -> ParsedP
         explicit.append(partition)
         key = decode(raw.get("key"), f"records[{i}].key")
         value = decode(raw.get("value"), f"records[{i}].value")
-        size = len(key or b"") + len(value or b"")
+        raw_headers = raw.get("headers")
+        if max_headers is not None and isinstance(raw_headers, list) and len(raw_headers) > max_headers:
+            raise PayloadTooLarge(
+                f"records[{i}] has {len(raw_headers)} headers; a record has at most {max_headers}."
+            )
+        headers = decode_headers(raw_headers, f"records[{i}].headers") if raw_headers else ()
+        size = record_size(key, value, headers)  # headers count toward the limit, as in Kafka
         if size > limit:
             raise PayloadTooLarge(f"records[{i}] is larger than the record size limit of {limit} bytes.")
         total += size
-        headers = raw.get("headers")
         records.append(
-            NewRecord(
-                key,
-                value,
-                decode_headers(headers, f"records[{i}].headers") if headers else (),
-                parse_timestamp(raw.get("timestamp"), f"records[{i}].timestamp"),
-            )
+            NewRecord(key, value, headers, parse_timestamp(raw.get("timestamp"), f"records[{i}].timestamp"))
         )
     return ParsedProduce(records, explicit if any_explicit else None, total)
 

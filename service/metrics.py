@@ -27,7 +27,10 @@ class Metrics:
             "brokergate_produced_records", "Records appended", ["topic"], registry=self.registry
         )
         self.produced_bytes = Counter(
-            "brokergate_produced_bytes", "Key+value bytes appended", ["topic"], registry=self.registry
+            "brokergate_produced_bytes",
+            "Record bytes appended (keys, values and headers)",
+            ["topic"],
+            registry=self.registry,
         )
         self.consumed_records = Counter(
             "brokergate_consumed_records",

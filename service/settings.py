@@ -45,6 +45,11 @@ class Settings(BaseSettings):
 
     # consumers
     consumer_instance_timeout_ms: int = Field(300_000, ge=1000)
+    consumer_max_instance_timeout_ms: int = Field(
+        3_600_000,
+        ge=1000,
+        description="Largest consumer.instance.timeout.ms a client may ask for (42204 beyond).",
+    )
     consumer_request_timeout_ms: int = Field(1000, ge=0)
     consumer_max_timeout_ms: int = Field(60_000, ge=0)
     consumer_max_bytes: int = Field(64 * 1024 * 1024, ge=1)
@@ -53,7 +58,15 @@ class Settings(BaseSettings):
 
     # limits
     max_request_bytes: int = Field(64 * 1024 * 1024, ge=1024)
-    max_record_bytes: int = Field(8 * 1024 * 1024, ge=16)
+    max_record_bytes: int = Field(
+        8 * 1024 * 1024, ge=16, description="Largest record: key, value and headers (413 beyond)."
+    )
+    max_records_per_request: int = Field(
+        10_000, ge=1, description="Most records one produce request may carry (413 beyond)."
+    )
+    max_headers_per_record: int = Field(
+        100, ge=0, description="Most headers one record may carry (413 beyond)."
+    )
 
     # the produce fast path (service.api.fastpath): the two produce routes served without FastAPI's
     # per-request machinery; the same answers either way, off only to compare or to debug

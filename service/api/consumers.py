@@ -48,8 +48,12 @@ def _config(req: v2.CreateConsumerRequest | None, gw: Gateway) -> InstanceConfig
         config.request_timeout_ms = min(int(req.consumer_request_timeout_ms), s.consumer_max_timeout_ms)
     if req.consumer_instance_timeout_ms is not None:
         timeout = int(req.consumer_instance_timeout_ms)
-        if timeout < 1000:
-            raise InvalidConsumerConfig("consumer.instance.timeout.ms must be at least 1000.")
+        most = s.consumer_max_instance_timeout_ms
+        if not 1000 <= timeout <= most:
+            raise InvalidConsumerConfig(
+                f"consumer.instance.timeout.ms must be between 1000 and {most}: "
+                "an instance nobody polls must be reaped in bounded time."
+            )
         config.instance_timeout_ms = timeout
     if req.partition_assignment_strategy is not None:
         if req.partition_assignment_strategy not in STRATEGIES:

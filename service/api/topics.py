@@ -90,7 +90,14 @@ async def serve_produce(
     body = await read_body(request)
 
     async def produce() -> bytes:
-        parsed = parse_produce(loads(body, records=True), fmt, max_record_bytes=gw.settings.max_record_bytes)
+        s = gw.settings
+        parsed = parse_produce(
+            loads(body, records=True),
+            fmt,
+            max_record_bytes=s.max_record_bytes,
+            max_records=s.max_records_per_request,
+            max_headers=s.max_headers_per_record,
+        )
         results = await gw.producer.produce(
             topic,
             parsed.records,

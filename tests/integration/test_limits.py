@@ -1,0 +1,73 @@
+"""Limits a careless client meets: what it gets, and that nothing of a refused request is stored."""
+
+from __future__ import annotations
+
+from tests.conftest import start_gateway
+from tests.helpers import BINARY, V2, b64, create_topic
+
+
+async def end_offset(client, topic: str) -> int:
+    return int((await client.get(f"/topics/{topic}/partitions/0/offsets")).json()["end_offset"])
+
+
+async def test_headers_count_toward_the_record_limit(tmp_path):
+    gw = await start_gateway(tmp_path / "gw", max_record_bytes=1024)
+    try:
+        await create_topic(gw.client, "t", 1)
+        header = {"name": "h", "value": b64(b"x" * 1024)}
+        r = await gw.client.post(
+            "/topics/t",
+            json={"records": [{"value": b64("v"), "headers": [header]}]},
+            headers={"Content-Type": BINARY},
+        )
+        assert r.status_code == 413 and r.json()["error_code"] == 41301, r.text
+        small = {"name": "h", "value": b64(b"x" * 100)}
+        r = await gw.client.post(
+            "/topics/t",
+            json={"records": [{"value": b64("v"), "headers": [small]}]},
+            headers={"Content-Type": BINARY},
+        )
+        assert r.status_code == 200, r.text
+        assert await end_offset(gw.client, "t") == 1
+    finally:
+        await gw.client.aclose()
+        await gw.stop()
+
+
+async def test_records_per_request_and_headers_per_record_are_bounded(tmp_path):
+    gw = await start_gateway(tmp_path / "gw", max_records_per_request=3, max_headers_per_record=2)
+    try:
+        await create_topic(gw.client, "t", 1)
+        four = {"records": [{"value": b64("v")}] * 4}
+        r = await gw.client.post("/topics/t", json=four, headers={"Content-Type": BINARY})
+        assert r.status_code == 413 and r.json()["error_code"] == 41301 and "at most 3" in r.json()["message"]
+        three_headers = [{"name": f"h{i}", "value": None} for i in range(3)]
+        r = await gw.client.post(
+            "/topics/t",
+            json={"records": [{"value": b64("v")}, {"value": b64("w"), "headers": three_headers}]},
+            headers={"Content-Type": BINARY},
+        )
+        assert r.status_code == 413 and "records[1]" in r.json()["message"], r.text
+        assert await end_offset(gw.client, "t") == 0  # nothing of either request
+        r = await gw.client.post(
+            "/topics/t",
+            json={"records": [{"value": b64("v"), "headers": three_headers[:2]}] * 3},
+            headers={"Content-Type": BINARY},
+        )
+        assert r.status_code == 200, r.text
+    finally:
+        await gw.client.aclose()
+        await gw.stop()
+
+
+async def test_an_instance_timeout_has_an_upper_bound(client):
+    for timeout in (10**15, 2**70, 3_600_001):
+        r = await client.post(
+            "/consumers/g", json={"consumer.instance.timeout.ms": timeout}, headers={"Content-Type": V2}
+        )
+        # 2**70 is not even an int64: the body itself is refused (42206), the others are bad configs
+        assert r.status_code == 422 and r.json()["error_code"] in (42204, 42206), (timeout, r.text)
+    r = await client.post(
+        "/consumers/g", json={"consumer.instance.timeout.ms": 3_600_000}, headers={"Content-Type": V2}
+    )
+    assert r.status_code == 200, r.text
