@@ -4,6 +4,12 @@ The command-line tools are built on it, and tests use it to drive a gateway
 the way a user's program would. Every non-2xx answer becomes a ``ClientError``
 carrying the Confluent ``error_code``; a gateway that cannot be reached becomes
 a ``ClientError`` with status 0.
+
+Names are checked with the gateway's own rules (``service.core.rules``) before
+any request is sent: a name the gateway would refuse raises the same
+``GatewayError`` (``InvalidTopic``, ``InvalidConsumerConfig``) here. Every path
+segment is percent-encoded, so a name is always exactly one segment: a group
+may be any text, and no name can address another resource.
 """
 
 from __future__ import annotations
@@ -13,14 +19,21 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
 from api_schemas.formats import V2
+from service.core.rules import check_group, check_instance, check_topic
 
 
 def data_type(fmt: str) -> str:
     return f"application/vnd.kafka.{fmt}.v2+json"
+
+
+def url_path(*segments: str | int) -> str:
+    """An absolute path of ``segments``, each percent-encoded into exactly one segment."""
+    return "".join("/" + quote(str(segment), safe="") for segment in segments)
 
 
 class ClientError(Exception):
@@ -89,16 +102,21 @@ class GatewayClient:
     def cluster_id(self) -> str:
         return str(self.request("GET", "/v3/clusters")["data"][0]["cluster_id"])
 
+    def _v3(self, *segments: str | int) -> str:
+        return url_path("v3", "clusters", self.cluster_id(), *segments)
+
     # --- topics --------------------------------------------------------------------
 
     def topics(self) -> list[str]:
         return list(self.request("GET", "/topics"))
 
     def topic(self, name: str) -> dict[str, Any]:
-        return dict(self.request("GET", f"/v3/clusters/{self.cluster_id()}/topics/{name}"))
+        check_topic(name)
+        return dict(self.request("GET", self._v3("topics", name)))
 
     def partitions(self, name: str) -> list[dict[str, Any]]:
-        return list(self.request("GET", f"/v3/clusters/{self.cluster_id()}/topics/{name}/partitions")["data"])
+        check_topic(name)
+        return list(self.request("GET", self._v3("topics", name, "partitions"))["data"])
 
     def create_topic(
         self,
@@ -107,6 +125,7 @@ class GatewayClient:
         replication_factor: int | None = None,
         configs: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
+        check_topic(name)
         body: dict[str, Any] = {
             "topic_name": name,
             "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()],
@@ -115,17 +134,15 @@ class GatewayClient:
             body["partitions_count"] = partitions
         if replication_factor is not None:
             body["replication_factor"] = replication_factor
-        return dict(self.request("POST", f"/v3/clusters/{self.cluster_id()}/topics", json=body))
+        return dict(self.request("POST", self._v3("topics"), json=body))
 
     def delete_topic(self, name: str) -> None:
-        self.request("DELETE", f"/v3/clusters/{self.cluster_id()}/topics/{name}")
+        check_topic(name)
+        self.request("DELETE", self._v3("topics", name))
 
     def set_partitions(self, name: str, count: int) -> dict[str, Any]:
-        return dict(
-            self.request(
-                "PATCH", f"/v3/clusters/{self.cluster_id()}/topics/{name}", json={"partitions_count": count}
-            )
-        )
+        check_topic(name)
+        return dict(self.request("PATCH", self._v3("topics", name), json={"partitions_count": count}))
 
     # --- produce -------------------------------------------------------------------
 
@@ -138,9 +155,14 @@ class GatewayClient:
         partition: int | None = None,
     ) -> list[ProducedOffset]:
         """Produce already-encoded v2 records (``key``/``value`` in ``fmt``'s encoding)."""
-        path = f"/topics/{topic}" if partition is None else f"/topics/{topic}/partitions/{partition}"
+        check_topic(topic)
+        to = (
+            url_path("topics", topic)
+            if partition is None
+            else url_path("topics", topic, "partitions", partition)
+        )
         body = self.request(
-            "POST", path, json={"records": list(records)}, headers={"Content-Type": data_type(fmt)}
+            "POST", to, json={"records": list(records)}, headers={"Content-Type": data_type(fmt)}
         )
         return [
             ProducedOffset(o["partition"], o["offset"], o["error_code"], o["error"]) for o in body["offsets"]
@@ -150,20 +172,23 @@ class GatewayClient:
 
     def consumer(self, group: str, **config: Any) -> Consumer:
         """Create a consumer instance; ``config`` keys are Confluent's, with '_' for '.'."""
+        check_group(group)
         body = {k.replace("_", "."): v for k, v in config.items()}
-        created = self.request("POST", f"/consumers/{group}", json=body, headers={"Content-Type": V2})
+        if "name" in body:
+            check_instance(body["name"])
+        created = self.request("POST", url_path("consumers", group), json=body, headers={"Content-Type": V2})
         return Consumer(self, group, created["instance_id"], body.get("format", "binary"))
 
     def groups(self) -> list[dict[str, Any]]:
-        return list(self.request("GET", f"/v3/clusters/{self.cluster_id()}/consumer-groups")["data"])
+        return list(self.request("GET", self._v3("consumer-groups"))["data"])
 
     def group(self, group: str) -> dict[str, Any]:
-        return dict(self.request("GET", f"/v3/clusters/{self.cluster_id()}/consumer-groups/{group}"))
+        check_group(group)
+        return dict(self.request("GET", self._v3("consumer-groups", group)))
 
     def lags(self, group: str) -> list[dict[str, Any]]:
-        return list(
-            self.request("GET", f"/v3/clusters/{self.cluster_id()}/consumer-groups/{group}/lags")["data"]
-        )
+        check_group(group)
+        return list(self.request("GET", self._v3("consumer-groups", group, "lags"))["data"])
 
 
 class Consumer:
@@ -174,7 +199,7 @@ class Consumer:
         self.group = group
         self.instance = instance
         self.format = fmt
-        self.path = f"/consumers/{group}/instances/{instance}"
+        self.path = url_path("consumers", check_group(group), "instances", check_instance(instance))
 
     def subscribe(self, *topics: str, pattern: str | None = None) -> None:
         body: dict[str, Any] = {"topic_pattern": pattern} if pattern else {"topics": list(topics)}

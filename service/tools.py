@@ -2,8 +2,10 @@
 
 ``brokergate topics|produce|consume|groups`` — built on ``service.client``.
 Human output is aligned tables, ``--output json`` is for scripts; errors are
-one line on stderr with an exit status: 1 the gateway refused the request,
-3 the gateway cannot be reached, 4 some produced records failed, 130 Ctrl-C.
+one line on stderr with an exit status: 1 the request was refused (by the
+gateway, or before it was sent by the gateway's own name rules), 2 bad usage or
+input, 3 the gateway cannot be reached, 4 some produced records failed, 130
+Ctrl-C (SIGINT), 143 SIGTERM.
 """
 
 from __future__ import annotations
@@ -14,15 +16,16 @@ import json
 import os
 import signal
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from types import FrameType
-from typing import Any
+from typing import Any, Protocol
 
 from .client import ClientError, Consumer, GatewayClient
+from .core.rules import check_group, check_topic
+from .errors import ErrorCode, GatewayError
 from .tables import format_table
 
 DEFAULT_URL = "http://localhost:8082"
@@ -32,6 +35,14 @@ BATCH = 500
 class ToolError(Exception):
     def __init__(self, message: str, status: int) -> None:
         super().__init__(message)
+        self.status = status
+
+
+class Interrupted(KeyboardInterrupt):
+    """A second SIGINT or SIGTERM, raised wherever the program is: exit at once with ``status``."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__()
         self.status = status
 
 
@@ -50,6 +61,8 @@ def emit(args: argparse.Namespace, data: Any, rows: Sequence[Sequence[Any]], hea
 
 
 def cmd_topics(args: argparse.Namespace, client: GatewayClient) -> int:
+    if args.action != "list":
+        check_topic(args.topic)
     if args.action == "list":
         names = client.topics()
         emit(args, names, [[n] for n in names], ["TOPIC"])
@@ -136,52 +149,73 @@ def _records(
         yield record
 
 
-def _batches(records: Iterator[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
-    batch: list[dict[str, Any]] = []
-    for record in records:
-        batch.append(record)
-        if len(batch) >= size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
+class _Sender:
+    """Sends ``produce``'s batches and keeps the tally its summary reports."""
+
+    def __init__(self, args: argparse.Namespace, client: GatewayClient) -> None:
+        self.args = args
+        self.client = client
+        self.progress = sys.stderr.isatty() and args.output != "json"
+        self.sent = self.failed = 0
+        self.first_failure: str | None = None
+        self.started = time.monotonic()
+
+    def send(self, batch: list[dict[str, Any]]) -> None:
+        args = self.args
+        for n, result in enumerate(
+            self.client.produce(args.topic, batch, fmt=args.format, partition=args.partition)
+        ):
+            if result.error_code is not None:
+                self.failed += 1
+                self.first_failure = self.first_failure or f"record {self.sent + n + 1}: {result.error}"
+        self.sent += len(batch)
+        if self.progress:
+            rate = self.sent / max(time.monotonic() - self.started, 1e-6)
+            sys.stderr.write(f"\r{self.sent:,} records  {rate:,.0f} rec/s")
+            sys.stderr.flush()
+
+    def summarize(self) -> None:
+        if self.progress:
+            sys.stderr.write("\n")
+        elapsed = time.monotonic() - self.started
+        topic, sent, failed = self.args.topic, self.sent, self.failed
+        summary = {"topic": topic, "records": sent, "failed": failed, "seconds": round(elapsed, 3)}
+        rows = [[topic, sent, failed, f"{elapsed:.2f}s"]]
+        emit(self.args, summary, rows, ["TOPIC", "RECORDS", "FAILED", "TIME"])
 
 
 def cmd_produce(args: argparse.Namespace, client: GatewayClient) -> int:
+    check_topic(args.topic)
     headers = [
         {"name": k, "value": base64.b64encode(v.encode()).decode()}
         for k, v in _pairs(args.header, "--header")
     ]
     source = open(args.file, encoding="utf-8") if args.file else sys.stdin
-    progress = sys.stderr.isatty() and args.output != "json"
-    sent = failed = 0
-    first_failure: str | None = None
-    started = time.monotonic()
+    sender = _Sender(args, client)
+    bad_line: ToolError | None = None
     try:
-        for batch in _batches(_records(source, args, headers), args.batch_size):
-            for n, result in enumerate(
-                client.produce(args.topic, batch, fmt=args.format, partition=args.partition)
-            ):
-                if result.error_code is not None:
-                    failed += 1
-                    first_failure = first_failure or f"record {sent + n + 1}: {result.error}"
-            sent += len(batch)
-            if progress:
-                rate = sent / max(time.monotonic() - started, 1e-6)
-                sys.stderr.write(f"\r{sent:,} records  {rate:,.0f} rec/s")
-                sys.stderr.flush()
+        batch: list[dict[str, Any]] = []
+        try:
+            for record in _records(source, args, headers):
+                batch.append(record)
+                if len(batch) >= args.batch_size:
+                    sender.send(batch)
+                    batch = []
+        except ToolError as exc:
+            # Every line before the bad one is sent, whatever --batch-size: the fixed input resumes there.
+            bad_line = exc
+        if batch:
+            sender.send(batch)
     finally:
         if source is not sys.stdin:
             source.close()
-    if progress:
-        sys.stderr.write("\n")
-    elapsed = time.monotonic() - started
-    summary = {"topic": args.topic, "records": sent, "failed": failed, "seconds": round(elapsed, 3)}
-    emit(
-        args, summary, [[args.topic, sent, failed, f"{elapsed:.2f}s"]], ["TOPIC", "RECORDS", "FAILED", "TIME"]
-    )
-    if first_failure:
-        raise ToolError(f"{failed} record(s) failed; first: {first_failure}", 4)
+    sender.summarize()
+    failures = f"{sender.failed} record(s) failed; first: {sender.first_failure}"
+    if bad_line is not None:
+        stopped = f"{bad_line}; stopped there, after sending {sender.sent} record(s)"
+        raise ToolError(f"{stopped}; {failures}" if sender.first_failure else stopped, 2)
+    if sender.first_failure:
+        raise ToolError(failures, 4)
     return 0
 
 
@@ -229,17 +263,56 @@ def _print_record(args: argparse.Namespace, r: Any) -> None:
     print("\t".join(parts), flush=True)
 
 
+class Committer(Protocol):
+    """What ``commit_owned`` needs of a consumer instance (``client.Consumer`` is one)."""
+
+    def commit(self, offsets: Iterable[tuple[str, int, int]] | None = None) -> list[dict[str, Any]]: ...
+
+    def assignment(self) -> list[tuple[str, int]]: ...
+
+
+def _lost_partitions(exc: ClientError) -> bool:
+    """Whether the group refused a commit because the member no longer owns a partition of it."""
+    return exc.status == 409 and exc.error_code == ErrorCode.ILLEGAL_STATE
+
+
+def commit_owned(consumer: Committer, last: dict[tuple[str, int], int]) -> None:
+    """Commit the last offset shown of each partition; after a rebalance, those still owned only.
+
+    As Kafka's console consumer: a commit the group refuses because partitions moved to another
+    member (409, 40903) is reported on stderr and consumption goes on. The partitions the member
+    kept are then committed, so that only what it lost is read again, by the new owner.
+    """
+    offsets = [(t, p, o) for (t, p), o in last.items()]
+    while offsets:
+        try:
+            consumer.commit(offsets)
+            return
+        except ClientError as exc:
+            if not _lost_partitions(exc):
+                raise
+            print(f"brokergate: warning: commit refused after a rebalance: {exc.message}", file=sys.stderr)
+        owned = set(consumer.assignment())
+        kept = [(t, p, o) for t, p, o in offsets if (t, p) in owned]
+        if len(kept) == len(offsets):  # refused, yet it owns them all: another rebalance is under way
+            return
+        offsets = kept
+
+
 def cmd_consume(args: argparse.Namespace, client: GatewayClient) -> int:
     if args.offset is not None and args.partition is None:
         raise ToolError("--offset needs --partition", 2)
+    check_topic(args.topic)
+    if args.group is not None:
+        check_group(args.group)
     group = args.group or f"brokergate-console-{uuid.uuid4().hex[:12]}"
     reset = "earliest" if args.from_beginning else "latest"
     consumer = client.consumer(group, format=args.format, auto_offset_reset=reset)
     shown = 0
     idle_since = time.monotonic()
-    with _ctrl_c() as interrupted, consumer.deleted_on_exit():
+    with _stop_signals() as stop, consumer.deleted_on_exit():
         _start(consumer, args)
-        while not interrupted.is_set() and (args.max_messages is None or shown < args.max_messages):
+        while stop.status is None and (args.max_messages is None or shown < args.max_messages):
             records = consumer.poll(timeout_ms=min(args.timeout_ms or 1000, 1000))
             if not records:
                 if args.timeout_ms is not None and (time.monotonic() - idle_since) * 1000 >= args.timeout_ms:
@@ -255,31 +328,40 @@ def cmd_consume(args: argparse.Namespace, client: GatewayClient) -> int:
                 last: dict[tuple[str, int], int] = {}
                 for r in records:
                     last[(r.topic, r.partition)] = r.offset
-                consumer.commit([(t, p, o) for (t, p), o in last.items()])
+                commit_owned(consumer, last)
     print(f"Processed a total of {shown} messages", file=sys.stderr)
-    return 130 if interrupted.is_set() else 0
+    return stop.status if stop.status is not None else 0
+
+
+class _Stop:
+    """The exit status a first SIGINT or SIGTERM asked for (128 + its number), None until then."""
+
+    status: int | None = None
 
 
 @contextmanager
-def _ctrl_c() -> Iterator[threading.Event]:
-    """A first Ctrl-C sets the flag the consume loop checks between polls; a second one interrupts.
+def _stop_signals() -> Iterator[_Stop]:
+    """A first Ctrl-C or SIGTERM sets the flag the consume loop checks between polls; a second one
+    interrupts. Either way the instance is deleted and the group rebalances at once, rather than
+    when the dead member's session times out.
 
     A ``KeyboardInterrupt`` raised wherever the program happens to be can land inside the HTTP
     client's connection pool between taking its lock and the block that releases it; the request
     that deletes the instance would then wait on that lock for ever.
     """
-    interrupted = threading.Event()
+    stop = _Stop()
 
-    def on_sigint(signum: int, frame: FrameType | None) -> None:
-        if interrupted.is_set():
-            raise KeyboardInterrupt
-        interrupted.set()
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        if stop.status is not None:
+            raise Interrupted(128 + signum)
+        stop.status = 128 + signum  # 130 for SIGINT, 143 for SIGTERM, as a shell reports them
 
-    previous = signal.signal(signal.SIGINT, on_sigint)
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        yield interrupted
+        yield stop
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _start(consumer: Consumer, args: argparse.Namespace) -> None:
@@ -297,6 +379,8 @@ def _start(consumer: Consumer, args: argparse.Namespace) -> None:
 
 
 def cmd_groups(args: argparse.Namespace, client: GatewayClient) -> int:
+    if args.group is not None:
+        check_group(args.group)
     if args.action == "list":
         groups = client.groups()
         rows = [
@@ -388,15 +472,21 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 
     consume = sub.add_parser("consume", parents=[common], help="print records as they arrive")
     consume.add_argument("--topic", required=True)
-    consume.add_argument("--group", help="consume as a member of this group, committing as it goes")
-    consume.add_argument("--from-beginning", action="store_true")
-    consume.add_argument("--partition", type=int)
-    consume.add_argument("--offset", type=int)
-    consume.add_argument("--max-messages", type=int)
-    consume.add_argument("--timeout-ms", type=int, help="stop after this long without a record")
-    consume.add_argument("--print-key", action="store_true")
-    consume.add_argument("--print-offset", action="store_true")
-    consume.add_argument("--print-headers", action="store_true")
+    consume.add_argument(
+        "--group",
+        help="consume as a member of this group, committing as it goes; a group without commits "
+        "starts at the end unless --from-beginning",
+    )
+    consume.add_argument(
+        "--from-beginning", action="store_true", help="start where no commit says otherwise: the beginning"
+    )
+    consume.add_argument("--partition", type=int, help="read this partition only (assigned: no rebalance)")
+    consume.add_argument("--offset", type=int, help="with --partition: start at this offset")
+    consume.add_argument("--max-messages", type=int, help="stop after this many records")
+    consume.add_argument("--timeout-ms", type=int, help="stop (status 0) after this long without a record")
+    consume.add_argument("--print-key", action="store_true", help="print the key before the value")
+    consume.add_argument("--print-offset", action="store_true", help="print partition:offset first")
+    consume.add_argument("--print-headers", action="store_true", help="print name:value,... or NO_HEADERS")
     consume.add_argument("--format", choices=["string", "json", "binary"], default="string")
     consume.set_defaults(run=cmd_consume)
 
@@ -423,8 +513,12 @@ def run(args: argparse.Namespace) -> int:
         if exc.status == 0:
             return _fail(exc.message, 3)
         return _fail(f"{exc.message} (HTTP {exc.status}, error {exc.error_code})", 1)
+    except GatewayError as exc:  # a name refused by the gateway's own rules, before any request
+        return _fail(f"{exc.message} (HTTP {exc.http_status}, error {int(exc.error_code)})", 1)
     except ToolError as exc:
         return _fail(str(exc), exc.status)
+    except Interrupted as exc:
+        return exc.status
     except KeyboardInterrupt:
         return 130
     except OSError as exc:

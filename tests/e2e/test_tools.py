@@ -232,3 +232,183 @@ def test_consume_deletes_its_instance_on_ctrl_c(gateway):
     # the instance is gone: the group, which never committed, has no member left and so no longer exists
     r = bg(gateway, "groups", "describe", "--group", "ctrlc-group")
     assert r.returncode == 1 and "40405" in r.stderr
+
+
+def test_consume_leaves_the_group_on_sigterm(gateway):
+    import signal
+
+    ok(bg(gateway, "topics", "create", "--topic", "sigterm", "--partitions", "1"))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "service", "consume", "--topic", "sigterm", "--group", "sigterm-group"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "BROKERGATE_URL": gateway.url},
+    )
+    assert wait_for_member(gateway, "sigterm-group")
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 143 and "Traceback" not in err
+    assert "Processed a total of 0 messages" in err
+    # the instance is gone at once, not when its session times out: the group no longer exists
+    r = bg(gateway, "groups", "describe", "--group", "sigterm-group")
+    assert r.returncode == 1 and "40405" in r.stderr
+
+
+def wait_for_member(gw: GatewayProcess, group: str) -> bool:
+    for _ in range(100):
+        groups = json.loads(ok(bg(gw, "groups", "list", "--output", "json")))
+        if any(g["consumer_group_id"] == group and g["consumers"] for g in groups):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def end_offsets(gw: GatewayProcess, topic: str) -> list[int]:
+    described = json.loads(ok(bg(gw, "topics", "describe", "--topic", topic, "--output", "json")))
+    return [p["end_offset"] for p in described["partitions"]]
+
+
+def test_a_name_that_is_not_one_topic_is_refused_before_anything_is_sent(gateway):
+    ok(bg(gateway, "topics", "create", "--topic", "orders", "--partitions", "2"))
+    ok(bg(gateway, "produce", "--topic", "orders", "--partition", "0", stdin="kept\n"))
+    refused = [
+        ("produce", "--topic", "orders/partitions/1"),
+        ("produce", "--topic", "foo/../orders"),
+        ("topics", "delete", "--topic", "foo/../orders"),
+        ("topics", "delete", "--topic", ".."),
+        ("topics", "alter", "--topic", "foo/../orders", "--partitions", "5"),
+        ("topics", "describe", "--topic", "orders/partitions"),
+        ("consume", "--topic", "foo/../orders", "--timeout-ms", "100"),
+    ]
+    for command in refused:
+        r = bg(gateway, *command, stdin="x\n")
+        assert r.returncode == 1, (command, r.stderr)
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("brokergate: error: Invalid topic name"), command
+        assert lines[0].endswith("(HTTP 422, error 42207)"), command
+    # nothing was stored, deleted or altered: orders has its two partitions and its one record
+    assert end_offsets(gateway, "orders") == [1, 0]
+    assert "orders" in ok(bg(gateway, "topics", "list")).split()
+    r = bg(gateway, "groups", "describe", "--group", "")
+    assert r.returncode == 1 and "error 42204" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_group_name_is_any_text(gateway):
+    group = "team a?b#c%d&e+f=g é"  # every character that means something in a URL
+    ok(bg(gateway, "topics", "create", "--topic", "anytext", "--partitions", "2"))
+    ok(bg(gateway, "produce", "--topic", "anytext", stdin="one\ntwo\nthree\n"))
+    consume = ("consume", "--topic", "anytext", "--group", group, "--from-beginning", "--timeout-ms", "1500")
+    assert sorted(ok(bg(gateway, *consume)).splitlines()) == ["one", "three", "two"]
+    lag = json.loads(ok(bg(gateway, "groups", "lag", "--group", group, "--output", "json")))
+    assert sum(row["current_offset"] for row in lag) == 3 and all(row["lag"] == 0 for row in lag)
+    described = json.loads(ok(bg(gateway, "groups", "describe", "--group", group, "--output", "json")))
+    assert described["consumer_group_id"] == group
+    assert group in [
+        g["consumer_group_id"] for g in json.loads(ok(bg(gateway, "groups", "list", "--output", "json")))
+    ]
+    assert ok(bg(gateway, *consume)) == ""  # the group committed what it read
+
+
+def test_a_bad_line_stops_produce_with_its_number_and_a_summary(gateway):
+    ok(bg(gateway, "topics", "create", "--topic", "badline", "--partitions", "1"))
+    lines = "".join(f'{{"n": {i}}}\n' if i != 8 else "{not json\n" for i in range(1, 11))
+    r = bg(gateway, "produce", "--topic", "badline", "--format", "json", "--batch-size", "3", stdin=lines)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stdout.splitlines()[0].split() == ["TOPIC", "RECORDS", "FAILED", "TIME"]
+    assert r.stdout.splitlines()[1].split()[:3] == ["badline", "7", "0"]
+    error = r.stderr.strip().splitlines()
+    assert len(error) == 1 and error[0].startswith("brokergate: error: line 8: the value is not JSON")
+    assert "after sending 7 record(s)" in error[0]
+    # every line before the bad one was stored, whatever the batch size; none after it
+    assert end_offsets(gateway, "badline") == [7]
+    r = bg(
+        gateway,
+        "produce",
+        "--topic",
+        "badline",
+        "--key-separator",
+        ":",
+        "--output",
+        "json",
+        stdin="k:v\nnone\n",
+    )
+    assert r.returncode == 2 and "line 2: no key separator" in r.stderr
+    assert json.loads(r.stdout)["records"] == 1
+    assert end_offsets(gateway, "badline") == [8]
+
+
+def test_a_member_whose_commit_is_refused_after_a_rebalance_keeps_consuming(gateway):
+    """The first member is mid-batch (its stdout is not read) when a second member joins: its commit
+    names a partition it no longer owns and is refused. It goes on, commits the partition it kept,
+    and when the second member leaves reads again only what it never committed."""
+    import select
+    import threading
+
+    from service.client import GatewayClient
+
+    topic, group, per_partition = "rebalance", "rebalance-g", 600
+    ok(bg(gateway, "topics", "create", "--topic", topic, "--partitions", "2"))
+    for p in (0, 1):
+        values = "".join(f"{p}-{i}-{'x' * 100}\n" for i in range(per_partition))
+        ok(bg(gateway, "produce", "--topic", topic, "--partition", str(p), stdin=values))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "service",
+            "consume",
+            "--topic",
+            topic,
+            "--group",
+            group,
+            "--from-beginning",
+            "--print-offset",
+            "--timeout-ms",
+            "4000",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "BROKERGATE_URL": gateway.url},
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    try:
+        # Its first batch (both partitions, far more than a pipe holds) is being printed, and blocks.
+        readable, _, _ = select.select([proc.stdout], [], [], 30)
+        assert readable, "the consumer printed nothing"
+        with GatewayClient(gateway.url) as client:
+            second = client.consumer(group, format="string")
+            second.subscribe(topic)
+            lost = second.assignment()
+            assert len(lost) == 1
+            (kept,) = {(topic, 0), (topic, 1)} - set(lost)
+            out: list[str] = []
+            reader = threading.Thread(target=lambda: out.extend(proc.stdout or []), daemon=True)
+            reader.start()
+            deadline = time.monotonic() + 30
+            while True:  # the first member commits the partition it kept, and only that one
+                lags = {(r["topic_name"], r["partition_id"]): r["current_offset"] for r in client.lags(group)}
+                if lags.get(kept) == per_partition:
+                    break
+                assert time.monotonic() < deadline and proc.poll() is None, lags
+                time.sleep(0.1)
+            assert lags[lost[0]] == -1
+            second.delete()  # the first member gets the lost partition back
+        err = proc.stderr.read()
+        proc.wait(timeout=30)
+        reader.join(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    warnings = [line for line in err.splitlines() if line.startswith("brokergate: warning:")]
+    assert len(warnings) == 1 and "commit refused after a rebalance" in warnings[0]
+    assert "brokergate: error" not in err
+    seen = [line.split("\t")[0] for line in out]
+    assert set(seen) == {f"{p}:{i}" for p in (0, 1) for i in range(per_partition)}
+    read_twice = {s for s in seen if seen.count(s) > 1}
+    # only what was never committed is read again: records of the lost partition, none of the kept one
+    assert read_twice and all(s.startswith(f"{lost[0][1]}:") for s in read_twice)
+    lag = json.loads(ok(bg(gateway, "groups", "lag", "--group", group, "--output", "json")))
+    assert [row["current_offset"] for row in lag] == [per_partition, per_partition]
