@@ -2,9 +2,10 @@
 
 The coordinator stores members and generations; this module decides what a
 generation contains. A rebalance reads the members and the live topic
-metadata, runs the group's assignor (pure, ``assignors``) against the previous
-assignment, and publishes the result with compare-and-set, retrying if another
-replica published first. Every change bumps the generation.
+metadata, resolves each member's subscription (pure, ``patterns``), runs the
+group's assignor (pure, ``assignors``) against the previous assignment, and
+publishes the result with compare-and-set, retrying if another replica
+published first. Every change bumps the generation.
 """
 
 from __future__ import annotations
@@ -12,37 +13,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from service.errors import BackendUnavailable, GroupNotFound, InvalidConsumerConfig, NotFound
+from service.errors import BackendUnavailable, GroupNotFound, NotFound
 
 from .assignors import assign
-from .models import GroupState, Member, Subscription, TopicPartition
+from .models import GroupState, Member, TopicPartition
+from .patterns import compile_pattern, resolve
 from .ports import Coordinator, Log
+
+__all__ = ["GroupDescription", "GroupManager", "PartitionLag", "compile_pattern", "resolve"]
 
 log = logging.getLogger(__name__)
 
 _PUBLISH_ATTEMPTS = 20
-
-
-def compile_pattern(pattern: str) -> re.Pattern[str]:
-    try:
-        return re.compile(pattern)
-    except re.error as exc:
-        raise InvalidConsumerConfig(
-            f"topic_pattern {pattern!r} is not a valid regular expression: {exc}"
-        ) from exc
-
-
-def resolve(subscription: Subscription, topics: Iterable[str]) -> set[str]:
-    """The existing topics a subscription covers."""
-    existing = set(topics)
-    if subscription.pattern is not None:
-        rx = compile_pattern(subscription.pattern)
-        return {t for t in existing if rx.fullmatch(t)}
-    return existing.intersection(subscription.topics)
 
 
 @dataclass(slots=True)
