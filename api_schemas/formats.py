@@ -10,6 +10,7 @@ stored bytes back into JSON-ready values.
 from __future__ import annotations
 
 import binascii
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -87,6 +88,29 @@ def _decode_binary(value: Any, where: str) -> bytes | None:
         raise ConversionError(f"{where}: invalid base64 ({exc})") from exc
 
 
+def holds_float(value: Any) -> bool:
+    """Whether parsed JSON holds a float: a number orjson may have rounded (a decimal with more
+    digits than a double keeps, an integer beyond 64 bits), so the text must be read again exactly."""
+    if isinstance(value, float):
+        return True
+    if isinstance(value, dict):
+        return any(holds_float(v) for v in value.values())
+    if isinstance(value, list):
+        return any(holds_float(v) for v in value)
+    return False
+
+
+def _exact_int(text: str) -> int | orjson.Fragment:
+    return int(text) if len(text) < 19 else orjson.Fragment(text.encode())  # beyond int64: as written
+
+
+def loads_exact(body: bytes) -> Any:
+    """``body``'s JSON with every number kept as the client wrote it (``orjson.Fragment``), so that
+    ``123456789012345678901234567890`` or ``3.14159265358979323846`` is stored, and read back, as is.
+    Slower than orjson alone: only for bodies ``holds_float`` says need it."""
+    return json.loads(body, parse_float=lambda text: orjson.Fragment(text.encode()), parse_int=_exact_int)
+
+
 def _decode_json(value: Any, where: str) -> bytes | None:
     if value is None:
         return None
@@ -137,11 +161,12 @@ def _encode_json(data: bytes | None) -> Any:
     if data is None:
         return None
     try:
-        return orjson.loads(data)
+        orjson.loads(data)  # checked, and then given back as stored: its numbers exactly as written
     except orjson.JSONDecodeError as exc:
         raise ConversionError(
             "A stored record is not valid JSON; read it with a binary consumer or seek past it."
         ) from exc
+    return orjson.Fragment(data)
 
 
 def _encode_string(data: bytes | None) -> str | None:

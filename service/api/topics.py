@@ -10,7 +10,7 @@ from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import Response
 
 from api_schemas import v2
-from api_schemas.formats import accept_formats, content_type_for, produce_format
+from api_schemas.formats import accept_formats, content_type_for, holds_float, loads_exact, produce_format
 from api_schemas.records import parse_produce, render_records
 from service.core.models import TopicInfo, TopicPartition
 from service.core.producer import ProduceOutcome
@@ -91,8 +91,11 @@ async def serve_produce(
 
     async def produce() -> bytes:
         s = gw.settings
+        data = loads(body, records=True)
+        if fmt == "json" and holds_float(data):
+            data = loads_exact(body)  # numbers as the client wrote them, never rounded
         parsed = parse_produce(
-            loads(body, records=True),
+            data,
             fmt,
             max_record_bytes=s.max_record_bytes,
             max_records=s.max_records_per_request,
