@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import Response
@@ -40,6 +40,13 @@ async def healthz() -> Response:
 Backend = Literal["log", "coordinator", "sessions"]
 
 
+@runtime_checkable
+class ReportsUnopenedTopics(Protocol):
+    """A log that serves what it could open and says what it could not (the embedded log)."""
+
+    def unopened_topics(self) -> dict[str, str]: ...
+
+
 @router.get(
     "/readyz",
     operation_id="ready",
@@ -71,7 +78,11 @@ async def readyz(
             await checks[name]()
     except GatewayError as exc:
         return v3_response({"error_code": int(exc.error_code), "message": exc.message}, status_code=503)
-    return v3_response({"status": "ready"})
+    body: dict[str, Any] = {"status": "ready"}
+    if isinstance(gw.log, ReportsUnopenedTopics) and (unopened := gw.log.unopened_topics()):
+        # Still ready: every other topic is served. These answer 503 until the cause is fixed.
+        body["unopened_topics"] = unopened
+    return v3_response(body)
 
 
 @router.get("/metrics", operation_id="metrics", responses={200: {"content": {"text/plain": {}}}})

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 
-from service.errors import PartitionNotFound, TopicExists, TopicNotFound
+from service.errors import BackendUnavailable, PartitionNotFound, TopicExists, TopicNotFound
 
 from .models import TopicInfo, TopicPartition
 from .ports import Log
@@ -88,7 +88,10 @@ class TopicService:
         return info
 
     async def delete(self, topic: str) -> None:
-        await self.describe(topic)
+        try:
+            await self.describe(topic)
+        except BackendUnavailable:  # e.g. a topic the log could not open: deleting it is the cure
+            pass
         await self._log.delete_topic(topic)
         await self._changed()
 

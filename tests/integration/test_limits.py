@@ -71,3 +71,35 @@ async def test_an_instance_timeout_has_an_upper_bound(client):
         "/consumers/g", json={"consumer.instance.timeout.ms": 3_600_000}, headers={"Content-Type": V2}
     )
     assert r.status_code == 200, r.text
+
+
+async def test_a_gateway_starts_and_serves_the_rest_when_one_topic_cannot_be_opened(tmp_path):
+    gw = await start_gateway(tmp_path / "gw")
+    try:
+        await create_topic(gw.client, "good", 1)
+        await create_topic(gw.client, "bad", 1)
+    finally:
+        await gw.client.aclose()
+        await gw.stop()
+    partition = tmp_path / "gw" / "topics" / "bad" / "0"
+    for f in partition.iterdir():
+        f.unlink()
+    partition.rmdir()
+    partition.write_bytes(b"")  # damage no restart can repair
+
+    gw = await start_gateway(tmp_path / "gw")
+    try:
+        r = await gw.client.get("/readyz")
+        assert r.status_code == 200 and list(r.json()["unopened_topics"]) == ["bad"], r.text
+        r = await gw.client.get("/topics/bad")
+        assert r.status_code == 503 and "could not be opened" in r.json()["message"], r.text
+        r = await gw.client.post(
+            "/topics/good", json={"records": [{"value": b64("x")}]}, headers={"Content-Type": BINARY}
+        )
+        assert r.status_code == 200, r.text
+        cid = (await gw.client.get("/v3/clusters")).json()["data"][0]["cluster_id"]
+        assert (await gw.client.delete(f"/v3/clusters/{cid}/topics/bad")).status_code == 204
+        assert "unopened_topics" not in (await gw.client.get("/readyz")).json()
+    finally:
+        await gw.client.aclose()
+        await gw.stop()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import resource
 import subprocess
 import sys
 import textwrap
@@ -12,8 +13,9 @@ import pytest
 from service.adapters.embedded.coordinator import EmbeddedCoordinator
 from service.adapters.embedded.fileio import ensure_dir
 from service.adapters.embedded.log import EmbeddedLog
+from service.adapters.embedded.log.fds import FDS_PER_PARTITION, FDS_RESERVED, open_fds
 from service.core.models import NewRecord, TopicPartition
-from service.errors import BackendError
+from service.errors import BackendError, BackendUnavailable, InvalidTopicConfig
 
 TP = TopicPartition
 
@@ -23,7 +25,7 @@ OTHER_PROCESS = textwrap.dedent(
     from pathlib import Path
     from service.adapters.embedded.coordinator import EmbeddedCoordinator
     from service.core.models import TopicPartition
-    from service.errors import BackendError
+    from service.errors import BackendError, BackendUnavailable, InvalidTopicConfig
 
     async def main() -> None:
         c = EmbeddedCoordinator(Path(sys.argv[1]))
@@ -105,3 +107,59 @@ def test_ensure_dir_creates_every_missing_level_and_refuses_a_file(tmp_path: Pat
     (tmp_path / "f").write_bytes(b"")
     with pytest.raises(OSError):
         ensure_dir(tmp_path / "f" / "x")
+
+
+async def test_a_topic_that_cannot_be_opened_leaves_the_others_served(tmp_path: Path) -> None:
+    log = EmbeddedLog(tmp_path)
+    await log.start()
+    await log.create_topic("good", 1, 1, {})
+    await log.create_topic("bad", 2, 1, {})
+    await log.append(TP("good", 0), [NewRecord(None, b"still here")])
+    await log.stop()
+    partition = tmp_path / "topics" / "bad" / "1"
+    for f in partition.iterdir():
+        f.unlink()
+    partition.rmdir()
+    partition.write_bytes(b"not a directory")  # damage no restart can repair
+
+    log = EmbeddedLog(tmp_path)
+    await log.start()
+    try:
+        assert await log.list_topics() == ["good"]
+        data = await log.fetch({TP("good", 0): 0}, max_bytes=1 << 20, max_wait_ms=0)
+        assert [r.value for r in data[TP("good", 0)].records] == [b"still here"]
+        assert list(log.unopened_topics()) == ["bad"]
+        with pytest.raises(BackendUnavailable, match="could not be opened"):
+            await log.describe_topic("bad")
+        with pytest.raises(BackendUnavailable):
+            await log.create_topic("bad", 1, 1, {})
+        await log.delete_topic("bad")  # the cure: it goes, files and all
+        assert log.unopened_topics() == {} and not (tmp_path / "topics" / "bad").exists()
+        await log.create_topic("bad", 1, 1, {})
+    finally:
+        await log.stop()
+
+
+async def test_partitions_that_would_not_fit_the_descriptor_limit_are_refused_whole(tmp_path: Path) -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    log = EmbeddedLog(tmp_path)
+    await log.start()
+    await log.create_topic("small", 1, 1, {})
+    # Leave room for the reserve and about 50 partitions, whatever this process holds already.
+    resource.setrlimit(resource.RLIMIT_NOFILE, (open_fds() + FDS_RESERVED + 50 * FDS_PER_PARTITION, hard))
+    try:
+        with pytest.raises(InvalidTopicConfig, match="file descriptors") as refused:
+            await log.create_topic("huge", 500, 1, {})
+        assert refused.value.http_status == 422
+        assert not (tmp_path / "topics" / "huge").exists()
+        with pytest.raises(InvalidTopicConfig, match="file descriptors"):
+            await log.add_partitions("small", 501)
+        assert len((await log.describe_topic("small")).partitions) == 1
+        await log.create_topic("fits", 10, 1, {})
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        await log.stop()
+    log = EmbeddedLog(tmp_path)  # and it starts again, with everything it had
+    await log.start()
+    assert await log.list_topics() == ["fits", "small"]
+    await log.stop()

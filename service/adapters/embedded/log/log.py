@@ -46,6 +46,7 @@ from ...lifecycle import Lifecycle
 from ...tasks import uncancellable
 from .batch import BatchError, RecordTooLarge, encode_batch
 from .config import LogDefaults, TopicConfig, check_partitions_and_replication
+from .fds import check_room
 from .metadata import DataDir, TopicMeta
 from .partition import Partition, PartitionOptions, PartitionView, finish_in_thread
 
@@ -107,6 +108,7 @@ class EmbeddedLog(Lifecycle):
         self._flush_interval = flush_interval_ms / 1000
         self._broker = Broker(0, advertised_host, advertised_port)
         self._topics: dict[str, _Topic] = {}
+        self._unopened: dict[str, str] = {}  # topics found at start that could not be opened: why
         self._admin = asyncio.Lock()
         super().__init__()  # the start/stop state
         self._flusher: asyncio.Task[None] | None = None
@@ -123,6 +125,7 @@ class EmbeddedLog(Lifecycle):
     async def _open(self) -> None:
         """Lock the directory and open (recovering if needed) every partition."""
         clean = await asyncio.to_thread(self._dir.open)  # e.g. another process holds the dir: raises
+        self._unopened = {}
         try:
             self._cluster_id = await asyncio.to_thread(self._dir.cluster_id)
             metas = await asyncio.to_thread(self._dir.load_topics)
@@ -132,7 +135,16 @@ class EmbeddedLog(Lifecycle):
                 except InvalidTopicConfig as exc:
                     log.error("topic %s not opened: %s", meta.name, exc)
                     continue
-                parts = await self._open_partitions(meta.name, range(meta.partitions), config, clean=clean)
+                try:
+                    parts = await self._open_partitions(
+                        meta.name, range(meta.partitions), config, clean=clean
+                    )
+                except GatewayError as exc:
+                    # One topic that cannot be opened (damaged, too many files for the limit) must not
+                    # keep the others from being served: it is logged, and reported by unopened_topics.
+                    log.error("topic %s not opened: %s", meta.name, exc)
+                    self._unopened[meta.name] = exc.message
+                    continue
                 self._topics[meta.name] = _Topic(meta, config, parts)
         except BaseException:
             for t in self._topics.values():
@@ -219,8 +231,16 @@ class EmbeddedLog(Lifecycle):
     def _topic(self, topic: str) -> _Topic:
         found = self._topics.get(topic)
         if found is None:
+            if topic in self._unopened:
+                raise BackendUnavailable(
+                    f"Topic {topic!r} could not be opened at start: {self._unopened[topic]}", retry_after=None
+                )
             raise TopicNotFound(f"Topic {topic[:300]!r} not found.")
         return found
+
+    def unopened_topics(self) -> dict[str, str]:
+        """Topics found on disk at start that could not be opened, and why (``/readyz`` shows them)."""
+        return dict(self._unopened)
 
     def _partition(self, tp: TopicPartition) -> Partition:
         parts = self._topic(tp.topic).partitions
@@ -246,6 +266,11 @@ class EmbeddedLog(Lifecycle):
             self._require_started()
             if topic in self._topics:
                 raise TopicExists(f"Topic {topic!r} already exists.")
+            if topic in self._unopened:
+                raise BackendUnavailable(
+                    f"Topic {topic!r} exists but could not be opened: {self._unopened[topic]}"
+                )
+            check_room(topic, partitions)
             meta = TopicMeta(topic, partitions, config.overrides, created_ms=self._opts.now_ms())
             try:
                 await asyncio.to_thread(self._dir.create_topic, meta)
@@ -253,7 +278,13 @@ class EmbeddedLog(Lifecycle):
                 raise BackendError(f"Directory of topic {topic!r} exists but holds no topic.") from exc
             except OSError as exc:
                 raise BackendUnavailable(f"Cannot create topic {topic!r}: {exc}") from exc
-            parts = await self._open_partitions(topic, range(partitions), config, clean=True)
+            try:
+                parts = await self._open_partitions(topic, range(partitions), config, clean=True)
+            except GatewayError:
+                # Nothing half made: a topic left on disk that cannot be opened would be there again,
+                # failing, at every restart.
+                await asyncio.to_thread(self._dir.delete_topic, topic)
+                raise
             self._topics[topic] = t = _Topic(meta, config, parts)
             return self._info(t)
 
@@ -264,6 +295,13 @@ class EmbeddedLog(Lifecycle):
     async def _delete_topic(self, topic: str) -> None:
         async with self._admin:
             self._require_started()
+            if topic in self._unopened:  # what could not be opened can still be deleted
+                try:
+                    await asyncio.to_thread(self._dir.delete_topic, topic)
+                except OSError as exc:
+                    raise BackendError(f"Cannot delete the files of topic {topic!r}: {exc}") from exc
+                del self._unopened[topic]
+                return
             t = self._topic(topic)
             del self._topics[topic]  # from here on appends and fetches see TopicNotFound
             for p in t.partitions:
@@ -295,12 +333,17 @@ class EmbeddedLog(Lifecycle):
             t = self._topic(topic)
             current = len(t.partitions)
             check_partition_growth(topic, current, total)
+            check_room(topic, total - current)
             meta = dataclasses.replace(t.meta, partitions=total)
             try:
                 await asyncio.to_thread(self._dir.grow_topic, t.meta, meta)
             except OSError as exc:
                 raise BackendUnavailable(f"Cannot add partitions to {topic!r}: {exc}") from exc
-            added = await self._open_partitions(topic, range(current, total), t.config, clean=True)
+            try:
+                added = await self._open_partitions(topic, range(current, total), t.config, clean=True)
+            except GatewayError:
+                await asyncio.to_thread(self._dir.grow_topic, meta, t.meta)  # back to the count it had
+                raise
             t.partitions = [*t.partitions, *added]
             t.meta = meta
             return self._info(t)
