@@ -264,6 +264,14 @@ async def _open_quotas(settings: Settings, metrics: Metrics, stack: AsyncExitSta
     )
 
 
+def begin_drain(app: FastAPI) -> None:
+    """Tell a running app the server is stopping (from a signal handler too): open long-polls and
+    stateless reads answer with what they have instead of holding the shutdown for their timeout."""
+    gateway: Gateway | None = getattr(app.state, "gateway", None)
+    if gateway is not None:
+        gateway.drain()
+
+
 def build_openapi(app: FastAPI) -> dict[str, Any]:
     """FastAPI's document plus the request-body models the routers parse themselves."""
     schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)

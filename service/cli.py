@@ -66,6 +66,7 @@ def serve(args: argparse.Namespace) -> int:
 
     from .adapters.factory import BackendNotAvailable, build_ports
     from .app import create_app
+    from .server import DrainingServer
 
     try:
         ports = build_ports(settings)
@@ -90,7 +91,7 @@ def serve(args: argparse.Namespace) -> int:
         timeout_graceful_shutdown=10,
     )
     try:
-        uvicorn.Server(config).run()
+        DrainingServer(config, app).run()
     except OSError as exc:
         return _fail(str(exc))
     return 0

@@ -42,6 +42,13 @@ class Gateway:
     # Set when topic metadata changed in a way groups may care about (a topic was auto-created);
     # the metadata worker wakes on it instead of waiting out its interval.
     metadata_changed: asyncio.Event
+    # Set when the server was asked to stop: long-polls answer with what they have, at once.
+    draining: asyncio.Event
+    loop: asyncio.AbstractEventLoop
+
+    def drain(self) -> None:
+        """Start draining; safe from a signal handler or another thread."""
+        self.loop.call_soon_threadsafe(self.draining.set)
 
     @classmethod
     def build(
@@ -56,6 +63,7 @@ class Gateway:
     ) -> Gateway:
         quotas = quotas or Quotas.off()
         metadata_changed = asyncio.Event()
+        draining = asyncio.Event()
         groups = GroupManager(log, coordinator)
         topics = TopicService(
             log,
@@ -63,6 +71,7 @@ class Gateway:
             default_partitions=settings.default_partitions,
             on_change=groups.refresh,
             on_created=metadata_changed.set,
+            draining=draining,
         )
         return cls(
             settings=settings,
@@ -74,11 +83,13 @@ class Gateway:
             topics=topics,
             producer=ProduceService(log, topics, Partitioner(), quotas),
             groups=groups,
-            consumers=ConsumerService(log, coordinator, sessions, groups, topics, quotas),
+            consumers=ConsumerService(log, coordinator, sessions, groups, topics, quotas, draining=draining),
             idempotency=IdempotencyGuard(
                 sessions, window_ms=settings.idempotency_window_ms, wait_ms=settings.idempotency_wait_ms
             ),
             metadata_changed=metadata_changed,
+            draining=draining,
+            loop=asyncio.get_running_loop(),
         )
 
 

@@ -226,14 +226,13 @@ async def read_partition(
     if quotas.consume:
         client = client_of(request, quotas)
         await quotas.admit_consume(client, (topic,))
-    await gw.topics.check_partition(tp)
     settings = gw.settings
-    data = await gw.log.fetch(
-        {tp: offset},
+    part = await gw.topics.read(
+        tp,
+        offset,
         max_bytes=min(max_bytes or settings.consumer_max_bytes, settings.consumer_max_bytes),
         max_wait_ms=min(timeout, settings.consumer_max_timeout_ms),
     )
-    part = data[tp]
     if quotas.consume:
         await quotas.consumed(client, [(tp, part.records)])
     next_offset = part.records[-1].offset + 1 if part.records else max(offset, part.log_start_offset)

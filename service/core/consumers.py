@@ -60,6 +60,7 @@ class ConsumerService:
         topics: TopicService,
         quotas: Quotas | None = None,
         *,
+        draining: asyncio.Event | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._log = log
@@ -68,6 +69,8 @@ class ConsumerService:
         self._groups = groups
         self._topics = topics
         self._quotas = quotas or Quotas.off()
+        # Set when the gateway is shutting down: long-polls answer with what they have, at once.
+        self._draining = draining or asyncio.Event()
         self._clock = clock
 
     def now_ms(self) -> int:
@@ -248,7 +251,8 @@ class ConsumerService:
 
         With consume quotas, the poll is admitted for ``client`` once it knows the partitions it
         reads (refused with ``Throttled`` while any of their buckets is in debt), and the bytes it
-        returns are charged afterwards.
+        returns are charged afterwards. While the gateway drains, it answers at the end of its
+        current wait slice (a second at most) with what it has.
         """
         state = await self._load(group, name)
         fmt = state.config.format
@@ -264,7 +268,7 @@ class ConsumerService:
                 await quotas.admit_consume(client, {tp.topic for tp in owned})
                 admitted = True
             changed = await self._fill_positions(state, owned)
-            remaining = max(0, deadline - self.now_ms())
+            remaining = 0 if self._draining.is_set() else max(0, deadline - self.now_ms())
             polled: Polled = []
             if owned:
                 positions = {tp: state.positions[tp] for tp in owned}
@@ -298,7 +302,7 @@ class ConsumerService:
                 await self._touch(state)
             if polled and state.config.auto_commit:
                 await self._auto_commit(state, {tp for tp, _ in polled}, generation)
-            if polled or self.now_ms() >= deadline:
+            if polled or self.now_ms() >= deadline or self._draining.is_set():
                 if quotas.consume:
                     await quotas.consumed(client, polled)
                 return fmt, polled

@@ -10,13 +10,18 @@ answers without waiting for groups, and the metadata worker catches up.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Awaitable, Callable, Mapping
 
 from service.errors import BackendUnavailable, PartitionNotFound, TopicExists, TopicNotFound
 
-from .models import TopicInfo, TopicPartition
+from .models import PartitionData, TopicInfo, TopicPartition
 from .ports import Log
 from .rules import check_partition_count, check_replication_factor, check_topic
+
+# A long wait is cut in slices of this long, so that a draining gateway is noticed.
+_WAIT_SLICE_MS = 1000
 
 
 class TopicService:
@@ -30,12 +35,14 @@ class TopicService:
         default_partitions: int,
         on_change: Callable[[], Awaitable[None]] | None = None,
         on_created: Callable[[], None] | None = None,
+        draining: asyncio.Event | None = None,
     ) -> None:
         self._log = log
         self._auto_create = auto_create
         self._default_partitions = default_partitions
         self._on_change = on_change
         self._on_created = on_created
+        self._draining = draining or asyncio.Event()
 
     async def _changed(self) -> None:
         if self._on_change is not None:
@@ -59,6 +66,22 @@ class TopicService:
     async def offsets(self, tp: TopicPartition) -> tuple[int, int]:
         await self.check_partition(tp)
         return await self._log.offsets(tp)
+
+    async def read(
+        self, tp: TopicPartition, offset: int, *, max_bytes: int, max_wait_ms: int
+    ) -> PartitionData:
+        """A stateless read at ``offset``: at once if records are there, else when some arrive or after
+        ``max_wait_ms``. It waits in slices, so a gateway that drains answers within one."""
+        await self.check_partition(tp)
+        deadline = time.monotonic() + max_wait_ms / 1000
+        while True:
+            left_ms = 0 if self._draining.is_set() else max(0, int((deadline - time.monotonic()) * 1000))
+            data = await self._log.fetch(
+                {tp: offset}, max_bytes=max_bytes, max_wait_ms=min(left_ms, _WAIT_SLICE_MS)
+            )
+            part = data[tp]
+            if part.records or left_ms <= _WAIT_SLICE_MS or self._draining.is_set():
+                return part
 
     async def for_produce(self, topic: str) -> TopicInfo:
         """The topic to produce to, created with the defaults if allowed and missing."""
