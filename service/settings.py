@@ -78,6 +78,14 @@ class Settings(BaseSettings):
     idempotency_window_ms: int = Field(
         24 * 3600 * 1000, ge=1000, description="How long a produce's Idempotency-Key answers its retries."
     )
+    idempotency_max_keys: int = Field(
+        100_000,
+        ge=1,
+        description="Most Idempotency-Keys the embedded sessions keep (oldest answered go first).",
+    )
+    idempotency_max_bytes: int = Field(
+        64 * 1024 * 1024, ge=1024, description="Most bytes the embedded sessions' idempotency records take."
+    )
     idempotency_wait_ms: int = Field(
         30_000, ge=0, description="How long a duplicate waits for the first request with its key."
     )

@@ -67,7 +67,10 @@ def build_sessions(settings: Settings) -> Sessions:
     if settings.sessions == "embedded":
         from .embedded.sessions import EmbeddedSessions
 
-        return EmbeddedSessions()
+        return EmbeddedSessions(
+            max_idempotency_keys=settings.idempotency_max_keys,
+            max_idempotency_bytes=settings.idempotency_max_bytes,
+        )
     if settings.sessions.startswith("redis://"):
         from .redis import RedisSessions
 

@@ -14,6 +14,7 @@ from api_schemas.formats import accept_formats, content_type_for, holds_float, l
 from api_schemas.records import parse_produce, render_records
 from service.core.models import TopicInfo, TopicPartition
 from service.core.producer import ProduceOutcome
+from service.core.quotas import client_id
 from service.core.rules import MAX_OFFSET
 from service.errors import NotAcceptable
 from service.gateway import Gateway, get_gateway
@@ -117,10 +118,21 @@ async def serve_produce(
         return Response(await produce(), media_type=V2)
     # The same key with the same request (target, format, body) answers with the first response.
     fingerprint = hashlib.sha256(b"\0".join([request.url.path.encode(), fmt.encode(), body])).hexdigest()
-    response, replayed = await gw.idempotency.run(key, fingerprint, produce)
+    response, replayed = await gw.idempotency.run(
+        key, fingerprint, produce, scope=_idempotency_scope(request, gw)
+    )
     return Response(
         response, media_type=V2, headers={"Idempotency-Replayed": "true" if replayed else "false"}
     )
+
+
+def _idempotency_scope(request: Request, gw: Gateway) -> str:
+    """Whose key it is: the client (its API key, hashed) and the path, so one client's key never
+    answers for another's request nor for another topic. Clients without an API key share one
+    scope per path: an address would not do, a retry may come through another balancer."""
+    header = gw.quotas.header
+    api_key = request.headers.get(header) if header else None
+    return f"{client_id(api_key, None) if api_key else 'anonymous'}\0{request.url.path}"
 
 
 # Plain application/json is accepted too and means binary, as in Confluent's proxy.

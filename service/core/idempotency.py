@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import time
+import zlib
 from collections.abc import Awaitable, Callable
 
 from service.errors import BackendUnavailable, GatewayError, InvalidPayload
@@ -30,10 +32,16 @@ class IdempotencyGuard:
         self._wait_s = wait_ms / 1000
 
     async def run(
-        self, key: str, fingerprint: str, action: Callable[[], Awaitable[bytes]]
+        self, key: str, fingerprint: str, action: Callable[[], Awaitable[bytes]], *, scope: str = ""
     ) -> tuple[bytes, bool]:
-        """The response for ``key`` and whether it is a replay of an earlier request's."""
+        """The response for ``key`` within ``scope`` and whether it is a replay of an earlier request's.
+
+        The store sees a digest of (scope, key), never the key itself: keys of different scopes (a
+        client and a path, say) never meet, and every stored key has the same small size. Responses
+        are kept compressed: a produce's offsets compress well, and they are all a retry needs.
+        """
         check_idempotency_key(key)
+        key = hashlib.sha256(f"{scope}\0{key}".encode()).hexdigest()
         deadline = time.monotonic() + self._wait_s
         while True:
             held = await self._sessions.claim(key, fingerprint, self._window_ms)
@@ -44,14 +52,14 @@ class IdempotencyGuard:
                     with contextlib.suppress(GatewayError):  # the claim then lapses with its window
                         await self._sessions.abandon(key, fingerprint)
                     raise
-                await self._sessions.fulfil(key, fingerprint, response, self._window_ms)
+                await self._sessions.fulfil(key, fingerprint, zlib.compress(response, 1), self._window_ms)
                 return response, False
             if held.fingerprint != fingerprint:
                 raise InvalidPayload(
                     "This Idempotency-Key was already used for a different request; use a new key."
                 )
             if held.response is not None:
-                return held.response, True
+                return zlib.decompress(held.response), True
             if time.monotonic() >= deadline:
                 raise BackendUnavailable(
                     "A request with this Idempotency-Key is still in progress; retry shortly.", retry_after=1

@@ -72,3 +72,22 @@ async def test_a_failed_request_is_not_remembered(client, name):
 async def test_bad_keys_are_refused(client, name, key):
     r = await send(client, name, key, ["a"])
     assert r.status_code == 422 and "Idempotency-Key" in r.json()["message"]
+
+
+async def test_keys_are_scoped_by_client_and_path(client, name):
+    await create_topic(client, name, 1)
+    await create_topic(client, f"{name}-b", 1)
+
+    async def as_client(api_key: str | None, topic: str, value: str):
+        headers = {"Content-Type": STRING, "Idempotency-Key": "same-key"}
+        if api_key is not None:
+            headers["X-API-Key"] = api_key
+        return await client.post(f"/topics/{topic}", json={"records": [{"value": value}]}, headers=headers)
+
+    alice = await as_client("alice", name, "from alice")
+    bob = await as_client("bob", name, "from bob")  # another client's key is another key
+    elsewhere = await as_client("alice", f"{name}-b", "on b")  # and another topic another key
+    assert [r.headers["Idempotency-Replayed"] for r in (alice, bob, elsewhere)] == ["false"] * 3
+    again = await as_client("alice", name, "from alice")
+    assert again.headers["Idempotency-Replayed"] == "true" and again.json() == alice.json()
+    assert await end(client, name) == 2

@@ -63,11 +63,14 @@ class EmbeddedSessions(Lifecycle):
     call works whether or not the store was started.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, max_idempotency_keys: int = 100_000, max_idempotency_bytes: int = 64 << 20) -> None:
         super().__init__()  # the start/stop state
         self._store: dict[_Key, InstanceState] = {}
-        # idempotency key -> (result, expiry in monotonic seconds)
+        # idempotency key -> (result, expiry in monotonic seconds); oldest first, as inserted
         self._idempotent: dict[str, tuple[IdempotentResult, float]] = {}
+        self._idempotent_bytes = 0
+        self._max_keys = max_idempotency_keys
+        self._max_bytes = max_idempotency_bytes
         self._claims = 0
 
     async def create(self, state: InstanceState) -> None:
@@ -129,14 +132,37 @@ class EmbeddedSessions(Lifecycle):
 
     # --- idempotency keys --------------------------------------------------------------
 
+    # Bounded by count and bytes: a client sending a new key with every request would otherwise fill
+    # the process's memory for the whole window. Past a bound the oldest answered keys go first
+    # (their retries would run again); a claim still running is never dropped.
+
     def _held(self, key: str) -> IdempotentResult | None:
         entry = self._idempotent.get(key)
         if entry is None:
             return None
         if entry[1] <= time.monotonic():
-            del self._idempotent[key]
+            self._forget(key)
             return None
         return entry[0]
+
+    def _put(self, key: str, result: IdempotentResult, ttl_ms: int) -> None:
+        if key in self._idempotent:
+            self._idempotent_bytes -= _weight(key, self._idempotent[key][0])
+        self._idempotent[key] = (result, time.monotonic() + ttl_ms / 1000)
+        self._idempotent_bytes += _weight(key, result)
+        if len(self._idempotent) > self._max_keys or self._idempotent_bytes > self._max_bytes:
+            self._trim()
+
+    def _forget(self, key: str) -> None:
+        result, _ = self._idempotent.pop(key)
+        self._idempotent_bytes -= _weight(key, result)
+
+    def _trim(self) -> None:
+        for key, (result, _) in list(self._idempotent.items()):
+            if len(self._idempotent) <= self._max_keys and self._idempotent_bytes <= self._max_bytes:
+                return
+            if result.response is not None:
+                self._forget(key)
 
     async def claim(self, key: str, fingerprint: str, ttl_ms: int) -> IdempotentResult | None:
         held = self._held(key)
@@ -145,14 +171,24 @@ class EmbeddedSessions(Lifecycle):
         self._claims += 1
         if self._claims % 1024 == 0:  # drop lapsed keys now and then, not on every claim
             now = time.monotonic()
-            self._idempotent = {k: v for k, v in self._idempotent.items() if v[1] > now}
-        self._idempotent[key] = (IdempotentResult(fingerprint, None), time.monotonic() + ttl_ms / 1000)
+            for lapsed in [k for k, (_, expiry) in self._idempotent.items() if expiry <= now]:
+                self._forget(lapsed)
+        self._put(key, IdempotentResult(fingerprint, None), ttl_ms)
         return None
 
     async def fulfil(self, key: str, fingerprint: str, response: bytes, ttl_ms: int) -> None:
-        self._idempotent[key] = (IdempotentResult(fingerprint, response), time.monotonic() + ttl_ms / 1000)
+        self._put(key, IdempotentResult(fingerprint, response), ttl_ms)
 
     async def abandon(self, key: str, fingerprint: str) -> None:
         held = self._held(key)
         if held is not None and held.response is None and held.fingerprint == fingerprint:
-            del self._idempotent[key]
+            self._forget(key)
+
+    def idempotency_usage(self) -> tuple[int, int]:
+        """(keys, bytes) the idempotency records hold now."""
+        return len(self._idempotent), self._idempotent_bytes
+
+
+def _weight(key: str, result: IdempotentResult) -> int:
+    """What an idempotency record costs, about: its strings and response, and the entry around them."""
+    return len(key) + len(result.fingerprint) + len(result.response or b"") + 200
