@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from fastapi import Request
 from starlette.types import Scope
 
-from .core.consumers import ConsumerService
+from .core.consumers import ConsumerService, InstanceLimits
 from .core.groups import GroupManager
 from .core.idempotency import IdempotencyGuard
 from .core.partitioner import Partitioner
@@ -83,7 +83,16 @@ class Gateway:
             topics=topics,
             producer=ProduceService(log, topics, Partitioner(), quotas),
             groups=groups,
-            consumers=ConsumerService(log, coordinator, sessions, groups, topics, quotas, draining=draining),
+            consumers=ConsumerService(
+                log,
+                coordinator,
+                sessions,
+                groups,
+                topics,
+                quotas,
+                draining=draining,
+                limits=InstanceLimits(settings.max_instances_per_group, settings.max_instances),
+            ),
             idempotency=IdempotencyGuard(
                 sessions, window_ms=settings.idempotency_window_ms, wait_ms=settings.idempotency_wait_ms
             ),

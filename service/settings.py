@@ -45,6 +45,10 @@ class Settings(BaseSettings):
 
     # consumers
     consumer_instance_timeout_ms: int = Field(300_000, ge=1000)
+    max_instances_per_group: int = Field(
+        1_000, ge=1, description="Most consumer instances one group may have (409 beyond)."
+    )
+    max_instances: int = Field(10_000, ge=1, description="Most consumer instances in all (409 beyond).")
     consumer_max_instance_timeout_ms: int = Field(
         3_600_000,
         ge=1000,

@@ -15,6 +15,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from service.errors import (
     ConsumerFormatMismatch,
@@ -48,6 +49,14 @@ _IDLE_SLICE_S = 0.1
 Polled = list[tuple[TopicPartition, list[Record]]]
 
 
+@dataclass(frozen=True, slots=True)
+class InstanceLimits:
+    """How many consumer instances may exist, per group and in all (``max_instances_*`` settings)."""
+
+    per_group: int = 1_000
+    total: int = 10_000
+
+
 class ConsumerService:
     """The consumer-instance façade the API calls; collaborators: the three ports and the group manager."""
 
@@ -61,6 +70,7 @@ class ConsumerService:
         quotas: Quotas | None = None,
         *,
         draining: asyncio.Event | None = None,
+        limits: InstanceLimits | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._log = log
@@ -71,6 +81,7 @@ class ConsumerService:
         self._quotas = quotas or Quotas.off()
         # Set when the gateway is shutting down: long-polls answer with what they have, at once.
         self._draining = draining or asyncio.Event()
+        self._limits = limits or InstanceLimits()
         self._clock = clock
 
     def now_ms(self) -> int:
@@ -81,6 +92,18 @@ class ConsumerService:
     async def create(self, group: str, name: str | None, config: InstanceConfig) -> InstanceState:
         check_group(group)
         name = check_instance(name) if name else f"rest-consumer-{uuid.uuid4()}"
+        # Bounded, as Kafka bounds a group (group.max.size): counted, then created, so concurrent
+        # creates may pass a bound by as many as run at once; never by more.
+        if await self._sessions.count(group) >= self._limits.per_group:
+            raise IllegalState(
+                f"Consumer group {group!r} has {self._limits.per_group} instances, the most allowed; "
+                "delete one (or let it expire) first."
+            )
+        if await self._sessions.count() >= self._limits.total:
+            raise IllegalState(
+                f"This gateway holds {self._limits.total} consumer instances, the most allowed; "
+                "delete one (or let it expire) first."
+            )
         now = self.now_ms()
         state = InstanceState(group=group, name=name, config=config, created_ms=now, last_seen_ms=now)
         await self._sessions.create(state)

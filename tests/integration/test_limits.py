@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 from tests.conftest import start_gateway
 from tests.helpers import BINARY, V2, b64, create_topic
 
@@ -100,6 +102,30 @@ async def test_a_gateway_starts_and_serves_the_rest_when_one_topic_cannot_be_ope
         cid = (await gw.client.get("/v3/clusters")).json()["data"][0]["cluster_id"]
         assert (await gw.client.delete(f"/v3/clusters/{cid}/topics/bad")).status_code == 204
         assert "unopened_topics" not in (await gw.client.get("/readyz")).json()
+    finally:
+        await gw.client.aclose()
+        await gw.stop()
+
+
+async def test_consumer_instances_are_bounded_per_group_and_in_all(tmp_path):
+    gw = await start_gateway(tmp_path / "gw", max_instances_per_group=2, max_instances=3)
+    try:
+
+        async def create(group: str):
+            return await gw.client.post(f"/consumers/{group}", json={}, headers={"Content-Type": V2})
+
+        assert [(await create("a")).status_code for _ in range(2)] == [200, 200]
+        full = await create("a")
+        assert full.status_code == 409 and full.json()["error_code"] == 40903, full.text
+        assert "group 'a'" in full.json()["message"]
+        made = await create("b")
+        assert made.status_code == 200
+        r = await create("c")
+        assert r.status_code == 409 and "gateway holds 3" in r.json()["message"], r.text
+        # deleting one makes room again
+        path = urlsplit(made.json()["base_uri"]).path
+        assert (await gw.client.delete(path, headers={"Content-Type": V2})).status_code == 204
+        assert (await create("c")).status_code == 200
     finally:
         await gw.client.aclose()
         await gw.stop()

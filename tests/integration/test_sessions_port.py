@@ -55,6 +55,15 @@ async def test_create_load_delete(sessions: Sessions) -> None:
         await sessions.load("g", "c")
 
 
+async def test_count_counts_without_loading(sessions: Sessions) -> None:
+    assert await sessions.count() == 0 and await sessions.count("g") == 0
+    for group, name in (("g", "a"), ("g", "b"), ("h", "a")):
+        await sessions.create(instance(group, name))
+    assert (await sessions.count(), await sessions.count("g"), await sessions.count("h")) == (3, 2, 1)
+    await sessions.delete("g", "a")
+    assert (await sessions.count(), await sessions.count("g"), await sessions.count("nobody")) == (2, 1, 0)
+
+
 async def test_save_is_compare_and_set_and_bumps_the_version(sessions: Sessions) -> None:
     await sessions.create(instance())
     first = await sessions.load("g", "c")

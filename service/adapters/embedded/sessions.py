@@ -127,6 +127,11 @@ class EmbeddedSessions(Lifecycle):
         """Copies of the stored instances (of ``group`` only, if given), by group then name."""
         return [_copy(self._store[key]) for key in sorted(self._store) if group is None or key[0] == group]
 
+    async def count(self, group: str | None = None) -> int:
+        if group is None:
+            return len(self._store)
+        return sum(1 for g, _ in self._store if g == group)
+
     async def expired(self, now_ms: int) -> list[tuple[str, str]]:
         return sorted(key for key, s in self._store.items() if s.expires_ms < now_ms)
 

@@ -199,6 +199,17 @@ class RedisSessions(Lifecycle):
         args = (self._keys.member(group, name), name)
         return bool(await self._conn.run(lambda r: DELETE(r, keys_, args)))
 
+    async def count(self, group: str | None = None) -> int:
+        """One ZCARD of the leases, or one SCARD of the group's set (which may still name an
+        instance whose hash expired by TTL, until ``instances`` or the reaper prunes it)."""
+        k = self._keys
+        if group is None:
+            found = await self._conn.run(lambda r: r.zcard(k.leases))
+        else:
+            group_key = k.group(group)
+            found = await self._conn.run(lambda r: r.scard(group_key))
+        return int(cast("int", found))
+
     async def instances(self, group: str | None = None) -> list[InstanceState]:
         """The stored instances (of ``group`` only, if given), by group then name.
 
