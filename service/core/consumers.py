@@ -24,6 +24,7 @@ from service.errors import (
     InvalidPayload,
 )
 
+from .fencing import fence_assigned
 from .groups import GroupManager, compile_pattern, resolve
 from .models import (
     EmbeddedFormat,
@@ -335,16 +336,20 @@ class ConsumerService:
         self, state: InstanceState, tps: set[TopicPartition], generation: int | None
     ) -> None:
         offsets = {tp: state.positions[tp] for tp in tps}
-        member = state.name if state.subscription is not None else None
         try:
-            await self._coordinator.commit(state.group, offsets, member_id=member, generation=generation)
+            await self._store(state, offsets, generation)
         except IllegalState as exc:  # lost the partition meanwhile; the new owner re-reads
             log.info("auto-commit of %r/%s skipped: %s", state.group, state.name, exc)
 
     async def commit(
         self, group: str, name: str, offsets: Mapping[TopicPartition, int] | None
     ) -> dict[TopicPartition, int]:
-        """Commit ``offsets`` (each the last processed offset, so offset+1 is stored) or all consumed."""
+        """Commit ``offsets`` (each the last processed offset, so offset+1 is stored) or all consumed.
+
+        Refused with ``IllegalState``, storing nothing, if any partition is not the instance's to
+        commit: not owned in the current generation by a member, not in a manual assignment, or
+        anything at all for an instance with neither (see ``fencing``).
+        """
         state = await self._load(group, name)
         await self._touch(state)
         owned, generation = await self._view(state)
@@ -357,9 +362,22 @@ class ConsumerService:
                 await self._topics.check_partition(tp)
             to_commit = {tp: off + 1 for tp, off in offsets.items()}
         if to_commit:
-            member = name if state.subscription is not None else None
-            await self._coordinator.commit(group, to_commit, member_id=member, generation=generation)
+            await self._store(state, to_commit, generation)
         return to_commit
+
+    async def _store(
+        self, state: InstanceState, offsets: Mapping[TopicPartition, int], generation: int | None
+    ) -> None:
+        """Commit ``offsets`` for ``state``, all or none, only if it may (see ``fencing``).
+
+        A member's commit is fenced by the coordinator, atomically with the write, against the
+        generation ``state`` was viewed in; any other instance's by its manual assignment here.
+        """
+        if state.subscription is not None:
+            await self._coordinator.commit(state.group, offsets, member_id=state.name, generation=generation)
+            return
+        fence_assigned(state.group, state.name, state.manual, offsets)
+        await self._coordinator.commit(state.group, offsets)
 
     async def committed(
         self, group: str, name: str, partitions: Sequence[TopicPartition] | None

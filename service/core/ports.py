@@ -140,7 +140,13 @@ class Coordinator(Protocol):
         generation: int | None = None,
     ) -> None:
         """Store every offset or none. Entries ``rules.check_offsets`` refuses, and a commit too
-        large for the store to write at once, are refused with ``InvalidPayload``."""
+        large for the store to write at once, are refused with ``InvalidPayload``.
+
+        With a ``member_id``, refused with ``IllegalState`` unless ``fencing.fence`` passes against
+        the stored group state, checked atomically with the write. Without one the commit is not
+        fenced here: the caller has decided who may commit (``ConsumerService`` lets only a manually
+        assigned instance commit outside the membership, and only its assigned partitions, with
+        ``fencing.fence_assigned``)."""
         ...
 
     async def committed(
