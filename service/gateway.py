@@ -22,6 +22,7 @@ from .core.ports import Coordinator, Log, Sessions
 from .core.producer import ProduceService
 from .core.quotas import Quotas
 from .core.topics import TopicService
+from .core.waits import OpenWaits
 from .metrics import Metrics
 from .settings import Settings
 
@@ -64,6 +65,7 @@ class Gateway:
         quotas = quotas or Quotas.off()
         metadata_changed = asyncio.Event()
         draining = asyncio.Event()
+        waits = OpenWaits(settings.max_open_polls)  # polls and stateless reads share one bound
         groups = GroupManager(log, coordinator)
         topics = TopicService(
             log,
@@ -72,6 +74,7 @@ class Gateway:
             on_change=groups.refresh,
             on_created=metadata_changed.set,
             draining=draining,
+            waits=waits,
         )
         return cls(
             settings=settings,
@@ -92,6 +95,7 @@ class Gateway:
                 quotas,
                 draining=draining,
                 limits=InstanceLimits(settings.max_instances_per_group, settings.max_instances),
+                waits=waits,
             ),
             idempotency=IdempotencyGuard(
                 sessions, window_ms=settings.idempotency_window_ms, wait_ms=settings.idempotency_wait_ms

@@ -49,6 +49,11 @@ class Settings(BaseSettings):
         1_000, ge=1, description="Most consumer instances one group may have (409 beyond)."
     )
     max_instances: int = Field(10_000, ge=1, description="Most consumer instances in all (409 beyond).")
+    max_open_polls: int = Field(
+        1_000,
+        ge=1,
+        description="Most long-polls and stateless reads open at once (503 + Retry-After beyond).",
+    )
     consumer_max_instance_timeout_ms: int = Field(
         3_600_000,
         ge=1000,

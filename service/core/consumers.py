@@ -39,6 +39,7 @@ from .ports import Coordinator, Log, Sessions
 from .quotas import Quotas
 from .rules import check_group, check_instance, check_topic
 from .topics import TopicService
+from .waits import OpenWaits
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +73,7 @@ class ConsumerService:
         *,
         draining: asyncio.Event | None = None,
         limits: InstanceLimits | None = None,
+        waits: OpenWaits | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._log = log
@@ -83,6 +85,7 @@ class ConsumerService:
         # Set when the gateway is shutting down: long-polls answer with what they have, at once.
         self._draining = draining or asyncio.Event()
         self._limits = limits or InstanceLimits()
+        self._waits = waits or OpenWaits()
         self._clock = clock
 
     def now_ms(self) -> int:
@@ -276,8 +279,21 @@ class ConsumerService:
         With consume quotas, the poll is admitted for ``client`` once it knows the partitions it
         reads (refused with ``Throttled`` while any of their buckets is in debt), and the bytes it
         returns are charged afterwards. While the gateway drains, it answers at the end of its
-        current wait slice (a second at most) with what it has.
+        current wait slice (a second at most) with what it has. Past the gateway's bound of open
+        long-polls it is refused at once (``BackendUnavailable``, 503).
         """
+        with self._waits.enter():
+            return await self._poll(group, name, timeout_ms, max_bytes, accept, client)
+
+    async def _poll(
+        self,
+        group: str,
+        name: str,
+        timeout_ms: int | None,
+        max_bytes: int,
+        accept: set[EmbeddedFormat] | None,
+        client: str,
+    ) -> tuple[EmbeddedFormat, Polled]:
         state = await self._load(group, name)
         fmt = state.config.format
         if accept is not None and fmt not in accept:

@@ -19,6 +19,7 @@ from service.errors import BackendUnavailable, PartitionNotFound, TopicExists, T
 from .models import PartitionData, TopicInfo, TopicPartition
 from .ports import Log
 from .rules import check_partition_count, check_replication_factor, check_topic
+from .waits import OpenWaits
 
 # A long wait is cut in slices of this long, so that a draining gateway is noticed.
 _WAIT_SLICE_MS = 1000
@@ -36,6 +37,7 @@ class TopicService:
         on_change: Callable[[], Awaitable[None]] | None = None,
         on_created: Callable[[], None] | None = None,
         draining: asyncio.Event | None = None,
+        waits: OpenWaits | None = None,
     ) -> None:
         self._log = log
         self._auto_create = auto_create
@@ -43,6 +45,7 @@ class TopicService:
         self._on_change = on_change
         self._on_created = on_created
         self._draining = draining or asyncio.Event()
+        self._waits = waits or OpenWaits()
 
     async def _changed(self) -> None:
         if self._on_change is not None:
@@ -73,6 +76,10 @@ class TopicService:
         """A stateless read at ``offset``: at once if records are there, else when some arrive or after
         ``max_wait_ms``. It waits in slices, so a gateway that drains answers within one."""
         await self.check_partition(tp)
+        with self._waits.enter():
+            return await self._read(tp, offset, max_bytes, max_wait_ms)
+
+    async def _read(self, tp: TopicPartition, offset: int, max_bytes: int, max_wait_ms: int) -> PartitionData:
         deadline = time.monotonic() + max_wait_ms / 1000
         while True:
             left_ms = 0 if self._draining.is_set() else max(0, int((deadline - time.monotonic()) * 1000))

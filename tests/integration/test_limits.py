@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from urllib.parse import urlsplit
 
 from tests.conftest import start_gateway
@@ -126,6 +127,28 @@ async def test_consumer_instances_are_bounded_per_group_and_in_all(tmp_path):
         path = urlsplit(made.json()["base_uri"]).path
         assert (await gw.client.delete(path, headers={"Content-Type": V2})).status_code == 204
         assert (await create("c")).status_code == 200
+    finally:
+        await gw.client.aclose()
+        await gw.stop()
+
+
+async def test_open_long_polls_are_bounded_with_a_confluent_503(tmp_path):
+    gw = await start_gateway(tmp_path / "gw", max_open_polls=1)
+    try:
+        await create_topic(gw.client, "t", 1)
+        waiting = asyncio.create_task(
+            gw.client.get("/topics/t/partitions/0/records", params={"offset": 0, "timeout": 3000})
+        )
+        await asyncio.sleep(0.3)  # it is waiting now
+        r = await gw.client.get("/topics/t/partitions/0/records", params={"offset": 0, "timeout": 3000})
+        assert r.status_code == 503 and r.json()["error_code"] == 50301 and r.headers["Retry-After"] == "1"
+        made = await gw.client.post("/consumers/g", json={}, headers={"Content-Type": V2})
+        path = urlsplit(made.json()["base_uri"]).path
+        r = await gw.client.get(f"{path}/records", params={"timeout": 100})
+        assert r.status_code == 503, r.text  # polls and reads share the bound
+        assert (await waiting).status_code == 200
+        r = await gw.client.get(f"{path}/records", params={"timeout": 0})  # room again
+        assert r.status_code == 200, r.text
     finally:
         await gw.client.aclose()
         await gw.stop()
