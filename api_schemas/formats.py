@@ -115,9 +115,15 @@ def _decode_json(value: Any, where: str) -> bytes | None:
     if value is None:
         return None
     try:
-        return orjson.dumps(value)
+        data = orjson.dumps(value)
     except TypeError as exc:  # e.g. integers beyond 64 bits
         raise ConversionError(f"{where}: cannot encode as JSON ({exc})") from exc
+    # orjson's output keeps the buffer it was written in (4 KiB at least): 10,000 small values
+    # would hold 40 MiB until appended. A copy holds what the value needs.
+    return bytes(memoryview(data)) if len(data) < _ORJSON_BUFFER else data
+
+
+_ORJSON_BUFFER = 4096
 
 
 def _decode_string(value: Any, where: str) -> bytes | None:

@@ -9,7 +9,7 @@ offending record in its error.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -193,21 +193,49 @@ def _careful(
 def render_records(
     fmt: EmbeddedFormat, polled: Iterable[tuple[TopicPartition, list[Record]]]
 ) -> orjson.Fragment:
-    """v2 consumer records, with brokergate's ``timestamp`` and ``headers``, as one JSON array.
+    """v2 consumer records, with brokergate's ``timestamp`` and ``headers``, as one JSON array."""
+    return orjson.Fragment(b"".join(render_slices(fmt, polled, slice_bytes=_WHOLE)))
+
+
+def render_slices(
+    fmt: EmbeddedFormat, polled: Iterable[tuple[TopicPartition, list[Record]]], *, slice_bytes: int
+) -> Iterator[bytes]:
+    """``render_records``' JSON array in pieces, each rendering about ``slice_bytes`` of records
+    (at least one record), so a large poll can be sent while it is rendered.
 
     Binary records without headers, by far the most common, are written as text
     directly (a fetch of 100-byte records spends a quarter less than through a
     dict per record); everything else goes through ``record_dict``.
     """
-    pieces: list[bytes] = []
+    opening = b"["
     for tp, records in polled:
-        if not records:
-            continue
-        if fmt == "binary":
-            pieces.append(_binary_objects(tp, records).encode())
-        else:
-            pieces.append(orjson.dumps([record_dict(fmt, tp, r) for r in records])[1:-1])
-    return orjson.Fragment(b"[" + b",".join(pieces) + b"]")
+        start = 0
+        while start < len(records):
+            end = _slice_end(records, start, slice_bytes)
+            run = records if start == 0 and end == len(records) else records[start:end]
+            if fmt == "binary":
+                piece = _binary_objects(tp, run).encode()
+            else:
+                piece = orjson.dumps([record_dict(fmt, tp, r) for r in run])[1:-1]
+            yield opening + piece
+            opening = b","
+            start = end
+    yield b"[]" if opening == b"[" else b"]"
+
+
+_WHOLE = 1 << 62  # one slice: nothing is sent before the whole array is rendered
+
+
+def _slice_end(records: list[Record], start: int, slice_bytes: int) -> int:
+    """The end of the run of records from ``start`` that renders about ``slice_bytes`` (one at least)."""
+    if slice_bytes >= _WHOLE:
+        return len(records)
+    budget = slice_bytes
+    end = start
+    while end < len(records) and (budget > 0 or end == start):
+        budget -= records[end].size + 64  # base64 adds a third, the JSON around a record about 64 B
+        end += 1
+    return end
 
 
 def record_dict(fmt: EmbeddedFormat, tp: TopicPartition, r: Record) -> dict[str, Any]:

@@ -66,7 +66,11 @@ class Settings(BaseSettings):
     metadata_refresh_ms: int = Field(2000, ge=50)
 
     # limits
-    max_request_bytes: int = Field(64 * 1024 * 1024, ge=1024)
+    max_request_bytes: int = Field(
+        16 * 1024 * 1024,
+        ge=1024,
+        description="Largest request body (413 beyond); parsing one holds the event loop about 1 ms per MiB.",
+    )
     max_record_bytes: int = Field(
         8 * 1024 * 1024, ge=16, description="Largest record: key, value and headers (413 beyond)."
     )

@@ -11,14 +11,13 @@ from fastapi.responses import Response
 
 from api_schemas import v2
 from api_schemas.formats import accept_formats, content_type_for
-from api_schemas.records import render_records
 from service.core.assignors import STRATEGIES
 from service.core.models import InstanceConfig, Subscription, TopicPartition
 from service.core.rules import MAX_OFFSET
 from service.errors import InvalidConsumerConfig, InvalidPayload
 from service.gateway import Gateway, get_gateway
 
-from .http import JSONBody, body_doc, no_content, parse, parse_optional
+from .http import body_doc, no_content, parse, parse_optional, records_response
 from .http import v2 as v2_response
 from .quotas import client_of
 from .responses import CONSUMER_ERRORS, THROTTLED
@@ -194,7 +193,7 @@ async def poll(
     counter = gw.metrics.consumed_records
     for tp, records in polled:
         counter.labels(tp.topic).inc(len(records))
-    return JSONBody(render_records(fmt, polled), media_type=content_type_for(fmt))
+    return records_response(fmt, polled, media_type=content_type_for(fmt))
 
 
 @router.post(

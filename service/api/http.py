@@ -9,14 +9,18 @@ OpenAPI document can declare them (``body_doc``).
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator, Iterable
 from typing import Any, TypeVar
 
 import orjson
 from fastapi import Request
-from fastapi.responses import Response
+from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, ValidationError
 
 from api_schemas.formats import V2, media_type
+from api_schemas.records import render_slices
+from service.core.models import EmbeddedFormat, Record, TopicPartition
 from service.errors import ConversionError, InvalidPayload, PayloadTooLarge, UnsupportedMediaType
 from service.gateway import gateway_of
 
@@ -45,6 +49,41 @@ def v2(content: Any, status_code: int = 200) -> JSONBody:
 
 def v3(content: Any, status_code: int = 200) -> JSONBody:
     return JSONBody(content, status_code=status_code, media_type=V3)
+
+
+# A poll whose records render to more than this is streamed in pieces of about this size: its
+# response is never held whole, and the loop serves other clients between pieces.
+STREAM_SLICE_BYTES = 1 << 20
+
+
+def records_response(
+    fmt: EmbeddedFormat,
+    polled: Iterable[tuple[TopicPartition, list[Record]]],
+    *,
+    media_type: str,
+    after: bytes | None = None,
+) -> Response:
+    """The records as the v2 JSON array (with ``after``: as the ``records`` field of an object that
+    ends with ``after``); one body when small, streamed in slices when large."""
+    pieces = render_slices(fmt, polled, slice_bytes=STREAM_SLICE_BYTES)
+    opening = b'{"records":' if after is not None else b""
+    closing = after or b""
+    head = [next(pieces)]
+    if head[0] != b"[]":  # the array is at least "[" records, "]"
+        head.append(next(pieces))
+    if head[-1] in (b"[]", b"]"):  # the whole array in one piece: a small poll
+        return Response(b"".join((opening, *head, closing)), media_type=media_type)
+
+    async def stream() -> AsyncIterator[bytes]:
+        yield opening + head[0]
+        yield head[1]
+        for piece in pieces:
+            await asyncio.sleep(0)  # another client's turn between pieces
+            yield piece
+        if closing:
+            yield closing
+
+    return StreamingResponse(stream(), media_type=media_type)
 
 
 def no_content() -> Response:

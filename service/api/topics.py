@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from typing import Annotated, Any
 
@@ -11,15 +12,15 @@ from fastapi.responses import Response
 
 from api_schemas import v2
 from api_schemas.formats import accept_formats, content_type_for, holds_float, loads_exact, produce_format
-from api_schemas.records import parse_produce, render_records
-from service.core.models import TopicInfo, TopicPartition
+from api_schemas.records import ParsedProduce, parse_produce
+from service.core.models import EmbeddedFormat, TopicInfo, TopicPartition
 from service.core.producer import ProduceOutcome
 from service.core.quotas import client_id
 from service.core.rules import MAX_OFFSET
 from service.errors import NotAcceptable
 from service.gateway import Gateway, get_gateway
 
-from .http import V2, JSONBody, body_doc, loads, read_body
+from .http import V2, body_doc, loads, read_body, records_response
 from .http import v2 as v2_response
 from .quotas import client_of
 from .responses import ERRORS, PRODUCE_ERRORS, THROTTLED
@@ -89,19 +90,21 @@ async def serve_produce(
 ) -> Response:
     fmt = produce_format(request.headers.get("content-type"))
     body = await read_body(request)
+    # The same key with the same request (target, format, body) answers with the first response.
+    fingerprint = (
+        None
+        if key is None
+        else hashlib.sha256(b"\0".join([request.url.path.encode(), fmt.encode(), body])).hexdigest()
+    )
+    s = gw.settings
+    limits = (s.max_record_bytes, s.max_records_per_request, s.max_headers_per_record)
+    if len(body) < OFF_LOOP_BYTES:
+        parsed = _parse(body, fmt, limits)
+    else:  # the record loop yields the interpreter to the event loop every few milliseconds there
+        parsed = await asyncio.to_thread(_parse, body, fmt, limits)
+    del body  # peak memory: the body is not needed once its records are
 
     async def produce() -> bytes:
-        s = gw.settings
-        data = loads(body, records=True)
-        if fmt == "json" and holds_float(data):
-            data = loads_exact(body)  # numbers as the client wrote them, never rounded
-        parsed = parse_produce(
-            data,
-            fmt,
-            max_record_bytes=s.max_record_bytes,
-            max_records=s.max_records_per_request,
-            max_headers=s.max_headers_per_record,
-        )
         results = await gw.producer.produce(
             topic,
             parsed.records,
@@ -114,15 +117,27 @@ async def serve_produce(
         metrics.produced_bytes.labels(topic).inc(parsed.payload_bytes)
         return orjson.dumps(produce_body(results))
 
-    if key is None:
+    if key is None or fingerprint is None:
         return Response(await produce(), media_type=V2)
-    # The same key with the same request (target, format, body) answers with the first response.
-    fingerprint = hashlib.sha256(b"\0".join([request.url.path.encode(), fmt.encode(), body])).hexdigest()
     response, replayed = await gw.idempotency.run(
         key, fingerprint, produce, scope=_idempotency_scope(request, gw)
     )
     return Response(
         response, media_type=V2, headers={"Idempotency-Replayed": "true" if replayed else "false"}
+    )
+
+
+# A produce body this big or bigger is parsed in a worker thread.
+OFF_LOOP_BYTES = 256 * 1024
+
+
+def _parse(body: bytes, fmt: EmbeddedFormat, limits: tuple[int, int, int]) -> ParsedProduce:
+    data = loads(body, records=True)
+    if fmt == "json" and holds_float(data):
+        data = loads_exact(body)  # numbers as the client wrote them, never rounded
+    max_record_bytes, max_records, max_headers = limits
+    return parse_produce(
+        data, fmt, max_record_bytes=max_record_bytes, max_records=max_records, max_headers=max_headers
     )
 
 
@@ -248,9 +263,7 @@ async def read_partition(
     if quotas.consume:
         await quotas.consumed(client, [(tp, part.records)])
     next_offset = part.records[-1].offset + 1 if part.records else max(offset, part.log_start_offset)
-    body = {
-        "records": render_records(fmt, [(tp, part.records)]),
-        "next_offset": next_offset,
-        "high_watermark": part.high_watermark,
-    }
-    return JSONBody(body, media_type=content_type_for(fmt))
+    after = orjson.dumps({"next_offset": next_offset, "high_watermark": part.high_watermark})
+    return records_response(
+        fmt, [(tp, part.records)], media_type=content_type_for(fmt), after=b"," + after[1:]
+    )

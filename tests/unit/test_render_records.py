@@ -6,7 +6,7 @@ import orjson
 from hypothesis import given
 from hypothesis import strategies as st
 
-from api_schemas.records import record_dict, render_records
+from api_schemas.records import record_dict, render_records, render_slices
 from service.core.models import Record, TopicPartition
 
 _payload = st.none() | st.binary(max_size=40)
@@ -46,3 +46,19 @@ def _utf8(data: bytes | None) -> bool:
     except UnicodeDecodeError:
         return False
     return True
+
+
+@given(_partitions, st.sampled_from(["binary", "string"]), st.integers(1, 200))
+def test_slices_join_to_the_whole(
+    polled: list[tuple[TopicPartition, list[Record]]], fmt: str, slice_bytes: int
+) -> None:
+    if fmt == "string":
+        polled = [
+            (tp, [r for r in records if all(_utf8(b) for b in (r.key, r.value))]) for tp, records in polled
+        ]
+    slices = list(render_slices(fmt, polled, slice_bytes=slice_bytes))  # type: ignore[arg-type]
+    assert b"".join(slices) == bytes(orjson.dumps(render_records(fmt, polled)))  # type: ignore[arg-type]
+    count = sum(len(records) for _, records in polled)
+    assert len(slices) <= count + 1  # at least one record a slice, plus the closing bracket
+    if slice_bytes == 1:  # every record alone
+        assert len(slices) == count + 1
