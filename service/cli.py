@@ -62,11 +62,9 @@ def serve(args: argparse.Namespace) -> int:
         first = exc.errors()[0]
         return _fail(f"{'.'.join(str(x) for x in first['loc'])}: {first['msg']}")
 
-    import uvicorn
-
     from .adapters.factory import BackendNotAvailable, build_ports
     from .app import create_app
-    from .server import DrainingServer
+    from .server import DrainingServer, raise_fd_limit, server_config
 
     try:
         ports = build_ports(settings)
@@ -79,17 +77,16 @@ def serve(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    before, after = raise_fd_limit()
+    if after < settings.max_connections + 256:
+        logging.getLogger("brokergate").warning(
+            "ulimit -n is %d (raised from %d): too few for max_connections=%d and the partitions' files",
+            after,
+            before,
+            settings.max_connections,
+        )
     app = create_app(settings, ports)
-    config = uvicorn.Config(
-        app,
-        host=settings.host,
-        port=settings.port,
-        log_level=args.log_level,
-        access_log=False,
-        loop="auto",
-        http="auto",
-        timeout_graceful_shutdown=10,
-    )
+    config = server_config(app, settings, log_level=args.log_level, loop="auto")
     try:
         DrainingServer(config, app).run()
     except OSError as exc:

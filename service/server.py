@@ -1,22 +1,74 @@
-"""``brokergate serve``'s uvicorn server, which drains: a stop signal reaches the app at once.
+"""The HTTP server ``brokergate serve`` runs: uvicorn, with the gateway's limits on connections.
 
-On SIGTERM uvicorn stops accepting connections and waits for the requests in
-flight, up to its graceful-shutdown timeout, before the app hears of it (the
-lifespan ends only after). A long-poll would hold that wait for its whole
-timeout and then be cut off. This server tells the app first
-(``service.app.begin_drain``): long-polls and stateless reads answer with what
-they have, produces in flight finish, and the process exits well inside a
-Kubernetes grace period.
+``server_config`` is how the gateway is served, by ``brokergate serve`` and by the tests alike:
+
+- **Connections are a budget.** Past ``MAX_CONNECTIONS`` open at once, a new connection's
+  requests are answered 503 (Confluent's shape, with ``Retry-After``) and the connection is
+  closed, rather than queued or left to fail with EMFILE.
+- **Slow clients are cut off.** A request's headers must arrive within ``HEADER_TIMEOUT_MS`` of
+  the connection opening or of the previous response (else 408, and the connection is
+  closed), and may hold at most ``MAX_HEADER_BYTES`` of request line and headers (else 431).
+- **Every answer is in the Confluent shape.** uvicorn's own plain-text answers (a request
+  that is not HTTP, a request task cancelled at shutdown, an exception the app did not
+  answer) become ``{"error_code": …, "message": …}``.
+
+``DrainingServer`` tells the app first when a stop signal comes: on SIGTERM uvicorn stops
+accepting connections and waits for the requests in flight, up to its graceful-shutdown
+timeout, before the app hears of it. A long-poll would hold that wait for its whole
+timeout and then be cut off. Told at once (``service.app.begin_drain``), long-polls and
+stateless reads answer with what they have, produces in flight finish, and the process exits
+well inside a Kubernetes grace period.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import resource
+from dataclasses import dataclass
 from types import FrameType
+from typing import Any, ClassVar
 
+import orjson
 import uvicorn
 from fastapi import FastAPI
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from .app import begin_drain
+from .errors import ErrorCode
+from .settings import Settings
+
+log = logging.getLogger("brokergate")
+
+GRACEFUL_SHUTDOWN_S = 10
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionLimits:
+    max_connections: int
+    header_timeout_s: float
+    max_header_bytes: int
+
+    @classmethod
+    def of(cls, settings: Settings) -> ConnectionLimits:
+        return cls(settings.max_connections, settings.header_timeout_ms / 1000, settings.max_header_bytes)
+
+
+def server_config(app: FastAPI, settings: Settings, **options: Any) -> uvicorn.Config:
+    """How the gateway is served: the app behind ``LastResort``, on ``GatewayProtocol`` with the
+    connection limits of ``settings``; ``options`` are more ``uvicorn.Config`` arguments."""
+    limits = ConnectionLimits.of(settings)
+    protocol = type("GatewayProtocol", (GatewayProtocol,), {"limits": limits})
+    return uvicorn.Config(
+        LastResort(app),
+        host=settings.host,
+        port=settings.port,
+        http=protocol,
+        access_log=False,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+        **options,
+    )
 
 
 class DrainingServer(uvicorn.Server):
@@ -27,3 +79,175 @@ class DrainingServer(uvicorn.Server):
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         begin_drain(self._app)
         super().handle_exit(sig, frame)
+
+
+def raise_fd_limit() -> tuple[int, int]:
+    """Raise this process's soft ``RLIMIT_NOFILE`` to its hard limit (as Go programs do at start):
+    systemd and shells start services at a soft limit of 1024 whatever the hard one allows.
+    Returns (before, after)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError):  # e.g. an unlimited hard limit the kernel caps lower
+            return soft, soft
+    return soft, hard
+
+
+def _answer(status: int, code: int, message: str, *, retry_after: int | None = None) -> bytes:
+    """A whole HTTP/1.1 response in the Confluent error shape that closes the connection."""
+    body = orjson.dumps({"error_code": code, "message": message})
+    head = [
+        f"HTTP/1.1 {status} {_REASONS[status]}",
+        "content-type: application/vnd.kafka.v2+json",
+        f"content-length: {len(body)}",
+        "connection: close",
+    ]
+    if retry_after is not None:
+        head.append(f"retry-after: {retry_after}")
+    return ("\r\n".join(head) + "\r\n\r\n").encode() + body
+
+
+_REASONS = {
+    400: "Bad Request",
+    408: "Request Timeout",
+    431: "Request Header Fields Too Large",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
+
+
+class _HeadersTooLarge(Exception):
+    """Stops the parser (httptools reports it as a parse error) when the headers pass the limit."""
+
+
+class GatewayProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with the gateway's connection limits (``server_config``
+    makes a subclass that sets ``limits``)."""
+
+    limits: ClassVar[ConnectionLimits]
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._header_timer: asyncio.TimerHandle | None = None
+        self._header_bytes = 0
+        self._refusal: bytes | None = None
+        if len(self.connections) > self.limits.max_connections:
+            self.app = _over_capacity  # each request on it is answered 503, then it is closed
+        self._arm_header_timer()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm_header_timer()
+        super().connection_lost(exc)
+
+    # --- slow and large headers ---------------------------------------------------------
+
+    def _arm_header_timer(self) -> None:
+        self._disarm_header_timer()
+        self._header_timer = self.loop.call_later(self.limits.header_timeout_s, self._headers_too_slow)
+
+    def _disarm_header_timer(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _headers_too_slow(self) -> None:
+        self._header_timer = None
+        if self.transport.is_closing() or (self.cycle is not None and not self.cycle.response_complete):
+            return
+        message = f"The request's headers did not arrive within {self.limits.header_timeout_s:g} s."
+        self.transport.write(_answer(408, ErrorCode.REQUEST_TIMEOUT, message))
+        self.transport.close()
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._header_bytes = 0
+
+    def on_url(self, url: bytes) -> None:
+        self._count_header_bytes(len(url))
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._count_header_bytes(len(name) + len(value) + 4)
+        super().on_header(name, value)
+
+    def _count_header_bytes(self, n: int) -> None:
+        self._header_bytes += n
+        if self._header_bytes > self.limits.max_header_bytes:
+            limit = self.limits.max_header_bytes
+            message = f"The request line and headers are over the limit of {limit} bytes."
+            self._refusal = _answer(431, ErrorCode.HEADERS_TOO_LARGE, message)
+            raise _HeadersTooLarge
+
+    def on_headers_complete(self) -> None:
+        self._disarm_header_timer()
+        super().on_headers_complete()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        # The next request's headers are due, unless they came pipelined with this one.
+        if not self.transport.is_closing() and not self.pipeline:
+            self._arm_header_timer()
+
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's answer to bytes that are not HTTP (or to headers past the limit), as JSON."""
+        self.transport.write(self._refusal or _answer(400, ErrorCode.BAD_REQUEST, msg))
+        self.transport.close()
+
+
+async def _over_capacity(scope: Scope, receive: Receive, send: Send) -> None:
+    message = "Too many connections to this gateway; retry shortly."
+    body = orjson.dumps({"error_code": ErrorCode.UNAVAILABLE, "message": message})
+    headers = [
+        (b"content-type", b"application/vnd.kafka.v2+json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"retry-after", b"1"),
+        (b"connection", b"close"),
+    ]
+    await send({"type": "http.response.start", "status": 503, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+class LastResort:
+    """Outside everything: whatever escapes the app never reaches uvicorn's plain-text 500.
+
+    Starlette answers an unexpected exception (through the app's handler, in the Confluent
+    shape) and then re-raises it for the server to log; that is logged already. A request
+    task cancelled before it answered (the server stopping past its grace period) is answered
+    503 here.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def watch(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watch)
+        except asyncio.CancelledError:
+            if not started:
+                await _send_error(send, 503, ErrorCode.UNAVAILABLE, "The gateway is stopping; retry.")
+        except Exception:
+            if not started:  # the app's handler did not answer: something below it failed
+                log.exception("unanswered error on %s %s", scope.get("method"), scope.get("path"))
+                await _send_error(send, 500, ErrorCode.INTERNAL, "Internal server error.")
+
+
+async def _send_error(send: Send, status: int, code: int, message: str) -> None:
+    body = orjson.dumps({"error_code": code, "message": message})
+    headers = [
+        (b"content-type", b"application/vnd.kafka.v2+json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"connection", b"close"),
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

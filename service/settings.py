@@ -66,6 +66,15 @@ class Settings(BaseSettings):
     metadata_refresh_ms: int = Field(2000, ge=50)
 
     # limits
+    max_connections: int = Field(
+        1_000, ge=1, description="Most client connections open at once (503 + Retry-After beyond)."
+    )
+    header_timeout_ms: int = Field(
+        10_000, ge=100, description="Time a request's headers have to arrive (408 and closed beyond)."
+    )
+    max_header_bytes: int = Field(
+        32 * 1024, ge=1024, description="Largest request line plus headers (431 and closed beyond)."
+    )
     max_request_bytes: int = Field(
         16 * 1024 * 1024,
         ge=1024,

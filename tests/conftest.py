@@ -24,6 +24,7 @@ from deploy.local.process import free_port
 from deploy.local.redis_server import RedisServer
 from deploy.local.zookeeper_server import ZooKeeperServer
 from service.app import create_app
+from service.server import server_config
 from service.settings import Settings
 
 # Property tests judge answers, never speed: a busy machine must not fail one for taking long.
@@ -77,7 +78,7 @@ async def start_gateway(data_dir: Path, **overrides: object) -> RunningGateway:
         **{**fast_workers, **overrides},  # type: ignore[arg-type]
     )
     server = uvicorn.Server(
-        uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+        server_config(create_app(settings), settings, log_level="warning", lifespan="on")
     )
     task = asyncio.create_task(server.serve())
     for _ in range(500):
