@@ -26,7 +26,12 @@ class Settings(BaseSettings):
     coordinator: str = "embedded"
     sessions: str = "embedded"
     advertised_url: str | None = Field(
-        None, description="Base URL put in consumer base_uri; default: the request's own host."
+        None, description="Base URL put in consumer base_uri; default: see allowed_hosts."
+    )
+    allowed_hosts: str = Field(
+        "localhost,127.0.0.1,::1",
+        description="Without advertised_url: Host header names (comma-separated; '*' for any) that "
+        "base_uri may be built from; any other Host gets the address the connection reached.",
     )
     node_id: str | None = Field(None, description="This replica's id; default: hostname-pid.")
 

@@ -17,7 +17,7 @@ from service.core.rules import MAX_OFFSET
 from service.errors import InvalidConsumerConfig, InvalidPayload
 from service.gateway import Gateway, get_gateway
 
-from .http import body_doc, no_content, parse, parse_optional, records_response
+from .http import body_doc, no_content, parse, parse_optional, public_base, records_response
 from .http import v2 as v2_response
 from .quotas import client_of
 from .responses import CONSUMER_ERRORS, THROTTLED
@@ -64,10 +64,9 @@ def _config(req: v2.CreateConsumerRequest | None, gw: Gateway) -> InstanceConfig
     return config
 
 
-def _base_uri(request: Request, gw: Gateway, group: str, instance: str) -> str:
-    base = gw.settings.advertised_url or str(request.base_url)
+def _base_uri(request: Request, group: str, instance: str) -> str:
     # Every name is one path segment, whatever characters it holds.
-    return f"{base.rstrip('/')}/consumers/{quote(group, safe='')}/instances/{quote(instance, safe='')}"
+    return f"{public_base(request)}/consumers/{quote(group, safe='')}/instances/{quote(instance, safe='')}"
 
 
 @router.post(
@@ -80,7 +79,7 @@ async def create_consumer(group: str, request: Request, gw: GW) -> Response:
     """Create a consumer instance in `group`."""
     req = await parse_optional(request, v2.CreateConsumerRequest)
     state = await gw.consumers.create(group, req.name if req else None, _config(req, gw))
-    return v2_response({"instance_id": state.name, "base_uri": _base_uri(request, gw, group, state.name)})
+    return v2_response({"instance_id": state.name, "base_uri": _base_uri(request, group, state.name)})
 
 
 @router.delete(INSTANCE, operation_id="deleteConsumer", status_code=204, responses=_NO_CONTENT)

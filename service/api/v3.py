@@ -13,7 +13,7 @@ from service.core.models import TopicInfo, TopicPartition
 from service.errors import InvalidTopicConfig, NotFound
 from service.gateway import Gateway, get_gateway
 
-from .http import body_doc, no_content, parse
+from .http import body_doc, no_content, parse, public_base
 from .http import v3 as v3_response
 from .responses import ERRORS
 
@@ -22,8 +22,8 @@ GW = Annotated[Gateway, Depends(get_gateway)]
 CLUSTER = "/{cluster_id}"
 
 
-def _base(request: Request, gw: Gateway) -> str:
-    return (gw.settings.advertised_url or str(request.base_url)).rstrip("/") + "/v3/clusters"
+def _base(request: Request) -> str:
+    return public_base(request) + "/v3/clusters"
 
 
 def _check(cluster_id: str, gw: Gateway) -> None:
@@ -64,14 +64,14 @@ def _listing(kind: str, url: str, data: list[Any]) -> dict[str, Any]:
 
 @router.get("", operation_id="listClusters", responses={200: {"model": v3.ClusterList}})
 async def list_clusters(request: Request, gw: GW) -> Response:
-    base = _base(request, gw)
+    base = _base(request)
     return v3_response(_listing("KafkaClusterList", base, [_cluster(base, gw.log.cluster_id)]))
 
 
 @router.get(CLUSTER, operation_id="getCluster", responses={200: {"model": v3.Cluster}, **ERRORS})
 async def get_cluster(cluster_id: str, request: Request, gw: GW) -> Response:
     _check(cluster_id, gw)
-    return v3_response(_cluster(_base(request, gw), cluster_id))
+    return v3_response(_cluster(_base(request), cluster_id))
 
 
 @router.get(
@@ -79,7 +79,7 @@ async def get_cluster(cluster_id: str, request: Request, gw: GW) -> Response:
 )
 async def list_brokers(cluster_id: str, request: Request, gw: GW) -> Response:
     _check(cluster_id, gw)
-    url = f"{_base(request, gw)}/{cluster_id}/brokers"
+    url = f"{_base(request)}/{cluster_id}/brokers"
     data = [
         {
             "kind": "KafkaBroker",
@@ -102,7 +102,7 @@ async def list_brokers(cluster_id: str, request: Request, gw: GW) -> Response:
 )
 async def list_topics(cluster_id: str, request: Request, gw: GW) -> Response:
     _check(cluster_id, gw)
-    base = _base(request, gw)
+    base = _base(request)
     data = []
     for name in await gw.topics.names():
         try:
@@ -134,7 +134,7 @@ async def create_topic(cluster_id: str, request: Request, gw: GW) -> Response:
         req.replication_factor if req.replication_factor is not None else -1,
         configs,
     )
-    return v3_response(_topic(_base(request, gw), cluster_id, info), status_code=201)
+    return v3_response(_topic(_base(request), cluster_id, info), status_code=201)
 
 
 @router.get(
@@ -142,7 +142,7 @@ async def create_topic(cluster_id: str, request: Request, gw: GW) -> Response:
 )
 async def get_topic(cluster_id: str, topic: str, request: Request, gw: GW) -> Response:
     _check(cluster_id, gw)
-    return v3_response(_topic(_base(request, gw), cluster_id, await gw.topics.describe(topic)))
+    return v3_response(_topic(_base(request), cluster_id, await gw.topics.describe(topic)))
 
 
 @router.get(
@@ -153,7 +153,7 @@ async def get_topic(cluster_id: str, topic: str, request: Request, gw: GW) -> Re
 async def list_partitions(cluster_id: str, topic: str, request: Request, gw: GW) -> Response:
     """Partitions with their leader, replicas and beginning/end offsets."""
     _check(cluster_id, gw)
-    base = _base(request, gw)
+    base = _base(request)
     info = await gw.topics.describe(topic)
     url = f"{base}/{cluster_id}/topics/{topic}/partitions"
     data = []
@@ -189,7 +189,7 @@ async def update_partition_count(cluster_id: str, topic: str, request: Request, 
     _check(cluster_id, gw)
     req = await parse(request, v3.UpdatePartitionCountRequest)
     info = await gw.topics.set_partition_count(topic, req.partitions_count)
-    return v3_response(_topic(_base(request, gw), cluster_id, info))
+    return v3_response(_topic(_base(request), cluster_id, info))
 
 
 @router.delete(
@@ -248,7 +248,7 @@ async def _group(base: str, cid: str, desc: GroupDescription, gw: Gateway) -> di
 )
 async def list_groups(cluster_id: str, request: Request, gw: GW) -> Response:
     _check(cluster_id, gw)
-    base = _base(request, gw)
+    base = _base(request)
     data = []
     for group in sorted(await gw.coordinator.groups()):
         try:
@@ -266,7 +266,7 @@ async def list_groups(cluster_id: str, request: Request, gw: GW) -> Response:
 async def get_group(cluster_id: str, group: str, request: Request, gw: GW) -> Response:
     """A group with its members, their subscriptions and assignments, and its generation."""
     _check(cluster_id, gw)
-    return v3_response(await _group(_base(request, gw), cluster_id, await gw.groups.describe(group), gw))
+    return v3_response(await _group(_base(request), cluster_id, await gw.groups.describe(group), gw))
 
 
 def _lag_rows(cid: str, group: str, lags: list[Any]) -> list[dict[str, Any]]:
@@ -297,7 +297,7 @@ async def get_lags(cluster_id: str, group: str, request: Request, gw: GW) -> Res
     """Per partition: committed offset, log end offset and lag (end minus committed)."""
     _check(cluster_id, gw)
     rows = _lag_rows(cluster_id, group, await gw.groups.lag(group))
-    url = f"{_base(request, gw)}/{cluster_id}/consumer-groups/{group}/lags"
+    url = f"{_base(request)}/{cluster_id}/consumer-groups/{group}/lags"
     return v3_response(_listing("KafkaConsumerLagList", url, rows))
 
 

@@ -41,11 +41,7 @@ MAX_COMMITTED_TOPIC_CHARS: Final = 255  # what every coordinator stores as the t
 
 # Kafka's topic rule, which also keeps every name a safe file name (with '.' and '..' refused).
 TOPIC_NAME: Final = rf"[a-zA-Z0-9._-]{{1,{MAX_TOPIC_CHARS}}}"
-# A consumer instance is named like a topic: it appears in URLs (base_uri) and in store keys.
-INSTANCE_NAME: Final = TOPIC_NAME
-
 _TOPIC_RE: Final = re.compile(TOPIC_NAME)
-_INSTANCE_RE: Final = re.compile(INSTANCE_NAME)
 
 
 def valid_topic(name: object) -> bool:
@@ -75,11 +71,19 @@ def check_group(name: str) -> str:
     return name
 
 
+def valid_instance(name: object) -> bool:
+    # A consumer instance is named as its group is (any text), and the name must also be one URL
+    # path segment: it is the last segment of its base_uri, where a '/', '.' or '..' would name
+    # another resource or none. (A group name from a URL is one segment already: RawPathGuard.)
+    return isinstance(name, str) and valid_group(name) and "/" not in name and name not in (".", "..")
+
+
 def check_instance(name: str) -> str:
     """``name`` if it may name a consumer instance, else ``InvalidConsumerConfig``."""
-    if not isinstance(name, str) or _INSTANCE_RE.fullmatch(name) is None:
+    if not valid_instance(name):
         raise InvalidConsumerConfig(
-            f"A consumer instance name is 1 to {MAX_TOPIC_CHARS} characters of [a-zA-Z0-9._-]."
+            f"A consumer instance name is 1 to {MAX_GROUP_CHARS} characters, without '/', "
+            "and not '.' or '..'."
         )
     return name
 

@@ -8,7 +8,7 @@ from urllib.parse import quote, urlsplit
 
 import httpx
 
-from tests.conftest import RunningGateway
+from tests.conftest import RunningGateway, start_gateway
 from tests.helpers import BINARY, STRING, V2, b64, create_topic, produce
 
 
@@ -86,3 +86,52 @@ async def test_base_uri_is_percent_encoded_and_usable(client, name):
             break
     assert [x["value"] for x in got] == ["hello"]
     assert (await client.delete(path, headers={"Content-Type": V2})).status_code == 204
+
+
+async def test_base_uri_comes_from_an_allowed_host_never_a_forged_one(client, gateway):
+    port = gateway.settings.port
+
+    async def base_uri(host: str) -> str:
+        r = await client.post("/consumers/g", json={}, headers={"Content-Type": V2, "Host": host})
+        assert r.status_code == 200, r.text
+        uri = r.json()["base_uri"]
+        await client.delete(urlsplit(uri).path, headers={"Content-Type": V2})
+        return str(uri)
+
+    assert (await base_uri("localhost:9999")).startswith("http://localhost:9999/consumers/g/instances/")
+    assert (await base_uri("[::1]:81")).startswith("http://[::1]:81/consumers/g/")
+    for forged in ("evil.example", "evil.example:8082", "127.0.0.1@evil.example", "a b", "x:notaport"):
+        assert (await base_uri(forged)).startswith(f"http://127.0.0.1:{port}/consumers/g/"), forged
+    r = await client.get("/v3/clusters", headers={"Host": "evil.example"})
+    assert r.json()["data"][0]["metadata"]["self"].startswith(f"http://127.0.0.1:{port}/v3/clusters/")
+
+
+async def test_allowed_hosts_and_advertised_url_are_settings(tmp_path):
+    for n, (overrides, host, expected) in enumerate(
+        (
+            ({"allowed_hosts": "gw.internal"}, "gw.internal:8082", "http://gw.internal:8082/"),
+            ({"allowed_hosts": "*"}, "anything.example", "http://anything.example/"),
+            ({"advertised_url": "https://rest.example.com/"}, "evil.example", "https://rest.example.com/"),
+        )
+    ):
+        gw = await start_gateway(tmp_path / str(n), **overrides)
+        try:
+            r = await gw.client.post("/consumers/g", json={}, headers={"Content-Type": V2, "Host": host})
+            assert r.json()["base_uri"].startswith(expected + "consumers/g/instances/"), overrides
+        finally:
+            await gw.client.aclose()
+            await gw.stop()
+
+
+async def test_an_instance_name_is_any_text_that_is_one_path_segment(client, name):
+    await create_topic(client, name, 1)
+    r = await client.post("/consumers/g", json={"name": "any name? #1 ü"}, headers={"Content-Type": V2})
+    assert r.status_code == 200, r.text
+    path = urlsplit(r.json()["base_uri"]).path
+    assert path == "/consumers/g/instances/any%20name%3F%20%231%20%C3%BC"
+    r = await client.post(f"{path}/subscription", json={"topics": [name]}, headers={"Content-Type": V2})
+    assert r.status_code == 204, r.text
+    assert (await client.delete(path, headers={"Content-Type": V2})).status_code == 204
+    for bad in ("a/b", ".", "..", "x" * 256):
+        r = await client.post("/consumers/g", json={"name": bad}, headers={"Content-Type": V2})
+        assert r.status_code == 422 and r.json()["error_code"] == 42204, bad

@@ -39,12 +39,16 @@ TABLE: list[tuple[Callable[[Any], object], Any, int | None]] = [
     (rules.check_group, "x" * 255, None),
     (rules.check_group, "x" * 256, ErrorCode.INVALID_CONSUMER_CONFIG),
     (rules.check_group, "", ErrorCode.INVALID_CONSUMER_CONFIG),
-    # consumer instances: named like topics (they appear in base_uri and in store keys)
+    # consumer instances: named as groups are, and one URL path segment (the end of base_uri)
     (rules.check_instance, "rest-consumer-1", None),
-    (rules.check_instance, "x" * 249, None),
-    (rules.check_instance, "x" * 250, ErrorCode.INVALID_CONSUMER_CONFIG),
-    (rules.check_instance, "bad name!", ErrorCode.INVALID_CONSUMER_CONFIG),
+    (rules.check_instance, "x" * 255, None),
+    (rules.check_instance, "x" * 256, ErrorCode.INVALID_CONSUMER_CONFIG),
+    (rules.check_instance, "any name? #1 ü", None),
     (rules.check_instance, "../x", ErrorCode.INVALID_CONSUMER_CONFIG),
+    (rules.check_instance, "a/b", ErrorCode.INVALID_CONSUMER_CONFIG),
+    (rules.check_instance, ".", ErrorCode.INVALID_CONSUMER_CONFIG),
+    (rules.check_instance, "..", ErrorCode.INVALID_CONSUMER_CONFIG),
+    (rules.check_instance, "...", None),
     (rules.check_instance, "", ErrorCode.INVALID_CONSUMER_CONFIG),
     # Idempotency-Key header values
     (rules.check_idempotency_key, "k-1", None),
