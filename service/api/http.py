@@ -52,9 +52,10 @@ def v3(content: Any, status_code: int = 200) -> JSONBody:
     return JSONBody(content, status_code=status_code, media_type=V3)
 
 
-# A poll whose records render to more than this is streamed in pieces of about this size: its
-# response is never held whole, and the loop serves other clients between pieces.
+# A poll whose records render to more than STREAM_ABOVE_BYTES is streamed in pieces of about
+# STREAM_SLICE_BYTES: its response is never held whole, and the loop serves others between pieces.
 STREAM_SLICE_BYTES = 1 << 20
+STREAM_ABOVE_BYTES = 4 << 20
 
 
 def records_response(
@@ -69,15 +70,19 @@ def records_response(
     pieces = render_slices(fmt, polled, slice_bytes=STREAM_SLICE_BYTES)
     opening = b'{"records":' if after is not None else b""
     closing = after or b""
-    head = [next(pieces)]
-    if head[0] != b"[]":  # the array is at least "[" records, "]"
-        head.append(next(pieces))
-    if head[-1] in (b"[]", b"]"):  # the whole array in one piece: a small poll
-        return Response(b"".join((opening, *head, closing)), media_type=media_type)
+    head = [opening]
+    size = 0
+    for piece in pieces:
+        head.append(piece)
+        size += len(piece)
+        if size > STREAM_ABOVE_BYTES:
+            break
+    else:  # the whole array is rendered: one body
+        return Response(b"".join((*head, closing)), media_type=media_type)
 
     async def stream() -> AsyncIterator[bytes]:
-        yield opening + head[0]
-        yield head[1]
+        yield b"".join(head)
+        head.clear()
         for piece in pieces:
             await asyncio.sleep(0)  # another client's turn between pieces
             yield piece

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import orjson
 
-from service.api.http import STREAM_SLICE_BYTES
+from service.api.http import STREAM_ABOVE_BYTES
 from service.api.topics import OFF_LOOP_BYTES
 from tests.helpers import BINARY, V2, b64, create_topic, unb64
 
@@ -32,8 +32,8 @@ async def produce_many(client, topic: str, n: int) -> None:
 
 async def test_a_large_poll_is_streamed_and_holds_every_record_in_order(client, name):
     await create_topic(client, name)
-    n = 3 * PER_REQUEST  # about 3 MB of records: several slices
-    assert n * len(VALUE) > 2 * STREAM_SLICE_BYTES
+    n = 6 * PER_REQUEST  # about 6 MB of records: streamed, in several slices
+    assert n * len(VALUE) > STREAM_ABOVE_BYTES
     await produce_many(client, name, n)
     r = await client.post(
         f"/consumers/{name}",
@@ -43,16 +43,19 @@ async def test_a_large_poll_is_streamed_and_holds_every_record_in_order(client, 
     base = r.json()["base_uri"]
     await client.post(f"{base}/subscription", json={"topics": [name]}, headers={"Content-Type": V2})
     got: list[dict] = []
+    streamed = 0
     for _ in range(20):
         r = await client.get(
             f"{base}/records", params={"timeout": 2000, "max_bytes": 16 << 20}, headers={"Accept": BINARY}
         )
         assert r.status_code == 200
-        if len(r.content) > 2 * STREAM_SLICE_BYTES:
-            assert r.headers.get("transfer-encoding") == "chunked" and "content-length" not in r.headers
+        if r.headers.get("transfer-encoding") == "chunked":
+            assert "content-length" not in r.headers and len(r.content) > STREAM_ABOVE_BYTES
+            streamed += 1
         got += r.json()
         if len(got) >= n:
             break
+    assert streamed >= 1
     assert [rec["offset"] for rec in got] == list(range(n))
     assert [unb64(rec["value"]) for rec in got] == values(n)
     assert all(rec["topic"] == name and rec["partition"] == 0 and rec["headers"] == [] for rec in got)
@@ -61,10 +64,11 @@ async def test_a_large_poll_is_streamed_and_holds_every_record_in_order(client, 
 
 async def test_a_large_stateless_read_is_streamed_with_its_offsets(client, name):
     await create_topic(client, name)
-    n = 3 * PER_REQUEST
+    n = 6 * PER_REQUEST
     await produce_many(client, name, n)
     got: list[dict] = []
     offset = 0
+    streamed = 0
     while offset < n:
         r = await client.get(
             f"/topics/{name}/partitions/0/records",
@@ -72,12 +76,14 @@ async def test_a_large_stateless_read_is_streamed_with_its_offsets(client, name)
             headers={"Accept": BINARY},
         )
         assert r.status_code == 200, r.text
+        streamed += r.headers.get("transfer-encoding") == "chunked"
         body = r.json()
         assert set(body) == {"records", "next_offset", "high_watermark"}
         assert body["high_watermark"] == n and body["records"]
         got += body["records"]
         offset = body["next_offset"]
     assert [unb64(rec["value"]) for rec in got] == values(n)
+    assert streamed >= 1
 
 
 async def test_a_small_poll_is_one_body_with_its_length(client, name):
