@@ -1,0 +1,167 @@
+"""Kafka's ACL model: who may do which operation on which resource, and how a request is decided.
+
+A binding is (principal, resource type, resource name, pattern type, operation, permission,
+host), as ``kafka-acls`` and Confluent's v3 ``/acls`` API spell them. ``Authorizer`` decides as
+Kafka's ``StandardAuthorizer`` does:
+
+- super users may do everything;
+- a DENY that matches wins over any ALLOW;
+- an ALLOW matches the operation itself, ``ALL``, or an operation that implies it (READ,
+  WRITE, DELETE or ALTER imply DESCRIBE; ALTER_CONFIGS implies DESCRIBE_CONFIGS);
+- a binding matches a resource by LITERAL name, the LITERAL wildcard ``*``, or a PREFIXED
+  name the resource starts with; a principal by name or ``User:*``; a host by address or ``*``;
+- with no matching ALLOW, the answer is no.
+
+Pure: no I/O, no adapter. The bindings come from the coordinator (every replica decides alike).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Final
+
+
+class ResourceType(StrEnum):
+    TOPIC = "TOPIC"
+    GROUP = "GROUP"
+    CLUSTER = "CLUSTER"
+
+
+class PatternType(StrEnum):
+    LITERAL = "LITERAL"
+    PREFIXED = "PREFIXED"
+
+
+class Operation(StrEnum):
+    ALL = "ALL"
+    READ = "READ"
+    WRITE = "WRITE"
+    CREATE = "CREATE"
+    DELETE = "DELETE"
+    ALTER = "ALTER"
+    DESCRIBE = "DESCRIBE"
+    CLUSTER_ACTION = "CLUSTER_ACTION"
+    DESCRIBE_CONFIGS = "DESCRIBE_CONFIGS"
+    ALTER_CONFIGS = "ALTER_CONFIGS"
+    IDEMPOTENT_WRITE = "IDEMPOTENT_WRITE"
+
+
+class Permission(StrEnum):
+    ALLOW = "ALLOW"
+    DENY = "DENY"
+
+
+WILDCARD: Final = "*"  # a LITERAL resource name, a host, or the name part of ``User:*``
+ANY_USER: Final = "User:*"
+CLUSTER_NAME: Final = "kafka-cluster"  # Kafka's one name for the CLUSTER resource
+
+# An ALLOW of the key allows these too (Kafka's implied operations).
+_IMPLIES: Final[dict[Operation, frozenset[Operation]]] = {
+    Operation.DESCRIBE: frozenset(
+        {Operation.DESCRIBE, Operation.READ, Operation.WRITE, Operation.DELETE, Operation.ALTER}
+    ),
+    Operation.DESCRIBE_CONFIGS: frozenset({Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS}),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class AclBinding:
+    principal: str  # "User:alice", or "User:*"
+    resource_type: ResourceType
+    resource_name: str
+    pattern_type: PatternType
+    operation: Operation
+    permission: Permission
+    host: str = WILDCARD
+
+    def matches_resource(self, resource_type: ResourceType, name: str) -> bool:
+        if self.resource_type is not resource_type:
+            return False
+        if self.pattern_type is PatternType.PREFIXED:
+            return name.startswith(self.resource_name)
+        return self.resource_name in (name, WILDCARD)
+
+    def as_dict(self) -> dict[str, str]:
+        return {
+            "principal": self.principal,
+            "resource_type": self.resource_type.value,
+            "resource_name": self.resource_name,
+            "pattern_type": self.pattern_type.value,
+            "operation": self.operation.value,
+            "permission": self.permission.value,
+            "host": self.host,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class AclFilter:
+    """Bindings to list or delete; ``None`` matches anything (v3's ``ANY``).
+
+    ``pattern_type`` MATCH (``match=True``) selects every binding that would apply to the
+    named resource: LITERAL equal or ``*``, and PREFIXED that the name starts with.
+    """
+
+    principal: str | None = None
+    resource_type: ResourceType | None = None
+    resource_name: str | None = None
+    pattern_type: PatternType | None = None
+    match: bool = False
+    operation: Operation | None = None
+    permission: Permission | None = None
+    host: str | None = None
+
+    def selects(self, b: AclBinding) -> bool:
+        if self.resource_type is not None and b.resource_type is not self.resource_type:
+            return False
+        if self.match:
+            if self.resource_name is not None and not b.matches_resource(b.resource_type, self.resource_name):
+                return False
+        else:
+            if self.pattern_type is not None and b.pattern_type is not self.pattern_type:
+                return False
+            if self.resource_name is not None and b.resource_name != self.resource_name:
+                return False
+        return all(
+            want is None or want == have
+            for want, have in (
+                (self.principal, b.principal),
+                (self.operation, b.operation),
+                (self.permission, b.permission),
+                (self.host, b.host),
+            )
+        )
+
+
+class Authorizer:
+    """Decides requests from a set of bindings (replaced whole when the bindings change)."""
+
+    def __init__(self, bindings: Iterable[AclBinding] = (), *, super_users: Iterable[str] = ()) -> None:
+        self.super_users = frozenset(super_users)
+        self._by_type: dict[ResourceType, tuple[AclBinding, ...]] = {}
+        self.replace(bindings)
+
+    def replace(self, bindings: Iterable[AclBinding]) -> None:
+        by_type: dict[ResourceType, list[AclBinding]] = {t: [] for t in ResourceType}
+        for b in bindings:
+            by_type[b.resource_type].append(b)
+        self._by_type = {t: tuple(bs) for t, bs in by_type.items()}
+
+    def allowed(
+        self, principal: str, host: str, resource_type: ResourceType, name: str, operation: Operation
+    ) -> bool:
+        if principal in self.super_users:
+            return True
+        allowed = False
+        for b in self._by_type[resource_type]:
+            if b.principal not in (principal, ANY_USER) or b.host not in (host, WILDCARD):
+                continue
+            if not b.matches_resource(resource_type, name):
+                continue
+            if b.permission is Permission.DENY:
+                if b.operation in (operation, Operation.ALL):
+                    return False  # deny wins, whatever allows it
+            elif not allowed:
+                allowed = b.operation is Operation.ALL or b.operation in _IMPLIES.get(operation, (operation,))
+        return allowed
