@@ -38,7 +38,15 @@ class Settings(BaseSettings):
     # embedded log
     flush: FlushPolicy = "always"
     flush_interval_ms: int = Field(1000, ge=1)
-    segment_bytes: int = Field(64 * 1024 * 1024, ge=1024)
+    segment_bytes: int = Field(
+        64 * 1024 * 1024, ge=1024 * 1024, description="Default segment size; at least 1 MiB, as in Kafka."
+    )
+    sealed_fds: int = Field(
+        128,
+        ge=0,
+        description="Most sealed segments' log files kept open for reads, all partitions together "
+        "(the least recently used is closed first; each partition's active segment keeps its own).",
+    )
     segment_ms: int = Field(7 * 24 * 3600 * 1000, ge=1000)
     retention_ms: int = Field(7 * 24 * 3600 * 1000, ge=-1)
     retention_bytes: int = Field(-1, ge=-1)

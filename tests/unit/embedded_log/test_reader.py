@@ -17,7 +17,7 @@ TP = TopicPartition("t", 0)
 
 
 async def test_reads_what_was_appended_while_the_log_runs(open_log: OpenLog, data_dir: Path) -> None:
-    log = await open_log(segment_bytes=1000, index_interval_bytes=100, flush="never")
+    log = await open_log(segment_bytes=1000, index_interval_bytes=100, flush="never", min_segment_bytes=1)
     await log.create_topic("t", 2, 1, {})
     for i in range(30):
         await log.append(TP, [NewRecord(f"k{i}".encode(), f"v{i}".encode(), (("n", str(i).encode()),), i)])
@@ -65,7 +65,7 @@ async def test_falls_back_when_the_index_is_wrong(open_log: OpenLog, data_dir: P
 
 
 async def test_after_retention(open_log: OpenLog, data_dir: Path, clock: Clock) -> None:
-    log = await open_log(clock=clock, retention_ms=1000)
+    log = await open_log(clock=clock, retention_ms=1000, min_segment_bytes=1)
     await log.create_topic("t", 1, 1, {"segment.bytes": "100"})
     for i in range(4):
         await log.append(TP, values(1, start=i, size=100))

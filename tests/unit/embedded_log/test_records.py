@@ -51,7 +51,7 @@ async def test_fetch_past_the_end_is_empty(open_log: OpenLog) -> None:
 
 @pytest.mark.parametrize("flush", ["always", "interval", "never"])
 async def test_concurrent_appenders_get_dense_ordered_offsets(open_log: OpenLog, flush: str) -> None:
-    log = await open_log(flush=flush, segment_bytes=20_000, flush_interval_ms=5)
+    log = await open_log(flush=flush, segment_bytes=20_000, flush_interval_ms=5, min_segment_bytes=1)
     await log.create_topic("t", 1, 1, {})
 
     async def writer(w: int) -> list[tuple[int, int]]:
@@ -219,7 +219,7 @@ async def test_large_batches_and_many_partitions(open_log: OpenLog) -> None:
 
 
 async def test_offset_for_timestamp(open_log: OpenLog) -> None:
-    log = await open_log(index_interval_bytes=64, segment_bytes=600)
+    log = await open_log(index_interval_bytes=64, segment_bytes=600, min_segment_bytes=1)
     await log.create_topic("t", 1, 1, {})
     # Timestamps rise but not strictly per batch, and one batch goes back in time.
     stamps = [100, 100, 150, 120, 200, 300, 250, 400, 400, 500, 90, 600]

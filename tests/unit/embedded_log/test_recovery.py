@@ -64,7 +64,8 @@ async def check_seeks(log: EmbeddedLog, batches: int, per_batch: int = 3) -> Non
     assert await log.offset_for_timestamp(TP, 1000 + 10 * batches) is None
 
 
-KW = {"segment_bytes": 1200, "index_interval_bytes": 150}  # several segments, several index entries each
+# several segments, several index entries each
+KW = {"segment_bytes": 1200, "min_segment_bytes": 1, "index_interval_bytes": 150}
 
 
 async def make(open_log: OpenLog, batches: int = 40) -> EmbeddedLog:
@@ -289,7 +290,7 @@ WRITER = textwrap.dedent(
     from service.core.models import NewRecord, TopicPartition
 
     async def main():
-        log = EmbeddedLog(Path(sys.argv[1]), flush="always", segment_bytes=4096)
+        log = EmbeddedLog(Path(sys.argv[1]), flush="always", segment_bytes=4096, min_segment_bytes=1)
         await log.start()
         await log.create_topic("t", 1, 1, {})
         tp = TopicPartition("t", 0)

@@ -16,7 +16,7 @@ def log_files(data_dir: Path, topic: str = "t", partition: int = 0) -> list[str]
 
 
 async def test_roll_by_size(open_log: OpenLog, data_dir: Path) -> None:
-    log = await open_log()
+    log = await open_log(min_segment_bytes=1)
     await log.create_topic("t", 1, 1, {"segment.bytes": "1000"})
     for i in range(10):
         await log.append(TP, values(1, start=i, size=300))  # ~370 bytes per batch: two per segment
@@ -27,7 +27,7 @@ async def test_roll_by_size(open_log: OpenLog, data_dir: Path) -> None:
 
 
 async def test_a_batch_bigger_than_a_segment_gets_its_own(open_log: OpenLog) -> None:
-    log = await open_log()
+    log = await open_log(min_segment_bytes=1)
     await log.create_topic("t", 1, 1, {"segment.bytes": "1000"})
     await log.append(TP, values(1))
     await log.append(TP, values(1, size=5000))
@@ -66,7 +66,7 @@ async def test_roll_by_time_survives_restart(open_log: OpenLog, clock: Clock, da
 
 
 async def test_retention_by_time(open_log: OpenLog, clock: Clock, data_dir: Path) -> None:
-    log = await open_log(clock=clock, retention_ms=10_000)
+    log = await open_log(clock=clock, retention_ms=10_000, min_segment_bytes=1)
     await log.create_topic("t", 1, 1, {"segment.bytes": "500"})
     for _ in range(3):  # segments at t=0s, 5s, 10s; each one batch of 2 records of ~200 bytes
         await log.append(TP, values(2, size=200))
@@ -87,7 +87,7 @@ async def test_retention_by_time(open_log: OpenLog, clock: Clock, data_dir: Path
 
 
 async def test_retention_by_time_uses_the_newest_record(open_log: OpenLog, clock: Clock) -> None:
-    log = await open_log(clock=clock, retention_ms=10_000)
+    log = await open_log(clock=clock, retention_ms=10_000, min_segment_bytes=1)
     await log.create_topic("t", 1, 1, {"segment.bytes": "100"})
     await log.append(TP, [NewRecord(None, b"old", timestamp=0), NewRecord(None, b"new", timestamp=clock.ms)])
     await log.append(TP, values(1))
@@ -96,7 +96,7 @@ async def test_retention_by_time_uses_the_newest_record(open_log: OpenLog, clock
 
 
 async def test_retention_unlimited(open_log: OpenLog, clock: Clock) -> None:
-    log = await open_log(clock=clock, retention_ms=-1)
+    log = await open_log(clock=clock, retention_ms=-1, min_segment_bytes=1)
     await log.create_topic("t", 1, 1, {"segment.bytes": "100"})
     for _ in range(3):
         await log.append(TP, values(1, size=100))
@@ -105,7 +105,7 @@ async def test_retention_unlimited(open_log: OpenLog, clock: Clock) -> None:
 
 
 async def test_retention_by_size(open_log: OpenLog) -> None:
-    log = await open_log()
+    log = await open_log(min_segment_bytes=1)
     await log.create_topic("t", 1, 1, {"segment.bytes": "1000", "retention.bytes": "2500"})
     for i in range(12):
         await log.append(TP, values(1, start=i, size=400))  # ~470 bytes: 2 batches per segment
@@ -119,7 +119,7 @@ async def test_retention_by_size(open_log: OpenLog) -> None:
 
 
 async def test_retention_is_per_topic(open_log: OpenLog, clock: Clock) -> None:
-    log = await open_log(clock=clock, retention_ms=-1)
+    log = await open_log(clock=clock, retention_ms=-1, min_segment_bytes=1)
     await log.create_topic("keep", 1, 1, {"segment.bytes": "100"})
     await log.create_topic("drop", 1, 1, {"segment.bytes": "100", "retention.ms": "1000"})
     for topic in ("keep", "drop"):
@@ -132,20 +132,20 @@ async def test_retention_is_per_topic(open_log: OpenLog, clock: Clock) -> None:
 
 
 async def test_retention_survives_restart(open_log: OpenLog, clock: Clock, data_dir: Path) -> None:
-    log = await open_log(clock=clock, retention_ms=1000)
+    log = await open_log(clock=clock, retention_ms=1000, min_segment_bytes=1)
     await log.create_topic("t", 1, 1, {"segment.bytes": "100"})
     for _ in range(3):
         await log.append(TP, values(1, size=100))
     clock.advance_ms(5000)
     assert await log.apply_retention() == 2
     await log.stop()
-    log = await open_log(data_dir, clock=clock)
+    log = await open_log(data_dir, clock=clock, min_segment_bytes=1)
     assert await log.offsets(TP) == (2, 3)
     assert await log.append(TP, values(1)) == range(3, 4)
 
 
 async def test_a_reader_keeps_a_segment_that_retention_removes(open_log: OpenLog, clock: Clock) -> None:
-    log = await open_log(clock=clock, retention_ms=1000)
+    log = await open_log(clock=clock, retention_ms=1000, min_segment_bytes=1)
     await log.create_topic("t", 1, 1, {"segment.bytes": "100"})
     for i in range(3):
         await log.append(TP, values(1, start=i, size=100))

@@ -1,10 +1,13 @@
 """File descriptors as a budget: what this process may open, and what a new partition costs.
 
-A partition keeps its active segment's log file open, plus its offset and time
-indexes once written to, and one descriptor per sealed segment. Creating more
-partitions than ``RLIMIT_NOFILE`` leaves room for would fail half way with
-EMFILE; worse, a restart would then fail on the same topic. The log asks here
-first and refuses what would not fit, with the numbers.
+A partition keeps only its active segment's files open: the log file, plus its
+offset and time indexes once written to. Sealed segments hold none of their
+own: they open their log file when read, through the one ``FdCache`` of the
+log, which keeps at most ``sealed_fds`` of them open however many segments
+there are. Creating more partitions than ``RLIMIT_NOFILE`` leaves room for
+would fail half way with EMFILE; worse, a restart would then fail on the same
+topic. The log asks here first and refuses what would not fit, with the
+numbers, keeping room for everything else and for the cache to fill up.
 """
 
 from __future__ import annotations
@@ -15,10 +18,15 @@ from typing import Final
 
 from service.errors import InvalidTopicConfig
 
-# A fresh partition: its log file, then its two indexes with the first append.
+# A partition's active segment: its log file, then its two indexes with the first append.
 FDS_PER_PARTITION: Final = 3
 # Kept free for everything else: client connections, the backends' sockets, a Spark child.
-FDS_RESERVED: Final = 256
+FDS_OTHERS: Final = 128
+# Default bound of the sealed-segment cache: reads that move around up to 128 segments reopen
+# nothing, and a ``ulimit -n`` of 1024 still leaves room for over 200 partitions.
+SEALED_FDS: Final = 128
+# What is kept free at the default cache bound (a larger bound keeps more).
+FDS_RESERVED: Final = FDS_OTHERS + SEALED_FDS
 
 
 def fd_limit() -> int:
@@ -35,14 +43,19 @@ def open_fds() -> int:
         return 0
 
 
-def check_room(topic: str, new_partitions: int) -> None:
-    """Refuse (``InvalidTopicConfig``, 422) ``new_partitions`` more partitions that would not fit."""
+def check_room(topic: str, new_partitions: int, *, cache_spare: int = SEALED_FDS) -> None:
+    """Refuse (``InvalidTopicConfig``, 422) ``new_partitions`` more partitions that would not fit.
+
+    ``cache_spare``: how many more descriptors the sealed-segment cache may
+    open (its bound less what it holds, which ``open_fds`` already counts).
+    """
     limit = fd_limit()
     needed = new_partitions * FDS_PER_PARTITION
-    free = limit - open_fds() - FDS_RESERVED
+    free = limit - open_fds() - FDS_OTHERS - cache_spare
     if needed > free:
         raise InvalidTopicConfig(
             f"Topic {topic!r}: {new_partitions} more partition(s) need about {needed} file descriptors, "
-            f"and this gateway has {max(free, 0)} to spare (ulimit -n is {limit}, {FDS_RESERVED} kept for "
-            "connections). Use fewer partitions, or raise the limit and restart."
+            f"and this gateway has {max(free, 0)} to spare (ulimit -n is {limit}; {FDS_OTHERS} kept for "
+            f"connections, {cache_spare} for reading sealed segments). Use fewer partitions, or raise "
+            "the limit and restart."
         )

@@ -4,7 +4,9 @@ The façade: it validates input, maps topics and partitions to ``Partition``
 objects, runs fetch's long-poll, owns the interval flusher, and translates
 codec and OS errors into ``service.errors``. Collaborators: ``DataDir``
 (directory layout, topic metadata), ``Partition`` (appends, durability,
-retention), ``batch`` (encoding), ``config`` (names and topic configs).
+retention), ``batch`` (encoding), ``config`` (names and topic configs),
+``FdCache`` (the one bounded cache of sealed segments' descriptors, which every
+partition shares) and ``fds`` (the descriptor budget of new partitions).
 """
 
 from __future__ import annotations
@@ -45,8 +47,15 @@ from ...fetch_budget import FetchBudget
 from ...lifecycle import Lifecycle
 from ...tasks import uncancellable
 from .batch import BatchError, RecordTooLarge, encode_batch
-from .config import LogDefaults, TopicConfig, check_partitions_and_replication
-from .fds import check_room
+from .config import (
+    MIN_SEGMENT_BYTES,
+    SEGMENT_BYTES,
+    LogDefaults,
+    TopicConfig,
+    check_partitions_and_replication,
+)
+from .fdcache import FdCache
+from .fds import SEALED_FDS, check_room
 from .metadata import DataDir, TopicMeta
 from .partition import Partition, PartitionOptions, PartitionView, finish_in_thread
 
@@ -74,6 +83,11 @@ class EmbeddedLog(Lifecycle):
     partition; ``stop()`` flushes and closes everything and is idempotent.
     Also usable as ``async with EmbeddedLog(path) as log:``. Not restartable:
     once stopped, it stays stopped (a new instance opens the directory again).
+
+    ``sealed_fds`` bounds the descriptors of sealed segments kept open for
+    reads, all partitions together. ``min_segment_bytes`` is the least
+    ``segment.bytes`` a topic may set (1 MiB, as in Kafka 4); tests lower it to
+    roll segments after a few records.
     """
 
     restartable = False
@@ -89,6 +103,8 @@ class EmbeddedLog(Lifecycle):
         retention_ms: int = 7 * DAY_MS,
         retention_bytes: int = -1,
         index_interval_bytes: int = 4096,
+        sealed_fds: int = SEALED_FDS,
+        min_segment_bytes: int = MIN_SEGMENT_BYTES,
         clock: Callable[[], float] = time.time,
         advertised_host: str = "localhost",
         advertised_port: int = 8082,
@@ -103,8 +119,10 @@ class EmbeddedLog(Lifecycle):
             retention_bytes=retention_bytes,
             segment_bytes=segment_bytes,
             segment_ms=segment_ms,
+            min_segment_bytes=min_segment_bytes,
         )
-        self._opts = PartitionOptions(flush, index_interval_bytes, clock)
+        self._fds = FdCache(sealed_fds)
+        self._opts = PartitionOptions(flush, index_interval_bytes, clock, self._fds)
         self._flush_interval = flush_interval_ms / 1000
         self._broker = Broker(0, advertised_host, advertised_port)
         self._topics: dict[str, _Topic] = {}
@@ -131,10 +149,18 @@ class EmbeddedLog(Lifecycle):
             metas = await asyncio.to_thread(self._dir.load_topics)
             for meta in metas:
                 try:
-                    config = TopicConfig.build(meta.configs, self._defaults)
+                    config = TopicConfig.build(meta.configs, self._defaults, stored=True)
                 except InvalidTopicConfig as exc:
                     log.error("topic %s not opened: %s", meta.name, exc)
                     continue
+                small = config.overrides.get(SEGMENT_BYTES)
+                if small is not None and int(small) < config.segment_bytes:
+                    log.warning(
+                        "topic %s: segment.bytes %s is below the minimum; its segments roll at %d",
+                        meta.name,
+                        small,
+                        config.segment_bytes,
+                    )
                 try:
                     parts = await self._open_partitions(
                         meta.name, range(meta.partitions), config, clean=clean
@@ -270,7 +296,7 @@ class EmbeddedLog(Lifecycle):
                 raise BackendUnavailable(
                     f"Topic {topic!r} exists but could not be opened: {self._unopened[topic]}"
                 )
-            check_room(topic, partitions)
+            check_room(topic, partitions, cache_spare=self._fds.spare)
             meta = TopicMeta(topic, partitions, config.overrides, created_ms=self._opts.now_ms())
             try:
                 await asyncio.to_thread(self._dir.create_topic, meta)
@@ -333,7 +359,7 @@ class EmbeddedLog(Lifecycle):
             t = self._topic(topic)
             current = len(t.partitions)
             check_partition_growth(topic, current, total)
-            check_room(topic, total - current)
+            check_room(topic, total - current, cache_spare=self._fds.spare)
             meta = dataclasses.replace(t.meta, partitions=total)
             try:
                 await asyncio.to_thread(self._dir.grow_topic, t.meta, meta)

@@ -13,8 +13,9 @@ the fsynced end, so a consumer can never see (and commit past) a record that a
 crash could take back; with "interval" and "never" it is the written end.
 
 Collaborators: ``Segment`` (files), ``TopicConfig`` (roll and retention
-limits); ``EmbeddedLog`` routes calls here and runs fetch's long-poll with
-``changed()``.
+limits), ``FdCache`` (the log-wide cache of sealed segments' descriptors, in
+``PartitionOptions``); ``EmbeddedLog`` routes calls here and runs fetch's
+long-poll with ``changed()``.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from service.errors import BackendError, BackendUnavailable, TopicNotFound
 from ..fileio import fsync_dir
 from .batch import EncodedBatch
 from .config import TopicConfig
+from .fdcache import FdCache
 from .segment import INDEX_SUFFIX, TIMEINDEX_SUFFIX, Segment, parse_segment_name
 
 if TYPE_CHECKING:  # only a type here: at run time the log need not import the settings (pydantic)
@@ -50,11 +52,12 @@ THREAD_WRITE_BYTES = 256 * 1024
 
 @dataclass(frozen=True, slots=True)
 class PartitionOptions:
-    """Log-wide settings every partition shares."""
+    """Log-wide settings, and the descriptor cache, every partition shares."""
 
     flush: FlushPolicy
     index_interval_bytes: int
     clock: Callable[[], float]
+    fds: FdCache
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -187,13 +190,14 @@ class Partition:
         segments: list[Segment] = []
         try:
             if not bases:
-                segments.append(Segment.create(directory, 0, options.index_interval_bytes))
+                segments.append(Segment.create(directory, 0, options.index_interval_bytes, options.fds))
             for i, base in enumerate(bases):
                 active = i == len(bases) - 1
                 seg = Segment.open(
                     directory,
                     base,
                     options.index_interval_bytes,
+                    options.fds,
                     active=active,
                     full_scan=active and not clean,
                 )
@@ -297,12 +301,15 @@ class Partition:
 
         def roll_files() -> Segment:
             old.seal()
-            return Segment.create(self.directory, self._next_offset, self._opts.index_interval_bytes)
+            return Segment.create(
+                self.directory, self._next_offset, self._opts.index_interval_bytes, self._opts.fds
+            )
 
         try:
             new = await finish_in_thread(roll_files)
         except OSError as exc:
             raise BackendUnavailable(f"Cannot roll a new segment for {self.tp}: {exc}") from exc
+        old.release_after_seal()  # sealed segments open their file when read, through the cache
         # The old segment is fully fsynced: durable and readable to its end.
         self._durable = max(self._durable, old.next_offset)
         self._segments = [*self._segments, new]

@@ -4,11 +4,20 @@ A ``Segment`` is synchronous and knows nothing of asyncio: ``Partition`` calls
 it under its append lock (``append``, ``seal``) or from reader threads
 (``read``, ``find_timestamp``), and opens it at start (``open``, which is where
 recovery happens). Collaborators: ``batch`` (codec), ``scan`` (batch walks),
-``embedded.fileio`` (durable writes), ``index`` (offset and time indexes).
+``embedded.fileio`` (durable writes), ``index`` (offset and time indexes),
+``fdcache`` (descriptors of sealed segments).
 
-The descriptor outlives ``close`` while reader threads hold a pin, so a
-segment removed by retention or topic deletion is never read through a closed
+Only the active segment keeps descriptors of its own: its log file, and its
+index files once written to. A sealed segment opens its log file when read,
+through the ``FdCache`` the whole log shares, which closes the least recently
+used ones past its bound. A pinned segment's descriptor is never closed: not by
+the cache, not by ``seal``, not by ``close`` (a segment removed by retention or
+topic deletion while a reader holds it stays readable to that reader, and is
+closed when the last reader unpins). So no reader ever reads through a closed
 (or, worse, reused) descriptor.
+
+Threads: pins, ``close`` and ``release_after_seal`` run on the event loop;
+``read`` and ``find_timestamp`` in worker threads, under a pin taken on the loop.
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ from service.core.models import Record
 
 from ..fileio import create_file, fsync_dir, open_file, write_all
 from .batch import EncodedBatch, crc_ok, decode_records
+from .fdcache import FdCache
 from .index import MAX_RELATIVE, OffsetIndex, TimeIndex
 from .scan import BatchScan, read_header_at
 
@@ -57,10 +67,13 @@ class Segment:
         index: OffsetIndex,
         time_index: TimeIndex,
         index_interval: int,
+        fds: FdCache,
     ) -> None:
         self.directory = directory
         self.base_offset = base_offset
-        self.fd = fd
+        # Set while the segment is active (and until ``release_after_seal``); a sealed one's is in ``_fds``.
+        self._fd: int | None = fd
+        self._fds = fds
         self.index = index
         self.time_index = time_index
         self._interval = index_interval
@@ -94,18 +107,27 @@ class Segment:
     # --- opening and recovery --------------------------------------------------
 
     @classmethod
-    def create(cls, directory: Path, base_offset: int, index_interval: int) -> Segment:
-        """A new, empty segment; its directory entry is made durable."""
+    def create(cls, directory: Path, base_offset: int, index_interval: int, fds: FdCache) -> Segment:
+        """A new, empty (active) segment; its directory entry is made durable."""
         log_path, index_path, time_path = cls.paths(directory, base_offset)
         for stale in (index_path, time_path):  # left by a crash between their creation and the log's
             stale.unlink(missing_ok=True)
         fd = create_file(log_path)
         fsync_dir(directory)
-        return cls(directory, base_offset, fd, OffsetIndex(index_path), TimeIndex(time_path), index_interval)
+        return cls(
+            directory, base_offset, fd, OffsetIndex(index_path), TimeIndex(time_path), index_interval, fds
+        )
 
     @classmethod
     def open(
-        cls, directory: Path, base_offset: int, index_interval: int, *, active: bool, full_scan: bool
+        cls,
+        directory: Path,
+        base_offset: int,
+        index_interval: int,
+        fds: FdCache,
+        *,
+        active: bool,
+        full_scan: bool,
     ) -> Segment:
         """Open an existing segment, repairing what a crash can leave behind.
 
@@ -113,14 +135,21 @@ class Segment:
         index entry are read (so a healthy log opens fast). ``full_scan``
         (the active segment after an unclean shutdown) re-reads every batch.
         A damaged index is rebuilt; a torn or corrupt tail of the active segment
-        is truncated away.
+        is truncated away. A closed segment's descriptor is closed again once
+        it is checked: it is opened when read.
         """
         log_path, index_path, time_path = cls.paths(directory, base_offset)
         fd = open_file(log_path)
         try:
             file_size = os.fstat(fd).st_size
             seg = cls(
-                directory, base_offset, fd, OffsetIndex(index_path), TimeIndex(time_path), index_interval
+                directory,
+                base_offset,
+                fd,
+                OffsetIndex(index_path),
+                TimeIndex(time_path),
+                index_interval,
+                fds,
             )
             if file_size == 0:
                 seg._reset_indexes_if_present()
@@ -143,10 +172,13 @@ class Segment:
                 first = read_header_at(fd, 0)
                 seg.first_append_time = first.append_time if first else None
             seg.sealed = not active
-            return seg
         except BaseException:
             os.close(fd)
             raise
+        if not active:
+            seg._fd = None
+            os.close(fd)
+        return seg
 
     def _reset_indexes_if_present(self) -> None:
         for idx in (self.index, self.time_index):
@@ -159,10 +191,10 @@ class Segment:
         if index is None or not len(index):
             return False
         rel, pos = index.last
-        header = read_header_at(self.fd, pos)
+        header = read_header_at(self._log_fd(), pos)
         if header is None or header.base_offset != self.base_offset + rel:
             return False
-        scan = BatchScan(self.fd, pos, file_size, next_offset=self.base_offset + rel)
+        scan = BatchScan(self._log_fd(), pos, file_size, next_offset=self.base_offset + rel)
         tail_max = NO_TIMESTAMP
         last_rel = rel
         for view in scan:
@@ -194,7 +226,7 @@ class Segment:
         time_rels: list[int] = []
         since = 0
         max_ts = NO_TIMESTAMP
-        scan = BatchScan(self.fd, 0, file_size, next_offset=self.base_offset)
+        scan = BatchScan(self._log_fd(), 0, file_size, next_offset=self.base_offset)
         for view in scan:
             rel = view.header.base_offset - self.base_offset
             max_ts = max(max_ts, view.header.max_timestamp)
@@ -236,12 +268,13 @@ class Segment:
         if self.broken:
             raise OSError(f"{self.log_path}: an earlier failed write could not be undone")
         pos = self.size
+        fd = self._own_fd()
         try:
-            write_all(self.fd, [batch.head(base_offset), batch.body], pos)
+            write_all(fd, [batch.head(base_offset), batch.body], pos)
         except BaseException:
             # Never leave half a batch behind: the next append would follow garbage.
             try:
-                os.ftruncate(self.fd, pos)
+                os.ftruncate(fd, pos)
             except OSError:
                 self.broken = True
             raise
@@ -264,17 +297,25 @@ class Segment:
         return self.size
 
     def flush(self) -> None:
-        """fsync the log file (the indexes are rebuilt after a crash, so they need not be)."""
-        os.fsync(self.fd)
+        """fsync the log file (the indexes are rebuilt after a crash, so they need not be).
+
+        The group commit calls it outside the append lock, under a pin: the segment may have
+        been sealed meanwhile, and its descriptor handed to the cache.
+        """
+        os.fsync(self._log_fd())
 
     def sync_all(self) -> None:
         """fsync the log and its index files (clean shutdown: the next start trusts them)."""
-        os.fsync(self.fd)
+        os.fsync(self._own_fd())
         self.index.flush()
         self.time_index.flush()
 
     def seal(self) -> None:
-        """Make the segment read-only: final time index entry, everything fsynced, index files closed."""
+        """Make the segment read-only: final time index entry, everything fsynced, index files closed.
+
+        Runs in a worker thread while readers may pin the segment: its log
+        descriptor stays open until ``release_after_seal``, back on the loop.
+        """
         if self.sealed:
             return
         if self.size:
@@ -282,12 +323,30 @@ class Segment:
                 self.time_index.maybe_append(self.max_timestamp, self._last_rel)
             except OSError as exc:
                 log.warning("%s: time index write failed: %s", self.log_path, exc)
-        os.fsync(self.fd)
+        os.fsync(self._own_fd())
         self.index.flush()
         self.time_index.flush()
         self.index.close()
         self.time_index.close()
         self.sealed = True
+
+    def release_after_seal(self) -> None:
+        """On the loop, once sealed: give up the descriptor the active segment kept.
+
+        Closed now if no reader pins the segment (it opens again when read), else
+        handed to the cache, which closes it once it is unpinned and least recently used.
+        """
+        fd = self._fd
+        if fd is None or not self.sealed:
+            return
+        if self._pins:
+            # Into the cache before ``_fd`` is cleared: a reader finding None asks the cache, and
+            # must get this descriptor, not a second one.
+            self._fds.adopt(self, fd)
+            self._fd = None
+        else:
+            self._fd = None
+            os.close(fd)
 
     # --- reading (from reader threads, up to a limit published by the partition) --
 
@@ -304,6 +363,8 @@ class Segment:
         """Append records with offset >= ``min_offset`` found before ``limit``; (bytes, budget hit)."""
         used = 0
         first = len(out)
+        if limit <= 0:
+            return 0, False  # an empty active segment: no descriptor needed
         for scan in self._scans(max(min_offset - self.base_offset, 0), limit, verify=True, chunk=chunk):
             for view in scan:
                 if view.header.next_offset <= min_offset:
@@ -329,13 +390,12 @@ class Segment:
         startup), so a damaged middle entry is caught here instead.
         """
         start_rel, pos = self.index.lookup(rel)
-        scan = BatchScan(
-            self.fd, pos, limit, next_offset=self.base_offset + start_rel, verify=verify, chunk=chunk
-        )
+        fd = self._log_fd()
+        scan = BatchScan(fd, pos, limit, next_offset=self.base_offset + start_rel, verify=verify, chunk=chunk)
         yield scan
         if scan.error and scan.valid_end == pos and pos:
             log.warning("%s: index entry for offset %d is wrong; scanning from the start", self.log_path, rel)
-            scan = BatchScan(self.fd, 0, limit, next_offset=self.base_offset, verify=verify, chunk=chunk)
+            scan = BatchScan(fd, 0, limit, next_offset=self.base_offset, verify=verify, chunk=chunk)
             yield scan
         if scan.error:
             log.error("%s: %s; records after it cannot be read", self.log_path, scan.error)
@@ -358,21 +418,53 @@ class Segment:
                         return r.offset
         return None
 
+    # --- descriptors -----------------------------------------------------------
+
+    def _log_fd(self) -> int:
+        """The log file's descriptor, for the appender or a pinned reader.
+
+        The active segment's own, with no lock (the hot path: reads at the
+        tail); a sealed one's from the cache, opened if need be.
+        """
+        fd = self._fd
+        return fd if fd is not None else self._fds.fd(self)
+
+    def _own_fd(self) -> int:
+        """The read-write descriptor only the active segment has (appends, fsyncs, seal)."""
+        fd = self._fd
+        if fd is None:
+            raise OSError(f"{self.log_path}: the segment is sealed or closed")
+        return fd
+
     # --- lifetime --------------------------------------------------------------
+
+    @property
+    def pinned(self) -> bool:
+        return self._pins > 0
 
     def pin(self) -> None:
         self._pins += 1
 
     def unpin(self) -> None:
         self._pins -= 1
-        if self._doomed and self._pins == 0:
+        if self._pins:
+            return
+        if self._doomed:
             self._close_now()
+        elif self._fds.over and self._fds.holds(self):  # readers kept the cache over its bound
+            self._fds.trim()
 
     def close(self) -> None:
         """Release the descriptors now, or when the last reader unpins."""
         self._doomed = True
         if self._pins == 0:
             self._close_now()
+        elif self._fd is None:
+            # Its files may be deleted before a reader that pins it gets to open them: open now.
+            try:
+                self._fds.fd(self)
+            except OSError as exc:
+                log.warning("%s: cannot keep it open for its readers: %s", self.log_path, exc)
 
     def _close_now(self) -> None:
         if self._closed:
@@ -380,7 +472,10 @@ class Segment:
         self._closed = True
         self.index.close()
         self.time_index.close()
-        os.close(self.fd)
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+        self._fds.drop(self)
 
     def delete_files(self) -> None:
         """Remove the segment's files, log first (index files alone are cleaned up at open)."""
