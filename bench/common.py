@@ -80,18 +80,24 @@ async def rest_produce(
     return records / elapsed
 
 
-async def rest_consume(http: httpx.AsyncClient, port: int, topic: str, count: int) -> float:
-    """Records/s of a new consumer instance reading ``count`` records of ``topic`` by long-polling."""
+async def subscribed(http: httpx.AsyncClient, group: str, topic: str) -> str:
+    """A new binary consumer instance of ``group`` reading ``topic`` from the beginning: its path."""
     r = await http.post(
-        f"/consumers/bench-{topic}",
+        f"/consumers/{group}",
         json={"format": "binary", "auto.offset.reset": "earliest"},
         headers={"Content-Type": V2},
     )
     base = r.json()["base_uri"]
     await http.post(f"{base}/subscription", json={"topics": [topic]}, headers={"Content-Type": V2})
+    return "/" + base.split("/", 3)[3]
+
+
+async def rest_consume(http: httpx.AsyncClient, port: int, topic: str, count: int) -> float:
+    """Records/s of a new consumer instance reading ``count`` records of ``topic`` by long-polling."""
+    instance = await subscribed(http, f"bench-{topic}", topic)
     got = 0
     async with Connection("127.0.0.1", port) as conn:
-        path = "/" + base.split("/", 3)[3] + "/records?timeout=1000&max_bytes=1000000"
+        path = instance + "/records?timeout=1000&max_bytes=1000000"
         request = conn.build("GET", path, accept=BINARY)
         start = time.perf_counter()
         while got < count:
@@ -99,5 +105,5 @@ async def rest_consume(http: httpx.AsyncClient, port: int, topic: str, count: in
             # Count without decoding: the figure is the gateway's, not this client's JSON parser's.
             got += payload.count(b'"offset":')
         elapsed = time.perf_counter() - start
-    await http.delete(base)
+    await http.delete(instance)
     return count / elapsed

@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from api_schemas.formats import content_type_for  # noqa: E402
-from bench.common import BINARY, V2, create_topic, start_gateway  # noqa: E402
+from bench.common import BINARY, create_topic, start_gateway, subscribed  # noqa: E402
 from bench.httpload import Connection  # noqa: E402
 from service.settings import Settings  # noqa: E402
 
@@ -75,15 +75,9 @@ def tiny_json_body(records: int) -> bytes:
 
 
 async def consumer_path(http: httpx.AsyncClient, group: str, topic: str) -> str:
-    """A consumer instance of ``group`` reading ``topic`` from the beginning; the path of its records."""
-    r = await http.post(
-        f"/consumers/{group}",
-        json={"format": "binary", "auto.offset.reset": "earliest"},
-        headers={"Content-Type": V2},
-    )
-    base = r.json()["base_uri"]
-    await http.post(f"{base}/subscription", json={"topics": [topic]}, headers={"Content-Type": V2})
-    return "/" + base.split("/", 3)[3] + f"/records?timeout=1000&max_bytes={DEFAULTS.consumer_max_bytes}"
+    """The records path of a new consumer instance of ``group`` reading ``topic`` in the largest polls."""
+    instance = await subscribed(http, group, topic)
+    return instance + f"/records?timeout=1000&max_bytes={DEFAULTS.consumer_max_bytes}"
 
 
 Prepare = Callable[[httpx.AsyncClient, Connection], Awaitable[bytes]]

@@ -197,15 +197,7 @@ class GatewayProtocol(HttpToolsProtocol):
 
 async def _over_capacity(scope: Scope, receive: Receive, send: Send) -> None:
     message = "Too many connections to this gateway; retry shortly."
-    body = orjson.dumps({"error_code": ErrorCode.UNAVAILABLE, "message": message})
-    headers = [
-        (b"content-type", b"application/vnd.kafka.v2+json"),
-        (b"content-length", str(len(body)).encode()),
-        (b"retry-after", b"1"),
-        (b"connection", b"close"),
-    ]
-    await send({"type": "http.response.start", "status": 503, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+    await _send_error(send, 503, ErrorCode.UNAVAILABLE, message, retry_after=1)
 
 
 class LastResort:
@@ -242,12 +234,17 @@ class LastResort:
                 await _send_error(send, 500, ErrorCode.INTERNAL, "Internal server error.")
 
 
-async def _send_error(send: Send, status: int, code: int, message: str) -> None:
+async def _send_error(
+    send: Send, status: int, code: int, message: str, *, retry_after: int | None = None
+) -> None:
+    """An answer in the Confluent error shape that closes the connection."""
     body = orjson.dumps({"error_code": code, "message": message})
     headers = [
         (b"content-type", b"application/vnd.kafka.v2+json"),
         (b"content-length", str(len(body)).encode()),
         (b"connection", b"close"),
     ]
+    if retry_after is not None:
+        headers.append((b"retry-after", str(retry_after).encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
