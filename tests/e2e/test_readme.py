@@ -6,6 +6,7 @@ import re
 import subprocess
 from pathlib import Path
 
+from service.settings import Settings
 from tests.e2e.gateway_process import GatewayProcess
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -43,3 +44,9 @@ def test_readme_walkthrough(tmp_path):
         assert re.search(r'"partition_id":2,"current_offset":-1,"log_end_offset":(\d),"lag":\1', out)
     finally:
         gw.stop()
+
+
+def test_every_setting_is_in_the_configuration_table():
+    table = README.read_text()
+    missing = [name for name in Settings.model_fields if f"`{name.upper()}`" not in table]
+    assert not missing, f"settings the README does not document: {missing}"
