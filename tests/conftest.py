@@ -77,9 +77,7 @@ async def start_gateway(data_dir: Path, **overrides: object) -> RunningGateway:
         data_dir=data_dir,
         **{**fast_workers, **overrides},  # type: ignore[arg-type]
     )
-    server = uvicorn.Server(
-        server_config(create_app(settings), settings, log_level="warning", lifespan="on")
-    )
+    server = uvicorn.Server(server_config(create_app(settings), settings, log_level="warning", lifespan="on"))
     task = asyncio.create_task(server.serve())
     for _ in range(500):
         if server.started:

@@ -17,4 +17,3 @@ def test_small_json_values_hold_only_their_bytes():
         tracemalloc.stop()
     assert values[7] == b'{"n":7}'
     assert held < 2000 * 200  # orjson's own output would hold about 4 KiB each
-
