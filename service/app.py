@@ -27,6 +27,7 @@ from workers.retention import retention
 
 from .adapters.factory import build_ports, build_quota_store, quota_limits
 from .api import consumers, ops, topics, v3
+from .api.auth import Authenticate, open_paths
 from .api.fastpath import ProduceFastPath
 from .api.http import BODY_MODELS, JSONBody
 from .core.ports import Coordinator, Log, Sessions
@@ -34,6 +35,7 @@ from .core.quotas import Quotas
 from .errors import ErrorCode, GatewayError
 from .gateway import Gateway
 from .metrics import Metrics
+from .security.users import UsersFile, Verifier
 from .settings import Settings
 
 log = logging.getLogger("brokergate")
@@ -225,6 +227,10 @@ def create_app(settings: Settings, ports: tuple[Log, Coordinator, Sessions] | No
     app.add_exception_handler(Exception, _unexpected)
     if settings.produce_fast_path:
         app.add_middleware(ProduceFastPath, served=app)  # inside the metrics: counted the same
+    if "basic" in settings.auth_methods:  # before any route, the fast path's included
+        verifier = Verifier(UsersFile(settings.users_path))
+        opened = open_paths(docs=settings.docs_open, metrics=settings.metrics_open)
+        app.add_middleware(Authenticate, basic=verifier, open_paths=opened)
     app.add_middleware(RawPathGuard)  # before any routing, the fast path's included
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.add_middleware(OneLineStartupErrors)

@@ -20,7 +20,18 @@ from pydantic import ValidationError
 from . import tools
 from .settings import Settings
 
-_SERVE_FLAGS = ("host", "port", "data_dir", "log", "coordinator", "sessions", "advertised_url", "flush")
+_SERVE_FLAGS = (
+    "host",
+    "port",
+    "data_dir",
+    "log",
+    "coordinator",
+    "sessions",
+    "advertised_url",
+    "flush",
+    "auth",
+    "users_file",
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -37,8 +48,20 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--sessions", help="embedded | redis://host:port/db")
     serve.add_argument("--advertised-url", dest="advertised_url", help="base URL put in consumer base_uri")
     serve.add_argument("--flush", choices=["always", "interval", "never"], help="embedded log fsync policy")
+    serve.add_argument("--auth", help="basic: HTTP Basic against the users file (default: off)")
+    serve.add_argument("--users-file", dest="users_file", help="credentials file (default <data dir>/users)")
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     tools.add_commands(sub)
+    users = sub.add_parser("users", help="manage the HTTP Basic credentials file (AUTH=basic)")
+    users.add_argument("action", choices=["add", "remove", "list"], help="add also sets a new password")
+    users.add_argument("name", nargs="?", help="the user (add, remove)")
+    users.add_argument(
+        "--users-file", dest="users_file", help="default: BROKERGATE_USERS_FILE, or <data dir>/users"
+    )
+    users.add_argument("--data-dir", dest="data_dir", help="the gateway's data dir (default ./data)")
+    users.add_argument(
+        "--password-stdin", action="store_true", help="read the password from the first line of stdin"
+    )
     worker = sub.add_parser(
         "worker",
         help="run a background worker: spark (a Spark batch job on an interval)",
@@ -64,6 +87,7 @@ def serve(args: argparse.Namespace) -> int:
 
     from .adapters.factory import BackendNotAvailable, build_ports
     from .app import create_app
+    from .security.users import UsersFileError
     from .server import DrainingServer, raise_fd_limit, server_config
 
     try:
@@ -85,7 +109,10 @@ def serve(args: argparse.Namespace) -> int:
             before,
             settings.max_connections,
         )
-    app = create_app(settings, ports)
+    try:
+        app = create_app(settings, ports)
+    except UsersFileError as exc:
+        return _fail(str(exc))
     config = server_config(app, settings, log_level=args.log_level, loop="auto")
     try:
         DrainingServer(config, app).run()
@@ -94,10 +121,51 @@ def serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def manage_users(args: argparse.Namespace) -> int:
+    """``brokergate users add|remove|list``: edits the file a running gateway reads again by itself."""
+    from .security.users import UsersFileError, add_user, read_users, remove_user
+
+    overrides = {k: getattr(args, k) for k in ("users_file", "data_dir") if getattr(args, k) is not None}
+    path = Settings(**overrides).users_path
+    try:
+        if args.action == "list":
+            for name in sorted(read_users(path)):
+                print(name)
+            return 0
+        if not args.name:
+            return _fail(f"users {args.action} needs a user name")
+        if args.action == "remove":
+            if not remove_user(path, args.name):
+                return _fail(f"no user {args.name!r} in {str(path)!r}")
+            print(f"removed {args.name}")
+            return 0
+        password = _password(args.password_stdin)
+        new = add_user(path, args.name, password)
+        print(f"{'added' if new else 'changed the password of'} {args.name}")
+        return 0
+    except UsersFileError as exc:
+        return _fail(str(exc))
+    except OSError as exc:
+        return _fail(f"cannot use {str(path)!r}: {exc.strerror}")
+
+
+def _password(from_stdin: bool) -> str:
+    if from_stdin:
+        return sys.stdin.readline().rstrip("\r\n")
+    import getpass
+
+    first = getpass.getpass("Password: ")
+    if first != getpass.getpass("Again: "):
+        raise SystemExit(_fail("the passwords differ"))
+    return first
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "serve":
         return serve(args)
+    if args.command == "users":
+        return manage_users(args)
     if args.command == "worker":
         from workers.spark import main as spark_worker
 

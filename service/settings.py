@@ -78,6 +78,16 @@ class Settings(BaseSettings):
     reaper_interval_ms: int = Field(1000, ge=50)
     metadata_refresh_ms: int = Field(2000, ge=50)
 
+    # authentication
+    auth: str = Field(
+        "", description="Authentication methods, comma-separated: basic (empty: off, all are anonymous)."
+    )
+    users_file: Path | None = Field(
+        None, description="HTTP Basic credentials file (brokergate users); default: <data_dir>/users."
+    )
+    docs_open: bool = Field(True, description="With auth on: /docs and /openapi.json need no credentials.")
+    metrics_open: bool = Field(False, description="With auth on: /metrics answers without credentials.")
+
     # limits
     max_connections: int = Field(
         1_000, ge=1, description="Most client connections open at once (503 + Retry-After beyond)."
@@ -246,3 +256,27 @@ class Settings(BaseSettings):
         if v != "embedded" and not v.startswith("redis://"):
             raise ValueError("sessions must be 'embedded' or 'redis://host:port/db'")
         return v
+
+    @field_validator("auth")
+    @classmethod
+    def _auth_methods(cls, v: str) -> str:
+        unknown = set(cls.split(v)) - AUTH_METHODS
+        if unknown:
+            raise ValueError(f"unknown auth method(s) {sorted(unknown)}; known: {sorted(AUTH_METHODS)}")
+        return v
+
+    @staticmethod
+    def split(value: str) -> list[str]:
+        """The items of a comma-separated setting."""
+        return [item.strip() for item in value.split(",") if item.strip()]
+
+    @property
+    def auth_methods(self) -> frozenset[str]:
+        return frozenset(self.split(self.auth))
+
+    @property
+    def users_path(self) -> Path:
+        return self.users_file or self.data_dir / "users"
+
+
+AUTH_METHODS = frozenset({"basic"})

@@ -18,11 +18,17 @@ from fastapi import Request
 
 from service.core.quotas import Quotas, client_id
 
+from .auth import ANONYMOUS, principal_of
+
 __all__ = ["client_of"]
 
 
 def client_of(request: Request, quotas: Quotas) -> str:
-    """The bucket name part of the request's client (an API key is hashed, never kept)."""
+    """The bucket name part of the request's client (an API key is hashed, never kept): its
+    authenticated principal when there is one, which it cannot dodge by changing a header."""
+    principal = principal_of(request.scope)
+    if principal != ANONYMOUS:
+        return client_id(principal, None)
     api_key = request.headers.get(quotas.header) if quotas.header else None
     peer = request.client
     return client_id(api_key, peer.host if peer else None)

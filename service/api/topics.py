@@ -20,6 +20,7 @@ from service.core.rules import MAX_OFFSET
 from service.errors import NotAcceptable
 from service.gateway import Gateway, get_gateway
 
+from .auth import ANONYMOUS, principal_of
 from .http import V2, body_doc, loads, read_body, records_response
 from .http import v2 as v2_response
 from .quotas import client_of
@@ -145,6 +146,9 @@ def _idempotency_scope(request: Request, gw: Gateway) -> str:
     """Whose key it is: the client (its API key, hashed) and the path, so one client's key never
     answers for another's request nor for another topic. Clients without an API key share one
     scope per path: an address would not do, a retry may come through another balancer."""
+    principal = principal_of(request.scope)
+    if principal != ANONYMOUS:
+        return f"{client_id(principal, None)}\0{request.url.path}"
     header = gw.quotas.header
     api_key = request.headers.get(header) if header else None
     return f"{client_id(api_key, None) if api_key else 'anonymous'}\0{request.url.path}"

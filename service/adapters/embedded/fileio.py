@@ -70,14 +70,15 @@ def lock_dir(path: Path, name: str, what: str, *, per_process: bool = False) -> 
     return fd
 
 
-def replace_file(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``<path>.tmp``, fsync it and rename it over ``path``.
+def replace_file(path: Path, data: bytes, *, mode: int = 0o644) -> None:
+    """Write ``data`` to ``<path>.tmp`` (created with ``mode``), fsync it and rename it over ``path``.
 
     A crash leaves the old or the new file; the rename itself is durable only
     once the directory is fsynced (``atomic_write`` does both).
     """
     tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _OPEN_FLAGS, 0o644)
+    tmp.unlink(missing_ok=True)  # a stale one would keep its own mode
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _OPEN_FLAGS, mode)
     try:
         write_all(fd, [data], 0)
         os.fsync(fd)
@@ -86,9 +87,9 @@ def replace_file(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def atomic_write(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, data: bytes, *, mode: int = 0o644) -> None:
     """Replace ``path`` with ``data`` so that a crash leaves either the old or the new file."""
-    replace_file(path, data)
+    replace_file(path, data, mode=mode)
     fsync_dir(path.parent)
 
 
