@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class Related(BaseModel):
@@ -175,3 +177,54 @@ class LagSummary(BaseModel):
     total_lag: int
     max_lag_topic_name: str | None
     max_lag_partition_id: int | None
+
+
+# --- ACLs (Confluent's /v3/clusters/{cluster_id}/acls) -----------------------------------
+
+AclResourceType = Literal["TOPIC", "GROUP", "CLUSTER"]
+AclPatternType = Literal["LITERAL", "PREFIXED"]
+AclOperation = Literal[
+    "ALL",
+    "READ",
+    "WRITE",
+    "CREATE",
+    "DELETE",
+    "ALTER",
+    "DESCRIBE",
+    "CLUSTER_ACTION",
+    "DESCRIBE_CONFIGS",
+    "ALTER_CONFIGS",
+    "IDEMPOTENT_WRITE",
+]
+AclPermission = Literal["ALLOW", "DENY"]
+
+
+class CreateAclRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    resource_type: AclResourceType
+    resource_name: str = Field(min_length=1, max_length=255)
+    pattern_type: AclPatternType
+    principal: str = Field(min_length=6, max_length=260, pattern=r"^User:.+$")
+    host: str = Field("*", min_length=1, max_length=255)
+    operation: AclOperation
+    permission: AclPermission
+
+
+class AclData(BaseModel):
+    kind: str = "KafkaAcl"
+    metadata: ListMetadata
+    cluster_id: str
+    resource_type: AclResourceType
+    resource_name: str
+    pattern_type: AclPatternType
+    principal: str
+    host: str
+    operation: AclOperation
+    permission: AclPermission
+
+
+class AclList(BaseModel):
+    kind: str = "KafkaAclList"
+    metadata: ListMetadata
+    data: list[AclData]

@@ -26,7 +26,7 @@ from workers.reaper import reaper
 from workers.retention import retention
 
 from .adapters.factory import build_ports, build_quota_store, quota_limits
-from .api import consumers, ops, topics, v3
+from .api import acls, consumers, ops, topics, v3
 from .api.auth import Authenticate, open_paths
 from .api.fastpath import ProduceFastPath
 from .api.http import BODY_MODELS, JSONBody
@@ -219,7 +219,7 @@ def create_app(settings: Settings, ports: tuple[Log, Coordinator, Sessions] | No
         lifespan=lifespan,
         default_response_class=JSONBody,
     )
-    for router in (ops.router, topics.router, consumers.router, v3.router):
+    for router in (ops.router, topics.router, consumers.router, v3.router, acls.router):
         app.include_router(router)
     app.add_exception_handler(GatewayError, _gateway_error)
     app.add_exception_handler(RequestValidationError, _validation_error)

@@ -17,7 +17,7 @@ Pure: no I/O, no adapter. The bindings come from the coordinator (every replica 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
@@ -83,6 +83,22 @@ class AclBinding:
             return name.startswith(self.resource_name)
         return self.resource_name in (name, WILDCARD)
 
+    @classmethod
+    def from_dict(cls, d: Mapping[str, object]) -> AclBinding:
+        """The binding ``as_dict`` wrote (``ValueError`` naming the field if it is not one)."""
+        try:
+            return cls(
+                principal=_text(d["principal"], "principal"),
+                resource_type=ResourceType(_text(d["resource_type"], "resource_type")),
+                resource_name=_text(d["resource_name"], "resource_name"),
+                pattern_type=PatternType(_text(d["pattern_type"], "pattern_type")),
+                operation=Operation(_text(d["operation"], "operation")),
+                permission=Permission(_text(d["permission"], "permission")),
+                host=_text(d.get("host", WILDCARD), "host"),
+            )
+        except KeyError as exc:
+            raise ValueError(f"an ACL binding needs {exc.args[0]!r}") from exc
+
     def as_dict(self) -> dict[str, str]:
         return {
             "principal": self.principal,
@@ -93,6 +109,12 @@ class AclBinding:
             "permission": self.permission.value,
             "host": self.host,
         }
+
+
+def _text(value: object, field: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"an ACL binding's {field} is a non-empty string")
+    return value
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
+from .acl import AclBinding, AclFilter
 from .buckets import Charge
 from .models import (
     Broker,
@@ -153,6 +154,21 @@ class Coordinator(Protocol):
         self, group: str, partitions: Iterable[TopicPartition] | None = None
     ) -> dict[TopicPartition, int]:
         """Committed offsets of ``group`` (all of them when ``partitions`` is None)."""
+        ...
+
+    # --- ACL bindings: stored here so that every replica decides alike -------------------
+
+    async def acls(self) -> list[AclBinding]:
+        """Every ACL binding, as this replica last saw them (a change made through another
+        replica shows within a second); each binding once."""
+        ...
+
+    async def add_acls(self, bindings: Sequence[AclBinding]) -> None:
+        """Store ``bindings`` durably (one already stored stays stored once)."""
+        ...
+
+    async def remove_acls(self, selector: AclFilter) -> list[AclBinding]:
+        """Remove every binding ``selector`` selects; return them."""
         ...
 
 

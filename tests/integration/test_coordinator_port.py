@@ -18,6 +18,7 @@ import pytest
 
 from service.adapters.embedded.coordinator import EmbeddedCoordinator
 from service.adapters.zookeeper import ZooKeeperCoordinator
+from service.core.acl import AclBinding, AclFilter, Operation, PatternType, Permission, ResourceType
 from service.core.models import GroupState, Member, Subscription, TopicPartition
 from service.core.ports import Coordinator
 from service.errors import IllegalState, InvalidPayload
@@ -232,3 +233,50 @@ async def test_concurrent_commits_are_each_atomic(coord: Coordinator) -> None:
     for i in range(100, 110):  # sequential commits: the last one wins
         await coord.commit("g", {TP("t", 0): i, TP("t", 1): i})
     assert (await coord.committed("g"))[TP("t", 0)] == 109
+
+
+# --- ACL bindings ------------------------------------------------------------------------
+
+ALICE_READS = AclBinding(
+    "User:alice", ResourceType.TOPIC, "orders", PatternType.LITERAL, Operation.READ, Permission.ALLOW
+)
+TEAM_A = AclBinding(
+    "User:alice", ResourceType.TOPIC, "team-a.", PatternType.PREFIXED, Operation.ALL, Permission.ALLOW
+)
+BOB_DENIED = AclBinding(
+    "User:bob", ResourceType.GROUP, "g", PatternType.LITERAL, Operation.READ, Permission.DENY, host="10.0.0.1"
+)
+CLUSTER = AclBinding(
+    "User:carol",
+    ResourceType.CLUSTER,
+    "kafka-cluster",
+    PatternType.LITERAL,
+    Operation.CREATE,
+    Permission.ALLOW,
+)
+ODD_NAME = AclBinding(
+    "User:a b/c", ResourceType.GROUP, "../x?y", PatternType.PREFIXED, Operation.DESCRIBE, Permission.ALLOW
+)
+
+
+async def test_acls_are_added_once_listed_and_removed_by_filter(coord: Coordinator) -> None:
+    assert await coord.acls() == []
+    await coord.add_acls([ALICE_READS, TEAM_A, BOB_DENIED, CLUSTER, ODD_NAME])
+    await coord.add_acls([ALICE_READS])  # already there: stays once
+    assert sorted(await coord.acls(), key=repr) == sorted(
+        [ALICE_READS, TEAM_A, BOB_DENIED, CLUSTER, ODD_NAME], key=repr
+    )
+    removed = await coord.remove_acls(AclFilter(principal="User:alice"))
+    assert sorted(removed, key=repr) == sorted([ALICE_READS, TEAM_A], key=repr)
+    assert await coord.remove_acls(AclFilter(principal="User:alice")) == []
+    assert sorted(await coord.acls(), key=repr) == sorted([BOB_DENIED, CLUSTER, ODD_NAME], key=repr)
+    assert await coord.remove_acls(
+        AclFilter(resource_type=ResourceType.GROUP, resource_name="../x?yz", match=True)
+    ) == [ODD_NAME]
+
+
+async def test_acls_outlive_the_coordinator(coord: Coordinator) -> None:
+    await coord.add_acls([ALICE_READS, CLUSTER])
+    await coord.stop()
+    await coord.start()
+    assert sorted(await coord.acls(), key=repr) == sorted([ALICE_READS, CLUSTER], key=repr)

@@ -15,9 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Final
 
+import orjson
+
+from service.core.acl import AclBinding, AclFilter
 from service.core.fencing import fence
 from service.core.models import GroupState, Member, TopicPartition
 from service.core.rules import check_group, check_offsets
@@ -25,12 +29,15 @@ from service.errors import BackendError, BackendUnavailable
 
 from ..lifecycle import Lifecycle
 from ..tasks import retrieve
+from .fileio import atomic_write
 from .offsets_format import COORDINATOR_DIR, Offsets, commit_frame
 from .offsets_store import DEFAULT_COMPACT_BYTES, OffsetStore
 
 log = logging.getLogger(__name__)
 
 __all__ = ["EmbeddedCoordinator"]
+
+ACLS_FILE: Final = "acls.json"  # beside the offsets, under the coordinator's lock
 
 
 def _copy_state(state: GroupState) -> GroupState:
@@ -67,6 +74,8 @@ class EmbeddedCoordinator(Lifecycle):
         self._offsets: dict[str, Offsets] = {}
         self._lock = asyncio.Lock()
         self._pending: set[asyncio.Task[None]] = set()
+        self._acls_path = Path(data_dir) / COORDINATOR_DIR / ACLS_FILE
+        self._acls: dict[AclBinding, None] = {}  # ordered, each once
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -76,6 +85,10 @@ class EmbeddedCoordinator(Lifecycle):
             self._offsets = await asyncio.to_thread(self._store.load)
         except OSError as exc:
             raise BackendError(f"cannot open the offsets store in {self._store.root}: {exc}") from exc
+        try:
+            self._acls = dict.fromkeys(await asyncio.to_thread(_read_acls, self._acls_path))
+        except (OSError, ValueError) as exc:
+            raise BackendError(f"cannot read the ACLs in {self._acls_path}: {exc}") from exc
 
     async def _close(self) -> None:
         """Finish in-flight commits, compact the journal and close it."""
@@ -196,6 +209,43 @@ class EmbeddedCoordinator(Lifecycle):
             return dict(stored)
         return {tp: stored[tp] for tp in partitions if tp in stored}
 
+    # --- ACL bindings -------------------------------------------------------------------
+
+    async def acls(self) -> list[AclBinding]:
+        return list(self._acls)
+
+    async def add_acls(self, bindings: Sequence[AclBinding]) -> None:
+        async with self._lock:
+            merged = {**self._acls, **dict.fromkeys(bindings)}
+            if len(merged) != len(self._acls):
+                await self._write_acls(merged)
+
+    async def remove_acls(self, selector: AclFilter) -> list[AclBinding]:
+        async with self._lock:
+            removed = [b for b in self._acls if selector.selects(b)]
+            if removed:
+                await self._write_acls({b: None for b in self._acls if not selector.selects(b)})
+            return removed
+
+    async def _write_acls(self, acls: dict[AclBinding, None]) -> None:
+        """Durable before the change is visible: a crash keeps the old set or the new, whole."""
+        data = orjson.dumps({"version": 1, "acls": [b.as_dict() for b in acls]}, option=orjson.OPT_INDENT_2)
+        try:
+            await asyncio.to_thread(atomic_write, self._acls_path, data)
+        except OSError as exc:
+            raise BackendUnavailable(f"cannot write the ACLs: {exc}") from exc
+        self._acls = acls
+
     def _check_open(self) -> None:
         if self._state != "started":
             raise BackendUnavailable("The coordinator is not running.")
+
+
+def _read_acls(path: Path) -> list[AclBinding]:
+    try:
+        data = orjson.loads(path.read_bytes())
+    except FileNotFoundError:
+        return []
+    if not isinstance(data, dict) or data.get("version") != 1 or not isinstance(data.get("acls"), list):
+        raise ValueError('expected {"version": 1, "acls": [...]}')
+    return [AclBinding.from_dict(b) for b in data["acls"]]

@@ -23,15 +23,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
 from kazoo.client import KazooState
 
+from service.core.acl import AclBinding, AclFilter
 from service.core.models import GroupState, Member, TopicPartition
 from service.errors import BackendUnavailable, GatewayError
 
 from ..lifecycle import Lifecycle
+from .acls import AclStore
 from .election import LeaderElection
 from .groups import GroupStore
 from .offsets import OffsetStore
@@ -82,6 +84,7 @@ class ZooKeeperCoordinator(Lifecycle):
         self._local_members: dict[tuple[str, str], Member] = {}
         self._offsets = OffsetStore(self._zk, self._paths, self._groups)
         self._registry = NodeRegistry(self._zk, self._paths, self.node_id)
+        self._acls = AclStore(self._zk, parsed.chroot)
         self._election = LeaderElection(self._zk, self._paths, self.node_id, self._wake_keeper)
         self._zk.add_listener(self._on_state)
         self._wake = asyncio.Event()
@@ -111,6 +114,7 @@ class ZooKeeperCoordinator(Lifecycle):
     async def _close(self) -> None:
         """Stop the keeper and close the session (leadership passes on at once)."""
         self._election.revoke()
+        await self._acls.close()
         if self._keeper is not None:
             self._keeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -136,6 +140,7 @@ class ZooKeeperCoordinator(Lifecycle):
                 for (group, _), member in list(self._local_members.items()):
                     await self._groups.join(group, member)  # their ephemeral znodes died with the session
             self._registered_session = session
+            await self._acls.load()  # a new session has lost the watch on ACL changes
         await self._election.campaign()
 
     def _on_state(self, state: KazooState) -> None:
@@ -232,6 +237,21 @@ class ZooKeeperCoordinator(Lifecycle):
     ) -> dict[TopicPartition, int]:
         self._check_open()
         return await self._offsets.committed(group, partitions)
+
+    # --- ACL bindings ------------------------------------------------------------------
+
+    async def acls(self) -> list[AclBinding]:
+        """This replica's copy: kept fresh by a watch, so no request reaches ZooKeeper."""
+        self._check_open()
+        return self._acls.cached()
+
+    async def add_acls(self, bindings: Sequence[AclBinding]) -> None:
+        self._check_open()
+        await self._acls.add(bindings)
+
+    async def remove_acls(self, selector: AclFilter) -> list[AclBinding]:
+        self._check_open()
+        return await self._acls.remove(selector)
 
     def _check_open(self) -> None:
         if self._state != "started":

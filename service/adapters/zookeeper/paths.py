@@ -7,6 +7,7 @@ The layout, under the chroot of the ``zookeeper://`` URL when there is one::
     /brokergate/groups/{group}/members/{instance}    JSON of a Member
     /brokergate/groups/{group}/state                 JSON of the GroupState; its stat.version is the CAS token
     /consumers/{group}/offsets/{topic}/{partition}   committed offset as ASCII digits
+    /kafka-acl…, /kafka-acl-extended/prefixed…       ACL bindings, Kafka's layout (see ``acls``)
 
 The last one is Kafka's classic layout, so ZooKeeper-era tools read brokergate's
 commits. Names become znode names verbatim whenever ZooKeeper accepts them, so

@@ -1,0 +1,140 @@
+"""ACL bindings in Confluent's v3 shape: ``GET``, ``POST`` and ``DELETE /v3/clusters/{id}/acls``.
+
+The bindings are stored through the coordinator (``Coordinator.add_acls``…), so every
+replica sees the same set. Filters take Confluent's query parameters: each left out (or
+``ANY``) matches everything; ``pattern_type=MATCH`` with a ``resource_name`` selects the
+bindings that would apply to that resource (LITERAL equal or ``*``, and PREFIXED ones it
+starts with).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import Response
+
+from api_schemas import v3
+from service.core.acl import (
+    CLUSTER_NAME,
+    AclBinding,
+    AclFilter,
+    Operation,
+    PatternType,
+    Permission,
+    ResourceType,
+)
+from service.core.rules import valid_topic
+from service.errors import InvalidPayload
+from service.gateway import Gateway, get_gateway
+
+from .http import body_doc, parse
+from .http import v3 as v3_response
+from .responses import ERRORS
+from .v3 import CLUSTER, _base, _check, _listing
+
+router = APIRouter(prefix="/v3/clusters", tags=["acls"])
+GW = Annotated[Gateway, Depends(get_gateway)]
+ACLS = CLUSTER + "/acls"
+
+
+class AclQuery:
+    """Confluent's ACL filter query parameters."""
+
+    def __init__(
+        self,
+        resource_type: Annotated[Literal["ANY", "TOPIC", "GROUP", "CLUSTER"], Query()] = "ANY",
+        resource_name: Annotated[str | None, Query(max_length=255)] = None,
+        pattern_type: Annotated[Literal["ANY", "MATCH", "LITERAL", "PREFIXED"], Query()] = "ANY",
+        principal: Annotated[str | None, Query(max_length=260)] = None,
+        host: Annotated[str | None, Query(max_length=255)] = None,
+        operation: Annotated[Literal["ANY"] | v3.AclOperation, Query()] = "ANY",
+        permission: Annotated[Literal["ANY", "ALLOW", "DENY"], Query()] = "ANY",
+    ) -> None:
+        self.filter = AclFilter(
+            principal=principal,
+            resource_type=None if resource_type == "ANY" else ResourceType(resource_type),
+            resource_name=resource_name,
+            pattern_type=None if pattern_type in ("ANY", "MATCH") else PatternType(pattern_type),
+            match=pattern_type == "MATCH",
+            operation=None if operation == "ANY" else Operation(operation),
+            permission=None if permission == "ANY" else Permission(permission),
+            host=host,
+        )
+
+
+Filter = Annotated[AclQuery, Depends()]
+
+
+def _acl(base: str, cluster_id: str, b: AclBinding) -> dict[str, Any]:
+    return {
+        "kind": "KafkaAcl",
+        "metadata": {"self": f"{base}/{cluster_id}/acls"},
+        "cluster_id": cluster_id,
+        **b.as_dict(),
+    }
+
+
+@router.get(ACLS, operation_id="listAcls", responses={200: {"model": v3.AclList}, **ERRORS})
+async def list_acls(cluster_id: str, request: Request, gw: GW, query: Filter) -> Response:
+    """The ACL bindings the filter selects."""
+    _check(cluster_id, gw)
+    base = _base(request)
+    data = [_acl(base, cluster_id, b) for b in await gw.coordinator.acls() if query.filter.selects(b)]
+    return v3_response(_listing("KafkaAclList", f"{base}/{cluster_id}/acls", data))
+
+
+@router.post(
+    ACLS,
+    operation_id="createAcls",
+    status_code=201,
+    responses={201: {"description": "Created."}, **ERRORS},
+    openapi_extra=body_doc(v3.CreateAclRequest, "application/json"),
+)
+async def create_acl(cluster_id: str, request: Request, gw: GW) -> Response:
+    """Store one ACL binding (storing one that exists changes nothing)."""
+    _check(cluster_id, gw)
+    req = await parse(request, v3.CreateAclRequest)
+    binding = AclBinding(
+        principal=req.principal,
+        resource_type=ResourceType(req.resource_type),
+        resource_name=req.resource_name,
+        pattern_type=PatternType(req.pattern_type),
+        operation=Operation(req.operation),
+        permission=Permission(req.permission),
+        host=req.host,
+    )
+    _check_resource(binding)
+    await gw.coordinator.add_acls([binding])
+    return Response(status_code=201)
+
+
+@router.delete(ACLS, operation_id="deleteAcls", responses={200: {"model": v3.AclList}, **ERRORS})
+async def delete_acls(cluster_id: str, request: Request, gw: GW, query: Filter) -> Response:
+    """Delete the ACL bindings the filter selects, and list them; ``resource_type`` is required,
+    so that no call deletes every binding by leaving the filter out."""
+    _check(cluster_id, gw)
+    if query.filter.resource_type is None:
+        raise InvalidPayload("Deleting ACLs needs a resource_type (TOPIC, GROUP or CLUSTER).")
+    base = _base(request)
+    removed = await gw.coordinator.remove_acls(query.filter)
+    return v3_response(
+        _listing("KafkaAclList", f"{base}/{cluster_id}/acls", [_acl(base, cluster_id, b) for b in removed])
+    )
+
+
+def _check_resource(b: AclBinding) -> None:
+    """What Kafka refuses: a CLUSTER binding not on ``kafka-cluster``; a LITERAL TOPIC binding on a
+    name no topic can have."""
+    if b.resource_type is ResourceType.CLUSTER and (b.resource_name, b.pattern_type) != (
+        CLUSTER_NAME,
+        PatternType.LITERAL,
+    ):
+        raise InvalidPayload(f"A CLUSTER binding is on the LITERAL resource {CLUSTER_NAME!r}.")
+    if (
+        b.resource_type is ResourceType.TOPIC
+        and b.pattern_type is PatternType.LITERAL
+        and b.resource_name != "*"
+        and not valid_topic(b.resource_name)
+    ):
+        raise InvalidPayload(f"{b.resource_name!r} is not a topic name (nor '*').")
