@@ -3,8 +3,12 @@
 Members and group states are JSON objects (ASCII: ``json`` escapes
 everything else, lone surrogates included, so any name round-trips);
 committed offsets are ASCII decimal digits, as Kafka's ZooKeeper-era
-consumers wrote them. Decoding is strict: a znode another program damaged is
-reported as a ``BackendError`` naming it, never half-read.
+consumers wrote them; ACL bindings and their change events are what Kafka's
+``AclAuthorizer`` writes (``ResourceZNode``, ``LiteralAclChangeStore``,
+``ExtendedAclChangeStore``), with Kafka's spellings. Decoding is strict: a
+znode another program damaged is reported as a ``BackendError`` naming it,
+never half-read. The one leniency is Kafka's own: an ACL entry brokergate
+cannot model (an operation it does not know) is kept aside, verbatim.
 
 Pure functions, no I/O.
 """
@@ -12,8 +16,11 @@ Pure functions, no I/O.
 from __future__ import annotations
 
 import json
-from typing import Any
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Final, NamedTuple, TypeVar
 
+from service.core.acl import AclBinding, Operation, PatternType, Permission, ResourceType
 from service.core.models import GroupState, Member, Subscription, TopicPartition
 from service.core.rules import MAX_OFFSET, MAX_PARTITION
 from service.errors import BackendError
@@ -149,3 +156,134 @@ def decode_partition(name: str) -> int | None:
         return None
     partition = int(name)
     return partition if partition <= MAX_PARTITION else None
+
+
+# --- ACL bindings ------------------------------------------------------------------------
+
+ACLS_VERSION: Final = 1  # of Kafka's ACL znode format and of its extended change events
+
+E = TypeVar("E", bound=StrEnum)
+
+
+class AclResource(NamedTuple):
+    """The resource pattern one ACL znode holds the bindings of."""
+
+    resource_type: ResourceType
+    pattern_type: PatternType
+    name: str
+
+    @classmethod
+    def of(cls, binding: AclBinding) -> AclResource:
+        return cls(binding.resource_type, binding.pattern_type, binding.resource_name)
+
+    def __str__(self) -> str:
+        return f"{self.pattern_type.value.lower()} {self.resource_type.value.lower()} {self.name!r}"
+
+
+@dataclass(frozen=True, slots=True)
+class AclEntries:
+    """What one ACL znode holds: its bindings, and the entries brokergate cannot model, which a
+    rewrite of the znode keeps as they are (another Kafka version's operations, say)."""
+
+    bindings: tuple[AclBinding, ...]
+    foreign: tuple[Any, ...] = ()
+
+
+def kafka_name(value: StrEnum) -> str:
+    """Kafka's spelling in ZooKeeper: CLUSTER_ACTION -> ClusterAction, ALLOW -> Allow."""
+    return "".join(part.capitalize() for part in value.value.split("_"))
+
+
+def from_kafka_name(text: object, enum: type[E]) -> E | None:
+    """The member ``text`` names in any of Kafka's spellings (ClusterAction, CLUSTER_ACTION,
+    Cluster_Action, clusteraction); None if there is none."""
+    if not isinstance(text, str):
+        return None
+    key = text.replace("_", "").upper()
+    return next((m for m in enum if m.value.replace("_", "") == key), None)
+
+
+def encode_acls(bindings: tuple[AclBinding, ...], foreign: tuple[Any, ...] = ()) -> bytes:
+    """A resource's bindings (all of one ``AclResource``) as Kafka's ACL znode data."""
+    entries = [
+        {
+            "principal": b.principal,
+            "permissionType": kafka_name(b.permission),
+            "operation": kafka_name(b.operation),
+            "host": b.host,
+        }
+        for b in bindings
+    ]
+    return _dump({"version": ACLS_VERSION, "acls": [*entries, *foreign]})
+
+
+def decode_acls(data: bytes, resource: AclResource, what: str) -> AclEntries:
+    """The bindings of ``resource`` in an ACL znode (no data at all: none, as Kafka reads it)."""
+    if not data:
+        return AclEntries(())
+    obj = _load(data, what)
+    if obj.get("version") != ACLS_VERSION or not isinstance(obj.get("acls"), list):
+        raise CorruptZnode(f'{what} in ZooKeeper is not {{"version": 1, "acls": [...]}}.')
+    bindings: dict[AclBinding, None] = {}
+    foreign: list[Any] = []
+    for entry in obj["acls"]:
+        binding = _binding(entry, resource)
+        if binding is None:
+            foreign.append(entry)
+        else:
+            bindings[binding] = None
+    return AclEntries(tuple(bindings), tuple(foreign))
+
+
+def _binding(entry: object, resource: AclResource) -> AclBinding | None:
+    if not isinstance(entry, dict):
+        return None
+    principal, host = entry.get("principal"), entry.get("host")
+    operation = from_kafka_name(entry.get("operation"), Operation)
+    permission = from_kafka_name(entry.get("permissionType"), Permission)
+    if not (isinstance(principal, str) and principal and isinstance(host, str) and host):
+        return None
+    if operation is None or permission is None:
+        return None
+    return AclBinding(
+        principal, resource.resource_type, resource.name, resource.pattern_type, operation, permission, host
+    )
+
+
+def encode_acl_change(resource: AclResource) -> bytes:
+    """The data of the change znode announcing that ``resource``'s bindings changed."""
+    if resource.pattern_type is PatternType.LITERAL:  # Kafka's legacy form, "TOPIC:orders"
+        return f"{resource.resource_type.value}:{resource.name}".encode("utf-8", "surrogatepass")
+    return _dump(
+        {
+            "version": ACLS_VERSION,
+            "resourceType": resource.resource_type.value,
+            "name": resource.name,
+            "patternType": resource.pattern_type.value,
+        }
+    )
+
+
+def decode_acl_change(data: bytes, pattern: PatternType, what: str) -> AclResource | None:
+    """The resource a change znode under the ``pattern`` change path names; None if it is one
+    brokergate does not keep (another resource or pattern type)."""
+    type_name: object
+    found: PatternType | None
+    if pattern is PatternType.LITERAL:  # "TOPIC:orders" (Kafka 1.x wrote "Topic:orders")
+        try:
+            type_name, colon, name = data.decode("utf-8", "surrogatepass").partition(":")
+        except UnicodeDecodeError as exc:
+            raise CorruptZnode(f"{what} in ZooKeeper is not UTF-8.") from exc
+        found = PatternType.LITERAL if colon else None
+    else:
+        obj = _load(data, what)
+        if obj.get("version") != ACLS_VERSION:
+            raise CorruptZnode(f"{what} in ZooKeeper has an unknown version {obj.get('version')!r}.")
+        type_name, name = obj.get("resourceType"), _str(obj.get("name"), what)
+        found = from_kafka_name(obj.get("patternType"), PatternType)
+    if not name or (pattern is PatternType.LITERAL and found is None):
+        raise CorruptZnode(f"{what} in ZooKeeper names no resource.")
+    resource_type = from_kafka_name(type_name, ResourceType)
+    if resource_type is None or found is None:
+        return None
+    return AclResource(resource_type, found, name)

@@ -8,7 +8,9 @@ operations to one collaborator per concern:
 - ``GroupStore`` (``groups.py``): members and compare-and-set generations;
 - ``OffsetStore`` (``offsets.py``): fenced atomic commits, Kafka's layout;
 - ``NodeRegistry`` (``registry.py``): this replica's ephemeral znode;
-- ``LeaderElection`` (``election.py``): which replica runs group-wide duties.
+- ``LeaderElection`` (``election.py``): which replica runs group-wide duties;
+- ``AclStore`` (``acls.py``): ACL bindings in Kafka's layout, and this
+  replica's cache of them, kept fresh by its own *refresher* task.
 
 It also owns one background task, the *keeper*, which restores what a session
 carries: after an outage long enough for ZooKeeper to expire the session,
@@ -33,6 +35,7 @@ from service.core.models import GroupState, Member, TopicPartition
 from service.errors import BackendUnavailable, GatewayError
 
 from ..lifecycle import Lifecycle
+from ..tasks import uncancellable
 from .acls import AclStore
 from .election import LeaderElection
 from .groups import GroupStore
@@ -84,7 +87,7 @@ class ZooKeeperCoordinator(Lifecycle):
         self._local_members: dict[tuple[str, str], Member] = {}
         self._offsets = OffsetStore(self._zk, self._paths, self._groups)
         self._registry = NodeRegistry(self._zk, self._paths, self.node_id)
-        self._acls = AclStore(self._zk, parsed.chroot)
+        self._acls = AclStore(self._zk, self._paths, may_purge=self.is_leader)
         self._election = LeaderElection(self._zk, self._paths, self.node_id, self._wake_keeper)
         self._zk.add_listener(self._on_state)
         self._wake = asyncio.Event()
@@ -98,7 +101,9 @@ class ZooKeeperCoordinator(Lifecycle):
         await self._zk.start()
         try:
             await self._restore(wait_for_stale_node=True)
+            await self._acls.start()
         except BaseException:
+            await self._acls.stop()
             await self._zk.stop()
             self._registered_session = None
             raise
@@ -112,9 +117,9 @@ class ZooKeeperCoordinator(Lifecycle):
         )
 
     async def _close(self) -> None:
-        """Stop the keeper and close the session (leadership passes on at once)."""
+        """Stop the keeper and the ACL refresher, and close the session (leadership passes on at once)."""
         self._election.revoke()
-        await self._acls.close()
+        await self._acls.stop()
         if self._keeper is not None:
             self._keeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -140,7 +145,6 @@ class ZooKeeperCoordinator(Lifecycle):
                 for (group, _), member in list(self._local_members.items()):
                     await self._groups.join(group, member)  # their ephemeral znodes died with the session
             self._registered_session = session
-            await self._acls.load()  # a new session has lost the watch on ACL changes
         await self._election.campaign()
 
     def _on_state(self, state: KazooState) -> None:
@@ -241,17 +245,17 @@ class ZooKeeperCoordinator(Lifecycle):
     # --- ACL bindings ------------------------------------------------------------------
 
     async def acls(self) -> list[AclBinding]:
-        """This replica's copy: kept fresh by a watch, so no request reaches ZooKeeper."""
+        """This replica's copy, kept fresh by a watch: no request reaches ZooKeeper."""
         self._check_open()
-        return self._acls.cached()
+        return self._acls.bindings()
 
     async def add_acls(self, bindings: Sequence[AclBinding]) -> None:
         self._check_open()
-        await self._acls.add(bindings)
+        await uncancellable(self._acls.add(bindings))
 
     async def remove_acls(self, selector: AclFilter) -> list[AclBinding]:
         self._check_open()
-        return await self._acls.remove(selector)
+        return await uncancellable(self._acls.remove(selector))
 
     def _check_open(self) -> None:
         if self._state != "started":

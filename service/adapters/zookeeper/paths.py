@@ -7,12 +7,18 @@ The layout, under the chroot of the ``zookeeper://`` URL when there is one::
     /brokergate/groups/{group}/members/{instance}    JSON of a Member
     /brokergate/groups/{group}/state                 JSON of the GroupState; its stat.version is the CAS token
     /consumers/{group}/offsets/{topic}/{partition}   committed offset as ASCII digits
-    /kafka-acl…, /kafka-acl-extended/prefixed…       ACL bindings, Kafka's layout (see ``acls``)
+    /kafka-acl/{Topic|Group|Cluster}/{name}          JSON of the LITERAL ACL bindings of a resource
+    /kafka-acl-extended/prefixed/{type}/{prefix}     JSON of the PREFIXED ACL bindings of a prefix
+    /kafka-acl-changes/acl_changes_{seq}             sequential: a LITERAL resource whose ACLs changed
+    /kafka-acl-extended-changes/acl_changes_{seq}    sequential: a PREFIXED one
 
-The last one is Kafka's classic layout, so ZooKeeper-era tools read brokergate's
-commits. Names become znode names verbatim whenever ZooKeeper accepts them, so
-ordinary group and topic names read the same in ZooKeeper; anything else is
-percent-encoded (see ``encode_name``).
+``/consumers`` and the ACL paths are Kafka's classic layout, so ZooKeeper-era
+tools read brokergate's commits and Kafka operators find its ACLs where
+``kafka-acls --authorizer-properties zookeeper.connect=…`` keeps them. The ACL
+paths are created with the first binding stored. Names become znode names
+verbatim whenever ZooKeeper accepts them, so ordinary group, topic and resource
+names read the same in ZooKeeper; anything else is percent-encoded (see
+``encode_name``).
 
 The chroot is applied here rather than by kazoo because kazoo cannot create a
 missing chroot, and a fresh ZooKeeper should work without preparation.
@@ -23,6 +29,7 @@ from __future__ import annotations
 from typing import Final
 from urllib.parse import unquote
 
+from service.core.acl import PatternType, ResourceType
 from service.core.models import TopicPartition
 
 BROKERGATE: Final = "/brokergate"
@@ -30,6 +37,17 @@ NODES: Final = f"{BROKERGATE}/nodes"
 ELECTION: Final = f"{BROKERGATE}/election"
 GROUPS: Final = f"{BROKERGATE}/groups"
 CONSUMERS: Final = "/consumers"
+KAFKA_ACL: Final = "/kafka-acl"
+KAFKA_ACL_PREFIXED: Final = "/kafka-acl-extended/prefixed"  # Kafka's ``patternType.name.toLowerCase``
+KAFKA_ACL_CHANGES: Final = "/kafka-acl-changes"
+KAFKA_ACL_EXTENDED_CHANGES: Final = "/kafka-acl-extended-changes"
+ACL_CHANGE_PREFIX: Final = "acl_changes_"
+# Kafka's names of the resource types in ACL paths (``SecurityUtils.resourceTypeName``).
+ACL_TYPE_DIRS: Final = {
+    ResourceType.TOPIC: "Topic",
+    ResourceType.GROUP: "Group",
+    ResourceType.CLUSTER: "Cluster",
+}
 
 MEMBERS: Final = "members"
 STATE: Final = "state"
@@ -60,7 +78,16 @@ def _znode_safe(ch: str) -> bool:
 
 
 def encode_name(name: str) -> str:
-    """A non-empty ``name`` as one znode name, reversible with ``decode_name``."""
+    """A non-empty ``name`` as one znode name, reversible with ``decode_name``.
+
+    Where this differs from Kafka, which writes ACL resource names verbatim: names holding
+    '/', '%' or a character ZooKeeper refuses, and '.' and '..'. No topic name can hold any
+    of these (Kafka's rule), so topic ACLs are spelled alike. A group name or prefix holding
+    '/' is beyond Kafka's own ZooKeeper authorizer ('/' nests the path); one holding '%'
+    reads to Kafka as spelled here ('50%25off' for '50%off'); ``AclStore`` reads and
+    rewrites a znode Kafka named so where it is (``verbatim_name``), unless the name reads
+    as an escape ('a%2Fb' is ours, for 'a/b').
+    """
     if name in _RESERVED_NAMES:
         return _RESERVED_NAMES[name]
     if all(_znode_safe(ch) for ch in name):
@@ -69,6 +96,14 @@ def encode_name(name: str) -> str:
         ch if _znode_safe(ch) else "".join(f"%{b:02X}" for b in ch.encode("utf-8", _TEXT_ERRORS))
         for ch in name
     )
+
+
+def verbatim_name(name: str) -> str | None:
+    """``name`` as Kafka names its ACL znode, when ZooKeeper takes that and ``encode_name`` spells
+    it otherwise: a name whose only character to escape is '%'. None for any other name."""
+    if "%" not in name or name in _RESERVED_NAMES:
+        return None
+    return name if all(ch == "%" or _znode_safe(ch) for ch in name) else None
 
 
 def decode_name(znode: str) -> str:
@@ -84,9 +119,17 @@ class ZnodePaths:
         self.election = self.chroot + ELECTION
         self.groups = self.chroot + GROUPS
         self.consumers = self.chroot + CONSUMERS
+        self._acl_roots = {
+            PatternType.LITERAL: self.chroot + KAFKA_ACL,
+            PatternType.PREFIXED: self.chroot + KAFKA_ACL_PREFIXED,
+        }
+        self._acl_changes = {
+            PatternType.LITERAL: self.chroot + KAFKA_ACL_CHANGES,
+            PatternType.PREFIXED: self.chroot + KAFKA_ACL_EXTENDED_CHANGES,
+        }
 
     def bases(self) -> tuple[str, ...]:
-        """The persistent parents created on start."""
+        """The persistent parents created on start (not the ACL paths: see ``AclStore``)."""
         return self.nodes, self.election, self.groups, self.consumers
 
     def node(self, node_id: str) -> str:
@@ -124,8 +167,32 @@ class ZnodePaths:
     def offset(self, group: str, tp: TopicPartition) -> str:
         return f"{self.topic_offsets(group, tp.topic)}/{tp.partition}"
 
+    def acl_type(self, pattern: PatternType, resource_type: ResourceType) -> str:
+        """The parent of the ACL znodes of one pattern and resource type."""
+        return f"{self._acl_roots[pattern]}/{ACL_TYPE_DIRS[resource_type]}"
+
+    def acl_resource(self, pattern: PatternType, resource_type: ResourceType, name: str) -> str:
+        return f"{self.acl_type(pattern, resource_type)}/{encode_name(name)}"
+
+    def kafka_acl_resource(self, pattern: PatternType, resource_type: ResourceType, name: str) -> str | None:
+        """Where Kafka would keep the bindings of ``name``, if not at ``acl_resource``."""
+        verbatim = verbatim_name(name)
+        return None if verbatim is None else f"{self.acl_type(pattern, resource_type)}/{verbatim}"
+
+    def acl_changes(self, pattern: PatternType) -> str:
+        """Where a change to the ACLs of a ``pattern`` resource is announced."""
+        return self._acl_changes[pattern]
+
+    def acl_change_prefix(self, pattern: PatternType) -> str:
+        return f"{self._acl_changes[pattern]}/{ACL_CHANGE_PREFIX}"
+
 
 def candidate_sequence(name: str) -> int:
     """The sequence number ZooKeeper appended to a candidate's name (-1 if it has none)."""
     digits = name[-SEQUENCE_DIGITS:]
     return int(digits) if len(name) > SEQUENCE_DIGITS and digits.isdigit() else -1
+
+
+def acl_change_sequence(name: str) -> int:
+    """The sequence number of an ACL change znode (-1 if ``name`` is not one)."""
+    return candidate_sequence(name) if name.startswith(ACL_CHANGE_PREFIX) else -1
