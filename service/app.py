@@ -29,7 +29,7 @@ from .adapters.factory import build_ports, build_quota_store, quota_limits
 from .api import acls, consumers, ops, topics, v3
 from .api.auth import Authenticate, open_paths
 from .api.fastpath import ProduceFastPath
-from .api.http import BODY_MODELS, JSONBody
+from .api.http import BODY_MODELS, JSONBody, error_response
 from .core.ports import Coordinator, Log, Sessions
 from .core.quotas import Quotas
 from .errors import ErrorCode, GatewayError
@@ -48,16 +48,11 @@ DESCRIPTION = (
 )
 
 
-def _error(status: int, code: int, message: str, retry_after: float | None = None) -> Response:
-    headers = {"Retry-After": str(max(1, round(retry_after)))} if retry_after is not None else None
-    return JSONBody({"error_code": code, "message": message}, status_code=status, headers=headers)
-
-
 async def _gateway_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, GatewayError)
     if exc.http_status >= 500:
         log.warning("%s %s: %s", request.method, request.url.path, exc.message)
-    return _error(exc.http_status, int(exc.error_code), exc.message, exc.retry_after)
+    return error_response(exc.http_status, int(exc.error_code), exc.message, retry_after=exc.retry_after)
 
 
 async def _validation_error(request: Request, exc: Exception) -> Response:
@@ -65,23 +60,23 @@ async def _validation_error(request: Request, exc: Exception) -> Response:
     errors = exc.errors()
     if any(err["loc"][:1] == ("path",) for err in errors):
         # /topics/t/partitions/abc names no resource: that is a 404, as Confluent answers.
-        return _error(404, ErrorCode.NOT_FOUND, f"Not found: {request.url.path}")
+        return error_response(404, ErrorCode.NOT_FOUND, f"Not found: {request.url.path}")
     parts = [
         f"{'.'.join(str(x) for x in err['loc'][1:]) or err['loc'][0]}: {err['msg']}" for err in errors[:5]
     ]
-    return _error(422, ErrorCode.INVALID_REQUEST, "Invalid request: " + "; ".join(parts))
+    return error_response(422, ErrorCode.INVALID_REQUEST, "Invalid request: " + "; ".join(parts))
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
     if exc.status_code == 404:  # no route: nothing says which resource, so the generic code
-        return _error(404, ErrorCode.NOT_FOUND, f"Not found: {request.url.path}")
-    return _error(exc.status_code, exc.status_code * 100 + 1, str(exc.detail), None)
+        return error_response(404, ErrorCode.NOT_FOUND, f"Not found: {request.url.path}")
+    return error_response(exc.status_code, exc.status_code * 100 + 1, str(exc.detail))
 
 
 async def _unexpected(request: Request, exc: Exception) -> Response:
     log.exception("unexpected error on %s %s", request.method, request.url.path)
-    return _error(500, ErrorCode.INTERNAL, "Internal server error.")
+    return error_response(500, ErrorCode.INTERNAL, "Internal server error.")
 
 
 class MetricsMiddleware:
@@ -134,7 +129,7 @@ class RawPathGuard:
                 bad = _bad_segment(raw)
                 if bad is not None:
                     message = f"Path segment {bad!r} names no resource: it decodes to '.', '..' or holds '/'."
-                    await _error(422, ErrorCode.INVALID_TOPIC, message)(scope, receive, send)
+                    await error_response(422, ErrorCode.INVALID_TOPIC, message)(scope, receive, send)
                     return
         await self.app(scope, receive, send)
 

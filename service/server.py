@@ -26,6 +26,7 @@ import asyncio
 import logging
 import resource
 from dataclasses import dataclass
+from http import HTTPStatus
 from types import FrameType
 from typing import Any, ClassVar
 
@@ -35,6 +36,7 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from .api.http import error_response
 from .app import begin_drain
 from .errors import ErrorCode
 from .settings import Settings
@@ -94,27 +96,17 @@ def raise_fd_limit() -> tuple[int, int]:
     return soft, hard
 
 
-def _answer(status: int, code: int, message: str, *, retry_after: int | None = None) -> bytes:
-    """A whole HTTP/1.1 response in the Confluent error shape that closes the connection."""
+def _answer(status: int, code: int, message: str) -> bytes:
+    """A whole HTTP/1.1 response in the Confluent error shape that closes the connection, written
+    straight to the transport by the protocol (no request reached the app)."""
     body = orjson.dumps({"error_code": code, "message": message})
     head = [
-        f"HTTP/1.1 {status} {_REASONS[status]}",
+        f"HTTP/1.1 {status} {HTTPStatus(status).phrase}",
         "content-type: application/vnd.kafka.v2+json",
         f"content-length: {len(body)}",
         "connection: close",
     ]
-    if retry_after is not None:
-        head.append(f"retry-after: {retry_after}")
     return ("\r\n".join(head) + "\r\n\r\n").encode() + body
-
-
-_REASONS = {
-    400: "Bad Request",
-    408: "Request Timeout",
-    431: "Request Header Fields Too Large",
-    500: "Internal Server Error",
-    503: "Service Unavailable",
-}
 
 
 class _HeadersTooLarge(Exception):
@@ -133,7 +125,7 @@ class GatewayProtocol(HttpToolsProtocol):
         self._header_bytes = 0
         self._refusal: bytes | None = None
         if len(self.connections) > self.limits.max_connections:
-            self.app = _over_capacity  # each request on it is answered 503, then it is closed
+            self.app = _OVER_CAPACITY
         self._arm_header_timer()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -195,9 +187,19 @@ class GatewayProtocol(HttpToolsProtocol):
         self.transport.close()
 
 
-async def _over_capacity(scope: Scope, receive: Receive, send: Send) -> None:
-    message = "Too many connections to this gateway; retry shortly."
-    await _send_error(send, 503, ErrorCode.UNAVAILABLE, message, retry_after=1)
+# The app of a connection past MAX_CONNECTIONS: each request on it is answered so, then it closes.
+_OVER_CAPACITY = error_response(
+    503,
+    ErrorCode.UNAVAILABLE,
+    "Too many connections to this gateway; retry shortly.",
+    retry_after=1,
+    headers={"Connection": "close"},
+)
+# What ``LastResort`` answers a request the app did not.
+_STOPPING = error_response(
+    503, ErrorCode.UNAVAILABLE, "The gateway is stopping; retry.", headers={"Connection": "close"}
+)
+_INTERNAL = error_response(500, ErrorCode.INTERNAL, "Internal server error.", headers={"Connection": "close"})
 
 
 class LastResort:
@@ -227,24 +229,8 @@ class LastResort:
             await self.app(scope, receive, watch)
         except asyncio.CancelledError:
             if not started:
-                await _send_error(send, 503, ErrorCode.UNAVAILABLE, "The gateway is stopping; retry.")
+                await _STOPPING(scope, receive, send)
         except Exception:
             if not started:  # the app's handler did not answer: something below it failed
                 log.exception("unanswered error on %s %s", scope.get("method"), scope.get("path"))
-                await _send_error(send, 500, ErrorCode.INTERNAL, "Internal server error.")
-
-
-async def _send_error(
-    send: Send, status: int, code: int, message: str, *, retry_after: int | None = None
-) -> None:
-    """An answer in the Confluent error shape that closes the connection."""
-    body = orjson.dumps({"error_code": code, "message": message})
-    headers = [
-        (b"content-type", b"application/vnd.kafka.v2+json"),
-        (b"content-length", str(len(body)).encode()),
-        (b"connection", b"close"),
-    ]
-    if retry_after is not None:
-        headers.append((b"retry-after", str(retry_after).encode()))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+                await _INTERNAL(scope, receive, send)

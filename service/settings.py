@@ -275,6 +275,10 @@ class Settings(BaseSettings):
         return frozenset(self.split(self.auth))
 
     @property
+    def allowed_host_names(self) -> frozenset[str]:
+        return frozenset(name.lower() for name in self.split(self.allowed_hosts))
+
+    @property
     def users_path(self) -> Path:
         return self.users_file or self.data_dir / "users"
 

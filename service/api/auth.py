@@ -18,12 +18,13 @@ import binascii
 from collections.abc import Iterable
 from typing import Final
 
+from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service.errors import ErrorCode
 from service.security.users import Verifier
 
-from .http import JSONBody
+from .http import JSONBody, error_response
 
 ANONYMOUS: Final = "User:ANONYMOUS"
 ALWAYS_OPEN: Final = frozenset({"/healthz", "/readyz"})
@@ -52,7 +53,7 @@ class Authenticate:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        header = _header(scope, b"authorization")
+        header = Headers(scope=scope).get("authorization")
         if header is None:
             if scope["path"] in self.open:
                 await self.app(scope, receive, send)
@@ -66,30 +67,24 @@ class Authenticate:
         scope[_KEY] = f"User:{name}"
         await self.app(scope, receive, send)
 
-    async def _basic(self, header: bytes) -> str | None:
-        scheme, _, encoded = header.partition(b" ")
-        if scheme.lower() != b"basic":
+    async def _basic(self, header: str) -> str | None:
+        scheme, _, encoded = header.partition(" ")
+        if scheme.lower() != "basic":
             return None
         try:
-            decoded = base64.b64decode(encoded.strip(), validate=True).decode("utf-8")
+            decoded = base64.b64decode(encoded.strip().encode("latin-1"), validate=True).decode("utf-8")
             name, sep, password = decoded.partition(":")
-        except (binascii.Error, UnicodeDecodeError):
+        except (binascii.Error, UnicodeError):
             return None
         if not sep or not name:
             return None
         return name if await self.basic.check(name, password) else None
 
 
-def _header(scope: Scope, name: bytes) -> bytes | None:
-    for key, value in scope["headers"]:
-        if key == name:
-            return bytes(value)
-    return None
-
-
 def _refuse(message: str) -> JSONBody:
-    return JSONBody(
-        {"error_code": ErrorCode.UNAUTHORIZED, "message": message},
-        status_code=401,
+    return error_response(
+        401,
+        ErrorCode.UNAUTHORIZED,
+        message,
         headers={"WWW-Authenticate": 'Basic realm="brokergate", charset="UTF-8"'},
     )

@@ -44,6 +44,21 @@ class JSONBody(Response):
         return orjson.dumps(content)
 
 
+def error_response(
+    status: int,
+    code: int,
+    message: str,
+    *,
+    retry_after: float | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONBody:
+    """An answer in Confluent's error shape, ``{"error_code": …, "message": …}`` (an ASGI app too)."""
+    headers = dict(headers or {})
+    if retry_after is not None:
+        headers["Retry-After"] = str(max(1, round(retry_after)))
+    return JSONBody({"error_code": code, "message": message}, status_code=status, headers=headers or None)
+
+
 def v2(content: Any, status_code: int = 200) -> JSONBody:
     return JSONBody(content, status_code=status_code)
 
@@ -103,7 +118,7 @@ def public_base(request: Request) -> str:
     if settings.advertised_url:
         return settings.advertised_url.rstrip("/")
     scheme = request.url.scheme
-    allowed = {h.strip().lower() for h in settings.allowed_hosts.split(",") if h.strip()}
+    allowed = settings.allowed_host_names
     netloc = _netloc(request.headers.get("host", ""))
     if netloc is not None and ("*" in allowed or netloc[0] in allowed):
         return f"{scheme}://{_join(*netloc)}"

@@ -20,15 +20,20 @@ from service.core.quotas import Quotas, client_id
 
 from .auth import ANONYMOUS, principal_of
 
-__all__ = ["client_of"]
+__all__ = ["client_of", "identity_of"]
 
 
-def client_of(request: Request, quotas: Quotas) -> str:
-    """The bucket name part of the request's client (an API key is hashed, never kept): its
-    authenticated principal when there is one, which it cannot dodge by changing a header."""
+def identity_of(request: Request, header: str) -> str | None:
+    """Who the request says it is, hashed: its authenticated principal when there is one (which
+    it cannot dodge by changing a header), else its API key in ``header``; None if neither."""
     principal = principal_of(request.scope)
     if principal != ANONYMOUS:
         return client_id(principal, None)
-    api_key = request.headers.get(quotas.header) if quotas.header else None
+    api_key = request.headers.get(header) if header else None
+    return client_id(api_key, None) if api_key else None
+
+
+def client_of(request: Request, quotas: Quotas) -> str:
+    """The bucket name part of the request's client: ``identity_of``, else its address."""
     peer = request.client
-    return client_id(api_key, peer.host if peer else None)
+    return identity_of(request, quotas.header) or client_id(None, peer.host if peer else None)

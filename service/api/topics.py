@@ -15,15 +15,13 @@ from api_schemas.formats import accept_formats, content_type_for, holds_float, l
 from api_schemas.records import ParsedProduce, parse_produce
 from service.core.models import EmbeddedFormat, TopicInfo, TopicPartition
 from service.core.producer import ProduceOutcome
-from service.core.quotas import client_id
 from service.core.rules import MAX_OFFSET
 from service.errors import NotAcceptable
 from service.gateway import Gateway, get_gateway
 
-from .auth import ANONYMOUS, principal_of
 from .http import V2, body_doc, loads, read_body, records_response
 from .http import v2 as v2_response
-from .quotas import client_of
+from .quotas import client_of, identity_of
 from .responses import ERRORS, PRODUCE_ERRORS, THROTTLED
 
 router = APIRouter(tags=["topics"])
@@ -92,11 +90,10 @@ async def serve_produce(
     fmt = produce_format(request.headers.get("content-type"))
     body = await read_body(request)
     # The same key with the same request (target, format, body) answers with the first response.
-    fingerprint = (
-        None
-        if key is None
-        else hashlib.sha256(b"\0".join([request.url.path.encode(), fmt.encode(), body])).hexdigest()
-    )
+    idempotent = None
+    if key is not None:
+        fingerprint = hashlib.sha256(b"\0".join([request.url.path.encode(), fmt.encode(), body])).hexdigest()
+        idempotent = (key, fingerprint)
     s = gw.settings
     limits = (s.max_record_bytes, s.max_records_per_request, s.max_headers_per_record)
     if len(body) < OFF_LOOP_BYTES:
@@ -118,11 +115,9 @@ async def serve_produce(
         metrics.produced_bytes.labels(topic).inc(parsed.payload_bytes)
         return orjson.dumps(produce_body(results))
 
-    if key is None or fingerprint is None:
+    if idempotent is None:
         return Response(await produce(), media_type=V2)
-    response, replayed = await gw.idempotency.run(
-        key, fingerprint, produce, scope=_idempotency_scope(request, gw)
-    )
+    response, replayed = await gw.idempotency.run(*idempotent, produce, scope=_idempotency_scope(request, gw))
     return Response(
         response, media_type=V2, headers={"Idempotency-Replayed": "true" if replayed else "false"}
     )
@@ -143,15 +138,10 @@ def _parse(body: bytes, fmt: EmbeddedFormat, limits: tuple[int, int, int]) -> Pa
 
 
 def _idempotency_scope(request: Request, gw: Gateway) -> str:
-    """Whose key it is: the client (its API key, hashed) and the path, so one client's key never
-    answers for another's request nor for another topic. Clients without an API key share one
+    """Whose key it is: the client (``identity_of``) and the path, so one client's key never
+    answers for another's request nor for another topic. Clients without an identity share one
     scope per path: an address would not do, a retry may come through another balancer."""
-    principal = principal_of(request.scope)
-    if principal != ANONYMOUS:
-        return f"{client_id(principal, None)}\0{request.url.path}"
-    header = gw.quotas.header
-    api_key = request.headers.get(header) if header else None
-    return f"{client_id(api_key, None) if api_key else 'anonymous'}\0{request.url.path}"
+    return f"{identity_of(request, gw.quotas.header) or 'anonymous'}\0{request.url.path}"
 
 
 # Plain application/json is accepted too and means binary, as in Confluent's proxy.

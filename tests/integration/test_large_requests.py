@@ -10,7 +10,7 @@ import orjson
 
 from service.api.http import STREAM_ABOVE_BYTES
 from service.api.topics import OFF_LOOP_BYTES
-from tests.helpers import BINARY, V2, b64, create_topic, unb64
+from tests.helpers import BINARY, V2, b64, consumer, create_topic, subscribe, unb64
 
 VALUE = b"v" * 1000
 PER_REQUEST = 1000  # records of 1 KB: a request body of about 1.3 MiB, over OFF_LOOP_BYTES
@@ -35,13 +35,8 @@ async def test_a_large_poll_is_streamed_and_holds_every_record_in_order(client, 
     n = 6 * PER_REQUEST  # about 6 MB of records: streamed, in several slices
     assert n * len(VALUE) > STREAM_ABOVE_BYTES
     await produce_many(client, name, n)
-    r = await client.post(
-        f"/consumers/{name}",
-        json={"format": "binary", "auto.offset.reset": "earliest"},
-        headers={"Content-Type": V2},
-    )
-    base = r.json()["base_uri"]
-    await client.post(f"{base}/subscription", json={"topics": [name]}, headers={"Content-Type": V2})
+    base = await consumer(client, name, fmt="binary")
+    await subscribe(client, base, name)
     got: list[dict] = []
     streamed = 0
     for _ in range(20):

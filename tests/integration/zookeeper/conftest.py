@@ -8,8 +8,10 @@ groups, replicas or leader. Tests that stop, restart or freeze ZooKeeper take
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ from kazoo.client import KazooClient
 
 from deploy.local.zookeeper_server import ZooKeeperServer
 from service.adapters.zookeeper import ZooKeeperCoordinator
+from service.errors import BackendUnavailable
 
 # Short enough that expiry tests are quick, long enough for a busy test machine
 # (the server's tickTime of 100 ms allows 200 ms to 2 s).
@@ -85,3 +88,16 @@ def raw(zk_url: str, coord: ZooKeeperCoordinator) -> Iterator[KazooClient]:
     yield client
     client.stop()
     client.close()
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], *, within_s: float = 30.0) -> None:
+    """Wait until ``check()`` holds; fail after ``within_s``. ZooKeeper being away counts as not yet."""
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            if await check():
+                return
+        except BackendUnavailable:
+            pass
+        assert time.monotonic() < deadline, f"not reached within {within_s} s"
+        await asyncio.sleep(0.02)

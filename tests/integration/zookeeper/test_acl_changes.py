@@ -29,7 +29,7 @@ from service.adapters.zookeeper.codec import (
 from service.core.acl import AclBinding, AclFilter, Operation, PatternType, Permission, ResourceType
 from service.errors import BackendUnavailable
 
-from .conftest import CoordinatorFactory, chroot_url, raw_client
+from .conftest import CoordinatorFactory, chroot_url, eventually, raw_client
 from .test_outages import expire_session
 
 LITERAL, PREFIXED = PatternType.LITERAL, PatternType.PREFIXED
@@ -45,19 +45,6 @@ def binding(
     operation: Operation = Operation.READ,
 ) -> AclBinding:
     return AclBinding(principal, resource_type, name, pattern, operation, Permission.ALLOW)
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], *, within_s: float) -> None:
-    """Wait until ``check()`` holds; fail after ``within_s``. ZooKeeper being away counts as not yet."""
-    deadline = time.monotonic() + within_s
-    while True:
-        try:
-            if await check():
-                return
-        except BackendUnavailable:
-            pass
-        assert time.monotonic() < deadline, f"not reached within {within_s} s"
-        await asyncio.sleep(0.02)
 
 
 def sees(coord: ZooKeeperCoordinator, *expected: AclBinding) -> Callable[[], Awaitable[bool]]:

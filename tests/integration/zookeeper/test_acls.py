@@ -4,24 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
-from collections.abc import Awaitable, Callable
 
 from service.core.acl import AclBinding, AclFilter, Operation, PatternType, Permission, ResourceType
 
-from .conftest import CoordinatorFactory, raw_client
+from .conftest import CoordinatorFactory, eventually, raw_client
 
 
 def binding(principal: str, name: str, *, pattern: PatternType = PatternType.LITERAL) -> AclBinding:
     return AclBinding(principal, ResourceType.TOPIC, name, pattern, Operation.READ, Permission.ALLOW)
-
-
-async def within_a_second(check: Callable[[], Awaitable[bool]]) -> float:
-    start = time.monotonic()
-    while not await check():
-        assert time.monotonic() - start < 1.0, "not seen within a second"
-        await asyncio.sleep(0.02)
-    return time.monotonic() - start
 
 
 async def test_a_change_through_one_replica_shows_through_the_other(
@@ -36,13 +26,13 @@ async def test_a_change_through_one_replica_shows_through_the_other(
     async def b_sees_alice() -> bool:
         return await b.acls() == [alice]
 
-    await within_a_second(b_sees_alice)
+    await eventually(b_sees_alice, within_s=1.0)
     await b.remove_acls(AclFilter(principal="User:alice"))
 
     async def a_sees_none() -> bool:
         return await a.acls() == []
 
-    await within_a_second(a_sees_none)
+    await eventually(a_sees_none, within_s=1.0)
 
 
 async def test_replicas_adding_to_one_resource_at_once_both_land(
@@ -59,7 +49,7 @@ async def test_replicas_adding_to_one_resource_at_once_both_land(
         want = sorted(mine + theirs, key=repr)
         return sorted(await a.acls(), key=repr) == sorted(await b.acls(), key=repr) == want
 
-    await within_a_second(both_see_all)
+    await eventually(both_see_all, within_s=1.0)
 
 
 async def test_the_layout_is_kafkas(zk_url: str, make_coordinator: CoordinatorFactory) -> None:

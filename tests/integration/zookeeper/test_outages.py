@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from typing import Any
 
 import pytest
@@ -15,24 +14,18 @@ from service.adapters.zookeeper import ZooKeeperCoordinator
 from service.core.models import Member, Subscription, TopicPartition
 from service.errors import BackendUnavailable
 
-from .conftest import REQUEST_TIMEOUT_MS, SESSION_TIMEOUT_MS, CoordinatorFactory, chroot_url, raw_client
+from .conftest import (
+    REQUEST_TIMEOUT_MS,
+    SESSION_TIMEOUT_MS,
+    CoordinatorFactory,
+    chroot_url,
+    eventually,
+    raw_client,
+)
 
 TP = TopicPartition
 # Any call must fail within the request timeout; the margin absorbs a slow test machine.
 HANG_GUARD_S = REQUEST_TIMEOUT_MS / 1000 + 5
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], *, within_s: float = 30.0) -> None:
-    deadline = time.monotonic() + within_s
-    while True:
-        try:
-            if await check():
-                return
-        except BackendUnavailable:
-            pass
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.05)
 
 
 async def unavailable(call: Awaitable[Any]) -> BackendUnavailable:
