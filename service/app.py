@@ -27,6 +27,7 @@ from workers.retention import retention
 
 from .adapters.factory import build_ports, build_quota_store, quota_limits
 from .api import acls, consumers, ops, topics, v3
+from .api.access import Authorize, check_rules
 from .api.auth import Authenticate, open_paths
 from .api.fastpath import ProduceFastPath
 from .api.http import BODY_MODELS, JSONBody, error_response
@@ -222,9 +223,13 @@ def create_app(settings: Settings, ports: tuple[Log, Coordinator, Sessions] | No
     app.add_exception_handler(Exception, _unexpected)
     if settings.produce_fast_path:
         app.add_middleware(ProduceFastPath, served=app)  # inside the metrics: counted the same
+    opened = open_paths(docs=settings.docs_open, metrics=settings.metrics_open)
+    if settings.authorize:  # after authentication, before any route, the fast path's included
+        app.add_middleware(Authorize, routes=app.routes, open_paths=opened)
+    else:
+        check_rules(app.routes)  # a route without a rule fails the start whether or not it is enforced
     if "basic" in settings.auth_methods:  # before any route, the fast path's included
         verifier = Verifier(UsersFile(settings.users_path))
-        opened = open_paths(docs=settings.docs_open, metrics=settings.metrics_open)
         app.add_middleware(Authenticate, basic=verifier, open_paths=opened)
     app.add_middleware(RawPathGuard)  # before any routing, the fast path's included
     app.add_middleware(MetricsMiddleware, metrics=metrics)

@@ -17,6 +17,7 @@ class ErrorCode(IntEnum):
     BAD_REQUEST = 40001
     TOPIC_EXISTS = 40002
     UNAUTHORIZED = 40101
+    FORBIDDEN = 40301
     NOT_FOUND = 40400
     TOPIC_NOT_FOUND = 40401
     PARTITION_NOT_FOUND = 40402
@@ -69,6 +70,14 @@ class TopicExists(GatewayError):
     http_status = 400
     error_code = ErrorCode.TOPIC_EXISTS
     default_message = "Topic already exists."
+
+
+class Forbidden(GatewayError):
+    """Authenticated, but the ACL bindings do not allow the operation (Kafka's ``*_AUTHORIZATION_FAILED``)."""
+
+    http_status = 403
+    error_code = ErrorCode.FORBIDDEN
+    default_message = "Not authorized."
 
 
 class NotFound(GatewayError):

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from fastapi import Request
 from starlette.types import Scope
 
+from .core.acl import Access
 from .core.consumers import ConsumerService, InstanceLimits
 from .core.groups import GroupManager
 from .core.idempotency import IdempotencyGuard
@@ -40,6 +41,7 @@ class Gateway:
     groups: GroupManager
     consumers: ConsumerService
     idempotency: IdempotencyGuard
+    access: Access  # who may do what: the ACL bindings, or everything when authorization is off
     # Set when topic metadata changed in a way groups may care about (a topic was auto-created);
     # the metadata worker wakes on it instead of waiting out its interval.
     metadata_changed: asyncio.Event
@@ -66,7 +68,8 @@ class Gateway:
         metadata_changed = asyncio.Event()
         draining = asyncio.Event()
         waits = OpenWaits(settings.max_open_polls)  # polls and stateless reads share one bound
-        groups = GroupManager(log, coordinator)
+        access = Access(coordinator.acls, super_users=settings.super_user_names, enabled=settings.authorize)
+        groups = GroupManager(log, coordinator, access)
         topics = TopicService(
             log,
             auto_create=settings.auto_create_topics_enable,
@@ -100,6 +103,7 @@ class Gateway:
             idempotency=IdempotencyGuard(
                 sessions, window_ms=settings.idempotency_window_ms, wait_ms=settings.idempotency_wait_ms
             ),
+            access=access,
             metadata_changed=metadata_changed,
             draining=draining,
             loop=asyncio.get_running_loop(),

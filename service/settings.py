@@ -88,6 +88,18 @@ class Settings(BaseSettings):
     docs_open: bool = Field(True, description="With auth on: /docs and /openapi.json need no credentials.")
     metrics_open: bool = Field(False, description="With auth on: /metrics answers without credentials.")
 
+    # authorization
+    authorize: bool = Field(
+        False,
+        description="Decide every request by the ACL bindings, Kafka's model: denied unless a binding "
+        "allows it (brokergate acls; /v3/clusters/{id}/acls).",
+    )
+    super_users: str = Field(
+        "",
+        description="Principals allowed everything, whatever the bindings, e.g. User:admin "
+        "(separated by ';' as Kafka's super.users, or ',').",
+    )
+
     # limits
     max_connections: int = Field(
         1_000, ge=1, description="Most client connections open at once (503 + Retry-After beyond)."
@@ -277,6 +289,10 @@ class Settings(BaseSettings):
     @property
     def allowed_host_names(self) -> frozenset[str]:
         return frozenset(name.lower() for name in self.split(self.allowed_hosts))
+
+    @property
+    def super_user_names(self) -> frozenset[str]:
+        return frozenset(self.split(self.super_users.replace(";", ",")))
 
     @property
     def users_path(self) -> Path:

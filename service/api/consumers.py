@@ -11,12 +11,14 @@ from fastapi.responses import Response
 
 from api_schemas import v2
 from api_schemas.formats import accept_formats, content_type_for
+from service.core.acl import Operation
 from service.core.assignors import STRATEGIES
 from service.core.models import InstanceConfig, Subscription, TopicPartition
 from service.core.rules import MAX_OFFSET
 from service.errors import InvalidConsumerConfig, InvalidPayload
 from service.gateway import Gateway, get_gateway
 
+from .access import check_topics, decision_of
 from .http import body_doc, no_content, parse, parse_optional, public_base, records_response
 from .http import v2 as v2_response
 from .quotas import client_of
@@ -76,16 +78,19 @@ def _base_uri(request: Request, group: str, instance: str) -> str:
     openapi_extra=body_doc(v2.CreateConsumerRequest, required=False),
 )
 async def create_consumer(group: str, request: Request, gw: GW) -> Response:
-    """Create a consumer instance in `group`."""
+    """Create a consumer instance in `group`; it belongs to the caller (anyone else gets 404)."""
     req = await parse_optional(request, v2.CreateConsumerRequest)
-    state = await gw.consumers.create(group, req.name if req else None, _config(req, gw))
+    who = await decision_of(request)
+    state = await gw.consumers.create(
+        group, req.name if req else None, _config(req, gw), owner=who.caller.principal
+    )
     return v2_response({"instance_id": state.name, "base_uri": _base_uri(request, group, state.name)})
 
 
 @router.delete(INSTANCE, operation_id="deleteConsumer", status_code=204, responses=_NO_CONTENT)
-async def delete_consumer(group: str, instance: str, gw: GW) -> Response:
+async def delete_consumer(group: str, instance: str, request: Request, gw: GW) -> Response:
     """Delete the instance; its partitions go to the rest of the group."""
-    await gw.consumers.delete(group, instance)
+    await gw.consumers.delete(group, instance, who=await decision_of(request))
     return no_content()
 
 
@@ -104,7 +109,8 @@ async def subscribe(group: str, instance: str, request: Request, gw: GW) -> Resp
     if req.topics is not None and not req.topics:
         raise InvalidPayload("'topics' must name at least one topic.")
     sub = Subscription(tuple(dict.fromkeys(req.topics or ())), req.topic_pattern)
-    await gw.consumers.subscribe(group, instance, sub)
+    who = await check_topics(request, sub.topics, Operation.READ)
+    await gw.consumers.subscribe(group, instance, sub, who=who)
     return no_content()
 
 
@@ -113,19 +119,20 @@ async def subscribe(group: str, instance: str, request: Request, gw: GW) -> Resp
     operation_id="getSubscription",
     responses={200: {"model": v2.SubscriptionResponse}, **CONSUMER_ERRORS},
 )
-async def get_subscription(group: str, instance: str, gw: GW) -> Response:
-    sub = await gw.consumers.subscription(group, instance)
+async def get_subscription(group: str, instance: str, request: Request, gw: GW) -> Response:
+    who = await decision_of(request)
+    sub = await gw.consumers.subscription(group, instance, who=who)
     if sub is None:
         return v2_response({"topics": []})
     if sub.pattern is not None:
-        topics = sorted(await gw.consumers.subscribed_topics(group, instance))
+        topics = sorted(await gw.consumers.subscribed_topics(group, instance, who=who))
         return v2_response({"topics": topics, "topic_pattern": sub.pattern})
     return v2_response({"topics": list(sub.topics)})
 
 
 @router.delete(INSTANCE + "/subscription", operation_id="unsubscribe", status_code=204, responses=_NO_CONTENT)
-async def unsubscribe(group: str, instance: str, gw: GW) -> Response:
-    await gw.consumers.unsubscribe(group, instance)
+async def unsubscribe(group: str, instance: str, request: Request, gw: GW) -> Response:
+    await gw.consumers.unsubscribe(group, instance, who=await decision_of(request))
     return no_content()
 
 
@@ -143,7 +150,9 @@ def _tps(req: v2.PartitionsRequest) -> list[TopicPartition]:
 async def assign(group: str, instance: str, request: Request, gw: GW) -> Response:
     """Manually assign partitions (no group management)."""
     req = await parse(request, v2.PartitionsRequest)
-    await gw.consumers.assign(group, instance, _tps(req))
+    tps = _tps(req)
+    who = await check_topics(request, (tp.topic for tp in tps), Operation.READ)
+    await gw.consumers.assign(group, instance, tps, who=who)
     return no_content()
 
 
@@ -152,8 +161,8 @@ async def assign(group: str, instance: str, request: Request, gw: GW) -> Respons
     operation_id="getAssignments",
     responses={200: {"model": v2.AssignmentResponse}, **CONSUMER_ERRORS},
 )
-async def get_assignments(group: str, instance: str, gw: GW) -> Response:
-    tps = await gw.consumers.assignment(group, instance)
+async def get_assignments(group: str, instance: str, request: Request, gw: GW) -> Response:
+    tps = await gw.consumers.assignment(group, instance, who=await decision_of(request))
     return v2_response({"partitions": [{"topic": tp.topic, "partition": tp.partition} for tp in tps]})
 
 
@@ -188,6 +197,7 @@ async def poll(
         max_bytes=budget,
         accept=accept_formats(request.headers.get("accept")),
         client=client_of(request, gw.quotas) if gw.quotas.consume else "",
+        who=await decision_of(request),
     )
     counter = gw.metrics.consumed_records
     for tp, records in polled:
@@ -207,7 +217,8 @@ async def commit(group: str, instance: str, request: Request, gw: GW) -> Respons
     offsets = None
     if req is not None and req.offsets is not None:
         offsets = {TopicPartition(o.topic, o.partition): o.offset for o in req.offsets}
-    done = await gw.consumers.commit(group, instance, offsets)
+    who = await check_topics(request, (tp.topic for tp in offsets or ()), Operation.READ)
+    done = await gw.consumers.commit(group, instance, offsets, who=who)
     return v2_response(
         [{"topic": tp.topic, "partition": tp.partition, "offset": off} for tp, off in sorted(done.items())]
     )
@@ -222,7 +233,9 @@ async def commit(group: str, instance: str, request: Request, gw: GW) -> Respons
 async def committed(group: str, instance: str, request: Request, gw: GW) -> Response:
     """Committed offsets of the listed partitions (default: the instance's assignment)."""
     req = await parse_optional(request, v2.PartitionsRequest)
-    found = await gw.consumers.committed(group, instance, _tps(req) if req else None)
+    tps = _tps(req) if req else None
+    who = await check_topics(request, (tp.topic for tp in tps or ()), Operation.DESCRIBE)
+    found = await gw.consumers.committed(group, instance, tps, who=who)
     return v2_response(
         {
             "offsets": [
@@ -260,13 +273,14 @@ async def seek(group: str, instance: str, request: Request, gw: GW) -> Response:
     req = await parse(request, v2.SeekRequest)
     if not req.offsets and not req.timestamps:
         raise InvalidPayload("Give 'offsets' or 'timestamps'.")
+    named = [o.topic for o in req.offsets or ()] + [t.topic for t in req.timestamps or ()]
+    who = await check_topics(request, named, Operation.DESCRIBE)
     if req.offsets:
-        await gw.consumers.seek(
-            group, instance, {TopicPartition(o.topic, o.partition): o.offset for o in req.offsets}
-        )
+        offsets = {TopicPartition(o.topic, o.partition): o.offset for o in req.offsets}
+        await gw.consumers.seek(group, instance, offsets, who=who)
     if req.timestamps:
         targets = {TopicPartition(t.topic, t.partition): _millis(t.timestamp) for t in req.timestamps}
-        await gw.consumers.seek_to_timestamps(group, instance, targets)
+        await gw.consumers.seek_to_timestamps(group, instance, targets, who=who)
     return no_content()
 
 
@@ -279,7 +293,9 @@ async def seek(group: str, instance: str, request: Request, gw: GW) -> Response:
 )
 async def seek_to_beginning(group: str, instance: str, request: Request, gw: GW) -> Response:
     req = await parse(request, v2.PartitionsRequest)
-    await gw.consumers.seek_to(group, instance, _tps(req), end=False)
+    tps = _tps(req)
+    who = await check_topics(request, (tp.topic for tp in tps), Operation.DESCRIBE)
+    await gw.consumers.seek_to(group, instance, tps, end=False, who=who)
     return no_content()
 
 
@@ -292,5 +308,7 @@ async def seek_to_beginning(group: str, instance: str, request: Request, gw: GW)
 )
 async def seek_to_end(group: str, instance: str, request: Request, gw: GW) -> Response:
     req = await parse(request, v2.PartitionsRequest)
-    await gw.consumers.seek_to(group, instance, _tps(req), end=True)
+    tps = _tps(req)
+    who = await check_topics(request, (tp.topic for tp in tps), Operation.DESCRIBE)
+    await gw.consumers.seek_to(group, instance, tps, end=True, who=who)
     return no_content()

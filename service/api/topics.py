@@ -13,12 +13,14 @@ from fastapi.responses import Response
 from api_schemas import v2
 from api_schemas.formats import accept_formats, content_type_for, holds_float, loads_exact, produce_format
 from api_schemas.records import ParsedProduce, parse_produce
+from service.core.acl import ResourceType
 from service.core.models import EmbeddedFormat, TopicInfo, TopicPartition
 from service.core.producer import ProduceOutcome
 from service.core.rules import MAX_OFFSET
 from service.errors import NotAcceptable
 from service.gateway import Gateway, get_gateway
 
+from .access import decision_of, visible
 from .http import V2, body_doc, loads, read_body, records_response
 from .http import v2 as v2_response
 from .quotas import client_of, identity_of
@@ -63,9 +65,9 @@ def produce_body(outcome: ProduceOutcome) -> dict[str, Any]:
 
 
 @router.get("/topics", operation_id="listTopics", responses={200: {"model": list[str]}, **ERRORS})
-async def list_topics(gw: GW) -> Response:
-    """Names of all topics."""
-    return v2_response(await gw.topics.names())
+async def list_topics(request: Request, gw: GW) -> Response:
+    """Names of the topics the caller may see (all of them, with authorization off)."""
+    return v2_response(await visible(request, ResourceType.TOPIC, await gw.topics.names()))
 
 
 @router.get("/topics/{topic}", operation_id="getTopic", responses={200: {"model": v2.Topic}, **ERRORS})
@@ -101,6 +103,7 @@ async def serve_produce(
     else:  # the record loop yields the interpreter to the event loop every few milliseconds there
         parsed = await asyncio.to_thread(_parse, body, fmt, limits)
     del body  # peak memory: the body is not needed once its records are
+    who = await decision_of(request)  # for a topic the produce would create
 
     async def produce() -> bytes:
         results = await gw.producer.produce(
@@ -109,6 +112,7 @@ async def serve_produce(
             parsed.partitions,
             partition=partition,
             client=client_of(request, gw.quotas) if gw.quotas.produce else "",
+            who=who,
         )
         metrics = gw.metrics
         metrics.produced_records.labels(topic).inc(len(parsed.records))

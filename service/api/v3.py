@@ -8,11 +8,13 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
 from api_schemas import v3
-from service.core.groups import GroupDescription, resolve
+from service.core.acl import Operation, ResourceType
+from service.core.groups import GroupDescription, PartitionLag, resolve
 from service.core.models import TopicInfo, TopicPartition
 from service.errors import InvalidTopicConfig, NotFound
 from service.gateway import Gateway, get_gateway
 
+from .access import decision_of, visible
 from .http import body_doc, no_content, parse, public_base
 from .http import v3 as v3_response
 from .responses import ERRORS
@@ -104,7 +106,7 @@ async def list_topics(cluster_id: str, request: Request, gw: GW) -> Response:
     _check(cluster_id, gw)
     base = _base(request)
     data = []
-    for name in await gw.topics.names():
+    for name in await visible(request, ResourceType.TOPIC, await gw.topics.names()):
         try:
             data.append(_topic(base, cluster_id, await gw.topics.describe(name)))
         except NotFound:  # deleted while listing
@@ -123,6 +125,7 @@ async def create_topic(cluster_id: str, request: Request, gw: GW) -> Response:
     """Create a topic (400/40002 if it exists)."""
     _check(cluster_id, gw)
     req = await parse(request, v3.CreateTopicRequest)
+    (await decision_of(request)).check_create_topic(req.topic_name)
     configs: dict[str, str] = {}
     for c in req.configs:
         if c.value is None:
@@ -250,7 +253,7 @@ async def list_groups(cluster_id: str, request: Request, gw: GW) -> Response:
     _check(cluster_id, gw)
     base = _base(request)
     data = []
-    for group in sorted(await gw.coordinator.groups()):
+    for group in await visible(request, ResourceType.GROUP, sorted(await gw.coordinator.groups())):
         try:
             data.append(await _group(base, cluster_id, await gw.groups.describe(group), gw))
         except NotFound:
@@ -267,6 +270,16 @@ async def get_group(cluster_id: str, group: str, request: Request, gw: GW) -> Re
     """A group with its members, their subscriptions and assignments, and its generation."""
     _check(cluster_id, gw)
     return v3_response(await _group(_base(request), cluster_id, await gw.groups.describe(group), gw))
+
+
+async def _lags(request: Request, gw: Gateway, group: str) -> list[PartitionLag]:
+    """The group's lag on the topics the caller may DESCRIBE (Kafka's OffsetFetch leaves out the others)."""
+    who = await decision_of(request)
+    return [
+        lag
+        for lag in await gw.groups.lag(group)
+        if who.may(ResourceType.TOPIC, lag.tp.topic, Operation.DESCRIBE)
+    ]
 
 
 def _lag_rows(cid: str, group: str, lags: list[Any]) -> list[dict[str, Any]]:
@@ -296,7 +309,7 @@ def _lag_rows(cid: str, group: str, lags: list[Any]) -> list[dict[str, Any]]:
 async def get_lags(cluster_id: str, group: str, request: Request, gw: GW) -> Response:
     """Per partition: committed offset, log end offset and lag (end minus committed)."""
     _check(cluster_id, gw)
-    rows = _lag_rows(cluster_id, group, await gw.groups.lag(group))
+    rows = _lag_rows(cluster_id, group, await _lags(request, gw, group))
     url = f"{_base(request)}/{cluster_id}/consumer-groups/{group}/lags"
     return v3_response(_listing("KafkaConsumerLagList", url, rows))
 
@@ -306,9 +319,9 @@ async def get_lags(cluster_id: str, group: str, request: Request, gw: GW) -> Res
     operation_id="getConsumerGroupLagSummary",
     responses={200: {"model": v3.LagSummary}, **ERRORS},
 )
-async def get_lag_summary(cluster_id: str, group: str, gw: GW) -> Response:
+async def get_lag_summary(cluster_id: str, group: str, request: Request, gw: GW) -> Response:
     _check(cluster_id, gw)
-    lags = await gw.groups.lag(group)
+    lags = await _lags(request, gw, group)
     worst = max(lags, key=lambda lag: lag.lag, default=None)
     return v3_response(
         {

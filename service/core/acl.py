@@ -12,15 +12,19 @@ Kafka's ``StandardAuthorizer`` does:
   name the resource starts with; a principal by name or ``User:*``; a host by address or ``*``;
 - with no matching ALLOW, the answer is no.
 
-Pure: no I/O, no adapter. The bindings come from the coordinator (every replica decides alike).
+``Access`` turns the coordinator's bindings (every replica decides alike) into a ``Decision``
+for one caller, the object requests are checked with; with authorization off it is
+``ALLOW_ALL``. Pure but for reading the bindings: no adapter.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
+
+from service.errors import Forbidden
 
 
 class ResourceType(StrEnum):
@@ -55,6 +59,7 @@ class Permission(StrEnum):
 
 WILDCARD: Final = "*"  # a LITERAL resource name, a host, or the name part of ``User:*``
 ANY_USER: Final = "User:*"
+ANONYMOUS: Final = "User:ANONYMOUS"  # every caller, when authentication is off
 CLUSTER_NAME: Final = "kafka-cluster"  # Kafka's one name for the CLUSTER resource
 
 # An ALLOW of the key allows these too (Kafka's implied operations).
@@ -171,13 +176,21 @@ class Authorizer:
         self._by_type = {t: tuple(bs) for t, bs in by_type.items()}
 
     def allowed(
-        self, principal: str, host: str, resource_type: ResourceType, name: str, operation: Operation
+        self, principal: str, host: str | None, resource_type: ResourceType, name: str, operation: Operation
     ) -> bool:
+        """Whether ``principal`` from ``host`` may. A ``host`` of None (a decision taken away from
+        any request, e.g. which topics a member's pattern covers) counts only ALLOWs for every
+        host, and every DENY: it never allows more than some request would be allowed."""
         if principal in self.super_users:
             return True
         allowed = False
         for b in self._by_type[resource_type]:
-            if b.principal not in (principal, ANY_USER) or b.host not in (host, WILDCARD):
+            if b.principal not in (principal, ANY_USER):
+                continue
+            if host is None:
+                if b.host != WILDCARD and b.permission is Permission.ALLOW:
+                    continue
+            elif b.host not in (host, WILDCARD):
                 continue
             if not b.matches_resource(resource_type, name):
                 continue
@@ -187,3 +200,95 @@ class Authorizer:
             elif not allowed:
                 allowed = b.operation is Operation.ALL or b.operation in _IMPLIES.get(operation, (operation,))
         return allowed
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who asks, and from which address (None: not known, see ``Authorizer.allowed``)."""
+
+    principal: str = ANONYMOUS
+    host: str | None = None
+
+
+class Decision:
+    """What one caller may do, by the bindings as they were when it was made."""
+
+    __slots__ = ("_authorizer", "caller", "super_user")
+
+    def __init__(self, authorizer: Authorizer | None, caller: Caller, *, super_user: bool = False) -> None:
+        self._authorizer = authorizer  # None: authorization is off, everything is allowed
+        self.caller = caller
+        self.super_user = super_user
+
+    def owns(self, owner: str) -> bool:
+        """Whether what ``owner`` created (a consumer instance) is the caller's to use: its own,
+        or anything for a super user."""
+        return self.super_user or owner == self.caller.principal
+
+    def may(self, resource_type: ResourceType, name: str, operation: Operation) -> bool:
+        a = self._authorizer
+        return a is None or a.allowed(self.caller.principal, self.caller.host, resource_type, name, operation)
+
+    def may_create_topic(self, topic: str) -> bool:
+        """Kafka's rule: CREATE on the cluster, or on the topic."""
+        return self.may(ResourceType.CLUSTER, CLUSTER_NAME, Operation.CREATE) or self.may(
+            ResourceType.TOPIC, topic, Operation.CREATE
+        )
+
+    def check(self, resource_type: ResourceType, names: Iterable[str], operation: Operation) -> None:
+        """``Forbidden`` (403) naming every resource of ``names`` the caller may not ``operation``."""
+        denied = sorted({n for n in names if not self.may(resource_type, n, operation)})
+        if denied:
+            what = resource_type.value.lower() + ("s" if len(denied) > 1 else "")
+            listed = ", ".join(repr(n) for n in denied)
+            raise Forbidden(
+                f"Not authorized: {self.caller.principal} may not {operation.value} {what} {listed}."
+            )
+
+    def check_create_topic(self, topic: str) -> None:
+        if not self.may_create_topic(topic):
+            raise Forbidden(
+                f"Not authorized: {self.caller.principal} may not CREATE topic {topic!r} "
+                "(it needs CREATE on the topic or on the cluster)."
+            )
+
+
+ALLOW_ALL: Final = Decision(None, Caller())
+
+
+class Access:
+    """Decisions by the current bindings: an ``Authorizer`` rebuilt only when they change.
+
+    ``bindings`` is the coordinator's ``acls``, which hands out the same sequence until the
+    bindings change; so a request costs one call and an identity check, not a rebuild.
+    """
+
+    def __init__(
+        self,
+        bindings: Callable[[], Awaitable[Sequence[AclBinding]]],
+        *,
+        super_users: Iterable[str] = (),
+        enabled: bool = True,
+    ) -> None:
+        self.enabled = enabled
+        self._bindings = bindings
+        self._super_users = frozenset(super_users)
+        self._seen: Sequence[AclBinding] | None = None
+        self._authorizer = Authorizer(super_users=self._super_users)
+
+    @classmethod
+    def off(cls) -> Access:
+        async def none() -> Sequence[AclBinding]:
+            return ()
+
+        return cls(none, enabled=False)
+
+    async def decision(self, caller: Caller) -> Decision:
+        super_user = caller.principal in self._super_users
+        if not self.enabled:
+            return ALLOW_ALL if caller == ALLOW_ALL.caller else Decision(None, caller, super_user=super_user)
+        bindings = await self._bindings()
+        if bindings is not self._seen:
+            self._authorizer = Authorizer(bindings, super_users=self._super_users)
+            self._seen = bindings
+        return Decision(self._authorizer, caller, super_user=super_user)

@@ -6,6 +6,10 @@ mutation is load → change → compare-and-set save, retried on conflict: two
 concurrent polls of one instance can never return the same records twice or
 skip any. Positions are trusted only for partitions the instance has owned
 continuously since the generation they were read in.
+
+An instance belongs to the principal that created it: a request of anyone else (but a super
+user) is answered as if the instance did not exist. Methods take the request's ``Decision``
+as ``who``; None is the gateway itself (the reaper), which may reach every instance.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from service.errors import (
     InvalidPayload,
 )
 
+from .acl import ANONYMOUS, Decision, Operation, ResourceType
 from .fencing import fence_assigned
 from .groups import GroupManager, compile_pattern, resolve
 from .models import (
@@ -93,7 +98,9 @@ class ConsumerService:
 
     # --- lifecycle -----------------------------------------------------------------
 
-    async def create(self, group: str, name: str | None, config: InstanceConfig) -> InstanceState:
+    async def create(
+        self, group: str, name: str | None, config: InstanceConfig, *, owner: str = ANONYMOUS
+    ) -> InstanceState:
         check_group(group)
         name = check_instance(name) if name else f"rest-consumer-{uuid.uuid4()}"
         # Bounded, as Kafka bounds a group (group.max.size): counted, then created, so concurrent
@@ -109,12 +116,14 @@ class ConsumerService:
                 "delete one (or let it expire) first."
             )
         now = self.now_ms()
-        state = InstanceState(group=group, name=name, config=config, created_ms=now, last_seen_ms=now)
+        state = InstanceState(
+            group=group, name=name, config=config, created_ms=now, last_seen_ms=now, owner=owner
+        )
         await self._sessions.create(state)
         return state
 
-    async def delete(self, group: str, name: str) -> None:
-        await self._load(group, name)
+    async def delete(self, group: str, name: str, *, who: Decision | None = None) -> None:
+        await self._load(group, name, who)
         await self._remove(group, name)
 
     async def expire(self) -> int:
@@ -130,8 +139,10 @@ class ConsumerService:
         if await self._coordinator.leave(group, name):
             await self._groups.rebalance(group)
 
-    async def _load(self, group: str, name: str) -> InstanceState:
+    async def _load(self, group: str, name: str, who: Decision | None) -> InstanceState:
         state = await self._sessions.load(group, name)
+        if who is not None and not who.owns(state.owner):
+            raise ConsumerInstanceNotFound()  # not a 403: whose instances exist is nobody else's business
         if state.expires_ms < self.now_ms():
             await self._remove(group, name)
             raise ConsumerInstanceNotFound()
@@ -145,10 +156,11 @@ class ConsumerService:
         group: str,
         name: str,
         change: Callable[[InstanceState, list[TopicPartition]], Awaitable[None]],
+        who: Decision | None,
     ) -> InstanceState:
         """Load, apply ``change`` (given the owned partitions), save; retry if another request won."""
         while True:
-            state = await self._load(group, name)
+            state = await self._load(group, name, who)
             owned, _ = await self._view(state)
             await change(state, owned)
             state.last_seen_ms = self.now_ms()
@@ -157,7 +169,9 @@ class ConsumerService:
 
     # --- subscription and assignment ---------------------------------------------
 
-    async def subscribe(self, group: str, name: str, subscription: Subscription) -> None:
+    async def subscribe(
+        self, group: str, name: str, subscription: Subscription, *, who: Decision | None = None
+    ) -> None:
         if subscription.pattern is not None:
             compile_pattern(subscription.pattern)
         for topic in subscription.topics:
@@ -171,35 +185,40 @@ class ConsumerService:
                 )
             state.subscription = subscription
 
-        state = await self._mutate(group, name, change)
+        state = await self._mutate(group, name, change, who)
         members = await self._coordinator.members(group)
         joined = members[name].joined_ms if name in members else state.created_ms
-        await self._coordinator.join(group, Member(name, subscription, state.config.strategy, joined))
+        member = Member(name, subscription, state.config.strategy, joined, state.owner)
+        await self._coordinator.join(group, member)
         await self._groups.rebalance(group)
 
-    async def unsubscribe(self, group: str, name: str) -> None:
+    async def unsubscribe(self, group: str, name: str, *, who: Decision | None = None) -> None:
         async def change(state: InstanceState, owned: list[TopicPartition]) -> None:
             state.subscription = None
             state.manual = None
             state.positions = {}
 
-        await self._mutate(group, name, change)
+        await self._mutate(group, name, change, who)
         if await self._coordinator.leave(group, name):
             await self._groups.rebalance(group)
 
-    async def subscription(self, group: str, name: str) -> Subscription | None:
-        state = await self._load(group, name)
+    async def subscription(
+        self, group: str, name: str, *, who: Decision | None = None
+    ) -> Subscription | None:
+        state = await self._load(group, name, who)
         await self._touch(state)
         return state.subscription
 
-    async def subscribed_topics(self, group: str, name: str) -> set[str]:
+    async def subscribed_topics(self, group: str, name: str, *, who: Decision | None = None) -> set[str]:
         """The existing topics the instance's subscription covers now."""
-        state = await self._load(group, name)
+        state = await self._load(group, name, who)
         if state.subscription is None:
             return set()
         return resolve(state.subscription, await self._log.list_topics())
 
-    async def assign(self, group: str, name: str, partitions: Sequence[TopicPartition]) -> None:
+    async def assign(
+        self, group: str, name: str, partitions: Sequence[TopicPartition], *, who: Decision | None = None
+    ) -> None:
         for tp in partitions:
             await self._topics.check_partition(tp)
         wanted = sorted(set(partitions))
@@ -213,10 +232,10 @@ class ConsumerService:
             state.manual = wanted
             state.positions = {tp: off for tp, off in state.positions.items() if tp in wanted}
 
-        await self._mutate(group, name, change)
+        await self._mutate(group, name, change, who)
 
-    async def assignment(self, group: str, name: str) -> list[TopicPartition]:
-        state = await self._load(group, name)
+    async def assignment(self, group: str, name: str, *, who: Decision | None = None) -> list[TopicPartition]:
+        state = await self._load(group, name, who)
         await self._touch(state)
         owned, _ = await self._view(state)
         return owned
@@ -273,6 +292,7 @@ class ConsumerService:
         max_bytes: int,
         accept: set[EmbeddedFormat] | None,
         client: str = "",
+        who: Decision | None = None,
     ) -> tuple[EmbeddedFormat, Polled]:
         """Long-poll: return as soon as records arrive, or empty after the timeout.
 
@@ -280,10 +300,12 @@ class ConsumerService:
         reads (refused with ``Throttled`` while any of their buckets is in debt), and the bytes it
         returns are charged afterwards. While the gateway drains, it answers at the end of its
         current wait slice (a second at most) with what it has. Past the gateway's bound of open
-        long-polls it is refused at once (``BackendUnavailable``, 503).
+        long-polls it is refused at once (``BackendUnavailable``, 503). With ``who``, every topic it
+        would read from must allow ``who`` to READ it (``Forbidden`` otherwise, as Kafka's fetch
+        fails with TOPIC_AUTHORIZATION_FAILED): an ACL taken away ends the reading at once.
         """
         with self._waits.enter():
-            return await self._poll(group, name, timeout_ms, max_bytes, accept, client)
+            return await self._poll(group, name, timeout_ms, max_bytes, accept, client, who)
 
     async def _poll(
         self,
@@ -293,8 +315,9 @@ class ConsumerService:
         max_bytes: int,
         accept: set[EmbeddedFormat] | None,
         client: str,
+        who: Decision | None,
     ) -> tuple[EmbeddedFormat, Polled]:
-        state = await self._load(group, name)
+        state = await self._load(group, name, who)
         fmt = state.config.format
         if accept is not None and fmt not in accept:
             raise ConsumerFormatMismatch()
@@ -304,6 +327,8 @@ class ConsumerService:
         admitted = not quotas.consume
         while True:
             owned, generation = await self._view(state)
+            if who is not None:
+                who.check(ResourceType.TOPIC, {tp.topic for tp in owned}, Operation.READ)
             if not admitted:
                 await quotas.admit_consume(client, {tp.topic for tp in owned})
                 admitted = True
@@ -331,12 +356,12 @@ class ConsumerService:
             if polled and generation is not None:
                 # A rebalance during the wait: never hand out a partition the instance lost.
                 if (await self._coordinator.state(group)).generation != generation:
-                    state = await self._load(group, name)
+                    state = await self._load(group, name, who)
                     continue
             state.last_seen_ms = self.now_ms()
             if changed:
                 if not await self._sessions.save(state):
-                    state = await self._load(group, name)  # another request moved the positions first
+                    state = await self._load(group, name, who)  # another request moved the positions first
                     continue
             else:
                 await self._touch(state)
@@ -346,7 +371,7 @@ class ConsumerService:
                 if quotas.consume:
                     await quotas.consumed(client, polled)
                 return fmt, polled
-            state = await self._load(group, name)
+            state = await self._load(group, name, who)
 
     async def _auto_commit(
         self, state: InstanceState, tps: set[TopicPartition], generation: int | None
@@ -358,7 +383,12 @@ class ConsumerService:
             log.info("auto-commit of %r/%s skipped: %s", state.group, state.name, exc)
 
     async def commit(
-        self, group: str, name: str, offsets: Mapping[TopicPartition, int] | None
+        self,
+        group: str,
+        name: str,
+        offsets: Mapping[TopicPartition, int] | None,
+        *,
+        who: Decision | None = None,
     ) -> dict[TopicPartition, int]:
         """Commit ``offsets`` (each the last processed offset, so offset+1 is stored) or all consumed.
 
@@ -366,7 +396,7 @@ class ConsumerService:
         commit: not owned in the current generation by a member, not in a manual assignment, or
         anything at all for an instance with neither (see ``fencing``).
         """
-        state = await self._load(group, name)
+        state = await self._load(group, name, who)
         await self._touch(state)
         owned, generation = await self._view(state)
         if offsets is None:
@@ -396,16 +426,23 @@ class ConsumerService:
         await self._coordinator.commit(state.group, offsets)
 
     async def committed(
-        self, group: str, name: str, partitions: Sequence[TopicPartition] | None
+        self,
+        group: str,
+        name: str,
+        partitions: Sequence[TopicPartition] | None,
+        *,
+        who: Decision | None = None,
     ) -> dict[TopicPartition, int | None]:
-        state = await self._load(group, name)
+        state = await self._load(group, name, who)
         await self._touch(state)
         if partitions is None:
             partitions, _ = await self._view(state)
         found = await self._coordinator.committed(group, partitions)
         return {tp: found.get(tp) for tp in partitions}
 
-    async def seek(self, group: str, name: str, targets: Mapping[TopicPartition, int]) -> None:
+    async def seek(
+        self, group: str, name: str, targets: Mapping[TopicPartition, int], *, who: Decision | None = None
+    ) -> None:
         for tp, off in targets.items():
             if off < 0:
                 raise InvalidPayload(f"Offset {off} for partition {tp} is negative.")
@@ -414,10 +451,16 @@ class ConsumerService:
             _require_owned(targets, owned)
             state.positions.update(targets)
 
-        await self._mutate(group, name, change)
+        await self._mutate(group, name, change, who)
 
     async def seek_to(
-        self, group: str, name: str, partitions: Sequence[TopicPartition], *, end: bool
+        self,
+        group: str,
+        name: str,
+        partitions: Sequence[TopicPartition],
+        *,
+        end: bool,
+        who: Decision | None = None,
     ) -> None:
         async def change(state: InstanceState, owned: list[TopicPartition]) -> None:
             _require_owned(partitions, owned)
@@ -425,16 +468,18 @@ class ConsumerService:
                 begin, stop = await self._log.offsets(tp)
                 state.positions[tp] = stop if end else begin
 
-        await self._mutate(group, name, change)
+        await self._mutate(group, name, change, who)
 
-    async def seek_to_timestamps(self, group: str, name: str, targets: Mapping[TopicPartition, int]) -> None:
+    async def seek_to_timestamps(
+        self, group: str, name: str, targets: Mapping[TopicPartition, int], *, who: Decision | None = None
+    ) -> None:
         async def change(state: InstanceState, owned: list[TopicPartition]) -> None:
             _require_owned(targets, owned)
             for tp, ts in targets.items():
                 found = await self._log.offset_for_timestamp(tp, ts)
                 state.positions[tp] = found if found is not None else (await self._log.offsets(tp))[1]
 
-        await self._mutate(group, name, change)
+        await self._mutate(group, name, change, who)
 
 
 def _require_owned(

@@ -6,6 +6,10 @@ metadata, resolves each member's subscription (pure, ``patterns``), runs the
 group's assignor (pure, ``assignors``) against the previous assignment, and
 publishes the result with compare-and-set, retrying if another replica
 published first. Every change bumps the generation.
+
+With authorization on, a member's pattern covers only the topics its principal may DESCRIBE,
+as a Kafka client's pattern matches only the topics its metadata shows it; a topic list is
+taken as given (reading from a topic the principal may not READ is refused at the poll).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from dataclasses import dataclass
 
 from service.errors import BackendUnavailable, GroupNotFound, NotFound
 
+from .acl import Access, Caller, Operation, ResourceType
 from .assignors import assign
 from .models import GroupState, Member, TopicPartition
 from .patterns import compile_pattern, resolve
@@ -53,10 +58,19 @@ class GroupDescription:
 class GroupManager:
     """Computes and publishes group generations; answers group and lag queries."""
 
-    def __init__(self, log: Log, coordinator: Coordinator) -> None:
+    def __init__(self, log: Log, coordinator: Coordinator, access: Access | None = None) -> None:
         self._log = log
         self._coordinator = coordinator
+        self._access = access or Access.off()
         self._locks: dict[str, asyncio.Lock] = {}
+
+    async def _topics_of(self, member: Member, all_topics: Iterable[str]) -> set[str]:
+        """The existing topics ``member``'s subscription covers."""
+        topics = resolve(member.subscription, all_topics)
+        if member.subscription.pattern is None or not self._access.enabled:
+            return topics
+        who = await self._access.decision(Caller(member.principal))
+        return {t for t in topics if who.may(ResourceType.TOPIC, t, Operation.DESCRIBE)}
 
     async def _partition_counts(self, topics: Iterable[str]) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -83,7 +97,7 @@ class GroupManager:
                 members = await self._coordinator.members(group)
                 state = await self._coordinator.state(group)
                 all_topics = await self._log.list_topics()
-                subs = {m: sorted(resolve(member.subscription, all_topics)) for m, member in members.items()}
+                subs = {m: sorted(await self._topics_of(member, all_topics)) for m, member in members.items()}
                 counts = await self._partition_counts({t for ts in subs.values() for t in ts})
                 subs = {m: [t for t in ts if t in counts] for m, ts in subs.items()}
                 assignment = assign(self.strategy_of(members), subs, counts, state.assignment)
@@ -124,7 +138,9 @@ class GroupManager:
                 continue
             if all_topics is None:
                 all_topics = await self._log.list_topics()
-            wanted = set().union(*(resolve(m.subscription, all_topics) for m in members.values()))
+            wanted: set[str] = set()
+            for member in members.values():
+                wanted |= await self._topics_of(member, all_topics)
             if await self._partition_counts(wanted) != state.topics:
                 await self.rebalance(group)
 

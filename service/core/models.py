@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Final, Literal
 
+from .acl import ANONYMOUS
 from .rules import record_size
 
 Header = tuple[str, bytes | None]
@@ -136,6 +137,7 @@ class Member:
     subscription: Subscription
     strategy: str = "balanced"
     joined_ms: int = 0
+    principal: str = ANONYMOUS  # whose instance: a pattern covers only topics it may DESCRIBE
 
 
 @dataclass(slots=True)
@@ -198,6 +200,7 @@ class InstanceState:
     generation: int = 0
     positions: dict[TopicPartition, int] = field(default_factory=dict)
     version: int = 0
+    owner: str = ANONYMOUS  # the principal that created it: nobody else reaches it
 
     @property
     def expires_ms(self) -> int:

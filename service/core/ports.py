@@ -158,9 +158,10 @@ class Coordinator(Protocol):
 
     # --- ACL bindings: stored here so that every replica decides alike -------------------
 
-    async def acls(self) -> list[AclBinding]:
+    async def acls(self) -> Sequence[AclBinding]:
         """Every ACL binding, as this replica last saw them (a change made through another
-        replica shows within a second); each binding once."""
+        replica shows within a second); each binding once. The same sequence object until the
+        bindings change, so a caller may keep what it built from them while it is returned."""
         ...
 
     async def add_acls(self, bindings: Sequence[AclBinding]) -> None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from service.errors import ErrorCode, GatewayError, PartitionNotFound
 
+from .acl import Decision
 from .models import NewRecord, TopicPartition
 from .partitioner import Partitioner
 from .ports import Log
@@ -103,15 +104,17 @@ class ProduceService:
         *,
         partition: int | None = None,
         client: str = "",
+        who: Decision | None = None,
     ) -> ProduceOutcome:
         """Append ``records`` to ``topic`` for ``client`` (charged to its produce quotas, if any).
 
         ``partition`` pins the whole request (the /partitions/{p} endpoint);
-        otherwise ``explicit`` may give a partition per record.
+        otherwise ``explicit`` may give a partition per record. A missing topic is created only
+        if ``who`` may create it (see ``TopicService.for_produce``).
         """
         if self._quotas.produce:
             await self._quotas.admit_produce(client, topic, records)
-        info = await self._topics.for_produce(topic)
+        info = await self._topics.for_produce(topic, who)
         count = len(info.partitions)
         if partition is not None:
             if not 0 <= partition < count:

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping
 
 from service.errors import BackendUnavailable, PartitionNotFound, TopicExists, TopicNotFound
 
+from .acl import Decision
 from .models import PartitionData, TopicInfo, TopicPartition
 from .ports import Log
 from .rules import check_partition_count, check_replication_factor, check_topic
@@ -90,8 +91,9 @@ class TopicService:
             if part.records or left_ms <= _WAIT_SLICE_MS or self._draining.is_set():
                 return part
 
-    async def for_produce(self, topic: str) -> TopicInfo:
-        """The topic to produce to, created with the defaults if allowed and missing."""
+    async def for_produce(self, topic: str, who: Decision | None = None) -> TopicInfo:
+        """The topic to produce to, created with the defaults if missing, auto-creation is on and
+        ``who`` may create it (Kafka's CREATE on the topic or the cluster; ``Forbidden`` if not)."""
         try:
             return await self.describe(topic)
         except TopicNotFound:
@@ -99,6 +101,8 @@ class TopicService:
                 raise TopicNotFound(
                     f"Topic {topic!r} not found (auto.create.topics.enable is off)."
                 ) from None
+        if who is not None:
+            who.check_create_topic(topic)
         try:
             info = await self._log.create_topic(topic, self._default_partitions, -1, {})
         except TopicExists:  # another request created it first

@@ -260,7 +260,7 @@ ODD_NAME = AclBinding(
 
 
 async def test_acls_are_added_once_listed_and_removed_by_filter(coord: Coordinator) -> None:
-    assert await coord.acls() == []
+    assert list(await coord.acls()) == []
     await coord.add_acls([ALICE_READS, TEAM_A, BOB_DENIED, CLUSTER, ODD_NAME])
     await coord.add_acls([ALICE_READS])  # already there: stays once
     assert sorted(await coord.acls(), key=repr) == sorted(

@@ -52,7 +52,7 @@ def _copy_state(state: GroupState) -> GroupState:
 
 def _copy_member(member: Member) -> Member:
     # Subscription is frozen, so sharing it is safe.
-    return Member(member.member_id, member.subscription, member.strategy, member.joined_ms)
+    return Member(member.member_id, member.subscription, member.strategy, member.joined_ms, member.principal)
 
 
 class EmbeddedCoordinator(Lifecycle):
@@ -75,7 +75,7 @@ class EmbeddedCoordinator(Lifecycle):
         self._lock = asyncio.Lock()
         self._pending: set[asyncio.Task[None]] = set()
         self._acls_path = Path(data_dir) / COORDINATOR_DIR / ACLS_FILE
-        self._acls: dict[AclBinding, None] = {}  # ordered, each once
+        self._acls: tuple[AclBinding, ...] = ()  # each once; a new tuple on every change
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -86,7 +86,7 @@ class EmbeddedCoordinator(Lifecycle):
         except OSError as exc:
             raise BackendError(f"cannot open the offsets store in {self._store.root}: {exc}") from exc
         try:
-            self._acls = dict.fromkeys(await asyncio.to_thread(_read_acls, self._acls_path))
+            self._acls = tuple(dict.fromkeys(await asyncio.to_thread(_read_acls, self._acls_path)))
         except (OSError, ValueError) as exc:
             raise BackendError(f"cannot read the ACLs in {self._acls_path}: {exc}") from exc
 
@@ -211,12 +211,12 @@ class EmbeddedCoordinator(Lifecycle):
 
     # --- ACL bindings -------------------------------------------------------------------
 
-    async def acls(self) -> list[AclBinding]:
-        return list(self._acls)
+    async def acls(self) -> Sequence[AclBinding]:
+        return self._acls
 
     async def add_acls(self, bindings: Sequence[AclBinding]) -> None:
         async with self._lock:
-            merged = {**self._acls, **dict.fromkeys(bindings)}
+            merged = tuple(dict.fromkeys((*self._acls, *bindings)))
             if len(merged) != len(self._acls):
                 await self._write_acls(merged)
 
@@ -224,10 +224,10 @@ class EmbeddedCoordinator(Lifecycle):
         async with self._lock:
             removed = [b for b in self._acls if selector.selects(b)]
             if removed:
-                await self._write_acls({b: None for b in self._acls if not selector.selects(b)})
+                await self._write_acls(tuple(b for b in self._acls if not selector.selects(b)))
             return removed
 
-    async def _write_acls(self, acls: dict[AclBinding, None]) -> None:
+    async def _write_acls(self, acls: tuple[AclBinding, ...]) -> None:
         """Durable before the change is visible: a crash keeps the old set or the new, whole."""
         data = orjson.dumps({"version": 1, "acls": [b.as_dict() for b in acls]}, option=orjson.OPT_INDENT_2)
         try:

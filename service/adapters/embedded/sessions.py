@@ -53,6 +53,7 @@ def _copy(s: InstanceState) -> InstanceState:
         s.generation,
         dict(s.positions),
         s.version,
+        s.owner,
     )
 
 

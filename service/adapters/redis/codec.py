@@ -9,7 +9,7 @@ read, write and parse. Group and name are not in the body: they are the key.
 Body, for a subscribed instance with two positions::
 
     {"config": {"format": "json", "auto_offset_reset": "earliest", ...},
-     "created_ms": 1700000000000, "generation": 3,
+     "created_ms": 1700000000000, "owner": "User:alice", "generation": 3,
      "subscription": {"topics": ["orders"], "pattern": null},
      "manual": null,
      "positions": [["orders", 0, 42], ["orders", 1, 7]]}
@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from service.core.acl import ANONYMOUS
 from service.core.models import InstanceConfig, InstanceState, Subscription, TopicPartition
 
 __all__ = ["decode_state", "encode_state"]
@@ -43,6 +44,7 @@ def encode_state(state: InstanceState) -> bytes:
                 "strategy": c.strategy,
             },
             "created_ms": state.created_ms,
+            "owner": state.owner,
             "generation": state.generation,
             "subscription": None if sub is None else {"topics": sub.topics, "pattern": sub.pattern},
             "manual": None if state.manual is None else [(tp.topic, tp.partition) for tp in state.manual],
@@ -95,6 +97,7 @@ def decode_state(
             int(doc["generation"]),
             {TopicPartition(t, p): off for t, p, off in doc["positions"]},
             int(version),
+            str(doc.get("owner", ANONYMOUS)),  # stored before instances had owners
         )
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
         raise ValueError(

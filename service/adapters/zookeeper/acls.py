@@ -156,9 +156,9 @@ class AclStore:
 
     # --- reads -----------------------------------------------------------------------
 
-    def bindings(self) -> list[AclBinding]:
-        """Every binding, as this replica last saw them."""
-        return list(self._snapshot)
+    def bindings(self) -> Bindings:
+        """Every binding, as this replica last saw them: the same tuple until they change."""
+        return self._snapshot
 
     async def _sync(self, *, always: bool = False) -> None:
         if self._zk.session_id != self._loaded_session:

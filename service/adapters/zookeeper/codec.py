@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final, NamedTuple, TypeVar
 
-from service.core.acl import AclBinding, Operation, PatternType, Permission, ResourceType
+from service.core.acl import ANONYMOUS, AclBinding, Operation, PatternType, Permission, ResourceType
 from service.core.models import GroupState, Member, Subscription, TopicPartition
 from service.core.rules import MAX_OFFSET, MAX_PARTITION
 from service.errors import BackendError
@@ -73,6 +73,7 @@ def encode_member(member: Member) -> bytes:
             "subscription": {"topics": list(sub.topics), "pattern": sub.pattern},
             "strategy": member.strategy,
             "joined_ms": member.joined_ms,
+            "principal": member.principal,
         }
     )
 
@@ -91,6 +92,7 @@ def decode_member(data: bytes, what: str) -> Member:
         ),
         strategy=_str(obj.get("strategy"), what),
         joined_ms=_int(obj.get("joined_ms"), what),
+        principal=_str(obj.get("principal", ANONYMOUS), what),  # members written before there were principals
     )
 
 

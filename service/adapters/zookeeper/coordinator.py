@@ -244,7 +244,7 @@ class ZooKeeperCoordinator(Lifecycle):
 
     # --- ACL bindings ------------------------------------------------------------------
 
-    async def acls(self) -> list[AclBinding]:
+    async def acls(self) -> Sequence[AclBinding]:
         """This replica's copy, kept fresh by a watch: no request reaches ZooKeeper."""
         self._check_open()
         return self._acls.bindings()

@@ -24,13 +24,13 @@ async def test_a_change_through_one_replica_shows_through_the_other(
     await a.add_acls([alice])
 
     async def b_sees_alice() -> bool:
-        return await b.acls() == [alice]
+        return list(await b.acls()) == [alice]
 
     await eventually(b_sees_alice, within_s=1.0)
     await b.remove_acls(AclFilter(principal="User:alice"))
 
     async def a_sees_none() -> bool:
-        return await a.acls() == []
+        return list(await a.acls()) == []
 
     await eventually(a_sees_none, within_s=1.0)
 

@@ -56,7 +56,7 @@ async def test_offsets_written_by_a_tool_are_read(coord: ZooKeeperCoordinator, r
 
 
 async def test_members_state_and_replicas_layout(coord: ZooKeeperCoordinator, raw: KazooClient) -> None:
-    await coord.join("g", Member("c-1", Subscription(topics=("t",)), "range", 17))
+    await coord.join("g", Member("c-1", Subscription(topics=("t",)), "range", 17, "User:alice"))
     await coord.publish(
         "g", GroupState(1, {"c-1": [TP("t", 0)]}, {TP("t", 0): 1}, {"t": 1}), expected_version=-1
     )
@@ -66,6 +66,7 @@ async def test_members_state_and_replicas_layout(coord: ZooKeeperCoordinator, ra
         "subscription": {"topics": ["t"], "pattern": None},
         "strategy": "range",
         "joined_ms": 17,
+        "principal": "User:alice",
     }
     data, stat = raw.get("/brokergate/groups/g/state")
     assert json.loads(data) == {

@@ -1,0 +1,226 @@
+"""Who may call which route: ``RULES``, the operations Kafka would require, and ``Authorize``.
+
+Every route of the app has one ``Rule`` here, keyed ``"METHOD /path/template"``, so that what a
+route requires is read in one place, next to the others. A rule names:
+
+- ``needs``: operations on the resources the path names (``{topic}``, ``{group}``) or on the
+  cluster. ``Authorize`` checks them before the route runs, the produce fast path included;
+- ``named``: operations the route checks itself on the topics it learns of later: those its
+  body names (subscribe: READ each topic listed), or, for a poll, those the instance is assigned
+  when it fetches (the core checks them, so an ACL taken away ends the reading at once);
+- ``shows``: a listing shows only the resources the caller may DESCRIBE, as Kafka's metadata
+  and ``ListGroups`` do, instead of refusing the call.
+
+A rule without needs is open to every authenticated principal (the cluster's id and brokers, as
+Kafka's metadata gives them to every client); ``/metrics`` and the documentation are also open to
+anyone when their setting opens them (``Authenticate``'s open paths). Three decisions of the core
+are not routes' and so not here: a pattern covers only topics the member may DESCRIBE, a produce
+auto-creates a topic only for a principal that may CREATE it (on the topic or the cluster), and
+a consumer instance is reached only by the principal that created it (404 for anyone else).
+
+``create_app`` refuses to start if a route has no rule (``UnruledRoute``), and
+tests/integration/test_authorization.py proves, for every route of the app, that a principal
+lacking any one of its rule's operations never gets a 2xx, and that one holding them all does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from fastapi import Request
+from fastapi.routing import RouteContext, iter_route_contexts
+from starlette.routing import BaseRoute, Match
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from service.core.acl import CLUSTER_NAME, Caller, Decision, Operation, ResourceType
+from service.errors import Forbidden
+from service.gateway import gateway_of
+
+from .auth import principal_of
+from .http import error_response
+
+TOPIC, GROUP, CLUSTER = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER
+READ, WRITE, CREATE, DELETE = Operation.READ, Operation.WRITE, Operation.CREATE, Operation.DELETE
+ALTER, DESCRIBE = Operation.ALTER, Operation.DESCRIBE
+
+
+@dataclass(frozen=True, slots=True)
+class Need:
+    """``operation`` on a ``resource``: the one the path parameter ``param`` names, the topics a
+    route learns of (``param`` None, in ``Rule.named``), or the cluster."""
+
+    resource: ResourceType
+    operation: Operation
+    param: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    needs: tuple[Need, ...] = ()
+    named: tuple[Need, ...] = ()
+    shows: ResourceType | None = None
+
+
+def _on(resource: ResourceType, operation: Operation, param: str | None = None) -> Need:
+    return Need(resource, operation, param if resource is not CLUSTER else None)
+
+
+GROUP_READ: Final = _on(GROUP, READ, "group")
+GROUP_DESCRIBE: Final = _on(GROUP, DESCRIBE, "group")
+TOPIC_DESCRIBE: Final = _on(TOPIC, DESCRIBE, "topic")
+INSTANCE: Final = "/consumers/{group}/instances/{instance}"
+V3: Final = "/v3/clusters/{cluster_id}"
+
+RULES: Final[dict[str, Rule]] = {
+    # documentation, health and the cluster's identity: any principal (see the module doc)
+    "GET /openapi.json": Rule(),
+    "GET /docs": Rule(),
+    "GET /docs/oauth2-redirect": Rule(),
+    "GET /redoc": Rule(),
+    "GET /healthz": Rule(),
+    "GET /readyz": Rule(),
+    "GET /": Rule(),
+    "GET /brokers": Rule(),
+    "GET /metrics": Rule(needs=(_on(CLUSTER, DESCRIBE),)),  # it names every topic and group
+    "GET /v3/clusters": Rule(),
+    f"GET {V3}": Rule(),
+    f"GET {V3}/brokers": Rule(),
+    # topics
+    "GET /topics": Rule(shows=TOPIC),
+    f"GET {V3}/topics": Rule(shows=TOPIC),
+    "GET /topics/{topic}": Rule(needs=(TOPIC_DESCRIBE,)),
+    f"GET {V3}/topics/{{topic}}": Rule(needs=(TOPIC_DESCRIBE,)),
+    "GET /topics/{topic}/partitions": Rule(needs=(TOPIC_DESCRIBE,)),
+    f"GET {V3}/topics/{{topic}}/partitions": Rule(needs=(TOPIC_DESCRIBE,)),
+    "GET /topics/{topic}/partitions/{partition}": Rule(needs=(TOPIC_DESCRIBE,)),
+    "GET /topics/{topic}/partitions/{partition}/offsets": Rule(needs=(TOPIC_DESCRIBE,)),
+    "GET /topics/{topic}/partitions/{partition}/records": Rule(needs=(_on(TOPIC, READ, "topic"),)),
+    "POST /topics/{topic}": Rule(needs=(_on(TOPIC, WRITE, "topic"),)),
+    "POST /topics/{topic}/partitions/{partition}": Rule(needs=(_on(TOPIC, WRITE, "topic"),)),
+    # CREATE on the topic its body names, or on the cluster (Kafka's CreateTopics)
+    f"POST {V3}/topics": Rule(named=(_on(TOPIC, CREATE),)),
+    f"PATCH {V3}/topics/{{topic}}": Rule(needs=(_on(TOPIC, ALTER, "topic"),)),
+    f"DELETE {V3}/topics/{{topic}}": Rule(needs=(_on(TOPIC, DELETE, "topic"),)),
+    # consumer instances: the group's JoinGroup/Heartbeat/OffsetCommit… operations
+    "POST /consumers/{group}": Rule(needs=(GROUP_READ,)),
+    f"DELETE {INSTANCE}": Rule(needs=(GROUP_READ,)),
+    f"POST {INSTANCE}/subscription": Rule(needs=(GROUP_READ,), named=(_on(TOPIC, READ),)),
+    f"GET {INSTANCE}/subscription": Rule(needs=(GROUP_DESCRIBE,)),
+    f"DELETE {INSTANCE}/subscription": Rule(needs=(GROUP_READ,)),
+    f"POST {INSTANCE}/assignments": Rule(needs=(GROUP_READ,), named=(_on(TOPIC, READ),)),
+    f"GET {INSTANCE}/assignments": Rule(needs=(GROUP_DESCRIBE,)),
+    f"GET {INSTANCE}/records": Rule(needs=(GROUP_READ,), named=(_on(TOPIC, READ),)),
+    f"POST {INSTANCE}/offsets": Rule(needs=(GROUP_READ,), named=(_on(TOPIC, READ),)),
+    f"GET {INSTANCE}/offsets": Rule(needs=(GROUP_DESCRIBE,), named=(_on(TOPIC, DESCRIBE),)),
+    f"POST {INSTANCE}/positions": Rule(needs=(GROUP_READ,), named=(_on(TOPIC, DESCRIBE),)),
+    f"POST {INSTANCE}/positions/beginning": Rule(needs=(GROUP_READ,), named=(_on(TOPIC, DESCRIBE),)),
+    f"POST {INSTANCE}/positions/end": Rule(needs=(GROUP_READ,), named=(_on(TOPIC, DESCRIBE),)),
+    # groups, as an administrator sees them
+    f"GET {V3}/consumer-groups": Rule(shows=GROUP),
+    f"GET {V3}/consumer-groups/{{group}}": Rule(needs=(GROUP_DESCRIBE,)),
+    f"GET {V3}/consumer-groups/{{group}}/lags": Rule(needs=(GROUP_DESCRIBE,), shows=TOPIC),
+    f"GET {V3}/consumer-groups/{{group}}/lag-summary": Rule(needs=(GROUP_DESCRIBE,), shows=TOPIC),
+    # ACLs: Kafka's DescribeAcls, CreateAcls and DeleteAcls
+    f"GET {V3}/acls": Rule(needs=(_on(CLUSTER, DESCRIBE),)),
+    f"POST {V3}/acls": Rule(needs=(_on(CLUSTER, ALTER),)),
+    f"DELETE {V3}/acls": Rule(needs=(_on(CLUSTER, ALTER),)),
+}
+
+_DECISION: Final = "brokergate.decision"
+
+
+class UnruledRoute(RuntimeError):
+    """A route of the app is not in ``RULES`` (the app refuses to start)."""
+
+
+def route_keys(route: RouteContext) -> list[str]:
+    """The ``RULES`` keys of a route: one per method (HEAD goes with GET)."""
+    methods = sorted(getattr(route, "methods", None) or ()) or ["GET"]
+    return [f"{method} {route.path}" for method in methods if method != "HEAD"]
+
+
+def check_rules(routes: Sequence[BaseRoute]) -> list[tuple[RouteContext, str]]:
+    """Every route with each of its ``RULES`` keys, in the app's order; ``UnruledRoute`` if one has none."""
+    ruled = [(route, key) for route in iter_route_contexts(routes) for key in route_keys(route)]
+    missing = [key for _, key in ruled if key not in RULES]
+    if missing:
+        raise UnruledRoute(f"no access rule for {', '.join(missing)}: add it to service/api/access.py")
+    return ruled
+
+
+def caller_of(scope: Scope) -> Caller:
+    client = scope.get("client")
+    return Caller(principal_of(scope), client[0] if client else None)
+
+
+async def decision_of(request: Request) -> Decision:
+    """What the caller of ``request`` may do (made once per request)."""
+    scope = request.scope
+    decision: Decision | None = scope.get(_DECISION)
+    if decision is None:
+        decision = await gateway_of(scope).access.decision(caller_of(scope))
+        scope[_DECISION] = decision
+    return decision
+
+
+async def check_topics(request: Request, topics: Iterable[str], operation: Operation) -> Decision:
+    """``Forbidden`` unless the caller may ``operation`` every topic of ``topics``."""
+    decision = await decision_of(request)
+    decision.check(TOPIC, topics, operation)
+    return decision
+
+
+async def visible(request: Request, resource: ResourceType, names: Iterable[str]) -> list[str]:
+    """The names of ``names`` the caller may DESCRIBE, in order."""
+    decision = await decision_of(request)
+    return [n for n in names if decision.may(resource, n, DESCRIBE)]
+
+
+@dataclass(frozen=True, slots=True)
+class _Ruled:
+    route: RouteContext
+    rule: Rule
+
+
+class Authorize:
+    """Checks the path's needs of the route a request is for, before the route (or the produce fast
+    path) runs: 403 with Confluent's body (40301) if the caller lacks one. A request no route takes
+    goes on, to be answered 404 or 405."""
+
+    def __init__(self, app: ASGIApp, *, routes: Sequence[BaseRoute], open_paths: Collection[str]) -> None:
+        self.app = app
+        self.open = frozenset(open_paths)
+        # Routes by their first path segment: a request is matched against a handful, not all.
+        self._by_head: dict[str, list[_Ruled]] = {}
+        for route, key in check_rules(routes):
+            self._by_head.setdefault(_head(route.path or "/"), []).append(_Ruled(route, RULES[key]))
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in self.open:
+            await self.app(scope, receive, send)
+            return
+        for ruled in self._by_head.get(_head(scope["path"]), ()):
+            match, child = ruled.route.matches(scope)
+            if match is Match.FULL:
+                if ruled.rule.needs:
+                    decision = await gateway_of(scope).access.decision(caller_of(scope))
+                    scope[_DECISION] = decision
+                    try:
+                        _check_path(decision, ruled.rule.needs, child["path_params"])
+                    except Forbidden as exc:
+                        await error_response(403, exc.error_code, exc.message)(scope, receive, send)
+                        return
+                break
+        await self.app(scope, receive, send)
+
+
+def _check_path(decision: Decision, needs: Iterable[Need], params: dict[str, str]) -> None:
+    for need in needs:
+        name = CLUSTER_NAME if need.param is None else params[need.param]
+        decision.check(need.resource, (name,), need.operation)
+
+
+def _head(path: str) -> str:
+    return path.split("/", 2)[1]

@@ -1,0 +1,318 @@
+"""Authorization: every route of the app, generated from its route list, against ``access.RULES``.
+
+For each route the test grants a principal every operation its rule names but one, in turn, and
+proves the route refuses (403/40301, nothing done); then grants them all and proves it answers
+2xx. A route added to the app without a rule fails the app's start, and without a sample here
+fails this test: no route can slip past. Listings are proven to show only what may be described.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+import pytest
+
+from service.api.access import RULES, Need, UnruledRoute, check_rules
+from service.app import create_app
+from service.core.acl import CLUSTER_NAME, Operation, ResourceType
+from service.security.users import add_user
+from service.settings import Settings
+from tests.conftest import RunningGateway, start_gateway
+from tests.helpers import BINARY, V2, b64
+
+ALICE = ("alice", "alice-pw")
+ADMIN = ("admin", "admin-pw")
+
+
+@dataclass(frozen=True)
+class Names:
+    topic: str
+    group: str
+    instance: str
+    new_topic: str  # a topic the request creates
+    cluster: str
+
+
+@dataclass(frozen=True)
+class Sample:
+    """A request the route answers 2xx when allowed; ``setup`` is what must exist first:
+    ``topic`` the topic; ``fresh`` also alice's consumer instance; ``assigned`` that instance
+    assigned partition 0 of the topic; ``subscribed`` subscribed to the topic."""
+
+    setup: str = "topic"
+    body: Callable[[Names], Any] | None = None
+    content_type: str = V2
+    query: dict[str, str] = field(default_factory=dict)
+    named_topic: Callable[[Names], str] = lambda n: n.topic
+
+
+def _partitions(n: Names) -> dict[str, Any]:
+    return {"partitions": [{"topic": n.topic, "partition": 0}]}
+
+
+_RECORDS = Sample(body=lambda n: {"records": [{"value": b64("v")}]}, content_type=BINARY)
+_V3 = "application/json"
+INSTANCE = "/consumers/{group}/instances/{instance}"
+V3 = "/v3/clusters/{cluster_id}"
+
+SAMPLES: dict[str, Sample] = {
+    "GET /openapi.json": Sample(),
+    "GET /docs": Sample(),
+    "GET /docs/oauth2-redirect": Sample(),
+    "GET /redoc": Sample(),
+    "GET /healthz": Sample(),
+    "GET /readyz": Sample(),
+    "GET /": Sample(),
+    "GET /brokers": Sample(),
+    "GET /metrics": Sample(),
+    "GET /v3/clusters": Sample(),
+    f"GET {V3}": Sample(),
+    f"GET {V3}/brokers": Sample(),
+    "GET /topics": Sample(),
+    f"GET {V3}/topics": Sample(),
+    "GET /topics/{topic}": Sample(),
+    f"GET {V3}/topics/{{topic}}": Sample(),
+    "GET /topics/{topic}/partitions": Sample(),
+    f"GET {V3}/topics/{{topic}}/partitions": Sample(),
+    "GET /topics/{topic}/partitions/{partition}": Sample(),
+    "GET /topics/{topic}/partitions/{partition}/offsets": Sample(),
+    "GET /topics/{topic}/partitions/{partition}/records": Sample(query={"offset": "0"}),
+    "POST /topics/{topic}": _RECORDS,
+    "POST /topics/{topic}/partitions/{partition}": _RECORDS,
+    f"POST {V3}/topics": Sample(
+        body=lambda n: {"topic_name": n.new_topic, "partitions_count": 1},
+        content_type=_V3,
+        named_topic=lambda n: n.new_topic,
+    ),
+    f"PATCH {V3}/topics/{{topic}}": Sample(body=lambda n: {"partitions_count": 2}, content_type=_V3),
+    f"DELETE {V3}/topics/{{topic}}": Sample(),
+    "POST /consumers/{group}": Sample(body=lambda n: {"name": "another", "format": "binary"}),
+    f"DELETE {INSTANCE}": Sample(setup="fresh"),
+    f"POST {INSTANCE}/subscription": Sample(setup="fresh", body=lambda n: {"topics": [n.topic]}),
+    f"GET {INSTANCE}/subscription": Sample(setup="fresh"),
+    f"DELETE {INSTANCE}/subscription": Sample(setup="subscribed"),
+    f"POST {INSTANCE}/assignments": Sample(setup="fresh", body=_partitions),
+    f"GET {INSTANCE}/assignments": Sample(setup="assigned"),
+    f"GET {INSTANCE}/records": Sample(setup="assigned", query={"timeout": "0"}),
+    f"POST {INSTANCE}/offsets": Sample(
+        setup="assigned", body=lambda n: {"offsets": [{"topic": n.topic, "partition": 0, "offset": 0}]}
+    ),
+    f"GET {INSTANCE}/offsets": Sample(setup="assigned", body=_partitions),
+    f"POST {INSTANCE}/positions": Sample(
+        setup="assigned", body=lambda n: {"offsets": [{"topic": n.topic, "partition": 0, "offset": 0}]}
+    ),
+    f"POST {INSTANCE}/positions/beginning": Sample(setup="assigned", body=_partitions),
+    f"POST {INSTANCE}/positions/end": Sample(setup="assigned", body=_partitions),
+    f"GET {V3}/consumer-groups": Sample(setup="subscribed"),
+    f"GET {V3}/consumer-groups/{{group}}": Sample(setup="subscribed"),
+    f"GET {V3}/consumer-groups/{{group}}/lags": Sample(setup="subscribed"),
+    f"GET {V3}/consumer-groups/{{group}}/lag-summary": Sample(setup="subscribed"),
+    f"GET {V3}/acls": Sample(),
+    f"POST {V3}/acls": Sample(
+        body=lambda n: {
+            "resource_type": "TOPIC",
+            "resource_name": "elsewhere",
+            "pattern_type": "LITERAL",
+            "principal": "User:carol",
+            "host": "*",
+            "operation": "READ",
+            "permission": "ALLOW",
+        },
+        content_type=_V3,
+    ),
+    f"DELETE {V3}/acls": Sample(query={"resource_type": "TOPIC", "principal": "User:carol"}),
+}
+
+
+# What any authenticated principal may call with no binding at all: written out here, apart from
+# the rule table, so a rule emptied by mistake fails below. Listings show only what may be seen.
+OPEN_TO_ANY = {
+    "GET /openapi.json",
+    "GET /docs",
+    "GET /docs/oauth2-redirect",
+    "GET /redoc",
+    "GET /healthz",
+    "GET /readyz",
+    "GET /",
+    "GET /brokers",
+    "GET /v3/clusters",
+    f"GET {V3}",
+    f"GET {V3}/brokers",
+    "GET /topics",
+    f"GET {V3}/topics",
+    f"GET {V3}/consumer-groups",
+}
+
+
+def _route_keys() -> list[str]:
+    return [key for _, key in check_rules(create_app(Settings()).routes)]
+
+
+ROUTES = _route_keys()
+counter = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def users_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("users") / "users"
+    for name, password in (ALICE, ADMIN, ("bob", "bob-pw")):
+        add_user(path, name, password)
+    return path
+
+
+@pytest.fixture
+async def gateway(tmp_path: Path, users_file: Path) -> Iterator[RunningGateway]:
+    gw = await start_gateway(
+        tmp_path / "data",
+        auth="basic",
+        users_file=users_file,
+        authorize=True,
+        super_users="User:admin",
+        auto_create_topics_enable=False,
+    )
+    gw.client.auth = httpx.BasicAuth(*ADMIN)
+    try:
+        yield gw
+    finally:
+        await gw.client.aclose()
+        await gw.stop()
+
+
+class Acls:
+    """Grants and revokes through the v3 API, as the super user."""
+
+    def __init__(self, admin: httpx.AsyncClient, cluster: str) -> None:
+        self.admin = admin
+        self.url = f"/v3/clusters/{cluster}/acls"
+
+    async def grant(
+        self, principal: str, resource: ResourceType, name: str, operation: Operation, **extra: str
+    ) -> None:
+        body = {
+            "resource_type": resource.value,
+            "resource_name": name,
+            "pattern_type": extra.get("pattern_type", "LITERAL"),
+            "principal": principal,
+            "host": extra.get("host", "*"),
+            "operation": operation.value,
+            "permission": extra.get("permission", "ALLOW"),
+        }
+        r = await self.admin.post(self.url, json=body)
+        assert r.status_code == 201, r.text
+
+    async def revoke_all(self, principal: str) -> None:
+        for resource in ResourceType:
+            r = await self.admin.delete(
+                self.url, params={"resource_type": resource.value, "principal": principal}
+            )
+            assert r.status_code == 200, r.text
+
+
+async def _names(admin: httpx.AsyncClient) -> Names:
+    n = next(counter)
+    cluster = (await admin.get("/v3/clusters")).json()["data"][0]["cluster_id"]
+    return Names(f"t{n}", f"g{n}", f"i{n}", f"new{n}", cluster)
+
+
+def _resource_of(need: Need, names: Names, sample: Sample) -> tuple[ResourceType, str]:
+    if need.resource is ResourceType.CLUSTER:
+        return need.resource, CLUSTER_NAME
+    if need.param == "group":
+        return need.resource, names.group
+    if need.param == "topic":
+        return need.resource, names.topic
+    return need.resource, sample.named_topic(names)  # a topic the route learns of
+
+
+async def _set_up(gw: RunningGateway, alice: httpx.AsyncClient, acls: Acls, names: Names, setup: str) -> None:
+    r = await gw.client.post(f"/v3/clusters/{names.cluster}/topics", json={"topic_name": names.topic})
+    assert r.status_code == 201, r.text
+    if setup == "topic":
+        return
+    await acls.grant("User:alice", ResourceType.GROUP, names.group, Operation.READ)
+    await acls.grant("User:alice", ResourceType.TOPIC, names.topic, Operation.READ)
+    r = await alice.post(
+        f"/consumers/{names.group}", json={"name": names.instance}, headers={"Content-Type": V2}
+    )
+    assert r.status_code == 200, r.text
+    base = f"/consumers/{names.group}/instances/{names.instance}"
+    if setup == "assigned":
+        r = await alice.post(f"{base}/assignments", json=_partitions(names), headers={"Content-Type": V2})
+        assert r.status_code == 204, r.text
+    elif setup == "subscribed":
+        r = await alice.post(
+            f"{base}/subscription", json={"topics": [names.topic]}, headers={"Content-Type": V2}
+        )
+        assert r.status_code == 204, r.text
+    await acls.revoke_all("User:alice")
+
+
+def _request(key: str, sample: Sample, names: Names) -> tuple[str, str, dict[str, Any]]:
+    method, template = key.split(" ", 1)
+    path = template.format(
+        topic=quote(names.topic, safe=""),
+        group=quote(names.group, safe=""),
+        instance=quote(names.instance, safe=""),
+        partition=0,
+        cluster_id=names.cluster,
+    )
+    kwargs: dict[str, Any] = {"params": sample.query}
+    if sample.body is not None:
+        kwargs["json"] = sample.body(names)
+        kwargs["headers"] = {"Content-Type": sample.content_type}
+    return method, path, kwargs
+
+
+def test_every_route_has_a_rule_and_a_sample() -> None:
+    assert sorted(ROUTES) == sorted(RULES), "a rule for a route that no longer exists, or the reverse"
+    assert sorted(ROUTES) == sorted(SAMPLES), "every route needs a sample request here"
+
+
+def test_a_route_without_a_rule_stops_the_start() -> None:
+    app = create_app(Settings())
+
+    @app.get("/unruled")
+    async def unruled() -> dict[str, str]:
+        return {}
+
+    with pytest.raises(UnruledRoute, match="GET /unruled"):
+        check_rules(app.routes)
+
+
+@pytest.mark.parametrize("key", ROUTES)
+async def test_no_route_answers_2xx_without_every_operation_its_rule_names(
+    gateway: RunningGateway, key: str
+) -> None:
+    rule, sample = RULES[key], SAMPLES[key]
+    names = await _names(gateway.client)
+    acls = Acls(gateway.client, names.cluster)
+    async with httpx.AsyncClient(base_url=gateway.url, auth=httpx.BasicAuth(*ALICE), timeout=30) as alice:
+        await _set_up(gateway, alice, acls, names, sample.setup)
+        method, path, kwargs = _request(key, sample, names)
+        needs = rule.needs + rule.named
+        assert bool(needs) != (key in OPEN_TO_ANY), f"{key}: open to any principal or not?"
+        for missing in needs:
+            for need in needs:
+                if need != missing:
+                    await acls.grant("User:alice", *_resource_of(need, names, sample), need.operation)
+            r = await alice.request(method, path, **kwargs)
+            assert r.status_code == 403, f"{key} without {missing}: {r.status_code} {r.text}"
+            assert r.json()["error_code"] == 40301
+            await acls.revoke_all("User:alice")
+        for need in needs:
+            await acls.grant("User:alice", *_resource_of(need, names, sample), need.operation)
+        r = await alice.request(method, path, **kwargs)
+        assert 200 <= r.status_code < 300, f"{key} with {needs}: {r.status_code} {r.text}"
+        if rule.shows is not None:
+            # Shown only once it may be described: the topic (or the group) of the sample.
+            shown = names.group if rule.shows is ResourceType.GROUP else names.topic
+            assert f'"{shown}"' not in r.text, f"{key} shows {shown} it may not describe"
+            await acls.grant("User:alice", rule.shows, shown, Operation.DESCRIBE)
+            r = await alice.request(method, path, **kwargs)
+            assert f'"{shown}"' in r.text, f"{key} hides {shown} it may describe"
