@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
@@ -31,6 +32,7 @@ from .api.access import Authorize, check_rules
 from .api.auth import Authenticate, open_paths
 from .api.fastpath import ProduceFastPath
 from .api.http import BODY_MODELS, JSONBody, error_response
+from .core.audit import AUDIT
 from .core.ports import Coordinator, Log, Sessions
 from .core.quotas import Quotas
 from .errors import ErrorCode, GatewayError
@@ -179,6 +181,7 @@ def create_app(settings: Settings, ports: tuple[Log, Coordinator, Sessions] | No
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         log_port, coordinator, sessions = ports or build_ports(settings)
         async with AsyncExitStack() as stack:
+            stack.enter_context(audit_trail(settings.audit_log))
             for port in (log_port, coordinator, sessions):
                 await port.start()
                 stack.push_async_callback(port.stop)
@@ -245,6 +248,27 @@ def create_app(settings: Settings, ports: tuple[Log, Coordinator, Sessions] | No
 
     app.openapi = openapi  # type: ignore[method-assign]
     return app
+
+
+@contextmanager
+def audit_trail(path: Path | None) -> Iterator[None]:
+    """The audit logger at INFO whatever the process's level; into ``path`` (appended) if given."""
+    level = AUDIT.level
+    AUDIT.setLevel(logging.INFO)
+    handler: logging.Handler | None = None
+    if path is not None:
+        handler = logging.FileHandler(path, encoding="utf-8")
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        AUDIT.addHandler(handler)
+        AUDIT.propagate = False
+    try:
+        yield
+    finally:
+        AUDIT.setLevel(level)
+        if handler is not None:
+            AUDIT.removeHandler(handler)
+            AUDIT.propagate = True
+            handler.close()
 
 
 async def _open_quotas(settings: Settings, metrics: Metrics, stack: AsyncExitStack) -> Quotas:

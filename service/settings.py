@@ -99,6 +99,11 @@ class Settings(BaseSettings):
         description="Principals allowed everything, whatever the bindings, e.g. User:admin "
         "(separated by ';' as Kafka's super.users, or ',').",
     )
+    audit_log: Path | None = Field(
+        None,
+        description="File the audit trail is appended to, one JSON line per security decision; "
+        "default: the process's log (logger brokergate.audit).",
+    )
 
     # limits
     max_connections: int = Field(

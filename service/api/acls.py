@@ -28,6 +28,7 @@ from service.core.rules import valid_topic
 from service.errors import InvalidPayload
 from service.gateway import Gateway, get_gateway
 
+from .access import decision_of
 from .http import body_doc, parse
 from .http import v3 as v3_response
 from .responses import ERRORS
@@ -106,6 +107,8 @@ async def create_acl(cluster_id: str, request: Request, gw: GW) -> Response:
     )
     _check_resource(binding)
     await gw.coordinator.add_acls([binding])
+    who = await decision_of(request)
+    who.audit("acl.create", Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME, binding=binding.as_dict())
     return Response(status_code=201)
 
 
@@ -118,6 +121,9 @@ async def delete_acls(cluster_id: str, request: Request, gw: GW, query: Filter) 
         raise InvalidPayload("Deleting ACLs needs a resource_type (TOPIC, GROUP or CLUSTER).")
     base = _base(request)
     removed = await gw.coordinator.remove_acls(query.filter)
+    who = await decision_of(request)
+    for b in removed:
+        who.audit("acl.delete", Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME, binding=b.as_dict())
     return v3_response(
         _listing("KafkaAclList", f"{base}/{cluster_id}/acls", [_acl(base, cluster_id, b) for b in removed])
     )

@@ -125,7 +125,7 @@ async def create_topic(cluster_id: str, request: Request, gw: GW) -> Response:
     """Create a topic (400/40002 if it exists)."""
     _check(cluster_id, gw)
     req = await parse(request, v3.CreateTopicRequest)
-    (await decision_of(request)).check_create_topic(req.topic_name)
+    (await decision_of(request)).check_create_topic(req.topic_name)  # a rule's ``named`` need
     configs: dict[str, str] = {}
     for c in req.configs:
         if c.value is None:
@@ -136,6 +136,10 @@ async def create_topic(cluster_id: str, request: Request, gw: GW) -> Response:
         req.partitions_count if req.partitions_count is not None else gw.settings.default_partitions,
         req.replication_factor if req.replication_factor is not None else -1,
         configs,
+    )
+    who = await decision_of(request)
+    who.audit(
+        "topic.create", Operation.CREATE, ResourceType.TOPIC, info.name, partitions=len(info.partitions)
     )
     return v3_response(_topic(_base(request), cluster_id, info), status_code=201)
 
@@ -192,6 +196,8 @@ async def update_partition_count(cluster_id: str, topic: str, request: Request, 
     _check(cluster_id, gw)
     req = await parse(request, v3.UpdatePartitionCountRequest)
     info = await gw.topics.set_partition_count(topic, req.partitions_count)
+    who = await decision_of(request)
+    who.audit("topic.alter", Operation.ALTER, ResourceType.TOPIC, topic, partitions=len(info.partitions))
     return v3_response(_topic(_base(request), cluster_id, info))
 
 
@@ -201,9 +207,10 @@ async def update_partition_count(cluster_id: str, topic: str, request: Request, 
     status_code=204,
     responses={204: {"description": "Deleted."}, **ERRORS},
 )
-async def delete_topic(cluster_id: str, topic: str, gw: GW) -> Response:
+async def delete_topic(cluster_id: str, topic: str, request: Request, gw: GW) -> Response:
     _check(cluster_id, gw)
     await gw.topics.delete(topic)
+    (await decision_of(request)).audit("topic.delete", Operation.DELETE, ResourceType.TOPIC, topic)
     return no_content()
 
 

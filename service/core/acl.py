@@ -26,6 +26,8 @@ from typing import Final
 
 from service.errors import Forbidden
 
+from . import audit
+
 
 class ResourceType(StrEnum):
     TOPIC = "TOPIC"
@@ -229,6 +231,26 @@ class Decision:
         a = self._authorizer
         return a is None or a.allowed(self.caller.principal, self.caller.host, resource_type, name, operation)
 
+    def audit(
+        self,
+        event: str,
+        operation: Operation | str,
+        resource_type: ResourceType,
+        name: str,
+        outcome: str = audit.ALLOWED,
+        **details: object,
+    ) -> None:
+        """One line of the audit trail about this caller (``service.core.audit``)."""
+        audit.record(
+            event,
+            principal=self.caller.principal,
+            address=self.caller.host,
+            operation=str(operation),
+            resource=f"{resource_type.value}:{name}",
+            outcome=outcome,
+            **details,
+        )
+
     def may_create_topic(self, topic: str) -> bool:
         """Kafka's rule: CREATE on the cluster, or on the topic."""
         return self.may(ResourceType.CLUSTER, CLUSTER_NAME, Operation.CREATE) or self.may(
@@ -238,6 +260,8 @@ class Decision:
     def check(self, resource_type: ResourceType, names: Iterable[str], operation: Operation) -> None:
         """``Forbidden`` (403) naming every resource of ``names`` the caller may not ``operation``."""
         denied = sorted({n for n in names if not self.may(resource_type, n, operation)})
+        for name in denied:
+            self.audit("authorization", operation, resource_type, name, audit.DENIED)
         if denied:
             what = resource_type.value.lower() + ("s" if len(denied) > 1 else "")
             listed = ", ".join(repr(n) for n in denied)
@@ -247,6 +271,7 @@ class Decision:
 
     def check_create_topic(self, topic: str) -> None:
         if not self.may_create_topic(topic):
+            self.audit("authorization", Operation.CREATE, ResourceType.TOPIC, topic, audit.DENIED)
             raise Forbidden(
                 f"Not authorized: {self.caller.principal} may not CREATE topic {topic!r} "
                 "(it needs CREATE on the topic or on the cluster)."

@@ -123,7 +123,16 @@ class ConsumerService:
         return state
 
     async def delete(self, group: str, name: str, *, who: Decision | None = None) -> None:
-        await self._load(group, name, who)
+        state = await self._load(group, name, who)
+        if who is not None and state.owner != who.caller.principal:  # a super user cleaning up
+            who.audit(
+                "consumer.delete",
+                Operation.DELETE,
+                ResourceType.GROUP,
+                group,
+                instance=name,
+                owner=state.owner,
+            )
         await self._remove(group, name)
 
     async def expire(self) -> int:

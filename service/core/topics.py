@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping
 
 from service.errors import BackendUnavailable, PartitionNotFound, TopicExists, TopicNotFound
 
-from .acl import Decision
+from .acl import Decision, Operation, ResourceType
 from .models import PartitionData, TopicInfo, TopicPartition
 from .ports import Log
 from .rules import check_partition_count, check_replication_factor, check_topic
@@ -107,6 +107,8 @@ class TopicService:
             info = await self._log.create_topic(topic, self._default_partitions, -1, {})
         except TopicExists:  # another request created it first
             return await self.describe(topic)
+        if who is not None:
+            who.audit("topic.create", Operation.CREATE, ResourceType.TOPIC, topic, auto_created=True)
         if self._on_created is not None:
             self._on_created()
         return info

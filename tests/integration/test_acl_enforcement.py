@@ -4,6 +4,7 @@ reading, patterns, auto-creation, super users, and consumer instances that belon
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -253,3 +254,39 @@ async def test_without_authentication_every_caller_is_anonymous(tmp_path):
     finally:
         await gw.client.aclose()
         await gw.stop()
+
+
+async def test_the_audit_trail_keeps_refusals_acl_changes_topic_changes_and_admin_deletes(
+    tmp_path, users_file
+):
+    trail = tmp_path / "audit.log"
+    gw = await _serve(tmp_path, users_file, audit_log=trail)
+    try:
+        cid = await cluster_id(gw.client)
+        async with httpx.AsyncClient(base_url=gw.url, auth=("alice", "alice-pw")) as alice:
+            await create_topic(gw.client, "t")
+            forbidden(await _produce(alice, "t"))
+            acls = Acls(gw.client, cid)
+            await acls.grant("User:alice", GROUP, "g", READ)
+            await alice.post("/consumers/g", json={"name": "c"}, headers={"Content-Type": V2})
+            assert (await gw.client.delete("/consumers/g/instances/c")).status_code == 204
+            await gw.client.patch(f"/v3/clusters/{cid}/topics/t", json={"partitions_count": 2})
+            await gw.client.delete(f"/v3/clusters/{cid}/topics/t")
+            await acls.revoke_all("User:alice")
+    finally:
+        await gw.client.aclose()
+        await gw.stop()
+    lines = [json.loads(line) for line in trail.read_text().splitlines()]
+    events = [(x["event"], x["principal"], x["operation"], x["resource"], x["outcome"]) for x in lines]
+    assert events == [
+        ("topic.create", "User:admin", "CREATE", "TOPIC:t", "ALLOWED"),
+        ("authorization", "User:alice", "WRITE", "TOPIC:t", "DENIED"),
+        ("acl.create", "User:admin", "ALTER", "CLUSTER:kafka-cluster", "ALLOWED"),
+        ("consumer.delete", "User:admin", "DELETE", "GROUP:g", "ALLOWED"),
+        ("topic.alter", "User:admin", "ALTER", "TOPIC:t", "ALLOWED"),
+        ("topic.delete", "User:admin", "DELETE", "TOPIC:t", "ALLOWED"),
+        ("acl.delete", "User:admin", "ALTER", "CLUSTER:kafka-cluster", "ALLOWED"),
+    ]
+    assert all(x["address"] == "127.0.0.1" and x["time"].endswith("Z") for x in lines)
+    assert lines[2]["binding"]["principal"] == "User:alice"
+    assert lines[3]["instance"] == "c" and lines[3]["owner"] == "User:alice"
