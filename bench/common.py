@@ -59,13 +59,20 @@ def produce_body(value: bytes, batch: int) -> bytes:
 
 
 async def rest_produce(
-    port: int, topic: str, value: bytes, batch: int, clients: int, seconds: float
+    port: int,
+    topic: str,
+    value: bytes,
+    batch: int,
+    clients: int,
+    seconds: float,
+    headers: dict[str, str] | None = None,
 ) -> float:
-    """Records/s of ``clients`` keep-alive connections producing ``batch``-record requests to ``topic``."""
+    """Records/s of ``clients`` keep-alive connections producing ``batch``-record requests to ``topic``
+    (each request with ``headers``, e.g. credentials)."""
     conns = [Connection("127.0.0.1", port) for _ in range(clients)]
     for conn in conns:
         await conn.__aenter__()
-    request = conns[0].build("POST", f"/topics/{topic}", produce_body(value, batch), BINARY)
+    request = conns[0].build("POST", f"/topics/{topic}", produce_body(value, batch), BINARY, headers=headers)
 
     async def one(n: int) -> int:
         status, _ = await conns[n].send(request)
@@ -92,13 +99,16 @@ async def subscribed(http: httpx.AsyncClient, group: str, topic: str) -> str:
     return "/" + base.split("/", 3)[3]
 
 
-async def rest_consume(http: httpx.AsyncClient, port: int, topic: str, count: int) -> float:
-    """Records/s of a new consumer instance reading ``count`` records of ``topic`` by long-polling."""
+async def rest_consume(
+    http: httpx.AsyncClient, port: int, topic: str, count: int, headers: dict[str, str] | None = None
+) -> float:
+    """Records/s of a new consumer instance reading ``count`` records of ``topic`` by long-polling
+    (``http`` creates the instance; each poll carries ``headers``, e.g. the same credentials)."""
     instance = await subscribed(http, f"bench-{topic}", topic)
     got = 0
     async with Connection("127.0.0.1", port) as conn:
         path = instance + "/records?timeout=1000&max_bytes=1000000"
-        request = conn.build("GET", path, accept=BINARY)
+        request = conn.build("GET", path, accept=BINARY, headers=headers)
         start = time.perf_counter()
         while got < count:
             _, payload = await conn.send(request)

@@ -33,6 +33,7 @@ class Connection:
         body: bytes = b"",
         content_type: str | None = None,
         accept: str | None = None,
+        headers: dict[str, str] | None = None,
     ) -> bytes:
         lines = [
             f"{method} {path} HTTP/1.1",
@@ -43,6 +44,7 @@ class Connection:
             lines.append(f"Content-Type: {content_type}")
         if accept:
             lines.append(f"Accept: {accept}")
+        lines += [f"{name}: {value}" for name, value in (headers or {}).items()]
         return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
 
     async def send(self, request: bytes) -> tuple[int, bytes]:

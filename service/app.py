@@ -29,7 +29,7 @@ from workers.retention import retention
 from .adapters.factory import build_ports, build_quota_store, quota_limits
 from .api import acls, consumers, ops, topics, v3
 from .api.access import Authorize, check_rules
-from .api.auth import Authenticate, open_paths
+from .api.auth import ALWAYS_OPEN, Authenticate, open_paths
 from .api.fastpath import ProduceFastPath
 from .api.http import BODY_MODELS, JSONBody, error_response
 from .core.audit import AUDIT
@@ -311,4 +311,29 @@ def build_openapi(app: FastAPI) -> dict[str, Any]:
         for def_name, definition in model_schema.pop("$defs", {}).items():
             components.setdefault(def_name, definition)
         components[name] = model_schema
+    schema["components"]["securitySchemes"] = SECURITY_SCHEMES
+    # Any one of the methods the gateway was started with; none when authentication is off ({}).
+    schema["security"] = [{}, *({name: []} for name in SECURITY_SCHEMES)]
+    for path in ALWAYS_OPEN:
+        for operation in schema["paths"].get(path, {}).values():
+            operation["security"] = []
     return schema
+
+
+SECURITY_SCHEMES: dict[str, Any] = {
+    "basic": {
+        "type": "http",
+        "scheme": "basic",
+        "description": "AUTH=basic: a user of the gateway's credentials file (brokergate users).",
+    },
+    "bearer": {
+        "type": "http",
+        "scheme": "bearer",
+        "bearerFormat": "JWT",
+        "description": "AUTH=jwt: a token of the configured OpenID Connect issuer.",
+    },
+    "mtls": {
+        "type": "mutualTLS",
+        "description": "AUTH=mtls: a client certificate signed by the configured CA.",
+    },
+}

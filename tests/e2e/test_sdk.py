@@ -6,7 +6,13 @@ import base64
 import importlib
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+import pytest
+
+from service.security.users import add_user
 
 from tests.e2e.gateway_process import GatewayProcess
 
@@ -34,9 +40,17 @@ def generate(out: Path) -> None:
     assert (out / "brokergate_sdk" / "api" / "topics" / "produce_to_topic.py").exists()
 
 
-def test_generated_client_drives_the_gateway(tmp_path):
-    generate(tmp_path)
-    sys.path.insert(0, str(tmp_path))
+@pytest.fixture(scope="module")
+def sdk_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The client, generated once for the module and importable as ``brokergate_sdk``."""
+    out = tmp_path_factory.mktemp("sdk")
+    generate(out)
+    sys.path.insert(0, str(out))
+    yield out
+    sys.path.remove(str(out))
+
+
+def test_generated_client_drives_the_gateway(tmp_path, sdk_dir):
     gw = GatewayProcess(tmp_path / "data").start()
     try:
         sdk = importlib.import_module("brokergate_sdk")
@@ -102,4 +116,49 @@ def test_generated_client_drives_the_gateway(tmp_path):
         assert [row.lag for row in lags.data] == [0, 0]
     finally:
         gw.stop()
-        sys.path.remove(str(tmp_path))
+
+
+def test_generated_client_sends_the_credentials_the_document_declares(tmp_path, sdk_dir):
+    users = tmp_path / "users"
+    for name in ("admin", "alice", "bob"):
+        add_user(users, name, f"{name}-pw")
+    env = {"BROKERGATE_AUTHORIZE": "true", "BROKERGATE_SUPER_USERS": "User:admin"}
+    gw = GatewayProcess(tmp_path / "data", "--auth", "basic", "--users-file", str(users), env=env).start()
+    try:
+        sdk = importlib.import_module("brokergate_sdk")
+        models = importlib.import_module("brokergate_sdk.models")
+        list_clusters = importlib.import_module("brokergate_sdk.api.v3.list_clusters")
+        create_topic = importlib.import_module("brokergate_sdk.api.v3.create_topic")
+        create_acls = importlib.import_module("brokergate_sdk.api.acls.create_acls")
+        produce_to_topic = importlib.import_module("brokergate_sdk.api.topics.produce_to_topic")
+        health = importlib.import_module("brokergate_sdk.api.ops.health")
+
+        def basic(name: str) -> Any:
+            token = base64.b64encode(f"{name}:{name}-pw".encode()).decode()
+            return sdk.AuthenticatedClient(base_url=gw.url, token=token, prefix="Basic")
+
+        anonymous = sdk.Client(base_url=gw.url)
+        assert list_clusters.sync_detailed(client=anonymous).status_code == 401
+        assert health.sync_detailed(client=anonymous).status_code == 200  # declared open
+
+        admin = basic("admin")
+        cluster = list_clusters.sync(client=admin).data[0].cluster_id
+        create_topic.sync(cluster, client=admin, body=models.CreateTopicRequest(topic_name="team-a.orders"))
+        grant = models.CreateAclRequest(
+            resource_type=models.CreateAclRequestResourceType.TOPIC,
+            resource_name="team-a.",
+            pattern_type=models.CreateAclRequestPatternType.PREFIXED,
+            principal="User:alice",
+            host="*",
+            operation=models.CreateAclRequestOperation.WRITE,
+            permission=models.CreateAclRequestPermission.ALLOW,
+        )
+        assert create_acls.sync_detailed(cluster, client=admin, body=grant).status_code == 201
+
+        body = models.JsonProduceRequest(records=[models.JsonRecord(value=1)])
+        produced = produce_to_topic.sync_detailed("team-a.orders", client=basic("alice"), body=body)
+        assert produced.status_code == 200, produced.content
+        refused = produce_to_topic.sync_detailed("team-a.orders", client=basic("bob"), body=body)
+        assert refused.status_code == 403, refused.content
+    finally:
+        gw.stop()

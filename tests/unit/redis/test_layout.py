@@ -6,6 +6,7 @@ Redis tests because they describe the same stored layout.
 
 from __future__ import annotations
 
+import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -53,6 +54,7 @@ def _state() -> InstanceState:
         generation=7,
         positions={TopicPartition("a", 0): 5, TopicPartition("b", 2): 0},
         version=3,
+        owner="User:alice",
     )
 
 
@@ -63,6 +65,12 @@ def test_codec_round_trip() -> None:
     assert decode_state("g", "c", b"3", b"2", encode_state(state)) == state
     state.subscription, state.manual = Subscription(pattern="a\ud800|b"), None  # orjson refuses it
     assert decode_state("g", "c", b"3", b"2", encode_state(state)) == state
+
+
+def test_a_state_stored_before_instances_had_owners_is_anonymous() -> None:
+    body = orjson.loads(encode_state(_state()))
+    del body["owner"]
+    assert decode_state("g", "c", b"3", b"2", orjson.dumps(body)).owner == "User:ANONYMOUS"
 
 
 @pytest.mark.parametrize("body", [b"", b"{", b"[]", b"{}", b'{"config": {}}'])
