@@ -10,12 +10,18 @@ any request is sent: a name the gateway would refuse raises the same
 ``GatewayError`` (``InvalidTopic``, ``InvalidConsumerConfig``) here. Every path
 segment is percent-encoded, so a name is always exactly one segment: a group
 may be any text, and no name can address another resource.
+
+Credentials and TLS are the constructor's: HTTP Basic (``auth=(user, password)``) or a
+Bearer ``token``, the CA certificates to verify the gateway with (``verify``), and a client
+certificate for mutual TLS (``cert``). A TLS handshake that fails says why in its
+``ClientError`` (an untrusted gateway certificate, a client certificate required or refused).
 """
 
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterable, Iterator, Mapping
+import ssl
+from collections.abc import Generator, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +30,7 @@ from urllib.parse import quote
 import httpx
 
 from api_schemas.formats import V2
+from service.core.acl import AclBinding, AclFilter
 from service.core.rules import check_group, check_instance, check_topic
 
 
@@ -65,12 +72,92 @@ class Record:
     headers: list[tuple[str, bytes | None]] = field(default_factory=list)
 
 
-class GatewayClient:
-    """One gateway, addressed by its base URL; use as a context manager or call ``close()``."""
+class BearerAuth(httpx.Auth):
+    """``Authorization: Bearer <token>`` on every request."""
 
-    def __init__(self, url: str, *, timeout: float = 30.0) -> None:
+    def __init__(self, token: str) -> None:
+        self._header = f"Bearer {token}"
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        request.headers["Authorization"] = self._header
+        yield request
+
+
+def tls_context(
+    verify: str | bool = True, cert: str | tuple[str, str] | None = None
+) -> ssl.SSLContext | bool:
+    """What httpx's ``verify`` takes: the CA certificates file ``verify`` names (``True``: the
+    system's; ``False``: no verification), with the client certificate ``cert`` (a PEM file
+    holding certificate and key, or ``(certificate, key)``) loaded for mutual TLS.
+
+    A file that cannot be used raises ``ValueError`` naming it and saying why.
+    """
+    if cert is None and not isinstance(verify, str):
+        return verify
+    if isinstance(verify, str):
+        try:
+            context = ssl.create_default_context(cafile=verify)
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"cannot use the CA certificates in {verify!r}: {_reason(exc)}") from exc
+    else:
+        context = httpx.create_ssl_context(verify=verify)
+    if cert is not None:
+        certfile, keyfile = (cert, None) if isinstance(cert, str) else cert
+        try:
+            context.load_cert_chain(certfile, keyfile)
+        except (OSError, ValueError) as exc:
+            named = repr(certfile) if keyfile is None else f"{certfile!r} with the key {keyfile!r}"
+            raise ValueError(f"cannot use the client certificate {named}: {_reason(exc)}") from exc
+    return context
+
+
+def _reason(exc: BaseException) -> str:
+    return str(getattr(exc, "strerror", None) or exc)
+
+
+def _tls_failure(exc: BaseException) -> str | None:
+    """What went wrong in the TLS handshake behind a transport error, if that is what failed."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return f"its TLS certificate is not trusted ({seen.verify_message})"
+        if isinstance(seen, ssl.SSLError):
+            reason = str(seen.reason or seen)
+            if "CERTIFICATE_REQUIRED" in reason:
+                return "it requires a client certificate"
+            if any(r in reason for r in ("UNKNOWN_CA", "BAD_CERTIFICATE", "CERTIFICATE_UNKNOWN")):
+                return f"it refused the client certificate ({reason})"
+            return f"TLS failed ({reason})"
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+class GatewayClient:
+    """One gateway, addressed by its base URL; use as a context manager or call ``close()``.
+
+    ``auth`` is an HTTP Basic ``(user, password)``, ``token`` a Bearer token (one or the other);
+    ``verify`` and ``cert`` are ``tls_context``'s.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout: float = 30.0,
+        auth: tuple[str, str] | None = None,
+        token: str | None = None,
+        verify: str | bool = True,
+        cert: str | tuple[str, str] | None = None,
+    ) -> None:
+        if auth is not None and token is not None:
+            raise ValueError("auth and token are two ways to authenticate: give one")
         self.url = url.rstrip("/")
-        self._http = httpx.Client(base_url=self.url, timeout=timeout)
+        self._http = httpx.Client(
+            base_url=self.url,
+            timeout=timeout,
+            auth=BearerAuth(token) if token is not None else auth,
+            verify=tls_context(verify, cert),
+        )
 
     def __enter__(self) -> GatewayClient:
         return self
@@ -87,6 +174,9 @@ class GatewayClient:
         try:
             response = self._http.request(method, path, **kwargs)
         except httpx.TransportError as exc:
+            tls = _tls_failure(exc)
+            if tls is not None:
+                raise ClientError(0, 0, f"no connection with the gateway at {self.url}: {tls}") from exc
             raise ClientError(0, 0, f"cannot reach the gateway at {self.url}: {exc}") from exc
         if response.status_code >= 400:
             try:
@@ -189,6 +279,46 @@ class GatewayClient:
     def lags(self, group: str) -> list[dict[str, Any]]:
         check_group(group)
         return list(self.request("GET", self._v3("consumer-groups", group, "lags"))["data"])
+
+    # --- ACLs ----------------------------------------------------------------------
+
+    def acls(self, selected: AclFilter | None = None) -> list[AclBinding]:
+        """The ACL bindings ``selected`` selects (all of them when None)."""
+        params = acl_params(selected or AclFilter())
+        body = self.request("GET", self._v3("acls"), params=params)
+        return [AclBinding.from_dict(d) for d in body["data"]]
+
+    def create_acl(self, binding: AclBinding) -> None:
+        """Store one binding (storing one that exists changes nothing)."""
+        self.request("POST", self._v3("acls"), json=binding.as_dict())
+
+    def delete_acls(self, selected: AclFilter) -> list[AclBinding]:
+        """Delete the bindings ``selected`` selects and return them. Its ``resource_type`` is
+        required, as the gateway requires it: no filter left empty deletes every binding."""
+        if selected.resource_type is None:
+            raise ValueError("deleting ACL bindings needs a resource_type")
+        body = self.request("DELETE", self._v3("acls"), params=acl_params(selected))
+        return [AclBinding.from_dict(d) for d in body["data"]]
+
+
+def acl_params(selected: AclFilter) -> dict[str, str]:
+    """Confluent v3's query parameters for ``selected``: ``ANY`` where it matches anything."""
+    params = {
+        "resource_type": selected.resource_type.value if selected.resource_type else "ANY",
+        "pattern_type": "MATCH"
+        if selected.match
+        else (selected.pattern_type.value if selected.pattern_type else "ANY"),
+        "operation": selected.operation.value if selected.operation else "ANY",
+        "permission": selected.permission.value if selected.permission else "ANY",
+    }
+    for name, value in (
+        ("resource_name", selected.resource_name),
+        ("principal", selected.principal),
+        ("host", selected.host),
+    ):
+        if value is not None:
+            params[name] = value
+    return params
 
 
 class Consumer:

@@ -1,11 +1,17 @@
 """Command-line tools in the spirit of Kafka's console tools, against any brokergate endpoint.
 
-``brokergate topics|produce|consume|groups`` — built on ``service.client``.
-Human output is aligned tables, ``--output json`` is for scripts; errors are
-one line on stderr with an exit status: 1 the request was refused (by the
-gateway, or before it was sent by the gateway's own name rules), 2 bad usage or
-input, 3 the gateway cannot be reached, 4 some produced records failed, 130
-Ctrl-C (SIGINT), 143 SIGTERM.
+``brokergate topics|produce|consume|groups|acls`` — built on ``service.client``; ``acls`` is
+``service.acl_tool``'s, and the options they all share (URL, output, credentials, TLS) are
+``service.console``'s. Human output is aligned tables, ``--output json`` is for scripts;
+errors are one line on stderr with an exit status:
+
+- 1: refused — by the gateway (401: credentials refused or missing; 403: not allowed; any
+  other error answer), by the gateway's own name rules before anything was sent, or at
+  ``acls remove``'s confirmation prompt;
+- 2: bad usage or input;
+- 3: the gateway cannot be reached, or no TLS connection can be made with it;
+- 4: some produced records failed;
+- 130: Ctrl-C (SIGINT); 143: SIGTERM.
 """
 
 from __future__ import annotations
@@ -18,24 +24,19 @@ import signal
 import sys
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 from typing import Any, Protocol
 
+from . import acl_tool
 from .client import ClientError, Consumer, GatewayClient
+from .console import Credentials, ToolError, add_common_options, connect, credentials, emit, terminal_prompt
 from .core.rules import check_group, check_topic
 from .errors import ErrorCode, GatewayError
 from .tables import format_table
 
-DEFAULT_URL = "http://localhost:8082"
 BATCH = 500
-
-
-class ToolError(Exception):
-    def __init__(self, message: str, status: int) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 class Interrupted(KeyboardInterrupt):
@@ -44,17 +45,6 @@ class Interrupted(KeyboardInterrupt):
     def __init__(self, status: int) -> None:
         super().__init__()
         self.status = status
-
-
-# --- output ----------------------------------------------------------------------------
-
-
-def emit(args: argparse.Namespace, data: Any, rows: Sequence[Sequence[Any]], header: Sequence[str]) -> None:
-    if args.output == "json":
-        json.dump(data, sys.stdout, indent=2, default=str)
-        sys.stdout.write("\n")
-    else:
-        sys.stdout.write(format_table(rows, header))
 
 
 # --- topics ------------------------------------------------------------------------------
@@ -445,10 +435,7 @@ def cmd_groups(args: argparse.Namespace, client: GatewayClient) -> int:
 
 def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--url", default=None, help=f"gateway URL (default $BROKERGATE_URL or {DEFAULT_URL})")
-    common.add_argument(
-        "--output", choices=["table", "json"], default="table", help="table for people, json for scripts"
-    )
+    add_common_options(common)
 
     topics = sub.add_parser("topics", parents=[common], help="create, list, describe, alter, delete topics")
     topics.add_argument("action", choices=["create", "list", "describe", "delete", "alter"])
@@ -495,6 +482,8 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     groups.add_argument("--group")
     groups.set_defaults(run=cmd_groups)
 
+    acl_tool.add_parser(sub, common)
+
 
 _NEEDS_TOPIC = {"create", "describe", "delete", "alter"}
 
@@ -504,15 +493,18 @@ def run(args: argparse.Namespace) -> int:
         return _fail(f"topics {args.action} needs --topic", 2)
     if args.command == "topics" and args.action == "alter" and args.partitions is None:
         return _fail("topics alter needs --partitions", 2)
-    url = args.url or os.environ.get("BROKERGATE_URL") or DEFAULT_URL
+    if args.command == "produce" and args.password_stdin and not args.file:
+        return _fail("produce reads its records from stdin: with --password-stdin, give them in --file", 2)
+    creds = Credentials()
     try:
-        with GatewayClient(url) as client:
+        creds = credentials(args, os.environ, stdin=sys.stdin, ask=terminal_prompt())
+        with connect(args, creds, os.environ) as client:
             status: int = args.run(args, client)
             return status
     except ClientError as exc:
         if exc.status == 0:
             return _fail(exc.message, 3)
-        return _fail(f"{exc.message} (HTTP {exc.status}, error {exc.error_code})", 1)
+        return _fail(_refusal(exc, creds), 1)
     except GatewayError as exc:  # a name refused by the gateway's own rules, before any request
         return _fail(f"{exc.message} (HTTP {exc.http_status}, error {int(exc.error_code)})", 1)
     except ToolError as exc:
@@ -523,6 +515,21 @@ def run(args: argparse.Namespace) -> int:
         return 130
     except OSError as exc:
         return _fail(str(exc), 2)
+
+
+def _refusal(exc: ClientError, creds: Credentials) -> str:
+    """The line that says why the gateway refused: credentials first, as they are fixed first."""
+    detail = f"(HTTP {exc.status}, error {exc.error_code})"
+    if exc.status == 401 and creds == Credentials():
+        return (
+            "the gateway requires credentials and none were given: --user NAME (and a password) "
+            f"or --token; it said: {exc.message} {detail}"
+        )
+    if exc.status == 401:
+        return f"the gateway refused the credentials ({creds}): {exc.message} {detail}"
+    if exc.status == 403:
+        return f"not allowed ({creds}): {exc.message} {detail}"
+    return f"{exc.message} {detail}"
 
 
 def _fail(message: str, status: int) -> int:
