@@ -8,8 +8,9 @@ and the quota store in an ``AsyncExitStack`` (closed in reverse), wires the
 from __future__ import annotations
 
 import logging
+import ssl
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from api_schemas.formats import V2
 from workers.metadata import metadata_watcher
 from workers.reaper import reaper
 from workers.retention import retention
@@ -38,6 +40,7 @@ from .core.quotas import Quotas
 from .errors import ErrorCode, GatewayError
 from .gateway import Gateway
 from .metrics import Metrics
+from .security.tokens import KeySet, TokenRules, TokenVerifier
 from .security.users import UsersFile, Verifier
 from .settings import Settings
 
@@ -176,11 +179,14 @@ class OneLineStartupErrors:
 def create_app(settings: Settings, ports: tuple[Log, Coordinator, Sessions] | None = None) -> FastAPI:
     """Build the application; ``ports`` overrides the adapters the settings would pick."""
     metrics = Metrics()
+    closing: list[Callable[[], Awaitable[None]]] = []  # what the app's middleware holds open
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         log_port, coordinator, sessions = ports or build_ports(settings)
         async with AsyncExitStack() as stack:
+            for close in closing:
+                stack.push_async_callback(close)
             stack.enter_context(audit_trail(settings.audit_log))
             for port in (log_port, coordinator, sessions):
                 await port.start()
@@ -231,9 +237,17 @@ def create_app(settings: Settings, ports: tuple[Log, Coordinator, Sessions] | No
         app.add_middleware(Authorize, routes=app.routes, open_paths=opened)
     else:
         check_rules(app.routes)  # a route without a rule fails the start whether or not it is enforced
-    if "basic" in settings.auth_methods:  # before any route, the fast path's included
-        verifier = Verifier(UsersFile(settings.users_path))
-        app.add_middleware(Authenticate, basic=verifier, open_paths=opened)
+    if settings.auth_methods:  # before any route, the fast path's included
+        tokens = token_verifier(settings)
+        if tokens is not None:
+            closing.append(tokens.keys.close)
+        app.add_middleware(
+            Authenticate,
+            open_paths=opened,
+            basic=Verifier(UsersFile(settings.users_path)) if "basic" in settings.auth_methods else None,
+            tokens=tokens,
+            certificates=settings.tls_principal if "mtls" in settings.auth_methods else None,
+        )
     app.add_middleware(RawPathGuard)  # before any routing, the fast path's included
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.add_middleware(OneLineStartupErrors)
@@ -248,6 +262,29 @@ def create_app(settings: Settings, ports: tuple[Log, Coordinator, Sessions] | No
 
     app.openapi = openapi  # type: ignore[method-assign]
     return app
+
+
+def token_verifier(settings: Settings) -> TokenVerifier | None:
+    """The Bearer JWT verifier of ``auth=jwt`` (None without it)."""
+    if "jwt" not in settings.auth_methods:
+        return None
+    assert settings.jwt_issuer is not None  # the settings' own check
+    rules = TokenRules(
+        issuer=settings.jwt_issuer,
+        audience=settings.jwt_audience,
+        jwks_url=settings.jwt_jwks_url,
+        algorithms=tuple(Settings.split(settings.jwt_algorithms)),
+        leeway_s=settings.jwt_leeway_s,
+        principal_claim=settings.jwt_principal_claim,
+    )
+    verify: ssl.SSLContext | bool = True
+    if settings.jwt_cafile is not None:
+        try:
+            verify = ssl.create_default_context(cafile=settings.jwt_cafile)
+        except OSError as exc:
+            where = str(settings.jwt_cafile)
+            raise ValueError(f"jwt_cafile: cannot load CA certificates from {where!r} ({exc})") from None
+    return TokenVerifier(rules, KeySet(rules, verify=verify))
 
 
 @contextmanager
@@ -311,6 +348,13 @@ def build_openapi(app: FastAPI) -> dict[str, Any]:
         for def_name, definition in model_schema.pop("$defs", {}).items():
             components.setdefault(def_name, definition)
         components[name] = model_schema
+    for methods in schema["paths"].values():
+        for operation in methods.values():
+            # FastAPI declares the bare ``Response`` of a 201 (createAcls) as a JSON string; it
+            # has no body, and a generated client must not try to parse one.
+            created = operation.get("responses", {}).get("201", {})
+            if created.get("content", {}).get(V2, {}) == {"schema": {"type": "string"}}:
+                del created["content"]
     schema["components"]["securitySchemes"] = SECURITY_SCHEMES
     # Any one of the methods the gateway was started with; none when authentication is off ({}).
     schema["security"] = [{}, *({name: []} for name in SECURITY_SCHEMES)]

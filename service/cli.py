@@ -1,8 +1,9 @@
 """The ``brokergate`` command.
 
 ``brokergate serve`` runs the gateway under uvicorn (uvloop + httptools when
-installed); ``topics``, ``produce``, ``consume`` and ``groups`` are the
-console tools of ``service.tools``; ``worker spark`` runs a Spark batch job on an interval
+installed), over HTTPS with ``--tls-cert``; ``topics``, ``produce``, ``consume``, ``groups`` and
+``acls`` are the console tools of ``service.tools``; ``users`` manages the HTTP Basic
+credentials file; ``worker spark`` runs a Spark batch job on an interval
 (``workers.spark``). Every flag falls back to ``BROKERGATE_<FLAG>`` and then to the
 default in ``Settings``. Configuration mistakes end in one line on stderr and
 exit status 2, never a traceback.
@@ -31,6 +32,12 @@ _SERVE_FLAGS = (
     "flush",
     "auth",
     "users_file",
+    "tls_cert",
+    "tls_key",
+    "tls_client_ca",
+    "authorize",
+    "super_users",
+    "audit_log",
 )
 
 
@@ -48,8 +55,29 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--sessions", help="embedded | redis://host:port/db")
     serve.add_argument("--advertised-url", dest="advertised_url", help="base URL put in consumer base_uri")
     serve.add_argument("--flush", choices=["always", "interval", "never"], help="embedded log fsync policy")
-    serve.add_argument("--auth", help="basic: HTTP Basic against the users file (default: off)")
+    serve.add_argument(
+        "--auth",
+        help="how clients authenticate, comma-separated: basic (the users file), jwt (Bearer tokens of "
+        "BROKERGATE_JWT_ISSUER), mtls (client certificates); default: off",
+    )
     serve.add_argument("--users-file", dest="users_file", help="credentials file (default <data dir>/users)")
+    serve.add_argument("--tls-cert", dest="tls_cert", help="serve HTTPS with this certificate chain (PEM)")
+    serve.add_argument("--tls-key", dest="tls_key", help="the key (PEM) of --tls-cert, if apart")
+    serve.add_argument(
+        "--tls-client-ca", dest="tls_client_ca", help="verify client certificates against these CAs (mTLS)"
+    )
+    serve.add_argument(
+        "--authorize",
+        action="store_const",
+        const=True,
+        help="decide every request by the ACL bindings (brokergate acls); default: off",
+    )
+    serve.add_argument(
+        "--super-users", dest="super_users", help="principals allowed everything, e.g. 'User:admin;User:ops'"
+    )
+    serve.add_argument(
+        "--audit-log", dest="audit_log", help="append the audit trail (JSON lines) to this file"
+    )
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     tools.add_commands(sub)
     users = sub.add_parser("users", help="manage the HTTP Basic credentials file (AUTH=basic)")
@@ -87,7 +115,6 @@ def serve(args: argparse.Namespace) -> int:
 
     from .adapters.factory import BackendNotAvailable, build_ports
     from .app import create_app
-    from .security.users import UsersFileError
     from .server import DrainingServer, raise_fd_limit, server_config
 
     try:
@@ -111,9 +138,9 @@ def serve(args: argparse.Namespace) -> int:
         )
     try:
         app = create_app(settings, ports)
-    except UsersFileError as exc:
+        config = server_config(app, settings, log_level=args.log_level, loop="auto")
+    except ValueError as exc:  # UsersFileError, a TLS or JWT setting that cannot be used
         return _fail(str(exc))
-    config = server_config(app, settings, log_level=args.log_level, loop="auto")
     try:
         DrainingServer(config, app).run()
     except OSError as exc:

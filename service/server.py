@@ -8,6 +8,9 @@
 - **Slow clients are cut off.** A request's headers must arrive within ``HEADER_TIMEOUT_MS`` of
   the connection opening or of the previous response (else 408, and the connection is
   closed), and may hold at most ``MAX_HEADER_BYTES`` of request line and headers (else 431).
+- **TLS when configured.** With ``tls_cert`` it serves HTTPS (``service.security.tls``), and a
+  client certificate the handshake verified is put in each request's scope (``PEER_KEY``), read
+  once per connection, for ``Authenticate``.
 - **Every answer is in the Confluent shape.** uvicorn's own plain-text answers (a request
   that is not HTTP, a request task cancelled at shutdown, an exception the app did not
   answer) become ``{"error_code": …, "message": …}``.
@@ -36,9 +39,11 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from .api.auth import PEER_KEY
 from .api.http import error_response
 from .app import begin_drain
 from .errors import ErrorCode
+from .security.tls import PeerCertificate, server_context
 from .settings import Settings
 
 log = logging.getLogger("brokergate")
@@ -59,9 +64,21 @@ class ConnectionLimits:
 
 def server_config(app: FastAPI, settings: Settings, **options: Any) -> uvicorn.Config:
     """How the gateway is served: the app behind ``LastResort``, on ``GatewayProtocol`` with the
-    connection limits of ``settings``; ``options`` are more ``uvicorn.Config`` arguments."""
+    connection limits of ``settings``, over TLS when ``tls_cert`` is set; ``options`` are more
+    ``uvicorn.Config`` arguments. A TLS file that cannot be used raises ``ValueError``."""
     limits = ConnectionLimits.of(settings)
     protocol = type("GatewayProtocol", (GatewayProtocol,), {"limits": limits})
+    tls: dict[str, Any] = {}
+    if settings.tls_cert is not None:
+        password = settings.tls_key_password
+        context = server_context(
+            certfile=settings.tls_cert,
+            keyfile=settings.tls_key,
+            password=password.get_secret_value() if password is not None else None,
+            client_ca=settings.tls_client_ca,
+            client_cert_required=settings.client_cert_required,
+        )
+        tls = {"ssl_context_factory": lambda _config, _default: context}
     return uvicorn.Config(
         LastResort(app),
         host=settings.host,
@@ -69,6 +86,7 @@ def server_config(app: FastAPI, settings: Settings, **options: Any) -> uvicorn.C
         http=protocol,
         access_log=False,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+        **tls,
         **options,
     )
 
@@ -121,6 +139,8 @@ class GatewayProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        # Over TLS the handshake is done by now: the client certificate it verified, read once
+        self._peer = PeerCertificate.of(transport.get_extra_info("ssl_object"))
         self._header_timer: asyncio.TimerHandle | None = None
         self._header_bytes = 0
         self._refusal: bytes | None = None
@@ -154,6 +174,8 @@ class GatewayProtocol(HttpToolsProtocol):
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._header_bytes = 0
+        if self._peer is not None:
+            self.scope[PEER_KEY] = self._peer  # type: ignore[typeddict-unknown-key]
 
     def on_url(self, url: bytes) -> None:
         self._count_header_bytes(len(url))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 FlushPolicy = Literal["always", "interval", "never"]
@@ -80,13 +80,117 @@ class Settings(BaseSettings):
 
     # authentication
     auth: str = Field(
-        "", description="Authentication methods, comma-separated: basic (empty: off, all are anonymous)."
+        "",
+        description="Authentication methods a client may use, comma-separated: basic, jwt, mtls "
+        "(empty: off, every request is anonymous).",
     )
     users_file: Path | None = Field(
         None, description="HTTP Basic credentials file (brokergate users); default: <data_dir>/users."
     )
     docs_open: bool = Field(True, description="With auth on: /docs and /openapi.json need no credentials.")
     metrics_open: bool = Field(False, description="With auth on: /metrics answers without credentials.")
+
+    # TLS between clients and the gateway
+    tls_cert: Path | None = Field(
+        None, description="Certificate chain (PEM) to serve HTTPS with; may hold its key."
+    )
+    tls_key: Path | None = Field(None, description="The key (PEM) of tls_cert, if apart.")
+    tls_key_password: SecretStr | None = Field(None, description="The password of an encrypted tls_key.")
+    tls_client_ca: Path | None = Field(
+        None,
+        description="CA certificates (PEM) client certificates are verified against (mutual TLS); "
+        "required of every client unless auth offers mtls beside another method.",
+    )
+    tls_principal: Literal["cn", "dns", "email", "uri"] = Field(
+        "cn",
+        description="With auth=mtls: the certificate's name that is the principal: the subject's CN, "
+        "or the first DNS name, e-mail address or URI among its subject alternative names.",
+    )
+
+    # Bearer JWTs of an OpenID Connect provider (auth=jwt)
+    jwt_issuer: str | None = Field(None, description="The provider's issuer URL; tokens must carry it (iss).")
+    jwt_audience: str | None = Field(None, description="The audience (aud) tokens must be meant for.")
+    jwt_jwks_url: str | None = Field(
+        None,
+        description="Where the signing keys are; default: the jwks_uri of "
+        "<issuer>/.well-known/openid-configuration.",
+    )
+    jwt_algorithms: str = Field(
+        "RS256,ES256", description="Signature algorithms accepted, comma-separated (asymmetric only)."
+    )
+    jwt_leeway_s: float = Field(30, ge=0, le=600, description="Clock skew allowed on exp and nbf.")
+    jwt_principal_claim: str = Field("sub", min_length=1, description="The claim naming the principal.")
+    jwt_cafile: Path | None = Field(
+        None, description="CA certificates (PEM) to verify the provider's HTTPS with (default: the system's)."
+    )
+
+    # the gateway's own credentials to its backends: how it signs in to Kafka, ZooKeeper and Redis
+    # (not how clients sign in to it). Secrets are SecretStr, never shown in a repr or a log; a
+    # *_file setting names a file holding the secret instead (a mounted Kubernetes Secret), read at
+    # start. Combinations are checked when the adapters are built, before anything connects: a bad
+    # one stops the start with one line naming the settings.
+    kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
+        "PLAINTEXT",
+        description="How the gateway connects to Kafka: PLAINTEXT, SSL (TLS), SASL_PLAINTEXT, or SASL_SSL "
+        "(SASL over TLS).",
+    )
+    kafka_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"] | None = Field(
+        None, description="With SASL_*: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER."
+    )
+    kafka_sasl_username: str | None = Field(None, description="The gateway's Kafka user (PLAIN, SCRAM-*).")
+    kafka_sasl_password: SecretStr | None = Field(None, description="Its password (PLAIN, SCRAM-*).")
+    kafka_sasl_password_file: Path | None = Field(
+        None, description="A file holding the Kafka password, instead of kafka_sasl_password."
+    )
+    kafka_sasl_oauth_token: SecretStr | None = Field(None, description="OAUTHBEARER: a fixed token.")
+    kafka_sasl_oauth_token_file: Path | None = Field(
+        None,
+        description="OAUTHBEARER: a file holding the token, read again whenever it changes (whatever "
+        "refreshes the token rewrites it).",
+    )
+    kafka_ssl_cafile: Path | None = Field(
+        None,
+        description="With SSL or SASL_SSL: CA certificates (PEM) the brokers' certificates and hostnames "
+        "are checked against; default: the system's.",
+    )
+    kafka_ssl_certfile: Path | None = Field(
+        None, description="The gateway's client certificate (PEM) for Kafka's mutual TLS; may hold its key."
+    )
+    kafka_ssl_keyfile: Path | None = Field(None, description="The key (PEM) of kafka_ssl_certfile, if apart.")
+    kafka_ssl_password: SecretStr | None = Field(None, description="The password of an encrypted Kafka key.")
+    zookeeper_username: str | None = Field(
+        None,
+        description="ZooKeeper digest user: the session signs in as it, and every znode the gateway "
+        "creates is changeable by it alone (the same on every replica).",
+    )
+    zookeeper_password: SecretStr | None = Field(None, description="The ZooKeeper digest password.")
+    zookeeper_password_file: Path | None = Field(
+        None, description="A file holding the ZooKeeper password, instead of zookeeper_password."
+    )
+    zookeeper_world_readable: bool = Field(
+        True,
+        description="With ZooKeeper credentials: anyone may still read the gateway's znodes (offsets, "
+        "ACL bindings), as Kafka's zookeeper.set.acl leaves them; false: only the gateway.",
+    )
+    redis_username: str | None = Field(
+        None,
+        description="Redis ACL user (with redis_password); without it, the password is the default user's.",
+    )
+    redis_password: SecretStr | None = Field(None, description="Redis password (AUTH).")
+    redis_password_file: Path | None = Field(
+        None, description="A file holding the Redis password, instead of redis_password."
+    )
+    redis_ssl_cafile: Path | None = Field(
+        None,
+        description="With rediss:// sessions: CA certificates (PEM) Redis's certificate and hostname are "
+        "checked against; default: the system's.",
+    )
+    redis_ssl_certfile: Path | None = Field(
+        None,
+        description="The gateway's client certificate (PEM) for Redis's tls-auth-clients; may hold its key.",
+    )
+    redis_ssl_keyfile: Path | None = Field(None, description="The key (PEM) of redis_ssl_certfile, if apart.")
+    redis_ssl_password: SecretStr | None = Field(None, description="The password of an encrypted Redis key.")
 
     # authorization
     authorize: bool = Field(
@@ -270,9 +374,15 @@ class Settings(BaseSettings):
     @field_validator("sessions")
     @classmethod
     def _sessions_scheme(cls, v: str) -> str:
-        if v != "embedded" and not v.startswith("redis://"):
-            raise ValueError("sessions must be 'embedded' or 'redis://host:port/db'")
+        if v != "embedded" and not v.startswith(("redis://", "rediss://")):
+            raise ValueError("sessions must be 'embedded' or 'redis://host:port/db' (rediss:// for TLS)")
         return v
+
+    @field_validator("kafka_security_protocol", "kafka_sasl_mechanism", mode="before")
+    @classmethod
+    def _kafka_names_upper(cls, v: object) -> object:
+        # Kafka's own configs spell them in capitals; accept any case, as its clients do
+        return v.upper() if isinstance(v, str) else v
 
     @field_validator("auth")
     @classmethod
@@ -281,6 +391,43 @@ class Settings(BaseSettings):
         if unknown:
             raise ValueError(f"unknown auth method(s) {sorted(unknown)}; known: {sorted(AUTH_METHODS)}")
         return v
+
+    @field_validator("jwt_algorithms")
+    @classmethod
+    def _jwt_algorithms(cls, v: str) -> str:
+        from .security.tokens import ASYMMETRIC
+
+        algorithms = cls.split(v)
+        if not algorithms or not set(algorithms) <= ASYMMETRIC:
+            raise ValueError(f"jwt_algorithms must be some of {sorted(ASYMMETRIC)}")
+        return v
+
+    @field_validator("jwt_issuer", "jwt_jwks_url")
+    @classmethod
+    def _http_url(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith(("https://", "http://")):
+            raise ValueError("must be an http(s):// URL")
+        return v
+
+    @model_validator(mode="after")
+    def _security_combinations(self) -> Settings:
+        methods = self.auth_methods
+        if self.tls_key is not None and self.tls_cert is None:
+            raise ValueError("tls_key is set without tls_cert, the certificate it belongs to")
+        if self.tls_client_ca is not None and self.tls_cert is None:
+            raise ValueError("tls_client_ca needs tls_cert: client certificates are checked only over HTTPS")
+        if "mtls" in methods and self.tls_client_ca is None:
+            raise ValueError("auth=mtls needs tls_client_ca, the CA that signs the client certificates")
+        if "jwt" in methods and self.jwt_issuer is None:
+            raise ValueError("auth=jwt needs jwt_issuer (and jwt_jwks_url unless the issuer publishes it)")
+        return self
+
+    @property
+    def client_cert_required(self) -> bool:
+        """Whether the TLS handshake demands a client certificate: always, unless a client may
+        authenticate another way."""
+        methods = self.auth_methods
+        return not ("mtls" in methods and len(methods) > 1)
 
     @staticmethod
     def split(value: str) -> list[str]:
@@ -304,4 +451,4 @@ class Settings(BaseSettings):
         return self.users_file or self.data_dir / "users"
 
 
-AUTH_METHODS = frozenset({"basic"})
+AUTH_METHODS = frozenset({"basic", "jwt", "mtls"})

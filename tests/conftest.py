@@ -9,6 +9,7 @@ session, on free ports, and each test gets its own namespace in them.
 from __future__ import annotations
 
 import asyncio
+import ssl
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -68,7 +69,11 @@ class RunningGateway:
         await self.task
 
 
-async def start_gateway(data_dir: Path, **overrides: object) -> RunningGateway:
+async def start_gateway(
+    data_dir: Path, *, verify: ssl.SSLContext | bool = True, **overrides: object
+) -> RunningGateway:
+    """A gateway of ``Settings(**overrides)``; over HTTPS when ``tls_cert`` is among them, its
+    client then verifying with ``verify`` (a context with the test CA, maybe a client certificate)."""
     port = free_port()
     fast_workers: dict[str, object] = {"reaper_interval_ms": 100, "metadata_refresh_ms": 200}
     settings = Settings(
@@ -85,8 +90,8 @@ async def start_gateway(data_dir: Path, **overrides: object) -> RunningGateway:
         if task.done():
             task.result()
         await asyncio.sleep(0.01)
-    url = f"http://127.0.0.1:{port}"
-    client = httpx.AsyncClient(base_url=url, timeout=30)
+    url = f"{'https' if settings.tls_cert is not None else 'http'}://127.0.0.1:{port}"
+    client = httpx.AsyncClient(base_url=url, timeout=30, verify=verify)
     return RunningGateway(url, client, settings, server, task)
 
 

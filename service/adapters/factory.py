@@ -10,9 +10,13 @@ from service.core.ports import Coordinator, Log, QuotaStore, Sessions
 from service.core.quotas import QuotaLimits
 from service.settings import Settings
 
+REDIS_SCHEMES = ("redis://", "rediss://")
+
 
 class BackendNotAvailable(Exception):
-    """A configured backend has no adapter in this build; the message is one line for the CLI."""
+    """A configured backend has no adapter in this build, or cannot be built from the settings
+    (a malformed URL, credentials that do not fit together, an unreadable certificate or
+    password file); the message is one line for the CLI."""
 
 
 def build_log(settings: Settings) -> Log:
@@ -36,7 +40,7 @@ def build_log(settings: Settings) -> Log:
 
         try:
             return KafkaLog(settings.log, KafkaOptions.from_settings(settings))
-        except ValueError as exc:  # a malformed URL or option: one line for the CLI
+        except ValueError as exc:  # a malformed URL, option or credential: one line for the CLI
             raise BackendNotAvailable(str(exc)) from exc
     raise BackendNotAvailable(f"log backend {settings.log!r} has no adapter")
 
@@ -48,6 +52,7 @@ def build_coordinator(settings: Settings) -> Coordinator:
         return EmbeddedCoordinator(settings.data_dir)
     if settings.coordinator.startswith("zookeeper://"):
         from .zookeeper import ZooKeeperCoordinator
+        from .zookeeper.security import DigestCredentials
 
         try:
             return ZooKeeperCoordinator(
@@ -58,8 +63,9 @@ def build_coordinator(settings: Settings) -> Coordinator:
                 request_timeout_ms=settings.zookeeper_request_timeout_ms,
                 # in-process sessions die with this replica: so must its members
                 ephemeral_members=settings.sessions == "embedded",
+                credentials=DigestCredentials.from_settings(settings),
             )
-        except ValueError as exc:  # a malformed URL: one line for the CLI
+        except ValueError as exc:  # a malformed URL or bad credentials: one line for the CLI
             raise BackendNotAvailable(str(exc)) from exc
     raise BackendNotAvailable(f"coordinator backend {settings.coordinator!r} has no adapter")
 
@@ -72,8 +78,9 @@ def build_sessions(settings: Settings) -> Sessions:
             max_idempotency_keys=settings.idempotency_max_keys,
             max_idempotency_bytes=settings.idempotency_max_bytes,
         )
-    if settings.sessions.startswith("redis://"):
+    if settings.sessions.startswith(REDIS_SCHEMES):
         from .redis import RedisSessions
+        from .redis.security import RedisSecurity
 
         try:
             return RedisSessions(
@@ -82,8 +89,9 @@ def build_sessions(settings: Settings) -> Sessions:
                 connect_timeout_ms=settings.redis_connect_timeout_ms,
                 socket_timeout_ms=settings.redis_socket_timeout_ms,
                 ttl_margin_ms=settings.redis_ttl_margin_ms,
+                security=RedisSecurity.from_settings(settings),
             )
-        except ValueError as exc:  # a malformed URL: one line for the CLI
+        except ValueError as exc:  # a malformed URL or bad credentials: one line for the CLI
             raise BackendNotAvailable(str(exc)) from exc
     raise BackendNotAvailable(f"sessions backend {settings.sessions!r} has no adapter")
 
@@ -101,8 +109,9 @@ def quota_limits(settings: Settings) -> QuotaLimits:
 
 def build_quota_store(settings: Settings) -> QuotaStore:
     """Where quota buckets live: in Redis when the sessions are (so every replica shares them)."""
-    if settings.sessions.startswith("redis://"):
+    if settings.sessions.startswith(REDIS_SCHEMES):
         from .redis.quotas import RedisQuotas
+        from .redis.security import RedisSecurity
 
         try:
             return RedisQuotas(
@@ -110,8 +119,9 @@ def build_quota_store(settings: Settings) -> QuotaStore:
                 key_prefix=settings.redis_key_prefix,
                 connect_timeout_ms=settings.redis_connect_timeout_ms,
                 socket_timeout_ms=settings.redis_socket_timeout_ms,
+                security=RedisSecurity.from_settings(settings),
             )
-        except ValueError as exc:  # a malformed URL: one line for the CLI
+        except ValueError as exc:  # a malformed URL or bad credentials: one line for the CLI
             raise BackendNotAvailable(str(exc)) from exc
     from .embedded.quotas import EmbeddedQuotas
 

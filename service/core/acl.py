@@ -19,10 +19,10 @@ for one caller, the object requests are checked with; with authorization off it 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Final
+from typing import ClassVar, Final
 
 from service.errors import Forbidden
 
@@ -164,18 +164,28 @@ class AclFilter:
 
 
 class Authorizer:
-    """Decides requests from a set of bindings (replaced whole when the bindings change)."""
+    """Decides requests from a set of bindings (replaced whole when the bindings change).
+
+    The bindings are indexed by resource type and principal, so a check reads only the caller's
+    own bindings and those for ``User:*``, not every team's; and a verdict is remembered (up to
+    ``REMEMBERED`` of them, forgotten all at once past that), so the checks a busy client repeats
+    on every request cost a dictionary lookup.
+    """
+
+    REMEMBERED: ClassVar[int] = 10_000
 
     def __init__(self, bindings: Iterable[AclBinding] = (), *, super_users: Iterable[str] = ()) -> None:
         self.super_users = frozenset(super_users)
-        self._by_type: dict[ResourceType, tuple[AclBinding, ...]] = {}
+        self._index: dict[tuple[ResourceType, str], tuple[AclBinding, ...]] = {}
+        self._verdicts: dict[tuple[str, str | None, ResourceType, str, Operation], bool] = {}
         self.replace(bindings)
 
     def replace(self, bindings: Iterable[AclBinding]) -> None:
-        by_type: dict[ResourceType, list[AclBinding]] = {t: [] for t in ResourceType}
+        index: dict[tuple[ResourceType, str], list[AclBinding]] = {}
         for b in bindings:
-            by_type[b.resource_type].append(b)
-        self._by_type = {t: tuple(bs) for t, bs in by_type.items()}
+            index.setdefault((b.resource_type, b.principal), []).append(b)
+        self._index = {key: tuple(bs) for key, bs in index.items()}
+        self._verdicts = {}
 
     def allowed(
         self, principal: str, host: str | None, resource_type: ResourceType, name: str, operation: Operation
@@ -185,10 +195,20 @@ class Authorizer:
         host, and every DENY: it never allows more than some request would be allowed."""
         if principal in self.super_users:
             return True
+        key = (principal, host, resource_type, name, operation)
+        verdict = self._verdicts.get(key)
+        if verdict is None:
+            verdict = self._decide(principal, host, resource_type, name, operation)
+            if len(self._verdicts) >= self.REMEMBERED:
+                self._verdicts = {}  # a client cycling through names costs misses, never memory
+            self._verdicts[key] = verdict
+        return verdict
+
+    def _decide(
+        self, principal: str, host: str | None, resource_type: ResourceType, name: str, operation: Operation
+    ) -> bool:
         allowed = False
-        for b in self._by_type[resource_type]:
-            if b.principal not in (principal, ANY_USER):
-                continue
+        for b in self._candidates(resource_type, principal):
             if host is None:
                 if b.host != WILDCARD and b.permission is Permission.ALLOW:
                     continue
@@ -202,6 +222,11 @@ class Authorizer:
             elif not allowed:
                 allowed = b.operation is Operation.ALL or b.operation in _IMPLIES.get(operation, (operation,))
         return allowed
+
+    def _candidates(self, resource_type: ResourceType, principal: str) -> Iterator[AclBinding]:
+        yield from self._index.get((resource_type, principal), ())
+        if principal != ANY_USER:
+            yield from self._index.get((resource_type, ANY_USER), ())
 
 
 @dataclass(frozen=True, slots=True)

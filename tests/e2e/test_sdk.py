@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from service.security.users import add_user
-
 from tests.e2e.gateway_process import GatewayProcess
+from tests.oidc import IdentityProvider
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -122,8 +122,15 @@ def test_generated_client_sends_the_credentials_the_document_declares(tmp_path, 
     users = tmp_path / "users"
     for name in ("admin", "alice", "bob"):
         add_user(users, name, f"{name}-pw")
-    env = {"BROKERGATE_AUTHORIZE": "true", "BROKERGATE_SUPER_USERS": "User:admin"}
-    gw = GatewayProcess(tmp_path / "data", "--auth", "basic", "--users-file", str(users), env=env).start()
+    idp = IdentityProvider().__enter__()
+    idp.add_key("k1")
+    env = {
+        "BROKERGATE_AUTHORIZE": "true",
+        "BROKERGATE_SUPER_USERS": "User:admin",
+        "BROKERGATE_JWT_ISSUER": idp.issuer,
+        "BROKERGATE_JWT_AUDIENCE": idp.audience,
+    }
+    gw = GatewayProcess(tmp_path / "data", "--auth", "basic,jwt", "--users-file", str(users), env=env).start()
     try:
         sdk = importlib.import_module("brokergate_sdk")
         models = importlib.import_module("brokergate_sdk.models")
@@ -160,5 +167,14 @@ def test_generated_client_sends_the_credentials_the_document_declares(tmp_path, 
         assert produced.status_code == 200, produced.content
         refused = produce_to_topic.sync_detailed("team-a.orders", client=basic("bob"), body=body)
         assert refused.status_code == 403, refused.content
+
+        def bearer(name: str) -> Any:  # the SDK's default: "Authorization: Bearer <token>"
+            return sdk.AuthenticatedClient(base_url=gw.url, token=idp.token(name))
+
+        produced = produce_to_topic.sync_detailed("team-a.orders", client=bearer("alice"), body=body)
+        assert produced.status_code == 200, produced.content
+        refused = produce_to_topic.sync_detailed("team-a.orders", client=bearer("bob"), body=body)
+        assert refused.status_code == 403, refused.content
     finally:
         gw.stop()
+        idp.__exit__()

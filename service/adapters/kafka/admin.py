@@ -29,12 +29,21 @@ DEFAULT_REPLICATION: Final = "default.replication.factor"
 
 
 class TopicAdmin:
-    """Topic admin requests with deadlines; one ``AIOKafkaAdminClient`` (its own connections)."""
+    """Topic admin requests with deadlines; one ``AIOKafkaAdminClient`` (its own connections,
+    signed in with ``security``, the log's shared ``security.client_options``)."""
 
-    def __init__(self, servers: list[str], *, client_id: str, request_timeout_ms: int) -> None:
+    def __init__(
+        self,
+        servers: list[str],
+        *,
+        client_id: str,
+        request_timeout_ms: int,
+        security: Mapping[str, Any] | None = None,
+    ) -> None:
         self._servers = servers
         self._client_id = client_id
         self._request_timeout_ms = request_timeout_ms
+        self._security = dict(security or {})
         self._admin: Any = None
         self._default_replication: int | None = None
 
@@ -44,6 +53,7 @@ class TopicAdmin:
             bootstrap_servers=self._servers,
             client_id=f"{self._client_id}-admin",
             request_timeout_ms=self._request_timeout_ms,
+            **self._security,
         )
         try:
             await admin.start()

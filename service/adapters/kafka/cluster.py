@@ -10,7 +10,9 @@ and broker list); this wrapper adds what the gateway needs on top:
   before giving up (a broker that joined since the last refresh);
 * requests for "any broker" try the known brokers in random order until one answers;
 * metadata requests never ask the broker to auto-create a topic (aiokafka's
-  default would, and a describe must not create what it describes).
+  default would, and a describe must not create what it describes);
+* a bootstrap that fails while credentials are in play says why (aiokafka only
+  logs it): a refused password or certificate, not "unable to bootstrap".
 
 Collaborators: ``errors`` (translation). Used by ``metadata``, ``fetcher`` and ``offsets``.
 """
@@ -20,9 +22,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from collections.abc import Mapping
 from typing import Any
 
 from aiokafka.client import AIOKafkaClient
+from aiokafka.conn import create_conn
 from aiokafka.protocol.metadata import MetadataRequest
 
 from service.errors import BackendUnavailable
@@ -39,12 +43,21 @@ class ClusterClient:
     socket; it must exceed the longest long-poll a fetch asks the broker for,
     so that a waiting fetch is not mistaken for a dead connection. The
     gateway's own, tighter deadlines are the ``timeout`` arguments.
+    ``security`` is the log's shared ``security.client_options`` (empty for PLAINTEXT).
     """
 
-    def __init__(self, servers: list[str], *, client_id: str, connection_timeout_ms: int) -> None:
+    def __init__(
+        self,
+        servers: list[str],
+        *,
+        client_id: str,
+        connection_timeout_ms: int,
+        security: Mapping[str, Any] | None = None,
+    ) -> None:
         self._servers = servers
         self._client_id = client_id
         self._connection_timeout_ms = connection_timeout_ms
+        self._security = dict(security or {})
         self._client: Any = None
 
     @property
@@ -58,13 +71,39 @@ class ClusterClient:
             bootstrap_servers=self._servers,
             client_id=self._client_id,
             request_timeout_ms=self._connection_timeout_ms,
+            **self._security,
         )
         try:
             await client.bootstrap()
+        except Exception as exc:
+            await client.close()
+            if self._security and is_connection_failure(exc):
+                raise await self._why_not(exc) from exc
+            raise
         except BaseException:
             await client.close()
             raise
         self._client = client
+
+    async def _why_not(self, failure: Exception) -> Exception:
+        """Why the first bootstrap server refused, asked again on a connection of our own.
+
+        aiokafka logs each server's refusal and raises only "unable to bootstrap"; with
+        credentials in play the refusal (SASL, TLS) is what an operator needs to read.
+        """
+        host, _, port = self._servers[0].rpartition(":")
+        try:
+            conn = await create_conn(
+                host.strip("[]"),
+                int(port),
+                client_id=self._client_id,
+                request_timeout_ms=self._connection_timeout_ms,
+                **self._security,
+            )
+        except Exception as exc:
+            return exc
+        conn.close()  # it answered this time: the first failure stands
+        return failure
 
     async def close(self) -> None:
         client, self._client = self._client, None

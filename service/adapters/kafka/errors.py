@@ -16,10 +16,14 @@ own exceptions, it gets it here (``corrupt_records``, ``no_broker_answered``,
 * anything a retry may fix (``retriable`` errors, timeouts, lost connections) -> ``BackendUnavailable``
   (503 with Retry-After)
 * the rest -> ``BackendError`` naming the operation and Kafka's error
+
+``start_failure`` also tells a cluster that refused the gateway's credentials or TLS
+handshake from one that could not be reached.
 """
 
 from __future__ import annotations
 
+import ssl
 from typing import Final
 
 from aiokafka import errors as ke
@@ -35,6 +39,8 @@ from service.errors import (
     TopicExists,
     TopicNotFound,
 )
+
+from ..tls import failure_reason
 
 RETRY_AFTER_S: Final = 1.0
 
@@ -53,6 +59,13 @@ _TRY_NEXT: Final = (ke.NodeNotReadyError, ke.KafkaConnectionError, ke.StaleMetad
 _NOT_READY: Final = (ke.LeaderNotAvailableError, ke.NotLeaderForPartitionError, ke.KafkaStorageError)
 # What a cluster answers an idempotent producer's InitProducerId with when it cannot give one.
 _NO_IDEMPOTENCE: Final = (ke.UnknownError, ke.UnsupportedVersionError, ke.ClusterAuthorizationFailedError)
+# A broker that would not accept the gateway's SASL credentials or mechanism.
+_AUTH_REFUSED: Final = (
+    ke.SaslAuthenticationFailed,
+    ke.AuthenticationFailedError,
+    ke.UnsupportedSaslMechanismError,
+    ke.IllegalSaslStateError,
+)
 # Not flagged retriable by aiokafka, yet nothing but time (or a broker coming back) is missing.
 _UNAVAILABLE: Final = (
     ke.KafkaTimeoutError,
@@ -162,24 +175,44 @@ def not_ready(code: int) -> str | None:
     return cls.__name__ if issubclass(cls, _NOT_READY) else None
 
 
-def start_failure(exc: Exception, servers: str, *, idempotence: bool, timeout_ms: int) -> GatewayError:
+def start_failure(
+    exc: Exception, servers: str, *, idempotence: bool, timeout_ms: int, security: str = "PLAINTEXT"
+) -> GatewayError:
     """The error of a Kafka log that could not start, in one line naming ``servers``.
 
     ``idempotence``: whether the producer asked for InitProducerId (a broker
-    without it refuses in ways worth a hint); ``timeout_ms``: what bounded the start.
+    without it refuses in ways worth a hint); ``timeout_ms``: what bounded the start;
+    ``security``: how the gateway signed in (``KafkaSecurity.describe``), named when the
+    brokers refused it.
     """
     if idempotence and isinstance(exc, _NO_IDEMPOTENCE):
         return BackendError(
             f"The Kafka cluster at {servers} refused an idempotent producer ({one_line(exc)}); "
             "set BROKERGATE_KAFKA_IDEMPOTENCE=false for brokers without InitProducerId support."
         )
+    if (refusal := _refusal(exc, security)) is not None:
+        return BackendUnavailable(f"The Kafka cluster at {servers} {refusal}")
+    plaintext = security == "PLAINTEXT"
     if isinstance(exc, TimeoutError):
         reason = f"no answer within {timeout_ms} ms"
-    elif isinstance(exc, ke.KafkaConnectionError | ke.NodeNotReadyError | OSError):
+    elif isinstance(exc, ke.KafkaConnectionError | ke.NodeNotReadyError | OSError) and plaintext:
         reason = "no bootstrap server accepted a connection"
-    else:
+    else:  # with credentials in play, how the connection failed (closed in the handshake, say) tells more
         reason = one_line(exc)
-    return BackendUnavailable(f"Cannot reach the Kafka cluster at {servers}: {reason}")
+    where = servers if plaintext else f"{servers} ({security})"
+    return BackendUnavailable(f"Cannot reach the Kafka cluster at {where}: {reason}")
+
+
+def _refusal(exc: Exception, security: str) -> str | None:
+    """What the brokers refused of the gateway's identity, if ``exc`` says so."""
+    if isinstance(exc, ssl.SSLError):
+        return f"failed the TLS handshake ({security}): {failure_reason(exc)}"
+    if isinstance(exc, _AUTH_REFUSED) or (isinstance(exc, KeyError) and "SCRAM" in security):
+        # aiokafka's SCRAM reads the server's proof ("v") from a final message that, on refusal,
+        # carries an error ("e") instead, and fails with KeyError: a refusal all the same.
+        detail = "" if isinstance(exc, KeyError) else f": {one_line(exc)}"
+        return f"refused the gateway's credentials ({security}){detail}"
+    return None
 
 
 def one_line(exc: BaseException) -> str:

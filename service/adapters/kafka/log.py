@@ -52,6 +52,7 @@ from .offsets import OffsetLookup
 from .options import KafkaOptions, parse_bootstrap
 from .producer import RecordAppender
 from .readahead import ReadAhead
+from .security import client_options
 
 log = logging.getLogger(__name__)
 
@@ -79,14 +80,17 @@ class KafkaLog(Lifecycle):
         self._options = options or KafkaOptions()
         o = self._options
         timeout = o.request_timeout
+        # built once (TLS files loaded, token file read) and shared by every client below
+        security = client_options(o.security)
         self._cluster = ClusterClient(
             self._servers,
             client_id=o.client_id,
             # a fetch may wait fetch_max_wait_ms at the broker: the socket must not give up first
             connection_timeout_ms=o.request_timeout_ms + o.fetch_max_wait_ms,
+            security=security,
         )
         self._admin = TopicAdmin(
-            self._servers, client_id=o.client_id, request_timeout_ms=o.request_timeout_ms
+            self._servers, client_id=o.client_id, request_timeout_ms=o.request_timeout_ms, security=security
         )
         self._metadata = TopicMetadata(
             self._cluster, self._admin, max_age_ms=o.metadata_max_age_ms, timeout=timeout
@@ -102,7 +106,7 @@ class KafkaLog(Lifecycle):
             max_wait_slice_ms=o.fetch_max_wait_ms,
             fetch_bytes=o.fetch_bytes,
         )
-        self._appender = RecordAppender(self._servers, o)
+        self._appender = RecordAppender(self._servers, o, security=security)
         super().__init__()  # the start/stop state
         self._cluster_id: str | None = None
 
@@ -143,6 +147,7 @@ class KafkaLog(Lifecycle):
                 self.servers,
                 idempotence=self._options.idempotence,
                 timeout_ms=self._options.request_timeout_ms,
+                security=self._options.security.describe(),
             ) from exc
         self._cluster_id = view.cluster_id or self._derived_cluster_id()
         log.info(

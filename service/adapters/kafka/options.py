@@ -3,13 +3,17 @@
 Pure values, no I/O. ``parse_bootstrap`` reads ``kafka://host:port[,host:port...]``;
 ``KafkaOptions`` holds the ``kafka_*`` settings (see ``service.settings``) and checks
 them once, so a bad value fails at construction with a one-line message rather
-than deep inside aiokafka. ``KafkaOptions.from_settings`` is what the factory uses.
+than deep inside aiokafka; the credentials among them are a ``KafkaSecurity``
+(``security``). ``KafkaOptions.from_settings`` is what the factory uses; it reads the
+password file a setting may name, the only I/O here.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Literal
+
+from .security import KafkaSecurity
 
 if TYPE_CHECKING:
     from service.settings import Settings
@@ -67,6 +71,7 @@ class KafkaOptions:
     yet acknowledged; ``readahead_bytes`` bounds the fetched-but-not-returned
     records kept for sequential readers. ``idempotence`` needs a broker with
     InitProducerId (Kafka >= 0.11); turn it off only for brokers that lack it.
+    ``security`` is how every client of the log signs in (PLAINTEXT by default).
     """
 
     client_id: str = "brokergate"
@@ -80,6 +85,7 @@ class KafkaOptions:
     metadata_max_age_ms: int = 5_000
     fetch_max_wait_ms: int = 500
     fetch_bytes: int = MiB
+    security: KafkaSecurity = field(default_factory=KafkaSecurity)
 
     def __post_init__(self) -> None:
         positive = {
@@ -132,4 +138,5 @@ class KafkaOptions:
             metadata_max_age_ms=settings.kafka_metadata_max_age_ms,
             fetch_max_wait_ms=settings.kafka_fetch_max_wait_ms,
             fetch_bytes=settings.kafka_fetch_bytes,
+            security=KafkaSecurity.from_settings(settings),
         )

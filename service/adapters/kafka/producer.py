@@ -37,7 +37,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from aiokafka import AIOKafkaProducer
@@ -152,11 +152,18 @@ class _Lane:
 
 
 class RecordAppender:
-    """One ``AIOKafkaProducer`` (acks=all, idempotent unless turned off) behind a byte budget."""
+    """One ``AIOKafkaProducer`` (acks=all, idempotent unless turned off) behind a byte budget.
 
-    def __init__(self, servers: list[str], options: KafkaOptions) -> None:
+    ``security`` is the log's shared ``security.client_options``: the producer, and each one
+    that replaces it, signs in as the log's other clients do.
+    """
+
+    def __init__(
+        self, servers: list[str], options: KafkaOptions, *, security: Mapping[str, Any] | None = None
+    ) -> None:
         self._servers = servers
         self._options = options
+        self._security = dict(security or {})
         self._budget = ByteBudget(options.buffer_bytes)
         self._producer: Any = None
         self._topics: set[str] = set()  # topics the producer has sent to: it tracks their metadata
@@ -181,6 +188,7 @@ class RecordAppender:
             max_batch_size=o.batch_bytes,
             compression_type=o.aiokafka_compression,
             request_timeout_ms=o.request_timeout_ms,
+            **self._security,
         )
 
     async def start(self) -> None:

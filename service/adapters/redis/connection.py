@@ -21,6 +21,9 @@ Failure policy, in one place:
   ``BackendError``. No redis-py exception leaves this module.
 - Nothing needs to be done to recover: the pool opens new connections on
   the next request once Redis answers again.
+- Credentials and TLS are checked when the connection is built
+  (``RedisSecurity``); at start, refused credentials and a failed TLS
+  handshake are reported at once, since waiting fixes neither.
 """
 
 from __future__ import annotations
@@ -28,8 +31,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final, TypeVar
 from urllib.parse import unquote, urlsplit
 
@@ -53,14 +57,17 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from service.errors import BackendError, BackendUnavailable, GatewayError
 
+from ..tls import failure_reason
 from . import keys
 from .scripts import ALL as ALL_SCRIPTS
+from .security import RedisSecurity
 
 log = logging.getLogger(__name__)
 
 __all__ = ["RedisConnection", "RedisURL"]
 
 SCHEME: Final = "redis://"
+TLS_SCHEME: Final = "rediss://"
 DEFAULT_PORT: Final = 6379
 CLIENT_NAME: Final = "brokergate-sessions"
 # Between two attempts of start(): short, so a Redis starting alongside the gateway is seen soon.
@@ -84,19 +91,21 @@ T = TypeVar("T")
 
 @dataclass(frozen=True, slots=True)
 class RedisURL:
-    """``redis://[[user]:password@]host[:port][/db]``, taken apart; ``str()`` never shows the password."""
+    """``redis[s]://[[user]:password@]host[:port][/db]``, taken apart; neither ``str()`` nor the
+    repr shows the password. ``rediss://`` is Redis over TLS."""
 
     host: str
     port: int = DEFAULT_PORT
     db: int = 0
     username: str | None = None
-    password: str | None = None
+    password: str | None = field(default=None, repr=False)
+    tls: bool = False
 
     @classmethod
     def parse(cls, url: str) -> RedisURL:
         """Raise ``ValueError`` with a one-line reason if ``url`` is not a usable Redis URL."""
-        if not url.startswith(SCHEME):
-            raise ValueError(f"sessions URL {url!r} does not start with {SCHEME}")
+        if not url.startswith((SCHEME, TLS_SCHEME)):
+            raise ValueError(f"sessions URL {url!r} does not start with {SCHEME} or {TLS_SCHEME}")
         parts = urlsplit(url)
         shown = cls._redacted(url)
         if parts.query or parts.fragment:
@@ -118,6 +127,7 @@ class RedisURL:
             db=int(path) if path else 0,
             username=unquote(parts.username) if parts.username else None,
             password=unquote(parts.password) if parts.password else None,
+            tls=url.startswith(TLS_SCHEME),
         )
 
     @staticmethod
@@ -128,18 +138,30 @@ class RedisURL:
 
     def __str__(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{SCHEME}{host}:{self.port}/{self.db}"
+        return f"{TLS_SCHEME if self.tls else SCHEME}{host}:{self.port}/{self.db}"
 
 
 class RedisConnection:
     """One redis-py client with bounded start and stop, and the translation of its failures.
 
     Collaborators: ``RedisSessions`` issues every request through ``run``;
-    the scripts of ``scripts`` are loaded by ``start``.
+    the scripts of ``scripts`` are loaded by ``start``; ``security`` adds the
+    gateway's credentials and TLS files to what the URL says (``ValueError``
+    here if they do not fit together or a file cannot be loaded).
     """
 
-    def __init__(self, url: RedisURL, *, connect_timeout_ms: int, socket_timeout_ms: int) -> None:
+    def __init__(
+        self,
+        url: RedisURL,
+        *,
+        connect_timeout_ms: int,
+        socket_timeout_ms: int,
+        security: RedisSecurity | None = None,
+    ) -> None:
         self.url = url
+        self._options = (security or RedisSecurity()).client_options(
+            tls=url.tls, url_username=url.username, url_password=url.password
+        )
         self._connect_timeout_s = connect_timeout_ms / 1000
         self._socket_timeout_s = socket_timeout_ms / 1000
         # Every path through redis-py (connect, a stale-connection check, send, read) is bounded
@@ -161,8 +183,7 @@ class RedisConnection:
             host=self.url.host,
             port=self.url.port,
             db=self.url.db,
-            username=self.url.username,
-            password=self.url.password,
+            **self._options,  # username, password, TLS
             socket_timeout=self._socket_timeout_s,
             socket_connect_timeout=self._connect_timeout_s,
             retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
@@ -194,6 +215,10 @@ class RedisConnection:
                 # Waiting does not fix credentials: say so at once.
                 raise BackendUnavailable(f"Redis at {self.url} refused the credentials ({exc}).") from exc
             except (RedisError, OSError, TimeoutError) as exc:  # not up yet, or still loading its data
+                if (refused := _tls_failure(exc)) is not None:  # nor does it fix a certificate
+                    raise BackendUnavailable(
+                        f"Redis at {self.url} failed the TLS handshake ({failure_reason(refused)})."
+                    ) from exc
                 last = exc
             await asyncio.sleep(min(_START_RETRY_S, max(0.0, deadline - loop.time())))
         why = type(last).__name__ if last is not None else "no answer"
@@ -234,3 +259,13 @@ class RedisConnection:
             return BackendUnavailable(f"Redis at {self.url} is busy ({str(exc).split()[0]}); retry later.")
         log.warning("Redis at %s refused a sessions request: %s", self.url, exc)
         return BackendError(f"Redis at {self.url} refused a request ({type(exc).__name__}).")
+
+
+def _tls_failure(exc: BaseException) -> ssl.SSLError | None:
+    """The TLS error behind ``exc`` (redis-py wraps it in its ``ConnectionError``), if any."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ssl.SSLError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None

@@ -38,6 +38,7 @@ from . import keys
 from .connection import RedisConnection, RedisURL
 from .keys import KeyLayout
 from .scripts import LuaScript, ScriptArg
+from .security import RedisSecurity
 
 __all__ = ["RedisQuotas"]
 
@@ -129,12 +130,14 @@ class RedisQuotas(Lifecycle):
         key_prefix: str = keys.DEFAULT_PREFIX,
         connect_timeout_ms: int = 2_000,
         socket_timeout_ms: int = 2_000,
+        security: RedisSecurity | None = None,
     ) -> None:
         super().__init__()  # the start/stop state
         self._conn = RedisConnection(
             RedisURL.parse(url),
             connect_timeout_ms=min(connect_timeout_ms, MAX_WAIT_MS),
             socket_timeout_ms=min(socket_timeout_ms, MAX_WAIT_MS),
+            security=security,
         )
         self._keys = KeyLayout(key_prefix)
         self._waiting: list[_Call] = []  # for the next script call

@@ -41,6 +41,7 @@ from .codec import decode_state, encode_state
 from .connection import RedisConnection, RedisURL
 from .keys import KeyLayout
 from .scripts import ABANDON, CREATE, DELETE, PRUNE, SAVE, TOUCH, ScriptArg
+from .security import RedisSecurity
 
 __all__ = ["RedisSessions"]
 
@@ -72,10 +73,10 @@ async def _load_many(redis: Redis, instance_keys: Sequence[str]) -> list[Row]:
 class RedisSessions(Lifecycle):
     """Consumer-instance state keyed by (group, instance name), in Redis, for any number of replicas.
 
-    ``url`` is ``redis://[[user]:password@]host[:port][/db]``; a malformed
+    ``url`` is ``redis[s]://[[user]:password@]host[:port][/db]``; a malformed
     one raises ``ValueError`` here, an unreachable one ``BackendUnavailable``
     from ``start()``. ``key_prefix`` separates deployments sharing one
-    database.
+    database. ``security``: credentials and TLS files beyond the URL.
     """
 
     def __init__(
@@ -86,10 +87,14 @@ class RedisSessions(Lifecycle):
         connect_timeout_ms: int = DEFAULT_CONNECT_TIMEOUT_MS,
         socket_timeout_ms: int = DEFAULT_SOCKET_TIMEOUT_MS,
         ttl_margin_ms: int = DEFAULT_TTL_MARGIN_MS,
+        security: RedisSecurity | None = None,
     ) -> None:
         super().__init__()  # the start/stop state
         self._conn = RedisConnection(
-            RedisURL.parse(url), connect_timeout_ms=connect_timeout_ms, socket_timeout_ms=socket_timeout_ms
+            RedisURL.parse(url),
+            connect_timeout_ms=connect_timeout_ms,
+            socket_timeout_ms=socket_timeout_ms,
+            security=security,
         )
         self._keys = KeyLayout(key_prefix)
         self._margin_ms = ttl_margin_ms

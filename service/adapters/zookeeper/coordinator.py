@@ -42,6 +42,7 @@ from .groups import GroupStore
 from .offsets import OffsetStore
 from .paths import ZnodePaths
 from .registry import NodeRegistry, default_node_id
+from .security import DigestCredentials
 from .session import ZooKeeperSession, ZooKeeperURL
 
 log = logging.getLogger(__name__)
@@ -58,7 +59,8 @@ class ZooKeeperCoordinator(Lifecycle):
 
     ``url`` is ``zookeeper://host:port[,host:port...][/chroot]``; a malformed
     one raises ``ValueError`` here, an unreachable one ``BackendUnavailable``
-    from ``start()``.
+    from ``start()``. With ``credentials`` the session signs in and every znode it
+    creates is the gateway's to change (``security``).
     """
 
     def __init__(
@@ -70,6 +72,7 @@ class ZooKeeperCoordinator(Lifecycle):
         connect_timeout_ms: int = DEFAULT_CONNECT_TIMEOUT_MS,
         request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
         ephemeral_members: bool = False,
+        credentials: DigestCredentials | None = None,
     ) -> None:
         parsed = ZooKeeperURL.parse(url)
         super().__init__()  # the start/stop state
@@ -79,6 +82,7 @@ class ZooKeeperCoordinator(Lifecycle):
             session_timeout_ms=session_timeout_ms,
             connect_timeout_ms=connect_timeout_ms,
             request_timeout_ms=request_timeout_ms,
+            credentials=credentials,
         )
         self._paths = ZnodePaths(parsed.chroot)
         self._groups = GroupStore(self._zk, self._paths, ephemeral_members=ephemeral_members)

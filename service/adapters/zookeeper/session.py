@@ -14,6 +14,10 @@ caller ever hangs on an outage. Meanwhile kazoo keeps reconnecting in the
 background (at most one second apart), with the same session if ZooKeeper
 still holds it and with a new one after expiry; the coordinator watches the
 session id to re-create its ephemeral znodes.
+
+With ``DigestCredentials`` the session authenticates as the gateway (again on every
+reconnection, as kazoo does) and creates every znode with their ACL; a request that the
+ACL of someone else's znode refuses is a ``BackendError`` that says so.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from kazoo.exceptions import (
     ConnectionDropped,
     ConnectionLoss,
     KazooException,
+    NoAuthError,
     OperationTimeoutError,
     SessionExpiredError,
     SessionMovedError,
@@ -42,6 +47,7 @@ from kazoo.protocol.states import WatchedEvent, ZnodeStat
 from service.errors import BackendError, BackendUnavailable
 
 from .paths import encode_name
+from .security import DigestCredentials
 
 log = logging.getLogger(__name__)
 
@@ -105,8 +111,10 @@ class ZooKeeperSession:
         session_timeout_ms: int,
         connect_timeout_ms: int,
         request_timeout_ms: int,
+        credentials: DigestCredentials | None = None,
     ) -> None:
         self.url = url
+        self.credentials = credentials
         self.session_timeout_ms = session_timeout_ms
         self._connect_timeout_s = connect_timeout_ms / 1000
         self._request_timeout_s = request_timeout_ms / 1000
@@ -121,6 +129,7 @@ class ZooKeeperSession:
         if self._client is not None:
             return
         self._loop = asyncio.get_running_loop()
+        credentials = self.credentials
         client = KazooClient(
             hosts=self.url.servers,
             timeout=self.session_timeout_ms / 1000,
@@ -130,6 +139,10 @@ class ZooKeeperSession:
                 "backoff": 2,
                 "max_delay": _RECONNECT_MAX_DELAY_S,
             },
+            # kazoo sends auth_data on every connection, and gives default_acl to every create,
+            # ensure_path and transaction create that names no ACL (none here does)
+            auth_data=credentials.auth_data if credentials else None,
+            default_acl=credentials.acl() if credentials else None,
         )
         try:
             # kazoo.start waits (in its thread) at most the timeout, then stops the client itself.
@@ -245,6 +258,12 @@ class ZooKeeperSession:
             raise
         except _UNAVAILABLE as exc:
             raise self.unavailable(f"was lost during {what} ({type(exc).__name__})") from exc
+        except NoAuthError as exc:
+            who = f"user {self.credentials.username!r}" if self.credentials else "a client without a user"
+            raise BackendError(
+                f"ZooKeeper refused {what}: a znode's ACL does not allow {who} (NoAuthError); every "
+                "replica needs the same zookeeper_username and zookeeper_password."
+            ) from exc
         except KazooException as exc:
             raise BackendError(f"ZooKeeper refused {what}: {type(exc).__name__}.") from exc
 
