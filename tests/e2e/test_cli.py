@@ -31,6 +31,12 @@ def serve(*args: str, env: dict[str, str] | None = None) -> subprocess.Completed
         (["--log", "cassandra"], {}, "log must be"),
         ([], {"BROKERGATE_PORT": "not-a-port"}, "port"),
         ([], {"BROKERGATE_SESSIONS": "memcached://x"}, "sessions must be"),
+        (["--tls-cert", "/nonexistent/gateway.pem"], {}, "tls_cert: cannot load the certificate"),
+        (["--auth", "mtls"], {}, "auth=mtls needs tls_client_ca"),
+        (["--auth", "jwt"], {}, "auth=jwt needs jwt_issuer"),
+        (["--auth", "kerberos"], {}, "unknown auth method"),
+        ([], {"BROKERGATE_AUTH": "jwt", "BROKERGATE_JWT_ISSUER": "id.example"}, "http(s)://"),
+        ([], {"BROKERGATE_JWT_ALGORITHMS": "HS256"}, "jwt_algorithms must be some of"),
     ],
 )
 def test_bad_configuration_fails_in_one_line(tmp_path, args, env, needle):
