@@ -97,15 +97,20 @@ class Authenticate:
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
         try:
             principal = await self._principal(scope)
-        except _Refused as refusal:
-            await self._refuse(refusal, scope, receive, send)
-            return
-        except _CannotCheck as exc:  # the client did nothing wrong: the provider is away
+        except (_Refused, _CannotCheck) as exc:
+            if scope["type"] == "websocket":  # closed before the handshake: the server answers 403
+                self._audit(exc, scope)
+                await send({"type": "websocket.close", "code": 1008, "reason": str(exc)[:120]})
+                return
+            if isinstance(exc, _Refused):
+                await self._refuse(exc, scope, receive, send)
+                return
+            # the client did nothing wrong: the provider is away
             await error_response(503, ErrorCode.UNAVAILABLE, str(exc), retry_after=JWKS_MIN_REFETCH_S)(
                 scope, receive, send
             )
@@ -157,18 +162,22 @@ class Authenticate:
         except KeysUnavailable as exc:
             raise _CannotCheck(f"The token cannot be checked now: {exc}; retry.") from None
 
-    async def _refuse(self, refusal: _Refused, scope: Scope, receive: Receive, send: Send) -> None:
+    @staticmethod
+    def _audit(exc: Exception, scope: Scope) -> None:
         client = scope.get("client")
         audit.record(
             "authentication",
-            principal=refusal.claimed,
+            principal=exc.claimed if isinstance(exc, _Refused) else ANONYMOUS,
             address=client[0] if client else None,
             operation="AUTHENTICATE",
             resource=f"CLUSTER:{CLUSTER_NAME}",
             outcome=audit.FAILED,
-            reason=refusal.message,
+            reason=str(exc),
             path=scope["path"],
         )
+
+    async def _refuse(self, refusal: _Refused, scope: Scope, receive: Receive, send: Send) -> None:
+        self._audit(refusal, scope)
         challenges = []
         if self.basic is not None:
             challenges.append(f'Basic {_REALM}, charset="UTF-8"')
