@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import base64
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
 
+from deploy.local.process import free_port
 from service.core.models import GroupState, InstanceConfig, InstanceState, TopicPartition
 from service.core.ports import Coordinator
 
@@ -139,3 +144,20 @@ def wait_for(check: Callable[[], bool], timeout: float = 20.0) -> None:
             return
         time.sleep(0.1)
     raise AssertionError("condition not met in time")
+
+
+def serve_until_exit(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``brokergate serve`` configured through the environment only, as a container runs it, on a
+    free port with its data in ``tmp_path``: for starts that must fail (it runs until it exits)."""
+    return subprocess.run(
+        [sys.executable, "-m", "service", "serve"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={
+            **os.environ,
+            "BROKERGATE_DATA_DIR": str(tmp_path / "data"),
+            "BROKERGATE_PORT": str(free_port()),
+            **env,
+        },
+    )

@@ -11,10 +11,7 @@ loudly the day the broker can.
 from __future__ import annotations
 
 import asyncio
-import os
 import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +20,6 @@ import pytest
 import trustme
 
 from deploy.local.kafka_broker import TansuBroker
-from deploy.local.process import free_port
 from service.adapters.kafka import KafkaLog
 from service.adapters.kafka.admin import TopicAdmin
 from service.adapters.kafka.cluster import ClusterClient
@@ -32,6 +28,7 @@ from service.adapters.kafka.producer import RecordAppender
 from service.adapters.kafka.security import KafkaSecurity, client_options
 from service.core.models import TopicPartition
 from service.errors import BackendUnavailable
+from tests.helpers import serve_until_exit
 
 from .helpers import BROKER_LACKS_IT, options, read_all, values
 
@@ -152,15 +149,9 @@ async def test_serve_takes_kafka_credentials_from_the_environment(
     password_file = tmp_path / "kafka-password"
     password_file.write_text(PASSWORD + "\n")
     result = await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, "-m", "service", "serve"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={
-            **os.environ,
-            "BROKERGATE_DATA_DIR": str(tmp_path / "data"),
-            "BROKERGATE_PORT": str(free_port()),
+        serve_until_exit,
+        tmp_path,
+        {
             "BROKERGATE_LOG": authenticating.url,
             "BROKERGATE_KAFKA_IDEMPOTENCE": "false",
             "BROKERGATE_KAFKA_REQUEST_TIMEOUT_MS": "5000",

@@ -9,9 +9,6 @@ environment alone, refuses to start in one line that names Redis and never the p
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +24,7 @@ from service.adapters.redis import RedisSessions
 from service.adapters.redis.security import RedisSecurity
 from service.errors import BackendUnavailable
 from tests.conftest import start_gateway
-from tests.helpers import consumer, create_topic, poll_until, produce, subscribe
+from tests.helpers import consumer, create_topic, poll_until, produce, serve_until_exit, subscribe
 
 from .conftest import CONNECT_TIMEOUT_MS, SOCKET_TIMEOUT_MS
 
@@ -187,23 +184,6 @@ async def test_a_gateway_with_the_right_credentials_serves_consumers(
         direct.close()
 
 
-def _serve(env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    """``brokergate serve`` configured through the environment only, as a container runs it."""
-    return subprocess.run(
-        [sys.executable, "-m", "service", "serve"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={
-            **os.environ,
-            "BROKERGATE_DATA_DIR": str(tmp_path / "data"),
-            "BROKERGATE_PORT": str(free_port()),
-            "BROKERGATE_REDIS_CONNECT_TIMEOUT_MS": "5000",
-            **env,
-        },
-    )
-
-
 @pytest.mark.parametrize(
     ("kind", "env", "refusal"),
     [
@@ -218,7 +198,12 @@ def test_wrong_or_missing_credentials_stop_the_start_in_one_line(
     kind: str, env: dict[str, str], refusal: str, servers: dict[str, SecuredRedis], tmp_path: Path
 ) -> None:
     started = time.monotonic()
-    result = _serve({"BROKERGATE_SESSIONS": servers[kind].host_url(), **env}, tmp_path)
+    env = {
+        "BROKERGATE_SESSIONS": servers[kind].host_url(),
+        "BROKERGATE_REDIS_CONNECT_TIMEOUT_MS": "5000",
+        **env,
+    }
+    result = serve_until_exit(tmp_path, env)
     assert time.monotonic() - started < 30  # at once, not after the connect timeout
     assert result.returncode == 3, result.stderr
     assert "Traceback" not in result.stderr

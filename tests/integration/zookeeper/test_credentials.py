@@ -9,9 +9,6 @@ other credentials is refused at start in one line.
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -22,13 +19,21 @@ from kazoo.exceptions import NoAuthError
 from kazoo.security import ACL, Id, Permissions
 
 from deploy.local.kafka_broker import TansuBroker
-from deploy.local.process import free_port
 from service.adapters.zookeeper import ZooKeeperCoordinator
 from service.adapters.zookeeper.security import DigestCredentials
 from service.core.acl import AclBinding, Operation, PatternType, Permission, ResourceType
 from service.errors import BackendError
 from tests.conftest import KAFKA_TEST_SETTINGS, RunningGateway, start_gateway
-from tests.helpers import assignment, commit, consumer, create_topic, poll_until, produce, subscribe
+from tests.helpers import (
+    assignment,
+    commit,
+    consumer,
+    create_topic,
+    poll_until,
+    produce,
+    serve_until_exit,
+    subscribe,
+)
 
 from .conftest import (
     CONNECT_TIMEOUT_MS,
@@ -203,15 +208,9 @@ async def test_serve_with_other_credentials_stops_in_one_line(
 ) -> None:
     await make_coordinator(zk_url, node_id="owner", credentials=DigestCredentials(USER, PASSWORD)).start()
     result = await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, "-m", "service", "serve"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={
-            **os.environ,
-            "BROKERGATE_DATA_DIR": str(tmp_path / "data"),
-            "BROKERGATE_PORT": str(free_port()),
+        serve_until_exit,
+        tmp_path,
+        {
             "BROKERGATE_COORDINATOR": zk_url,
             "BROKERGATE_ZOOKEEPER_USERNAME": USER,
             "BROKERGATE_ZOOKEEPER_PASSWORD": "not-the-password",
