@@ -2,7 +2,7 @@
 
     python deploy/cluster.py up [--replicas 3] [--dir ./cluster] [--port 8082]
                                 [--kafka HOST:PORT] [--zookeeper HOST:PORT[/chroot]] [--redis URL]
-                                [-e BROKERGATE_NAME=value ...] [--no-restart]
+                                [-e BROKERGATE_NAME=value ...] [--no-restart] [--secure]
     python deploy/cluster.py status [--dir ./cluster]
     python deploy/cluster.py down   [--dir ./cluster]
 
@@ -13,7 +13,9 @@ balancing round-robin over them on ``--port``; it prints the URLs, writes
 (unless ``--no-restart``). Then it stops everything, in reverse order. ``down`` stops the
 ``up`` of a directory from another terminal, and kills whatever a killed ``up`` left.
 Replicas inherit the environment, so ``BROKERGATE_*`` variables set before ``up`` apply
-to all of them, as do ``-e`` options.
+to all of them, as do ``-e`` options. ``--secure`` serves HTTPS (a test CA's certificate),
+requires HTTP Basic credentials and enforces ACLs, with ``admin`` the super user; ``up``
+prints where the CA certificate and admin's password are.
 """
 
 from __future__ import annotations
@@ -64,6 +66,9 @@ def _parser() -> argparse.ArgumentParser:
         "-e", "--env", type=_env_option, action="append", default=[], metavar="BROKERGATE_NAME=value"
     )
     up.add_argument("--no-restart", action="store_true", help="leave a replica that died dead")
+    up.add_argument(
+        "--secure", action="store_true", help="HTTPS, HTTP Basic authentication and ACLs (admin: super user)"
+    )
     up.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     for command in (up, sub.add_parser("status", help="print the state of a running cluster")):
         command.add_argument("--dir", type=Path, default=Path("cluster"), help="(default ./cluster)")
@@ -90,7 +95,8 @@ def _processes(state: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 def _print_up(cluster: LocalCluster) -> None:
     state = cluster.state()
-    rows = [("balancer", cluster.url, "nginx, round-robin")]
+    balancing = "nginx, round-robin" + (", HTTPS to the replicas" if cluster.security else "")
+    rows = [("balancer", cluster.url, balancing)]
     rows += [
         (f"replica {n}", r["url"], f"{r['node_id']}, log {r['log']}")
         for n, r in enumerate(state["replicas"], 1)
@@ -102,6 +108,10 @@ def _print_up(cluster: LocalCluster) -> None:
     print(f"brokergate cluster with {len(cluster.replicas)} replicas in {cluster.workdir}")
     for label, url, note in rows:
         print(f"  {label:<10} {url:<42} {note}")
+    if cluster.security is not None:
+        security = state["security"]
+        print(f"  sign in    {security['super_user']:<42} password in {security['password_file']}")
+        print(f"  trust      {security['ca']}")
     print(f"  state      {cluster.state_path}")
     print("Ctrl-C (or `deploy/cluster.py down`) stops everything.", flush=True)
 
@@ -120,6 +130,7 @@ def up(args: argparse.Namespace) -> int:
         redis=args.redis,
         env=dict(args.env),
         log_level=args.log_level,
+        secure=args.secure,
     )
     stop_asked = False
 

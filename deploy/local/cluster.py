@@ -13,6 +13,13 @@ whose owner was killed.
 Redis runs with an append-only file by default: consumer instances are state held
 in Redis, and "a replica may die without losing a consumer" would be hollow if a
 Redis restart lost every one of them.
+
+With ``secure=True`` the cluster runs as a deployment shared by many teams should: HTTPS from
+the client to the balancer and from the balancer to each replica, HTTP Basic authentication
+against one credentials file, ACLs enforced with ``admin`` the super user, an audit trail per
+replica, and the replicas signed in to ZooKeeper with a digest identity
+(``deploy.local.security``). ``security.admin`` and ``security.tls.ca`` are what a client
+signs in with and trusts.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from .gateway import GatewayReplica
 from .kafka_broker import TansuBroker
 from .process import free_port, start_ticks
 from .redis_server import RedisServer
+from .security import ClusterSecurity
 from .zookeeper_server import ZooKeeperServer
 
 __all__ = ["STATE_FILE", "ClusterSpec", "LocalCluster", "StartCancelled"]
@@ -59,6 +67,7 @@ class ClusterSpec:
     zookeeper_tick_ms: int = 500
     nginx_workers: int = 1
     log_level: str = "info"
+    secure: bool = False  # HTTPS, authentication, ACLs and an audit trail (see the module doc)
 
 
 class LocalCluster:
@@ -74,6 +83,7 @@ class LocalCluster:
         self.redis: RedisServer | None = None
         self.replicas: list[GatewayReplica] = []
         self.balancer: NginxBalancer | None = None
+        self.security = ClusterSecurity(self.workdir / "security") if spec.secure else None
         self._reported: set[str] = set()
 
     # --- addresses -----------------------------------------------------------------
@@ -110,9 +120,15 @@ class LocalCluster:
         }
         if self.broker is not None:
             env["BROKERGATE_KAFKA_IDEMPOTENCE"] = "false"  # Tansu 0.6 has no InitProducerId
+        if self.security is not None:
+            env.update(self.security.replica_env(self.audit_log(number)))
         env.update(self.spec.env)
         env["BROKERGATE_NODE_ID"] = f"gw-{number}"
         return env
+
+    def audit_log(self, number: int) -> Path:
+        """Where replica ``number`` (1-based) of a secure cluster appends its audit trail."""
+        return self.workdir / f"replica-{number}" / "audit.log"
 
     # --- lifecycle -----------------------------------------------------------------
 
@@ -137,6 +153,8 @@ class LocalCluster:
         return self
 
     def _steps(self) -> Iterator[Callable[[], None]]:
+        if self.security is not None:
+            yield self._create_security
         if self.spec.kafka is None:
             yield self._start_broker
         if self.spec.zookeeper is None:
@@ -145,6 +163,10 @@ class LocalCluster:
             yield self._start_redis
         yield self._start_replicas
         yield self._start_balancer
+
+    def _create_security(self) -> None:
+        assert self.security is not None
+        self.security.create()
 
     def _start_broker(self) -> None:
         self.broker = TansuBroker(self.workdir / "kafka")
@@ -172,6 +194,7 @@ class LocalCluster:
                     env=self.replica_env(number),
                     port=free_port(),
                     log_path=home / "gateway.log",
+                    tls=self.security.tls if self.security else None,
                 )
             )
         # Side by side: each spends most of its start importing and connecting.
@@ -186,6 +209,7 @@ class LocalCluster:
             [f"127.0.0.1:{r.port}" for r in self.replicas],
             port=self.spec.port or free_port(),
             workers=self.spec.nginx_workers,
+            tls=self.security.tls if self.security else None,
         )
         self.balancer.start()
 
@@ -293,6 +317,7 @@ class LocalCluster:
                     "url": r.url,
                     "port": r.port,
                     "log": str(r.log_path),
+                    "audit_log": str(self.audit_log(n)) if self.security else None,
                     **proc(r.pid if r.running else None),
                 }
                 for n, r in enumerate(self.replicas, 1)
@@ -314,6 +339,7 @@ class LocalCluster:
                 "appendonly": self.redis.appendonly if self.redis else None,
                 **proc(self.redis.pid if self.redis else None),
             },
+            "security": self.security.state() if self.security else None,
         }
 
     def write_state(self) -> None:

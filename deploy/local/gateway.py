@@ -3,12 +3,15 @@
 The port is chosen once and kept: a replica restarted after a crash comes back at the
 same address, so a load balancer (or a test) that knew it finds it again. ``start()``
 returns only once ``GET /readyz`` answers 200, which means every backend answered;
-a replica that exits or never gets ready raises with the tail of its log.
+a replica that exits or never gets ready raises with the tail of its log. With ``tls`` it
+serves HTTPS with that certificate, and its readiness is asked over HTTPS trusting that CA
+(``/readyz`` answers without credentials, whatever ``--auth`` says).
 """
 
 from __future__ import annotations
 
 import os
+import ssl
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -16,6 +19,7 @@ from pathlib import Path
 import httpx
 
 from .process import ServerProcess
+from .security import TlsFiles
 
 __all__ = ["GatewayReplica"]
 
@@ -39,10 +43,12 @@ class GatewayReplica(ServerProcess):
         port: int | None = None,
         log_path: Path | None = None,
         new_session: bool = True,
+        tls: TlsFiles | None = None,
     ) -> None:
         super().__init__(port)
         self.data_dir = Path(data_dir)
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.tls = tls
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
         self.extra = tuple(args)
         self.env = {**os.environ, **(env or {})}
         self.log_path = log_path or self.data_dir.parent / f"gateway-{self.port}.log"
@@ -63,11 +69,13 @@ class GatewayReplica(ServerProcess):
             str(self.port),
             "--data-dir",
             str(self.data_dir),
+            *(() if self.tls is None else ("--tls-cert", str(self.tls.cert), "--tls-key", str(self.tls.key))),
             *self.extra,
         ]
 
     def _probe(self, timeout: float) -> None:
         """``/readyz`` answers 200: every backend answers this replica."""
-        status = httpx.get(f"{self.url}/readyz", timeout=timeout).status_code
+        verify = ssl.create_default_context(cafile=self.tls.ca) if self.tls else True
+        status = httpx.get(f"{self.url}/readyz", timeout=timeout, verify=verify).status_code
         if status != 200:
             raise RuntimeError(f"/readyz answered {status}")

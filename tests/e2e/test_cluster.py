@@ -1,12 +1,17 @@
 """Three stateless replicas behind nginx, on the local cluster of ``deploy/cluster.py``.
 
 One cluster (Tansu, ZooKeeper, Redis with an append-only file, three replicas and the
-balancer) is started for the module. Any replica serves any request of any consumer
-instance; a kill -9 of a replica in the middle of consumption loses no instance and no
-record; an Idempotency-Key retried through another replica stores once; a Redis restart
-keeps every instance (the cluster's Redis persists them) and the replicas recover by
-themselves; a replica restarted after a kill -9 rejoins. The last tests run the script
-itself, as a user does, and check that it leaves no process behind.
+balancer) is started for the module, secure as a shared deployment is: HTTPS on every hop
+(a test CA), HTTP Basic authentication, ACLs enforced, an audit trail per replica, and the
+replicas signed in to ZooKeeper. Clients sign in as the super user and trust the CA, except
+where a test says otherwise. Any replica serves any request of any consumer instance; a
+kill -9 of a replica in the middle of consumption loses no instance and no record; an
+Idempotency-Key retried through another replica stores once; a Redis restart keeps every
+instance (the cluster's Redis persists them) and the replicas recover by themselves; a
+replica restarted after a kill -9 rejoins; a request through the balancer without
+credentials is refused, one without the ACLs it needs is refused, and a binding made through
+one replica holds on the others. The last tests run the script itself, as a user does, and check that
+it leaves no process behind.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import threading
@@ -32,7 +38,9 @@ import pytest
 from deploy.local.balancer import UPSTREAM_HEADER
 from deploy.local.cluster import STATE_FILE, ClusterSpec, LocalCluster
 from deploy.local.process import alive
+from deploy.local.security import ClusterSecurity
 from service.client import V2, ClientError, Consumer, GatewayClient, Record
+from service.core.acl import AclBinding, Operation, PatternType, Permission, ResourceType
 from tests.helpers import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,9 +62,25 @@ STRING = "application/vnd.kafka.string.v2+json"
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    spec = ClusterSpec(tmp_path_factory.mktemp("cluster"), replicas=3, env=FAST)
+    spec = ClusterSpec(tmp_path_factory.mktemp("cluster"), replicas=3, env=FAST, secure=True)
     with LocalCluster(spec) as running:
         yield running
+
+
+def security(cluster: LocalCluster) -> ClusterSecurity:
+    assert cluster.security is not None, "the module's cluster is secure"
+    return cluster.security
+
+
+def connect(cluster: LocalCluster, url: str, auth: tuple[str, str] | None = None) -> GatewayClient:
+    """A client of ``url`` (the balancer or a replica) trusting the cluster's CA, signed in as
+    ``auth`` (default: the super user)."""
+    return GatewayClient(url, auth=auth or security(cluster).admin, verify=str(security(cluster).tls.ca))
+
+
+def raw(cluster: LocalCluster, **kwargs: Any) -> httpx.Client:
+    """A bare HTTP client trusting the cluster's CA, for what ``GatewayClient`` hides (headers, status)."""
+    return httpx.Client(verify=ssl.create_default_context(cafile=security(cluster).tls.ca), **kwargs)
 
 
 @contextmanager
@@ -92,7 +116,7 @@ def values(records: list[Record]) -> list[str]:
 
 def test_one_instance_created_polled_and_committed_through_three_replicas(cluster):
     topic, group = name("t"), name("g")
-    r1, r2, r3 = (GatewayClient(r.url) for r in cluster.replicas)
+    r1, r2, r3 = (connect(cluster, r.url) for r in cluster.replicas)
     with logs_on_failure(cluster), r1, r2, r3:
         r1.create_topic(topic, 3)
         r1.produce(topic, [{"value": f"v{i}", "partition": i % 3} for i in range(30)])
@@ -121,7 +145,7 @@ def test_one_instance_created_polled_and_committed_through_three_replicas(cluste
 
 def test_members_used_through_different_replicas_split_the_partitions(cluster):
     topic, group = name("t"), name("g")
-    r1, r2, r3 = (GatewayClient(r.url) for r in cluster.replicas)
+    r1, r2, r3 = (connect(cluster, r.url) for r in cluster.replicas)
     with logs_on_failure(cluster), r1, r2, r3:
         r1.create_topic(topic, 6)
         first = r1.consumer(group, format="string", auto_offset_reset="earliest")
@@ -152,12 +176,12 @@ def test_members_used_through_different_replicas_split_the_partitions(cluster):
 def test_an_idempotency_key_retried_through_other_replicas_stores_once(cluster):
     topic = name("t")
     body = {"records": [{"value": "pay"}, {"value": "ship"}]}
-    with logs_on_failure(cluster), GatewayClient(cluster.url) as lb:
+    with logs_on_failure(cluster), connect(cluster, cluster.url) as lb:
         lb.create_topic(topic, 1)
         key = name("order")
         headers = {"Content-Type": STRING, "Idempotency-Key": key}
         answers = [
-            GatewayClient(r.url).request("POST", f"/topics/{topic}", json=body, headers=headers)
+            connect(cluster, r.url).request("POST", f"/topics/{topic}", json=body, headers=headers)
             for r in cluster.replicas
         ]
         answers.append(lb.request("POST", f"/topics/{topic}", json=body, headers=headers))
@@ -169,7 +193,7 @@ def test_an_idempotency_key_retried_through_other_replicas_stores_once(cluster):
         headers = {"Content-Type": STRING, "Idempotency-Key": name("order")}
 
         def send(url: str) -> None:
-            with GatewayClient(url) as client:
+            with connect(cluster, url) as client:
                 concurrent.append(client.request("POST", f"/topics/{topic}", json=body, headers=headers))
 
         threads = [threading.Thread(target=send, args=(r.url,)) for r in cluster.replicas[1:]]
@@ -271,15 +295,15 @@ def produce_batches(client: GatewayClient, topic: str, first: int, count: int, p
 def test_kill9_of_a_replica_mid_consumption_loses_no_instance_and_no_record(cluster):
     topic = name("t")
     expected = {f"v{i}" for i in range(600)}
-    lb = GatewayClient(cluster.url)
-    r2, r3 = GatewayClient(cluster.replicas[1].url), GatewayClient(cluster.replicas[2].url)
+    lb = connect(cluster, cluster.url)
+    r2, r3 = connect(cluster, cluster.replicas[1].url), connect(cluster, cluster.replicas[2].url)
     try:
         with logs_on_failure(cluster):
             lb.create_topic(topic, 4)
             produce_batches(lb, topic, 0, 300)
             # One group reads through the balancer; another through replica 2, moving to 3 when 2 dies.
             readers = [
-                Reader([GatewayClient(cluster.url)], name("lb"), topic, expected),
+                Reader([connect(cluster, cluster.url)], name("lb"), topic, expected),
                 Reader([r2, r3], name("hop"), topic, expected),
             ]
             deadline = time.monotonic() + 60
@@ -330,7 +354,7 @@ def stored_values(client: GatewayClient, topic: str) -> list[str]:
 def test_a_replica_restarted_after_kill9_rejoins(cluster):
     topic, group = name("t"), name("g")
     third = cluster.replicas[2]
-    with logs_on_failure(cluster), GatewayClient(cluster.url) as lb:
+    with logs_on_failure(cluster), connect(cluster, cluster.url) as lb:
         lb.create_topic(topic, 1)
         consumer = lb.consumer(group, format="string", auto_offset_reset="earliest")
         consumer.subscribe(topic)
@@ -340,22 +364,26 @@ def test_a_replica_restarted_after_kill9_rejoins(cluster):
 
         cluster.restart_replica(3)
         # It serves the instance created while it was down ...
-        with GatewayClient(third.url) as direct:
+        with connect(cluster, third.url) as direct:
             got = Consumer(direct, group, consumer.instance, "string").poll(timeout_ms=2000)
         assert values(got) == ["before", "while-down"]
 
         # ... and the balancer sends it requests again once its failure has timed out.
-        def served_by_third() -> bool:
-            answer = httpx.get(f"{cluster.url}/topics", timeout=5)
-            return answer.status_code == 200 and answer.headers[UPSTREAM_HEADER] == f"127.0.0.1:{third.port}"
+        with raw(cluster, auth=security(cluster).admin, timeout=5) as http:
 
-        wait_for(served_by_third, timeout=15)
+            def served_by_third() -> bool:
+                answer = http.get(f"{cluster.url}/topics")
+                return (
+                    answer.status_code == 200 and answer.headers[UPSTREAM_HEADER] == f"127.0.0.1:{third.port}"
+                )
+
+            wait_for(served_by_third, timeout=15)
 
 
 def test_a_redis_restart_keeps_every_instance_and_the_replicas_recover(cluster):
     topic, group = name("t"), name("g")
     assert cluster.redis is not None and cluster.redis.appendonly
-    with logs_on_failure(cluster), GatewayClient(cluster.url) as lb:
+    with logs_on_failure(cluster), connect(cluster, cluster.url) as lb:
         lb.create_topic(topic, 1)
         consumer = lb.consumer(group, format="string", auto_offset_reset="earliest")
         consumer.subscribe(topic)
@@ -369,9 +397,10 @@ def test_a_redis_restart_keeps_every_instance_and_the_replicas_recover(cluster):
             # Produce without an Idempotency-Key needs no Redis ...
             lb.produce(topic, [{"value": f"b{i}"} for i in range(5)])
             # ... consumer operations answer 503 with Retry-After.
-            answer = httpx.get(
-                f"{cluster.url}{consumer.path}/records", params={"timeout": 0}, headers={"Accept": STRING}
-            )
+            with raw(cluster, auth=security(cluster).admin) as http:
+                answer = http.get(
+                    f"{cluster.url}{consumer.path}/records", params={"timeout": 0}, headers={"Accept": STRING}
+                )
             assert answer.status_code == 503 and int(answer.headers["Retry-After"]) >= 1
             assert "Redis" in answer.json()["message"]
         finally:
@@ -389,6 +418,86 @@ def test_a_redis_restart_keeps_every_instance_and_the_replicas_recover(cluster):
             wait_for(replica.ready, timeout=10)
 
 
+def answer_of(action: Callable[[], Any]) -> tuple[int, int]:
+    """The status and Confluent error code the gateway answered ``action`` with; (200, 0) if done."""
+    try:
+        action()
+    except ClientError as exc:
+        return exc.status, exc.error_code
+    return 200, 0
+
+
+def audited(cluster: LocalCluster) -> list[dict[str, Any]]:
+    """Every line of every replica's audit trail."""
+    paths = (cluster.audit_log(n) for n in range(1, len(cluster.replicas) + 1))
+    return [json.loads(line) for path in paths if path.exists() for line in path.read_text().splitlines()]
+
+
+def test_no_one_gets_in_unauthenticated_nor_past_the_acls_and_a_binding_holds_on_every_replica(cluster):
+    topic = name("t")
+    user = (name("alice"), name("pw"))
+    r1, r2, r3 = (r.url for r in cluster.replicas)
+    with logs_on_failure(cluster), connect(cluster, r1) as admin, raw(cluster, timeout=10) as anonymous:
+        admin.create_topic(topic, 1)
+
+        # Without credentials, through the balancer: refused before any route, with the challenge.
+        refused = anonymous.get(f"{cluster.url}/topics/{topic}")
+        assert (refused.status_code, refused.json()["error_code"]) == (401, 40101)
+        assert refused.headers["WWW-Authenticate"].startswith("Basic ")
+        wrong = anonymous.get(f"{cluster.url}/topics/{topic}", auth=(security(cluster).admin[0], "guess"))
+        assert wrong.status_code == 401
+        # A replica speaks TLS only: plain HTTP gets no answer.
+        with pytest.raises(httpx.TransportError):
+            httpx.get(f"{r2.replace('https://', 'http://')}/healthz", timeout=5)
+
+        security(cluster).add_user(*user)
+        alice = [connect(cluster, url, user) for url in (r1, r2, r3)]
+        try:
+            # A user the ACLs give nothing: 403 (401 until the replica has read the users file again).
+            def produce(via: GatewayClient, value: str) -> Callable[[], Any]:
+                return lambda: via.produce(topic, [{"value": value}])
+
+            wait_for(lambda: answer_of(produce(alice[0], "denied"))[0] != 401, timeout=10)
+            assert answer_of(produce(alice[0], "denied")) == (403, 40301)
+
+            # Granted through replica 1, it holds through replicas 2 and 3 (the binding is in ZooKeeper).
+            admin.create_acl(
+                AclBinding(
+                    f"User:{user[0]}",
+                    ResourceType.TOPIC,
+                    topic,
+                    PatternType.LITERAL,
+                    Operation.WRITE,
+                    Permission.ALLOW,
+                )
+            )
+            wait_for(lambda: answer_of(produce(alice[1], "via-2")) == (200, 0), timeout=10)
+            wait_for(lambda: answer_of(produce(alice[2], "via-3")) == (200, 0), timeout=10)
+            # WRITE is all it gives: reading is still refused.
+            read = answer_of(lambda: alice[2].request("GET", f"/topics/{topic}/partitions/0/records"))
+            assert read == (403, 40301)
+        finally:
+            for client in alice:
+                client.close()
+        assert sorted(stored_values(admin, topic)) == ["via-2", "via-3"]
+
+    # Each refusal is in the audit trail of the replica that made it.
+    lines = audited(cluster)
+    assert any(
+        line["event"] == "authentication"
+        and line["outcome"] == "FAILED"
+        and line["path"] == f"/topics/{topic}"
+        for line in lines
+    )
+    assert any(
+        line["event"] == "authorization"
+        and line["outcome"] == "DENIED"
+        and line["principal"] == f"User:{user[0]}"
+        and line["resource"] == f"TOPIC:{topic}"
+        for line in lines
+    )
+
+
 # --- the script, as a user runs it -------------------------------------------------------
 
 
@@ -396,7 +505,9 @@ def script(*args: str) -> list[str]:
     return [sys.executable, str(ROOT / "deploy" / "cluster.py"), *args]
 
 
-def start_script(cluster: LocalCluster, workdir: Path) -> tuple[subprocess.Popen[bytes], dict[str, Any]]:
+def start_script(
+    cluster: LocalCluster, workdir: Path, *options: str
+) -> tuple[subprocess.Popen[bytes], dict[str, Any]]:
     """``deploy/cluster.py up`` with one replica on the module's broker, ZooKeeper and Redis."""
     assert cluster.broker and cluster.zookeeper and cluster.redis
     proc = subprocess.Popen(
@@ -416,6 +527,7 @@ def start_script(cluster: LocalCluster, workdir: Path) -> tuple[subprocess.Popen
             cluster.redis.url_for(1),
             "--no-restart",
             *(f"-e{k}={v}" for k, v in FAST.items()),
+            *options,
         ),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -437,10 +549,17 @@ def pids(state: dict[str, Any]) -> list[tuple[int, int]]:
     return found
 
 
-def test_the_script_serves_and_stops_everything_even_after_a_child_died(cluster, tmp_path):
-    proc, state = start_script(cluster, tmp_path)
+def test_the_secure_script_serves_and_stops_everything_even_after_a_child_died(cluster, tmp_path):
+    proc, state = start_script(cluster, tmp_path, "--secure")
     try:
-        assert httpx.get(f"{state['url']}/readyz", timeout=5).status_code == 200
+        signed_in = state["security"]
+        trusted = ssl.create_default_context(cafile=signed_in["ca"])
+        password = Path(signed_in["password_file"]).read_text().strip()
+        assert state["url"].startswith("https://")
+        with httpx.Client(verify=trusted, timeout=5) as http:
+            assert http.get(f"{state['url']}/readyz").status_code == 200
+            assert http.get(f"{state['url']}/topics").status_code == 401
+            assert http.get(f"{state['url']}/topics", auth=("admin", password)).status_code == 200
         replica = state["replicas"][0]
         os.kill(replica["pid"], signal.SIGKILL)
         wait_for(lambda: not alive(replica["pid"], replica["start_ticks"]))
