@@ -1,7 +1,9 @@
 """Embedded data formats: how keys, values and headers travel inside JSON.
 
 ``binary`` carries base64, ``json`` carries any JSON value (stored as its
-UTF-8 JSON text), ``string`` carries UTF-8 text. Header values are base64 in
+UTF-8 JSON text), ``string`` carries UTF-8 text. ``avro``, ``jsonschema`` and
+``protobuf`` carry JSON that a schema turns into the schema-registry wire format
+(``service.core.schemas.serde`` does that). Header values are base64 in
 every format, as in Confluent's v3 API. Decoding turns client input into
 bytes (raising ``ConversionError`` with the record's position); encoding turns
 stored bytes back into JSON-ready values.
@@ -16,12 +18,15 @@ from typing import Any
 
 import orjson
 import pybase64
+from typing_extensions import TypeIs
 
-from service.core.models import EmbeddedFormat, Header
+from service.core.models import EmbeddedFormat, Header, PlainFormat, SchemaFormat
 from service.core.rules import check_header_name
 from service.errors import ConversionError, UnsupportedMediaType
 
-FORMATS: tuple[EmbeddedFormat, ...] = ("binary", "json", "string")
+PLAIN_FORMATS: tuple[PlainFormat, ...] = ("binary", "json", "string")
+SCHEMA_FORMATS: tuple[SchemaFormat, ...] = ("avro", "jsonschema", "protobuf")
+FORMATS: tuple[EmbeddedFormat, ...] = (*PLAIN_FORMATS, *SCHEMA_FORMATS)
 
 # The v2 control media type: consumer, subscription, offset and position bodies, and responses.
 V2 = "application/vnd.kafka.v2+json"
@@ -29,7 +34,6 @@ V2 = "application/vnd.kafka.v2+json"
 _DATA_TYPES: dict[str, EmbeddedFormat] = {f"application/vnd.kafka.{fmt}.v2+json": fmt for fmt in FORMATS}
 # Confluent treats the generic types as binary.
 _GENERIC_TYPES = {V2, "application/vnd.kafka+json", "application/json"}
-_SCHEMA_FORMATS = ("avro", "jsonschema", "protobuf")
 
 
 def media_type(header: str | None) -> str:
@@ -44,16 +48,14 @@ def produce_format(content_type: str | None) -> EmbeddedFormat:
         return _DATA_TYPES[mt]
     if not mt or mt in _GENERIC_TYPES:
         return "binary"
-    for schema_fmt in _SCHEMA_FORMATS:
-        if mt == f"application/vnd.kafka.{schema_fmt}.v2+json":
-            raise UnsupportedMediaType(
-                f"The {schema_fmt} embedded format needs a schema registry, which brokergate does not "
-                "provide; use binary, json or string."
-            )
     raise UnsupportedMediaType(
-        f"Unsupported Content-Type {mt!r}; use application/vnd.kafka.{{binary,json,string}}.v2+json "
-        "or application/json."
+        f"Unsupported Content-Type {mt!r}; use application/vnd.kafka.{{binary,json,string,avro,jsonschema,"
+        "protobuf}.v2+json or application/json."
     )
+
+
+def is_schema_format(fmt: EmbeddedFormat) -> TypeIs[SchemaFormat]:
+    return fmt in SCHEMA_FORMATS
 
 
 def accept_formats(accept: str | None) -> set[EmbeddedFormat] | None:
@@ -134,7 +136,7 @@ def _decode_string(value: Any, where: str) -> bytes | None:
     return value.encode("utf-8", "surrogatepass")
 
 
-DECODERS: dict[EmbeddedFormat, Callable[[Any, str], bytes | None]] = {
+DECODERS: dict[PlainFormat, Callable[[Any, str], bytes | None]] = {
     "binary": _decode_binary,
     "json": _decode_json,
     "string": _decode_string,
@@ -186,10 +188,26 @@ def _encode_string(data: bytes | None) -> str | None:
         ) from exc
 
 
-ENCODERS: dict[EmbeddedFormat, Callable[[bytes | None], Any]] = {
+ENCODERS: dict[PlainFormat, Callable[[bytes | None], Any]] = {
     "binary": _encode_binary,
     "json": _encode_json,
     "string": _encode_string,
+}
+
+
+def _decoded(data: bytes | None) -> Any:
+    """A key or value a schema decoded (``serde.Serde.decode``): JSON text already."""
+    return None if data is None else orjson.Fragment(data)
+
+
+# How a consumer is given a key or value in each format; the schema formats' were decoded first.
+RENDERERS: dict[EmbeddedFormat, Callable[[bytes | None], Any]] = {
+    "binary": _encode_binary,
+    "json": _encode_json,
+    "string": _encode_string,
+    "avro": _decoded,
+    "jsonschema": _decoded,
+    "protobuf": _decoded,
 }
 
 

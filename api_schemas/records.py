@@ -9,7 +9,7 @@ offending record in its error.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -17,11 +17,12 @@ from typing import Any
 import orjson
 import pybase64
 
-from service.core.models import EmbeddedFormat, NewRecord, Record, TopicPartition
+from service.core.models import EmbeddedFormat, NewRecord, PlainFormat, Record, TopicPartition
 from service.core.rules import record_size
-from service.errors import InvalidPayload, PayloadTooLarge
+from service.core.schemas.model import ConversionError as CodecError
+from service.errors import ConversionError, InvalidPayload, PayloadTooLarge
 
-from .formats import DECODERS, ENCODERS, decode_headers, encode_headers
+from .formats import DECODERS, RENDERERS, decode_headers, encode_headers
 
 _RECORD_KEYS = frozenset({"key", "value", "partition", "headers", "timestamp"})
 _MAX_TS = 2**63 - 1
@@ -58,7 +59,7 @@ def parse_timestamp(raw: Any, where: str) -> int | None:
     raise InvalidPayload(f"{where}: timestamp must be milliseconds since epoch or ISO 8601")
 
 
-def _records_of(body: Any) -> list[Any]:
+def _records_of(body: Any, max_records: int | None = None) -> list[Any]:
     if not isinstance(body, dict):
         raise InvalidPayload("The body must be a JSON object with a 'records' list.")
     raw_records = body.get("records")
@@ -66,12 +67,16 @@ def _records_of(body: Any) -> list[Any]:
         raise InvalidPayload("'records' must be a list of records.")
     if not raw_records:
         raise InvalidPayload("'records' must hold at least one record.")
+    if max_records is not None and len(raw_records) > max_records:
+        raise PayloadTooLarge(
+            f"A request carries at most {max_records} records, not {len(raw_records)}; send several."
+        )
     return raw_records
 
 
 def parse_produce(
     body: Any,
-    fmt: EmbeddedFormat,
+    fmt: PlainFormat,
     *,
     max_record_bytes: int,
     max_records: int | None = None,
@@ -82,17 +87,78 @@ def parse_produce(
     A record's size is ``rules.record_size`` (key, value and headers); with ``max_records`` a
     request may carry at most that many records, with ``max_headers`` a record that many headers.
     """
-    raw_records = _records_of(body)
-    if max_records is not None and len(raw_records) > max_records:
-        raise PayloadTooLarge(
-            f"A request carries at most {max_records} records, not {len(raw_records)}; send several."
-        )
+    raw_records = _records_of(body, max_records)
     if fmt == "binary":
         try:
             return _values_only(raw_records, max_record_bytes) or _fast_binary(raw_records, max_record_bytes)
         except Exception:  # any surprise: the careful loop finds it and says where
             pass
-    return _careful(raw_records, fmt, max_record_bytes, max_headers)
+    decode = DECODERS[fmt]
+    return _careful(raw_records, decode, decode, max_record_bytes, max_headers)
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaChoice:
+    """What a schema-format produce request says of its schemas: for keys and for values, the
+    schema's text or its registry id (or neither), and whether any record needs it."""
+
+    key_schema: str | None
+    key_schema_id: int | None
+    value_schema: str | None
+    value_schema_id: int | None
+    has_keys: bool
+    has_values: bool
+
+
+def schema_choice(body: Any) -> SchemaChoice:
+    """The schemas a request in the ``avro``, ``jsonschema`` or ``protobuf`` format names."""
+    raw_records = _records_of(body)
+    fields: dict[str, Any] = {}
+    for side in ("key", "value"):
+        text, schema_id = body.get(f"{side}_schema"), body.get(f"{side}_schema_id")
+        if text is not None and (not isinstance(text, str) or not text.strip()):
+            raise InvalidPayload(f"'{side}_schema' must be the schema's text, a non-empty string.")
+        if schema_id is not None and (type(schema_id) is not int or not 0 <= schema_id < 2**31):
+            raise InvalidPayload(f"'{side}_schema_id' must be a schema id, an integer from 0.")
+        if text is not None and schema_id is not None:
+            raise InvalidPayload(f"Give '{side}_schema' or '{side}_schema_id', not both.")
+        fields[f"{side}_schema"], fields[f"{side}_schema_id"] = text, schema_id
+    return SchemaChoice(
+        **fields,
+        has_keys=any(isinstance(r, dict) and r.get("key") is not None for r in raw_records),
+        has_values=any(isinstance(r, dict) and r.get("value") is not None for r in raw_records),
+    )
+
+
+def encode_produce(
+    body: Any,
+    encode_key: Callable[[Any], bytes] | None,
+    encode_value: Callable[[Any], bytes] | None,
+    *,
+    max_record_bytes: int,
+    max_records: int | None = None,
+    max_headers: int | None = None,
+) -> ParsedProduce:
+    """``parse_produce`` for the schema formats: each key and value encoded by its schema's
+    ``encode`` (``None``: the request has no schema for it, so every one must be null)."""
+    raw_records = _records_of(body, max_records)
+    return _careful(
+        raw_records, _schema_decode(encode_key), _schema_decode(encode_value), max_record_bytes, max_headers
+    )
+
+
+def _schema_decode(encode: Callable[[Any], bytes] | None) -> Decode:
+    def decode(value: Any, where: str) -> bytes | None:
+        if value is None:
+            return None
+        if encode is None:  # schema_choice found none, so no record has one: a caller's mistake
+            raise InvalidPayload(f"{where}: the request has no schema for it.")
+        try:
+            return encode(value)
+        except CodecError as exc:
+            raise ConversionError(f"{where}: {exc}") from None
+
+    return decode
 
 
 def _values_only(raw_records: list[Any], limit: int) -> ParsedProduce | None:
@@ -152,10 +218,12 @@ def _fast_binary(raw_records: list[Any], limit: int) -> ParsedProduce:
     return ParsedProduce(records, explicit if any_explicit else None, total)
 
 
+Decode = Callable[[Any, str], bytes | None]  # a key's or value's JSON to bytes; ``where`` names it
+
+
 def _careful(
-    raw_records: list[Any], fmt: EmbeddedFormat, limit: int, max_headers: int | None
+    raw_records: list[Any], decode_key: Decode, decode_value: Decode, limit: int, max_headers: int | None
 ) -> ParsedProduce:
-    decode = DECODERS[fmt]
     records: list[NewRecord] = []
     explicit: list[int | None] = []
     any_explicit = False
@@ -172,8 +240,8 @@ def _careful(
                 raise InvalidPayload(f"records[{i}].partition must be a non-negative integer.")
             any_explicit = True
         explicit.append(partition)
-        key = decode(raw.get("key"), f"records[{i}].key")
-        value = decode(raw.get("value"), f"records[{i}].value")
+        key = decode_key(raw.get("key"), f"records[{i}].key")
+        value = decode_value(raw.get("value"), f"records[{i}].value")
         raw_headers = raw.get("headers")
         if max_headers is not None and isinstance(raw_headers, list) and len(raw_headers) > max_headers:
             raise PayloadTooLarge(
@@ -240,7 +308,7 @@ def _slice_end(records: list[Record], start: int, slice_bytes: int) -> int:
 
 def record_dict(fmt: EmbeddedFormat, tp: TopicPartition, r: Record) -> dict[str, Any]:
     """One consumer record as the v2 API shows it."""
-    encode = ENCODERS[fmt]
+    encode = RENDERERS[fmt]
     return {
         "topic": tp.topic,
         "key": None if r.key is None else encode(r.key),

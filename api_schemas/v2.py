@@ -66,6 +66,26 @@ class StringProduceRequest(BaseModel):
     records: list[StringRecord] = Field(min_length=1)
 
 
+class SchemaRecord(_RecordOptions):
+    key: Any = Field(None, description="The key as JSON its schema describes, or null.")
+    value: Any = Field(None, description="The value as JSON its schema describes, or null.")
+
+
+class SchemaProduceRequest(BaseModel):
+    """Records for ``application/vnd.kafka.{avro,jsonschema,protobuf}.v2+json``: keys and values
+    as JSON, stored in the schema-registry wire format. Each side's schema is given by id, or
+    inline (registered under its subject — ``{topic}-key`` / ``{topic}-value`` by default — if
+    it is not there yet); a side with any non-null record needs one."""
+
+    key_schema: str | None = Field(
+        None, description="The key schema's text (Avro JSON, JSON Schema, .proto)."
+    )
+    key_schema_id: int | None = Field(None, ge=0, description="The key schema's registry id.")
+    value_schema: str | None = Field(None, description="The value schema's text.")
+    value_schema_id: int | None = Field(None, ge=0, description="The value schema's registry id.")
+    records: list[SchemaRecord] = Field(min_length=1)
+
+
 class PartitionOffset(BaseModel):
     partition: int
     offset: int | None
@@ -88,7 +108,7 @@ class CreateConsumerRequest(BaseModel):
     model_config = ConfigDict(populate_by_name=True, extra="ignore")
 
     name: str | None = None
-    format: Literal["binary", "json", "string"] = "binary"
+    format: Literal["binary", "json", "string", "avro", "jsonschema", "protobuf"] = "binary"
     auto_offset_reset: Literal["earliest", "latest", "none"] | None = Field(None, alias="auto.offset.reset")
     auto_commit_enable: BoolLike | None = Field(None, alias="auto.commit.enable")
     fetch_min_bytes: int | str | None = Field(None, alias="fetch.min.bytes")

@@ -2,7 +2,8 @@
 
 ``create_app(settings)`` builds the app; its lifespan opens the three ports
 and the quota store in an ``AsyncExitStack`` (closed in reverse), wires the
-``Gateway`` (everything a request may need), and owns the background workers.
+``Gateway`` (everything a request may need), starts its schema registry, and
+owns the background workers.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from workers.reaper import reaper
 from workers.retention import retention
 
 from .adapters.factory import build_ports, build_quota_store, quota_limits
-from .api import acls, consumers, ops, topics, v3
+from .adapters.registry import HttpSchemaRegistry
+from .api import acls, consumers, ops, registry, topics, v3
 from .api.access import Authorize, check_rules
 from .api.auth import ALWAYS_OPEN, Authenticate, open_paths
 from .api.fastpath import ProduceFastPath
@@ -37,6 +39,7 @@ from .api.http import BODY_MODELS, JSONBody, error_response
 from .core.audit import AUDIT
 from .core.ports import Coordinator, Log, Sessions
 from .core.quotas import Quotas
+from .core.schemas.registry import SchemaRegistry
 from .errors import ErrorCode, GatewayError
 from .gateway import Gateway
 from .metrics import Metrics
@@ -50,31 +53,56 @@ VERSION = "0.1.0"
 DESCRIPTION = (
     "HTTP gateway to Kafka-style messaging. Speaks the Confluent REST Proxy v2 API "
     "(produce, consumer groups, commit, seek) plus native extensions: long-poll, timestamp seek, "
-    "headers and timestamps, stateless reads by offset, v3 topic admin, consumer-group lag."
+    "headers and timestamps, stateless reads by offset, v3 topic admin, consumer-group lag; and "
+    "Confluent's schema-registry API under /schema-registry."
 )
+
+
+def _error_type(request: Request) -> str | None:
+    """The media type of an error: the schema registry's under its prefix, else the v2 type."""
+    return registry.SR_V1 if registry.is_registry_path(request.url.path) else None
 
 
 async def _gateway_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, GatewayError)
     if exc.http_status >= 500:
         log.warning("%s %s: %s", request.method, request.url.path, exc.message)
-    return error_response(exc.http_status, int(exc.error_code), exc.message, retry_after=exc.retry_after)
+    return error_response(
+        exc.http_status,
+        int(exc.error_code),
+        exc.message,
+        retry_after=exc.retry_after,
+        media_type=_error_type(request),
+    )
 
 
 async def _validation_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
     errors = exc.errors()
+    in_registry = registry.is_registry_path(request.url.path)
     if any(err["loc"][:1] == ("path",) for err in errors):
         # /topics/t/partitions/abc names no resource: that is a 404, as Confluent answers.
+        if in_registry:  # the schema registry's generic codes are the HTTP status
+            return error_response(404, 404, "HTTP 404 Not Found", media_type=registry.SR_V1)
         return error_response(404, ErrorCode.NOT_FOUND, f"Not found: {request.url.path}")
     parts = [
         f"{'.'.join(str(x) for x in err['loc'][1:]) or err['loc'][0]}: {err['msg']}" for err in errors[:5]
     ]
+    if in_registry:
+        return error_response(400, 400, "Invalid request: " + "; ".join(parts), media_type=registry.SR_V1)
     return error_response(422, ErrorCode.INVALID_REQUEST, "Invalid request: " + "; ".join(parts))
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
+    if registry.is_registry_path(request.url.path):
+        return error_response(
+            exc.status_code,
+            exc.status_code,
+            f"HTTP {exc.status_code} {exc.detail}",
+            headers=dict(exc.headers or {}),
+            media_type=registry.SR_V1,
+        )
     if exc.status_code == 404:  # no route: nothing says which resource, so the generic code
         return error_response(404, ErrorCode.NOT_FOUND, f"Not found: {request.url.path}")
     return error_response(exc.status_code, exc.status_code * 100 + 1, str(exc.detail))
@@ -82,7 +110,7 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 async def _unexpected(request: Request, exc: Exception) -> Response:
     log.exception("unexpected error on %s %s", request.method, request.url.path)
-    return error_response(500, ErrorCode.INTERNAL, "Internal server error.")
+    return error_response(500, ErrorCode.INTERNAL, "Internal server error.", media_type=_error_type(request))
 
 
 class MetricsMiddleware:
@@ -193,6 +221,12 @@ def create_app(settings: Settings, ports: tuple[Log, Coordinator, Sessions] | No
                 stack.push_async_callback(port.stop)
             quotas = await _open_quotas(settings, metrics, stack)
             gateway = Gateway.build(settings, log_port, coordinator, sessions, quotas=quotas, metrics=metrics)
+            # the gateway's own schema registry, or its client of an external one (which starts
+            # whether or not that registry answers now)
+            registry = gateway.registry if gateway.registry is not None else gateway.schemas
+            if isinstance(registry, (SchemaRegistry, HttpSchemaRegistry)):
+                await registry.start()
+                stack.push_async_callback(registry.stop)
             app.state.gateway = gateway
             workers = [
                 reaper(gateway.consumers, metrics, settings.reaper_interval_ms),
@@ -203,6 +237,11 @@ def create_app(settings: Settings, ports: tuple[Log, Coordinator, Sessions] | No
                 if worker is not None:
                     await worker.start()
                     stack.push_async_callback(worker.stop)
+            if settings.log != "embedded" and settings.coordinator == "embedded":
+                log.warning(
+                    "the schema registry's writes take a lock of this process only: several replicas on "
+                    "one Kafka cluster need --coordinator zookeeper://... to keep schema ids unique"
+                )
             if settings.coordinator != "embedded" and settings.sessions == "embedded":
                 log.warning(
                     "groups are shared through ZooKeeper but consumer instances live in this process: "
@@ -224,7 +263,7 @@ def create_app(settings: Settings, ports: tuple[Log, Coordinator, Sessions] | No
         lifespan=lifespan,
         default_response_class=JSONBody,
     )
-    for router in (ops.router, topics.router, consumers.router, v3.router, acls.router):
+    for router in (ops.router, topics.router, consumers.router, v3.router, acls.router, registry.router):
         app.include_router(router)
     app.add_exception_handler(GatewayError, _gateway_error)
     app.add_exception_handler(RequestValidationError, _validation_error)

@@ -1,7 +1,8 @@
 """The wired-up gateway: everything a request may need, in one place.
 
 Built once per application by ``service.app.create_app``'s lifespan from the
-settings, the three ports, the quotas and the metrics; routers and the
+settings, the three ports, the quotas and the metrics (the lifespan also starts
+and stops the schema registry built here); routers and the
 produce fast path reach it through ``get_gateway`` (or ``gateway_of``) and
 nothing else: no router reads ``app.state`` or opens an adapter.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from fastapi import Request
 from starlette.types import Scope
@@ -19,13 +21,18 @@ from .core.consumers import ConsumerService, InstanceLimits
 from .core.groups import GroupManager
 from .core.idempotency import IdempotencyGuard
 from .core.partitioner import Partitioner
-from .core.ports import Coordinator, Log, Sessions
+from .core.ports import Coordinator, Log, SchemaResolver, Sessions
 from .core.producer import ProduceService
 from .core.quotas import Quotas
+from .core.schemas.registry import RegistryLimits, SchemaRegistry
+from .core.schemas.serde import Serde
 from .core.topics import TopicService
 from .core.waits import OpenWaits
 from .metrics import Metrics
 from .settings import Settings
+
+if TYPE_CHECKING:
+    from .adapters.registry import HttpSchemaRegistry
 
 
 @dataclass(slots=True, kw_only=True)
@@ -42,6 +49,10 @@ class Gateway:
     consumers: ConsumerService
     idempotency: IdempotencyGuard
     access: Access  # who may do what: the ACL bindings, or everything when authorization is off
+    # the embedded schema registry, whose API /schema-registry serves; None with an external registry
+    registry: SchemaRegistry | None
+    schemas: SchemaResolver  # what producing and consuming with schemas ask of a registry
+    serde: Serde  # JSON to and from the wire format with those schemas
     # Set when topic metadata changed in a way groups may care about (a topic was auto-created);
     # the metadata worker wakes on it instead of waiting out its interval.
     metadata_changed: asyncio.Event
@@ -65,6 +76,8 @@ class Gateway:
         metrics: Metrics | None = None,
     ) -> Gateway:
         quotas = quotas or Quotas.off()
+        registry = schema_registry(settings, log, coordinator)
+        serde = Serde(registry, strategy=settings.schema_subject_strategy)
         metadata_changed = asyncio.Event()
         draining = asyncio.Event()
         waits = OpenWaits(settings.max_open_polls)  # polls and stateless reads share one bound
@@ -99,15 +112,46 @@ class Gateway:
                 draining=draining,
                 limits=InstanceLimits(settings.max_instances_per_group, settings.max_instances),
                 waits=waits,
+                serde=serde,
             ),
             idempotency=IdempotencyGuard(
                 sessions, window_ms=settings.idempotency_window_ms, wait_ms=settings.idempotency_wait_ms
             ),
             access=access,
+            registry=registry if isinstance(registry, SchemaRegistry) else None,
+            schemas=registry,
+            serde=serde,
             metadata_changed=metadata_changed,
             draining=draining,
             loop=asyncio.get_running_loop(),
         )
+
+
+def schema_registry(
+    settings: Settings, log: Log, coordinator: Coordinator
+) -> SchemaRegistry | HttpSchemaRegistry:
+    """The registry of the settings: the embedded one, or the client of the external registry at
+    the URL ``schema_registry`` is (``ValueError`` naming the setting if a password or TLS file of
+    its cannot be used). Neither connects to anything before it is started."""
+    if settings.schema_registry != "embedded":
+        from .adapters.registry import HttpSchemaRegistry, RegistryClientOptions
+
+        return HttpSchemaRegistry(RegistryClientOptions.from_settings(settings))
+    return SchemaRegistry(
+        log,
+        coordinator,
+        topic=settings.schema_registry_topic,
+        default_compatibility=settings.schema_registry_compatibility,
+        limits=RegistryLimits(
+            schema_bytes=settings.schema_registry_max_schema_bytes,
+            schemas=settings.schema_registry_max_schemas,
+            subjects=settings.schema_registry_max_subjects,
+            versions=settings.schema_registry_max_versions,
+            total_bytes=settings.schema_registry_max_bytes,
+            cache_chars=settings.schema_registry_cache_bytes,
+        ),
+        lock_timeout_s=settings.schema_registry_lock_timeout_ms / 1000,
+    )
 
 
 def gateway_of(scope: Scope) -> Gateway:

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from .core.schemas.model import Compatibility
+from .core.schemas.serde import SubjectNameStrategy
 
 FlushPolicy = Literal["always", "interval", "never"]
 
@@ -234,6 +238,89 @@ class Settings(BaseSettings):
         100, ge=0, description="Most headers one record may carry (413 beyond)."
     )
 
+    # the schema registry: Confluent's schema-registry API at /schema-registry
+    schema_registry: str = Field(
+        "embedded",
+        description="'embedded': brokergate is the registry, its state in the log's schema_registry_topic, "
+        "shared by every replica on the same log and coordinator; or the http(s):// URL of an external "
+        "Confluent-compatible registry the gateway uses instead.",
+    )
+    schema_registry_topic: str = Field(
+        "_schemas",
+        pattern=r"^[a-zA-Z0-9._-]{1,249}$",
+        description="The topic holding the registry's records, in Confluent's format (one partition, "
+        "compacted where the log compacts, kept forever); created by the first write.",
+    )
+    schema_subject_strategy: SubjectNameStrategy = Field(
+        SubjectNameStrategy.TOPIC,
+        description="The subject a schema given inline to a produce is registered under: 'topic' "
+        "({topic}-key / {topic}-value), 'record' (the record's full name) or 'topic_record' "
+        "({topic}-{record full name}), as Confluent's subject name strategies.",
+    )
+    schema_registry_compatibility: Compatibility = Field(
+        Compatibility.BACKWARD,
+        description="Compatibility level of a subject that sets none, with no global one.",
+    )
+    schema_registry_max_schema_bytes: int = Field(
+        1024 * 1024, ge=1024, description="Largest schema text a client may register (413, 42201 beyond)."
+    )
+    schema_registry_max_schemas: int = Field(
+        10_000, ge=1, description="Most schema ids the registry holds (422, 42205 beyond)."
+    )
+    schema_registry_max_subjects: int = Field(
+        10_000, ge=1, description="Most subjects the registry holds (422, 42205 beyond)."
+    )
+    schema_registry_max_versions: int = Field(
+        1_000, ge=1, description="Most versions one subject holds, soft-deleted ones too (422, 42205 beyond)."
+    )
+    schema_registry_max_bytes: int = Field(
+        256 * 1024 * 1024,
+        ge=1024,
+        description="Most bytes of schema text the registry holds, every id together (422, 42205 beyond).",
+    )
+    schema_registry_cache_bytes: int = Field(
+        64 * 1024 * 1024,
+        ge=0,
+        description="Parsed schemas kept in memory, counted by the size of their texts (least recently used "
+        "out first).",
+    )
+    schema_registry_lock_timeout_ms: int = Field(
+        10_000,
+        ge=100,
+        description="Longest wait of a registry write for the writer lock every replica shares "
+        "(503, 50002 beyond).",
+    )
+    # an external registry (schema_registry is its URL): how the gateway signs in to it, the TLS it
+    # checks, how long it waits on it. Secrets as for the other backends: never shown, or in a file.
+    schema_registry_username: str | None = Field(
+        None, description="HTTP Basic user the gateway signs in to an external registry as."
+    )
+    schema_registry_password: SecretStr | None = Field(None, description="Its password.")
+    schema_registry_password_file: Path | None = Field(
+        None, description="A file holding the registry password, instead of schema_registry_password."
+    )
+    schema_registry_ssl_cafile: Path | None = Field(
+        None,
+        description="With an https:// registry: CA certificates (PEM) its certificate and hostname are "
+        "checked against; default: the system's.",
+    )
+    schema_registry_ssl_certfile: Path | None = Field(
+        None,
+        description="The gateway's client certificate (PEM) for the registry's mutual TLS; may hold its key.",
+    )
+    schema_registry_ssl_keyfile: Path | None = Field(
+        None, description="The key (PEM) of schema_registry_ssl_certfile, if apart."
+    )
+    schema_registry_ssl_password: SecretStr | None = Field(
+        None, description="The password of an encrypted registry client key."
+    )
+    schema_registry_request_timeout_ms: int = Field(
+        5_000,
+        ge=100,
+        description="Longest wait for one answer of an external registry before answering 503 (schemas "
+        "already known are not asked again).",
+    )
+
     # the produce fast path (service.api.fastpath): the two produce routes served without FastAPI's
     # per-request machinery; the same answers either way, off only to compare or to debug
     produce_fast_path: bool = Field(
@@ -378,6 +465,63 @@ class Settings(BaseSettings):
             raise ValueError("sessions must be 'embedded' or 'redis://host:port/db' (rediss:// for TLS)")
         return v
 
+    @field_validator("schema_registry")
+    @classmethod
+    def _registry_scheme(cls, v: str) -> str:
+        if v != "embedded" and not v.startswith(("http://", "https://")):
+            raise ValueError("schema_registry must be 'embedded' or the http(s):// URL of a registry")
+        return v
+
+    @model_validator(mode="after")
+    def _registry_client(self) -> Settings:
+        """The external registry's client settings fit the URL and one another."""
+        given = [name for name in REGISTRY_CLIENT_SETTINGS if getattr(self, name) is not None]
+        if self.schema_registry == "embedded":
+            if given:
+                raise ValueError(
+                    f"{', '.join(given)} set, but schema_registry is 'embedded'; they are for an external "
+                    "registry's URL"
+                )
+            return self
+        url = urlsplit(self.schema_registry)
+        if "@" in url.netloc:  # the URL is shown in messages and logs: the password must not be in it
+            raise ValueError(
+                "schema_registry: give the credentials in schema_registry_username and "
+                "schema_registry_password (or _file), not in the URL"
+            )
+        try:
+            _ = url.port  # parsing it is the check
+        except ValueError:
+            raise ValueError(f"schema_registry {self.schema_registry!r}: the port is not 1-65535") from None
+        if not url.hostname or url.query or url.fragment:
+            raise ValueError(
+                f"schema_registry {self.schema_registry!r} is not http(s)://host[:port][/path] "
+                "(no query, no fragment)"
+            )
+        tls = [name for name in given if name.startswith("schema_registry_ssl_")]
+        if tls and url.scheme != "https":
+            raise ValueError(f"{', '.join(tls)} set, but schema_registry is http://; use https://")
+        password = self.schema_registry_password is not None or self.schema_registry_password_file is not None
+        if self.schema_registry_password is not None and self.schema_registry_password_file is not None:
+            raise ValueError("set schema_registry_password or schema_registry_password_file, not both")
+        if self.schema_registry_username is not None and not password:
+            raise ValueError("schema_registry_username needs schema_registry_password (or _file)")
+        if password and self.schema_registry_username is None:
+            raise ValueError("schema_registry_password needs schema_registry_username, the user it is of")
+        if self.schema_registry_ssl_keyfile is not None and self.schema_registry_ssl_certfile is None:
+            raise ValueError(
+                "schema_registry_ssl_keyfile is set without schema_registry_ssl_certfile, the certificate "
+                "it belongs to"
+            )
+        if self.schema_registry_ssl_password is not None and self.schema_registry_ssl_certfile is None:
+            raise ValueError("schema_registry_ssl_password is set without schema_registry_ssl_certfile")
+        return self
+
+    @field_validator("schema_registry_compatibility", mode="before")
+    @classmethod
+    def _level_upper(cls, v: object) -> object:
+        return v.upper() if isinstance(v, str) else v
+
     @field_validator("kafka_security_protocol", "kafka_sasl_mechanism", mode="before")
     @classmethod
     def _kafka_names_upper(cls, v: object) -> object:
@@ -452,3 +596,13 @@ class Settings(BaseSettings):
 
 
 AUTH_METHODS = frozenset({"basic", "jwt", "mtls"})
+# The settings of the client of an external schema registry: each needs schema_registry to be a URL.
+REGISTRY_CLIENT_SETTINGS = (
+    "schema_registry_username",
+    "schema_registry_password",
+    "schema_registry_password_file",
+    "schema_registry_ssl_cafile",
+    "schema_registry_ssl_certfile",
+    "schema_registry_ssl_keyfile",
+    "schema_registry_ssl_password",
+)

@@ -41,6 +41,9 @@ API_SUITE = {
     "test_errors",
     "test_confluent_examples",
     "test_idempotency",
+    "test_schema_registry",
+    "test_schema_formats",
+    "test_schema_interop",
 }
 # Tansu 0.6 has no InitProducerId, so no idempotent producer; short timeouts keep failures quick.
 KAFKA_TEST_SETTINGS = {"kafka_idempotence": False, "kafka_request_timeout_ms": 5000}

@@ -4,7 +4,10 @@ Every route of the app has one ``Rule`` here, keyed ``"METHOD /path/template"``,
 route requires is read in one place, next to the others. A rule names:
 
 - ``needs``: operations on the resources the path names (``{topic}``, ``{group}``) or on the
-  cluster. ``Authorize`` checks them before the route runs, the produce fast path included;
+  cluster. ``Authorize`` checks them before the route runs, the produce fast path included.
+  A need on a schema ``{subject}`` is on the topic TopicNameStrategy derives from it
+  (``<topic>-key``, ``<topic>-value``: WRITE on the topic), and for any other subject ALTER on
+  the cluster;
 - ``named``: operations the route checks itself on the topics it learns of later: those its
   body names (subscribe: READ each topic listed), or, for a poll, those the instance is assigned
   when it fetches (the core checks them, so an ACL taken away ends the reading at once);
@@ -12,11 +15,13 @@ route requires is read in one place, next to the others. A rule names:
   and ``ListGroups`` do, instead of refusing the call.
 
 A rule without needs is open to every authenticated principal (the cluster's id and brokers, as
-Kafka's metadata gives them to every client); ``/metrics`` and the documentation are also open to
-anyone when their setting opens them (``Authenticate``'s open paths). Three decisions of the core
-are not routes' and so not here: a pattern covers only topics the member may DESCRIBE, a produce
-auto-creates a topic only for a principal that may CREATE it (on the topic or the cluster), and
-a consumer instance is reached only by the principal that created it (404 for anyone else).
+Kafka's metadata gives them to every client; the schema registry's reads and compatibility
+checks, as schemas are read by every client that decodes a record); ``/metrics`` and the
+documentation are also open to anyone when their setting opens them (``Authenticate``'s open
+paths). Three decisions of the core are not routes' and so not here: a pattern covers only topics
+the member may DESCRIBE, a produce auto-creates a topic only for a principal that may CREATE it
+(on the topic or the cluster), and a consumer instance is reached only by the principal that
+created it (404 for anyone else).
 
 ``create_app`` refuses to start if a route has no rule (``UnruledRoute``), and
 tests/integration/test_authorization.py proves, for every route of the app, that a principal
@@ -35,6 +40,7 @@ from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service.core.acl import CLUSTER_NAME, Caller, Decision, Operation, ResourceType
+from service.core.rules import topic_of_subject
 from service.errors import Forbidden
 from service.gateway import gateway_of
 
@@ -49,11 +55,23 @@ ALTER, DESCRIBE = Operation.ALTER, Operation.DESCRIBE
 @dataclass(frozen=True, slots=True)
 class Need:
     """``operation`` on a ``resource``: the one the path parameter ``param`` names, the topics a
-    route learns of (``param`` None, in ``Rule.named``), or the cluster."""
+    route learns of (``param`` None, in ``Rule.named``), or the cluster. With ``subject``,
+    ``param`` names a schema subject: the need is on the topic it is of (``topic_of_subject``),
+    and ALTER on the cluster for a subject of no topic."""
 
     resource: ResourceType
     operation: Operation
     param: str | None = None
+    subject: bool = False
+
+    def target(self, params: dict[str, str]) -> tuple[ResourceType, str, Operation]:
+        """The resource and operation this need asks for, given a request's path parameters."""
+        if self.param is None:
+            return self.resource, CLUSTER_NAME, self.operation
+        if not self.subject:
+            return self.resource, params[self.param], self.operation
+        topic = topic_of_subject(params[self.param])
+        return (self.resource, topic, self.operation) if topic is not None else (CLUSTER, CLUSTER_NAME, ALTER)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,11 +85,14 @@ def _on(resource: ResourceType, operation: Operation, param: str | None = None) 
     return Need(resource, operation, param if resource is not CLUSTER else None)
 
 
+# A schema subject's writes: WRITE on its topic (``<topic>-key``/``-value``), else ALTER on the cluster.
+SUBJECT_WRITE: Final = Need(TOPIC, WRITE, "subject", subject=True)
 GROUP_READ: Final = _on(GROUP, READ, "group")
 GROUP_DESCRIBE: Final = _on(GROUP, DESCRIBE, "group")
 TOPIC_DESCRIBE: Final = _on(TOPIC, DESCRIBE, "topic")
 INSTANCE: Final = "/consumers/{group}/instances/{instance}"
 V3: Final = "/v3/clusters/{cluster_id}"
+SR: Final = "/schema-registry"
 
 RULES: Final[dict[str, Rule]] = {
     # documentation, health and the cluster's identity: any principal (see the module doc)
@@ -126,6 +147,35 @@ RULES: Final[dict[str, Rule]] = {
     f"GET {V3}/acls": Rule(needs=(_on(CLUSTER, DESCRIBE),)),
     f"POST {V3}/acls": Rule(needs=(_on(CLUSTER, ALTER),)),
     f"DELETE {V3}/acls": Rule(needs=(_on(CLUSTER, ALTER),)),
+    # the schema registry: reads and checks for any principal; a subject's writes, its topic's
+    f"GET {SR}/": Rule(),
+    f"GET {SR}/schemas/types": Rule(),
+    f"GET {SR}/schemas/ids/{{id}}": Rule(),
+    f"GET {SR}/schemas/ids/{{id}}/schema": Rule(),
+    f"GET {SR}/schemas/ids/{{id}}/versions": Rule(),
+    f"GET {SR}/schemas/ids/{{id}}/subjects": Rule(),
+    f"GET {SR}/subjects": Rule(),
+    f"GET {SR}/subjects/{{subject}}/versions": Rule(),
+    f"GET {SR}/subjects/{{subject}}/versions/{{version}}": Rule(),
+    f"GET {SR}/subjects/{{subject}}/versions/{{version}}/schema": Rule(),
+    f"GET {SR}/subjects/{{subject}}/versions/{{version}}/referencedby": Rule(),
+    f"POST {SR}/subjects/{{subject}}": Rule(),  # a lookup
+    f"POST {SR}/compatibility/subjects/{{subject}}/versions/{{version}}": Rule(),
+    f"POST {SR}/compatibility/subjects/{{subject}}/versions": Rule(),
+    f"GET {SR}/config": Rule(),
+    f"GET {SR}/config/{{subject}}": Rule(),
+    f"GET {SR}/mode": Rule(),
+    f"GET {SR}/mode/{{subject}}": Rule(),
+    f"POST {SR}/subjects/{{subject}}/versions": Rule(needs=(SUBJECT_WRITE,)),
+    f"DELETE {SR}/subjects/{{subject}}": Rule(needs=(SUBJECT_WRITE,)),
+    f"DELETE {SR}/subjects/{{subject}}/versions/{{version}}": Rule(needs=(SUBJECT_WRITE,)),
+    f"PUT {SR}/config/{{subject}}": Rule(needs=(SUBJECT_WRITE,)),
+    f"DELETE {SR}/config/{{subject}}": Rule(needs=(SUBJECT_WRITE,)),
+    f"PUT {SR}/mode/{{subject}}": Rule(needs=(SUBJECT_WRITE,)),
+    f"DELETE {SR}/mode/{{subject}}": Rule(needs=(SUBJECT_WRITE,)),
+    f"PUT {SR}/config": Rule(needs=(_on(CLUSTER, ALTER),)),
+    f"DELETE {SR}/config": Rule(needs=(_on(CLUSTER, ALTER),)),
+    f"PUT {SR}/mode": Rule(needs=(_on(CLUSTER, ALTER),)),
 }
 
 _DECISION: Final = "brokergate.decision"
@@ -218,8 +268,8 @@ class Authorize:
 
 def _check_path(decision: Decision, needs: Iterable[Need], params: dict[str, str]) -> None:
     for need in needs:
-        name = CLUSTER_NAME if need.param is None else params[need.param]
-        decision.check(need.resource, (name,), need.operation)
+        resource, name, operation = need.target(params)
+        decision.check(resource, (name,), operation)
 
 
 def _head(path: str) -> str:

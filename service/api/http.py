@@ -51,12 +51,18 @@ def error_response(
     *,
     retry_after: float | None = None,
     headers: dict[str, str] | None = None,
+    media_type: str | None = None,
 ) -> JSONBody:
     """An answer in Confluent's error shape, ``{"error_code": …, "message": …}`` (an ASGI app too)."""
     headers = dict(headers or {})
     if retry_after is not None:
         headers["Retry-After"] = str(max(1, round(retry_after)))
-    return JSONBody({"error_code": code, "message": message}, status_code=status, headers=headers or None)
+    return JSONBody(
+        {"error_code": code, "message": message},
+        status_code=status,
+        headers=headers or None,
+        media_type=media_type,
+    )
 
 
 def v2(content: Any, status_code: int = 200) -> JSONBody:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 from typing import Annotated, Any
 
@@ -11,12 +12,21 @@ from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import Response
 
 from api_schemas import v2
-from api_schemas.formats import accept_formats, content_type_for, holds_float, loads_exact, produce_format
-from api_schemas.records import ParsedProduce, parse_produce
-from service.core.acl import ResourceType
-from service.core.models import EmbeddedFormat, TopicInfo, TopicPartition
+from api_schemas.formats import (
+    FORMATS,
+    accept_formats,
+    content_type_for,
+    holds_float,
+    is_schema_format,
+    loads_exact,
+    produce_format,
+)
+from api_schemas.records import ParsedProduce, encode_produce, parse_produce, schema_choice
+from service.core.acl import Decision, ResourceType
+from service.core.models import PlainFormat, SchemaFormat, TopicInfo, TopicPartition
 from service.core.producer import ProduceOutcome
 from service.core.rules import MAX_OFFSET
+from service.core.schemas.serde import SCHEMA_TYPES, Writer
 from service.errors import NotAcceptable
 from service.gateway import Gateway, get_gateway
 
@@ -46,7 +56,9 @@ def partition_body(p: Any) -> dict[str, Any]:
     }
 
 
-def produce_body(outcome: ProduceOutcome) -> dict[str, Any]:
+def produce_body(
+    outcome: ProduceOutcome, key_schema_id: int | None = None, value_schema_id: int | None = None
+) -> dict[str, Any]:
     offsets: Any
     if len(outcome.partitions) == 1 and outcome.partitions[0].error is None:
         # The common case: every record on one partition, rendered with one join instead of a
@@ -61,7 +73,7 @@ def produce_body(outcome: ProduceOutcome) -> dict[str, Any]:
             {"partition": p, "offset": o, "error_code": code, "error": error}
             for p, o, code, error in outcome.per_record()
         ]
-    return {"key_schema_id": None, "value_schema_id": None, "offsets": offsets}
+    return {"key_schema_id": key_schema_id, "value_schema_id": value_schema_id, "offsets": offsets}
 
 
 @router.get("/topics", operation_id="listTopics", responses={200: {"model": list[str]}, **ERRORS})
@@ -98,12 +110,15 @@ async def serve_produce(
         idempotent = (key, fingerprint)
     s = gw.settings
     limits = (s.max_record_bytes, s.max_records_per_request, s.max_headers_per_record)
-    if len(body) < OFF_LOOP_BYTES:
+    who = await decision_of(request)  # for a topic the produce would create
+    schema_ids: tuple[int | None, int | None] = (None, None)
+    if is_schema_format(fmt):
+        parsed, schema_ids = await _encode(body, fmt, topic, gw, who, limits)
+    elif len(body) < OFF_LOOP_BYTES:
         parsed = _parse(body, fmt, limits)
     else:  # the record loop yields the interpreter to the event loop every few milliseconds there
         parsed = await asyncio.to_thread(_parse, body, fmt, limits)
     del body  # peak memory: the body is not needed once its records are
-    who = await decision_of(request)  # for a topic the produce would create
 
     async def produce() -> bytes:
         results = await gw.producer.produce(
@@ -117,7 +132,7 @@ async def serve_produce(
         metrics = gw.metrics
         metrics.produced_records.labels(topic).inc(len(parsed.records))
         metrics.produced_bytes.labels(topic).inc(parsed.payload_bytes)
-        return orjson.dumps(produce_body(results))
+        return orjson.dumps(produce_body(results, *schema_ids))
 
     if idempotent is None:
         return Response(await produce(), media_type=V2)
@@ -131,7 +146,12 @@ async def serve_produce(
 OFF_LOOP_BYTES = 256 * 1024
 
 
-def _parse(body: bytes, fmt: EmbeddedFormat, limits: tuple[int, int, int]) -> ParsedProduce:
+# A body in a schema format this big or bigger is encoded in a worker thread (a schema's codec
+# costs about ten times the plain formats' per record).
+OFF_LOOP_SCHEMA_BYTES = 32 * 1024
+
+
+def _parse(body: bytes, fmt: PlainFormat, limits: tuple[int, int, int]) -> ParsedProduce:
     data = loads(body, records=True)
     if fmt == "json" and holds_float(data):
         data = loads_exact(body)  # numbers as the client wrote them, never rounded
@@ -139,6 +159,44 @@ def _parse(body: bytes, fmt: EmbeddedFormat, limits: tuple[int, int, int]) -> Pa
     return parse_produce(
         data, fmt, max_record_bytes=max_record_bytes, max_records=max_records, max_headers=max_headers
     )
+
+
+async def _encode(
+    body: bytes, fmt: SchemaFormat, topic: str, gw: Gateway, who: Decision, limits: tuple[int, int, int]
+) -> tuple[ParsedProduce, tuple[int | None, int | None]]:
+    """The records of a body in a schema format, each key and value encoded with its schema (an
+    inline schema registered first), and the schemas' ids."""
+    big = len(body) >= OFF_LOOP_SCHEMA_BYTES
+    data = await asyncio.to_thread(loads, body, records=True) if big else loads(body, records=True)
+    choice = schema_choice(data)
+    # The topic first (created if it may be): no schema is registered for a topic that cannot be.
+    await gw.topics.for_produce(topic, who)
+    schema_type = SCHEMA_TYPES[fmt]
+    writers: list[Writer | None] = []
+    for is_key, text, schema_id, needed in (
+        (True, choice.key_schema, choice.key_schema_id, choice.has_keys),
+        (False, choice.value_schema, choice.value_schema_id, choice.has_values),
+    ):
+        if needed or text is not None or schema_id is not None:
+            writers.append(
+                await gw.serde.writer(schema_type, topic, is_key=is_key, text=text, schema_id=schema_id)
+            )
+        else:
+            writers.append(None)
+    key_writer, value_writer = writers
+    max_record_bytes, max_records, max_headers = limits
+    encode = functools.partial(
+        encode_produce,
+        data,
+        None if key_writer is None else key_writer.encode,
+        None if value_writer is None else value_writer.encode,
+        max_record_bytes=max_record_bytes,
+        max_records=max_records,
+        max_headers=max_headers,
+    )
+    parsed = await asyncio.to_thread(encode) if big else encode()
+    ids = tuple(None if w is None else w.schema_id for w in writers)
+    return parsed, (ids[0], ids[1])
 
 
 def _idempotency_scope(request: Request, gw: Gateway) -> str:
@@ -154,6 +212,9 @@ _PRODUCE_DOC = body_doc(
         "application/vnd.kafka.binary.v2+json": v2.BinaryProduceRequest,
         "application/vnd.kafka.json.v2+json": v2.JsonProduceRequest,
         "application/vnd.kafka.string.v2+json": v2.StringProduceRequest,
+        "application/vnd.kafka.avro.v2+json": v2.SchemaProduceRequest,
+        "application/vnd.kafka.jsonschema.v2+json": v2.SchemaProduceRequest,
+        "application/vnd.kafka.protobuf.v2+json": v2.SchemaProduceRequest,
     }
 )
 
@@ -241,10 +302,8 @@ async def read_partition(
     """
     allowed = accept_formats(request.headers.get("accept"))
     if allowed is not None and not allowed:
-        raise NotAcceptable(
-            "Accept one of " + ", ".join(content_type_for(f) for f in ("binary", "json", "string"))
-        )
-    fmt = "binary" if allowed is None else sorted(allowed)[0]
+        raise NotAcceptable("Accept one of " + ", ".join(content_type_for(f) for f in FORMATS))
+    fmt = "binary" if allowed is None else next(f for f in FORMATS if f in allowed)
     tp = TopicPartition(topic, partition)
     quotas = gw.quotas
     client = ""
@@ -258,10 +317,16 @@ async def read_partition(
         max_bytes=min(max_bytes or settings.consumer_max_bytes, settings.consumer_max_bytes),
         max_wait_ms=min(timeout, settings.consumer_max_timeout_ms),
     )
+    records = part.records
     if quotas.consume:
-        await quotas.consumed(client, [(tp, part.records)])
-    next_offset = part.records[-1].offset + 1 if part.records else max(offset, part.log_start_offset)
+        await quotas.consumed(client, [(tp, records)])
+    if is_schema_format(fmt) and records:  # what decodes; a record that does not is the client's to skip
+        serde = gw.serde
+        await serde.prepare(records)
+        decoded = serde.decode(SCHEMA_TYPES[fmt], records, where=f"{topic!r} partition {partition}")
+        if decoded.error is not None and not decoded.records:
+            raise decoded.error
+        records = decoded.records
+    next_offset = records[-1].offset + 1 if records else max(offset, part.log_start_offset)
     after = orjson.dumps({"next_offset": next_offset, "high_watermark": part.high_watermark})
-    return records_response(
-        fmt, [(tp, part.records)], media_type=content_type_for(fmt), after=b"," + after[1:]
-    )
+    return records_response(fmt, [(tp, records)], media_type=content_type_for(fmt), after=b"," + after[1:])

@@ -15,6 +15,7 @@ as ``who``; None is the gateway itself (the reaper), which may reach every insta
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 import uuid
@@ -22,8 +23,10 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from service.errors import (
+    BackendUnavailable,
     ConsumerFormatMismatch,
     ConsumerInstanceNotFound,
+    ConversionError,
     IllegalState,
     InvalidPayload,
 )
@@ -43,6 +46,7 @@ from .models import (
 from .ports import Coordinator, Log, Sessions
 from .quotas import Quotas
 from .rules import check_group, check_instance, check_topic
+from .schemas.serde import SCHEMA_TYPES, Serde
 from .topics import TopicService
 from .waits import OpenWaits
 
@@ -50,6 +54,7 @@ log = logging.getLogger(__name__)
 
 # A long-poll waits on the log in slices so that a rebalance during the wait is noticed.
 _WAIT_SLICE_MS = 1000
+_DECODE_ON_LOOP = 200  # records of a partition decoded on the event loop; more go to a worker thread
 _IDLE_SLICE_S = 0.1
 
 # Records per partition, in fetch order.
@@ -79,6 +84,7 @@ class ConsumerService:
         draining: asyncio.Event | None = None,
         limits: InstanceLimits | None = None,
         waits: OpenWaits | None = None,
+        serde: Serde | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._log = log
@@ -91,6 +97,7 @@ class ConsumerService:
         self._draining = draining or asyncio.Event()
         self._limits = limits or InstanceLimits()
         self._waits = waits or OpenWaits()
+        self._serde = serde
         self._clock = clock
 
     def now_ms(self) -> int:
@@ -344,6 +351,7 @@ class ConsumerService:
             changed = await self._fill_positions(state, owned)
             remaining = 0 if self._draining.is_set() else max(0, deadline - self.now_ms())
             polled: Polled = []
+            undecodable: ConversionError | None = None
             if owned:
                 positions = {tp: state.positions[tp] for tp in owned}
                 data = await self._log.fetch(
@@ -357,9 +365,16 @@ class ConsumerService:
                         state.positions[tp] = await self._reset(state, tp)
                         changed = True
                     elif part.records:
-                        polled.append((tp, part.records))
-                        state.positions[tp] = part.records[-1].offset + 1
-                        changed = True
+                        records = part.records
+                        if fmt in SCHEMA_TYPES:  # the position moves past what decodes, no further
+                            records, error = await self._decode(fmt, tp, records)
+                            undecodable = undecodable or error
+                        if records:
+                            polled.append((tp, records))
+                            state.positions[tp] = records[-1].offset + 1
+                            changed = True
+            if undecodable is not None and not polled:
+                raise undecodable
             elif remaining:
                 await asyncio.sleep(min(remaining / 1000, _IDLE_SLICE_S))
             if polled and generation is not None:
@@ -381,6 +396,19 @@ class ConsumerService:
                     await quotas.consumed(client, polled)
                 return fmt, polled
             state = await self._load(group, name, who)
+
+    async def _decode(
+        self, fmt: str, tp: TopicPartition, records: list[Record]
+    ) -> tuple[list[Record], ConversionError | None]:
+        """The leading ``records`` whose keys and values decode with their schemas, decoded, and
+        why the next one does not (``serde.Serde.decode``); many are decoded in a worker thread."""
+        if self._serde is None:
+            raise BackendUnavailable(f"The {fmt} format needs a schema registry, and there is none.")
+        await self._serde.prepare(records)
+        where = f"{tp.topic!r} partition {tp.partition}"
+        decode = functools.partial(self._serde.decode, SCHEMA_TYPES[fmt], records, where=where)
+        decoded = await asyncio.to_thread(decode) if len(records) > _DECODE_ON_LOOP else decode()
+        return decoded.records, decoded.error
 
     async def _auto_commit(
         self, state: InstanceState, tps: set[TopicPartition], generation: int | None

@@ -16,7 +16,11 @@ from .rules import record_size
 Header = tuple[str, bytes | None]
 
 OffsetReset = Literal["earliest", "latest", "none"]
-EmbeddedFormat = Literal["binary", "json", "string"]
+# The v2 API's embedded formats: how keys and values travel in JSON. The plain ones carry bytes
+# (base64, JSON text, UTF-8 text); the schema ones carry JSON stored in the schema-registry wire format.
+PlainFormat = Literal["binary", "json", "string"]
+SchemaFormat = Literal["avro", "jsonschema", "protobuf"]
+EmbeddedFormat = Literal["binary", "json", "string", "avro", "jsonschema", "protobuf"]
 
 
 @dataclass(frozen=True, slots=True, order=True)

@@ -1,8 +1,10 @@
-"""The three ports the core talks through, and the store of the optional quotas.
+"""The three ports the core talks through, the store of the optional quotas, and the schemas.
 
 Each port has an embedded adapter (one process, nothing to install) and a
 distributed one (Kafka, ZooKeeper, Redis). The core only ever sees these
 protocols; ``service.adapters.factory`` picks the adapters from the settings.
+``SchemaResolver`` is what producing and consuming with schemas need of a
+registry: the embedded one (``service.core.schemas.registry``) or an external one.
 
 Every port is started and stopped by the application lifespan; ``stop()`` is
 idempotent. Adapters raise ``service.errors`` exceptions only.
@@ -11,7 +13,8 @@ idempotent. Adapters raise ``service.errors`` exceptions only.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Protocol, runtime_checkable
+from contextlib import AbstractAsyncContextManager
+from typing import Literal, Protocol, runtime_checkable
 
 from .acl import AclBinding, AclFilter
 from .buckets import Charge
@@ -26,6 +29,7 @@ from .models import (
     TopicInfo,
     TopicPartition,
 )
+from .schemas.model import ParsedSchema, Schema
 
 
 @runtime_checkable
@@ -172,6 +176,16 @@ class Coordinator(Protocol):
         """Remove every binding ``selector`` selects; return them."""
         ...
 
+    # --- locks: one holder at a time among every replica that shares the coordinator ---------
+
+    def lock(self, name: str, *, timeout_s: float = 10.0) -> AbstractAsyncContextManager[None]:
+        """Hold the lock ``name`` for the ``async with`` block: no other holder, in this replica or
+        another, is inside a block of the same name meanwhile. ``LockTimeout`` if it is not
+        acquired within ``timeout_s``. A distributed lock is released when its holder's session
+        ends (the replica died or was cut off past the session timeout), so a lock is never held
+        by a replica that is gone; the holder should then expect its block to overlap another's."""
+        ...
+
 
 @runtime_checkable
 class Sessions(Protocol):
@@ -254,4 +268,32 @@ class QuotaStore(Protocol):
 
     async def debit(self, charges: Sequence[Charge]) -> None:
         """Debit every bucket its cost unconditionally (bytes known only after a read)."""
+        ...
+
+
+@runtime_checkable
+class SchemaResolver(Protocol):
+    """The schemas producing and consuming need: ids for schemas and schemas for ids.
+
+    Served by the embedded registry (``service.core.schemas.registry.SchemaRegistry``) or by an
+    external Confluent-compatible one. Errors are the registry's (``service.errors``:
+    ``SubjectNotFound``, ``VersionNotFound``, ``SchemaNotFound``, ``InvalidSchemaError``,
+    ``IncompatibleSchema``, ``OperationNotPermitted``...).
+    """
+
+    async def register(self, subject: str, schema: Schema, *, normalize: bool = False) -> tuple[int, int]:
+        """(schema id, version) of ``schema`` under ``subject``: the existing ones if it is
+        registered there already, else a new version (the schema's id if the registry knows it)."""
+        ...
+
+    async def lookup(self, subject: str, schema: Schema) -> int | None:
+        """The id of ``schema`` if it is a live version of ``subject``; None otherwise."""
+        ...
+
+    async def schema_by_id(self, schema_id: int) -> ParsedSchema:
+        """The schema with this id, parsed (``SchemaNotFound`` if there is none)."""
+        ...
+
+    async def version(self, subject: str, version: int | Literal["latest"]) -> tuple[int, int, ParsedSchema]:
+        """(schema id, version, parsed schema) of a live version of ``subject``."""
         ...

@@ -1,4 +1,4 @@
-"""What a topic, group, instance, header and record may be, and what each refusal answers.
+"""What a topic, group, instance, subject, header and record may be, and what each refusal answers.
 
 The one home of brokergate's names and limits. The API, the core services,
 both logs, both coordinators and the produce fast path ask here, so a name one
@@ -20,6 +20,7 @@ from service.errors import (
     ConversionError,
     InvalidConsumerConfig,
     InvalidPayload,
+    InvalidSubject,
     InvalidTopic,
     InvalidTopicConfig,
 )
@@ -36,6 +37,7 @@ MAX_PARTITIONS: Final = 10_000  # per topic: a guard against a typo creating mil
 MAX_GROUP_CHARS: Final = 255  # what every coordinator stores as a group name
 MAX_TOPIC_CHARS: Final = 249  # Kafka's own limit
 MAX_COMMITTED_TOPIC_CHARS: Final = 255  # what every coordinator stores as the topic of an offset
+MAX_SUBJECT_CHARS: Final = 1_000  # a schema subject: a topic name and a suffix, or a record's full name
 
 # --- names -------------------------------------------------------------------------------
 
@@ -56,6 +58,32 @@ def check_topic(name: str) -> str:
             f"use 1 to {MAX_TOPIC_CHARS} characters of [a-zA-Z0-9._-], not '.' or '..'."
         )
     return name
+
+
+# Confluent's subject rule: no control characters, not its two reserved names; and not too long.
+_RESERVED_SUBJECTS: Final = frozenset({"__GLOBAL", "__EMPTY"})
+_CONTROL_RE: Final = re.compile("[\x00-\x1f\x7f-\x9f]")
+# TopicNameStrategy, the serializers' default: a topic's keys and values are subjects of its name.
+SUBJECT_SUFFIXES: Final = ("-key", "-value")
+
+
+def check_subject(name: str) -> str:
+    """``name`` if it may be a schema subject, else ``InvalidSubject`` (42208)."""
+    if not name or len(name) > MAX_SUBJECT_CHARS or name in _RESERVED_SUBJECTS or _CONTROL_RE.search(name):
+        raise InvalidSubject(
+            f"The specified subject {name[:300]!r} is not valid: 1 to {MAX_SUBJECT_CHARS} characters, "
+            "no control characters, not '__GLOBAL' or '__EMPTY'."
+        )
+    return name
+
+
+def topic_of_subject(subject: str) -> str | None:
+    """The topic whose keys or values ``subject`` holds under TopicNameStrategy (``<topic>-key``,
+    ``<topic>-value``), or None if it names none."""
+    for suffix in SUBJECT_SUFFIXES:
+        if subject.endswith(suffix) and valid_topic(topic := subject[: -len(suffix)]):
+            return topic
+    return None
 
 
 def valid_group(name: object) -> bool:

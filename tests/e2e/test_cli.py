@@ -37,6 +37,32 @@ def serve(*args: str, env: dict[str, str] | None = None) -> subprocess.Completed
         (["--auth", "kerberos"], {}, "unknown auth method"),
         ([], {"BROKERGATE_AUTH": "jwt", "BROKERGATE_JWT_ISSUER": "id.example"}, "http(s)://"),
         ([], {"BROKERGATE_JWT_ALGORITHMS": "HS256"}, "jwt_algorithms must be some of"),
+        ([], {"BROKERGATE_SCHEMA_REGISTRY_USERNAME": "gw"}, "set, but schema_registry is 'embedded'"),
+        ([], {"BROKERGATE_SCHEMA_REGISTRY": "https://gw:pw@registry:8081"}, "not in the URL"),
+        (
+            [],
+            {
+                "BROKERGATE_SCHEMA_REGISTRY": "http://registry:8081",
+                "BROKERGATE_SCHEMA_REGISTRY_SSL_CAFILE": "/ca",
+            },
+            "schema_registry is http://; use https://",
+        ),
+        (
+            [],
+            {
+                "BROKERGATE_SCHEMA_REGISTRY": "https://registry:8081",
+                "BROKERGATE_SCHEMA_REGISTRY_USERNAME": "gw",
+            },
+            "schema_registry_username needs schema_registry_password",
+        ),
+        (
+            [],
+            {
+                "BROKERGATE_SCHEMA_REGISTRY": "https://registry:8081",
+                "BROKERGATE_SCHEMA_REGISTRY_REQUEST_TIMEOUT_MS": "0",
+            },
+            "schema_registry_request_timeout_ms",
+        ),
     ],
 )
 def test_bad_configuration_fails_in_one_line(tmp_path, args, env, needle):

@@ -92,3 +92,30 @@ def test_readme_security_walkthrough(tmp_path):
         assert denied + "[]" + unauthenticated in out
     finally:
         gw.stop()
+
+
+def schemas_walkthrough() -> str:
+    text = README.read_text()
+    start = text.index("### A walk-through: Avro orders")
+    section = text[start : text.index("\n### ", start + 1)]
+    return "\n".join(re.findall(r"```sh\n(.*?)```", section, re.S))
+
+
+def test_readme_schemas_walkthrough(tmp_path):
+    """Avro produced with the schema inline and by id, a bad value refused, the subject read from
+    the registry, and the records read back as JSON by an avro consumer."""
+    gw = GatewayProcess(tmp_path / "data").start()
+    try:
+        script = "set -euo pipefail\n" + schemas_walkthrough().replace(
+            "localhost:8082", f"127.0.0.1:{gw.port}"
+        )
+        result = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr + gw.output()
+        out = result.stdout
+        assert '{"key_schema_id":null,"value_schema_id":1,"offsets":[{"partition":0,"offset":0,' in out
+        assert '{"error_code":42203,"message":"records[0].value: ' in out
+        assert '{"subject":"payments-value","version":1,"id":1,"schema":"{\\"type\\":\\"record\\"' in out
+        assert '"key":null,"value":{"id":"p-1","amount":12.5},"partition":0,"offset":0,' in out
+        assert '"value":{"id":"p-2","amount":99.0},"partition":0,"offset":1,' in out
+    finally:
+        gw.stop()

@@ -38,12 +38,18 @@ class Names:
     new_topic: str  # a topic the request creates
     cluster: str
 
+    @property
+    def subject(self) -> str:
+        """The schema subject of the topic's values (TopicNameStrategy)."""
+        return f"{self.topic}-value"
+
 
 @dataclass(frozen=True)
 class Sample:
     """A request the route answers 2xx when allowed; ``setup`` is what must exist first:
     ``topic`` the topic; ``fresh`` also alice's consumer instance; ``assigned`` that instance
-    assigned partition 0 of the topic; ``subscribed`` subscribed to the topic."""
+    assigned partition 0 of the topic; ``subscribed`` subscribed to the topic; ``schema`` schema
+    1 registered as version 1 of the topic's value subject, which has a level and a mode of its own."""
 
     setup: str = "topic"
     body: Callable[[Names], Any] | None = None
@@ -60,6 +66,11 @@ _RECORDS = Sample(body=lambda n: {"records": [{"value": b64("v")}]}, content_typ
 _V3 = "application/json"
 INSTANCE = "/consumers/{group}/instances/{instance}"
 V3 = "/v3/clusters/{cluster_id}"
+SR = "/schema-registry"
+_SR_TYPE = "application/vnd.schemaregistry.v1+json"
+_STRING = '{"type": "string"}'
+_SCHEMA = Sample(setup="schema", body=lambda n: {"schema": _STRING}, content_type=_SR_TYPE)
+_REGISTERED = Sample(setup="schema")
 
 SAMPLES: dict[str, Sample] = {
     "GET /openapi.json": Sample(),
@@ -127,6 +138,38 @@ SAMPLES: dict[str, Sample] = {
         content_type=_V3,
     ),
     f"DELETE {V3}/acls": Sample(query={"resource_type": "TOPIC", "principal": "User:carol"}),
+    f"GET {SR}/": Sample(),
+    f"GET {SR}/schemas/types": Sample(),
+    f"GET {SR}/schemas/ids/{{id}}": _REGISTERED,
+    f"GET {SR}/schemas/ids/{{id}}/schema": _REGISTERED,
+    f"GET {SR}/schemas/ids/{{id}}/versions": _REGISTERED,
+    f"GET {SR}/schemas/ids/{{id}}/subjects": _REGISTERED,
+    f"GET {SR}/subjects": Sample(),
+    f"GET {SR}/subjects/{{subject}}/versions": _REGISTERED,
+    f"GET {SR}/subjects/{{subject}}/versions/{{version}}": _REGISTERED,
+    f"GET {SR}/subjects/{{subject}}/versions/{{version}}/schema": _REGISTERED,
+    f"GET {SR}/subjects/{{subject}}/versions/{{version}}/referencedby": _REGISTERED,
+    f"POST {SR}/subjects/{{subject}}": _SCHEMA,
+    f"POST {SR}/compatibility/subjects/{{subject}}/versions/{{version}}": _SCHEMA,
+    f"POST {SR}/compatibility/subjects/{{subject}}/versions": _SCHEMA,
+    f"GET {SR}/config": Sample(),
+    f"GET {SR}/config/{{subject}}": _REGISTERED,
+    f"GET {SR}/mode": Sample(),
+    f"GET {SR}/mode/{{subject}}": _REGISTERED,
+    f"POST {SR}/subjects/{{subject}}/versions": _SCHEMA,
+    f"DELETE {SR}/subjects/{{subject}}": _REGISTERED,
+    f"DELETE {SR}/subjects/{{subject}}/versions/{{version}}": _REGISTERED,
+    f"PUT {SR}/config/{{subject}}": Sample(
+        setup="schema", body=lambda n: {"compatibility": "FULL"}, content_type=_SR_TYPE
+    ),
+    f"DELETE {SR}/config/{{subject}}": _REGISTERED,
+    f"PUT {SR}/mode/{{subject}}": Sample(
+        setup="schema", body=lambda n: {"mode": "READWRITE"}, content_type=_SR_TYPE
+    ),
+    f"DELETE {SR}/mode/{{subject}}": _REGISTERED,
+    f"PUT {SR}/config": Sample(body=lambda n: {"compatibility": "FULL"}, content_type=_SR_TYPE),
+    f"DELETE {SR}/config": Sample(),
+    f"PUT {SR}/mode": Sample(body=lambda n: {"mode": "READWRITE"}, content_type=_SR_TYPE),
 }
 
 
@@ -147,6 +190,25 @@ OPEN_TO_ANY = {
     "GET /topics",
     f"GET {V3}/topics",
     f"GET {V3}/consumer-groups",
+    # the schema registry's reads and checks: schemas are read by every client that decodes
+    f"GET {SR}/",
+    f"GET {SR}/schemas/types",
+    f"GET {SR}/schemas/ids/{{id}}",
+    f"GET {SR}/schemas/ids/{{id}}/schema",
+    f"GET {SR}/schemas/ids/{{id}}/versions",
+    f"GET {SR}/schemas/ids/{{id}}/subjects",
+    f"GET {SR}/subjects",
+    f"GET {SR}/subjects/{{subject}}/versions",
+    f"GET {SR}/subjects/{{subject}}/versions/{{version}}",
+    f"GET {SR}/subjects/{{subject}}/versions/{{version}}/schema",
+    f"GET {SR}/subjects/{{subject}}/versions/{{version}}/referencedby",
+    f"POST {SR}/subjects/{{subject}}",
+    f"POST {SR}/compatibility/subjects/{{subject}}/versions/{{version}}",
+    f"POST {SR}/compatibility/subjects/{{subject}}/versions",
+    f"GET {SR}/config",
+    f"GET {SR}/config/{{subject}}",
+    f"GET {SR}/mode",
+    f"GET {SR}/mode/{{subject}}",
 }
 
 
@@ -223,6 +285,8 @@ async def _names(admin: httpx.AsyncClient) -> Names:
 def _resource_of(need: Need, names: Names, sample: Sample) -> tuple[ResourceType, str]:
     if need.resource is ResourceType.CLUSTER:
         return need.resource, CLUSTER_NAME
+    if need.subject:  # the samples' subject is of the topic (TopicNameStrategy)
+        return need.resource, names.topic
     if need.param == "group":
         return need.resource, names.group
     if need.param == "topic":
@@ -234,6 +298,15 @@ async def _set_up(gw: RunningGateway, alice: httpx.AsyncClient, acls: Acls, name
     r = await gw.client.post(f"/v3/clusters/{names.cluster}/topics", json={"topic_name": names.topic})
     assert r.status_code == 201, r.text
     if setup == "topic":
+        return
+    if setup == "schema":  # as the super user
+        for method, path, body in (
+            ("POST", f"/subjects/{names.subject}/versions", {"schema": _STRING}),
+            ("PUT", f"/config/{names.subject}", {"compatibility": "BACKWARD"}),
+            ("PUT", f"/mode/{names.subject}", {"mode": "READWRITE"}),
+        ):
+            r = await gw.client.request(method, SR + path, json=body)
+            assert r.status_code == 200, r.text
         return
     await acls.grant("User:alice", ResourceType.GROUP, names.group, Operation.READ)
     await acls.grant("User:alice", ResourceType.TOPIC, names.topic, Operation.READ)
@@ -261,6 +334,9 @@ def _request(key: str, sample: Sample, names: Names) -> tuple[str, str, dict[str
         instance=quote(names.instance, safe=""),
         partition=0,
         cluster_id=names.cluster,
+        subject=quote(names.subject, safe=""),
+        version=1,
+        id=1,
     )
     kwargs: dict[str, Any] = {"params": sample.query}
     if sample.body is not None:
@@ -316,3 +392,24 @@ async def test_no_route_answers_2xx_without_every_operation_its_rule_names(
             await acls.grant("User:alice", rule.shows, shown, Operation.DESCRIBE)
             r = await alice.request(method, path, **kwargs)
             assert f'"{shown}"' in r.text, f"{key} hides {shown} it may describe"
+
+
+async def test_a_subject_of_no_topic_needs_alter_on_the_cluster(gateway: RunningGateway) -> None:
+    names = await _names(gateway.client)
+    acls = Acls(gateway.client, names.cluster)
+    async with httpx.AsyncClient(base_url=gateway.url, auth=httpx.BasicAuth(*ALICE), timeout=30) as alice:
+        for subject in ("shop.Order", f"{names.topic}-values", "-value", "no topic-key"):
+            url = f"{SR}/subjects/{quote(subject, safe='')}/versions"
+            # WRITE on a topic named like the subject, or like its prefix, is not what it needs
+            await acls.grant("User:alice", ResourceType.TOPIC, "shop.Order", Operation.WRITE)
+            await acls.grant("User:alice", ResourceType.TOPIC, names.topic, Operation.WRITE)
+            r = await alice.post(url, json={"schema": _STRING})
+            assert r.status_code == 403 and r.json()["error_code"] == 40301, (subject, r.text)
+            await acls.grant("User:alice", ResourceType.CLUSTER, CLUSTER_NAME, Operation.ALTER)
+            r = await alice.post(url, json={"schema": _STRING})
+            assert r.status_code != 403, (subject, r.text)
+            await acls.revoke_all("User:alice")
+        # a topic's key subject is the topic's
+        await acls.grant("User:alice", ResourceType.TOPIC, names.topic, Operation.WRITE)
+        r = await alice.post(f"{SR}/subjects/{names.topic}-key/versions", json={"schema": _STRING})
+        assert r.status_code == 200, r.text

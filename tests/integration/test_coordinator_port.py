@@ -21,7 +21,7 @@ from service.adapters.zookeeper import ZooKeeperCoordinator
 from service.core.acl import AclBinding, AclFilter, Operation, PatternType, Permission, ResourceType
 from service.core.models import GroupState, Member, Subscription, TopicPartition
 from service.core.ports import Coordinator
-from service.errors import IllegalState, InvalidPayload
+from service.errors import IllegalState, InvalidPayload, LockTimeout
 from tests.helpers import own
 from tests.integration.zookeeper.conftest import (
     CONNECT_TIMEOUT_MS,
@@ -280,3 +280,44 @@ async def test_acls_outlive_the_coordinator(coord: Coordinator) -> None:
     await coord.stop()
     await coord.start()
     assert sorted(await coord.acls(), key=repr) == sorted([ALICE_READS, CLUSTER], key=repr)
+
+
+# --- locks ---------------------------------------------------------------------------------
+
+
+async def test_a_lock_has_one_holder_at_a_time(coord: Coordinator) -> None:
+    inside: list[int] = []
+    overlaps = 0
+
+    async def hold(n: int) -> None:
+        nonlocal overlaps
+        async with coord.lock("registry", timeout_s=30):
+            overlaps += bool(inside)
+            inside.append(n)
+            await asyncio.sleep(0.01)
+            inside.remove(n)
+
+    await asyncio.gather(*(hold(n) for n in range(8)))
+    assert overlaps == 0
+    async with coord.lock("other/name .."):  # any name; another name is another lock
+        async with coord.lock("registry", timeout_s=5):
+            pass
+
+
+async def test_a_lock_not_acquired_in_time_times_out_and_leaves_it_free(coord: Coordinator) -> None:
+    async with coord.lock("busy"):
+        with pytest.raises(LockTimeout):
+            async with coord.lock("busy", timeout_s=0.2):
+                pytest.fail("entered a held lock")
+        waiter = asyncio.ensure_future(_enter(coord, "busy"))
+        await asyncio.sleep(0.1)
+        waiter.cancel()  # a waiter that gives up takes nothing with it
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+    async with coord.lock("busy", timeout_s=5):
+        pass
+
+
+async def _enter(coord: Coordinator, name: str) -> None:
+    async with coord.lock(name, timeout_s=30):
+        pass

@@ -76,7 +76,7 @@ async def test_unknown_partition_in_batch_stores_nothing(client, name):
         "text/plain",
         "application/x-www-form-urlencoded",
         "application/xml",
-        "application/vnd.kafka.avro.v2+json",
+        "application/vnd.kafka.thrift.v2+json",
     ],
 )
 async def test_wrong_content_type_is_415(client, name, content_type):
@@ -154,7 +154,7 @@ async def test_auto_create_off_gives_40401(tmp_path):
 @pytest.mark.parametrize(
     ("body", "code"),
     [
-        ({"format": "avro"}, 42206),
+        ({"format": "thrift"}, 42206),
         ({"format": "xml"}, 42206),
         ({"auto.offset.reset": "smallest"}, 42206),
         ({"auto.commit.enable": "maybe"}, 42206),

@@ -8,14 +8,16 @@ journal and a snapshot under ``<data_dir>/coordinator/``, in the format of
 ``offsets_format``) before a commit returns.
 
 File I/O runs in worker threads (``asyncio.to_thread``), one at a time under
-an ``asyncio.Lock`` that also serializes commits.
+an ``asyncio.Lock`` that also serializes commits. The port's named locks are
+``asyncio.Lock``s too: this process is the only replica there is.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Final
 
@@ -25,7 +27,7 @@ from service.core.acl import AclBinding, AclFilter
 from service.core.fencing import fence
 from service.core.models import GroupState, Member, TopicPartition
 from service.core.rules import check_group, check_offsets
-from service.errors import BackendError, BackendUnavailable
+from service.errors import BackendError, BackendUnavailable, LockTimeout
 
 from ..lifecycle import Lifecycle
 from ..tasks import retrieve
@@ -76,6 +78,7 @@ class EmbeddedCoordinator(Lifecycle):
         self._pending: set[asyncio.Task[None]] = set()
         self._acls_path = Path(data_dir) / COORDINATOR_DIR / ACLS_FILE
         self._acls: tuple[AclBinding, ...] = ()  # each once; a new tuple on every change
+        self._named: dict[str, asyncio.Lock] = {}  # the port's locks, by name
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -235,6 +238,21 @@ class EmbeddedCoordinator(Lifecycle):
         except OSError as exc:
             raise BackendUnavailable(f"cannot write the ACLs: {exc}") from exc
         self._acls = acls
+
+    # --- locks ------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def lock(self, name: str, *, timeout_s: float = 10.0) -> AsyncIterator[None]:
+        held = self._named.setdefault(name, asyncio.Lock())
+        try:
+            async with asyncio.timeout(timeout_s):
+                await held.acquire()
+        except TimeoutError:
+            raise LockTimeout(f"The lock {name!r} was not acquired within {timeout_s:g} s.") from None
+        try:
+            yield
+        finally:
+            held.release()
 
     def _check_open(self) -> None:
         if self._state != "started":

@@ -10,7 +10,8 @@ operations to one collaborator per concern:
 - ``NodeRegistry`` (``registry.py``): this replica's ephemeral znode;
 - ``LeaderElection`` (``election.py``): which replica runs group-wide duties;
 - ``AclStore`` (``acls.py``): ACL bindings in Kafka's layout, and this
-  replica's cache of them, kept fresh by its own *refresher* task.
+  replica's cache of them, kept fresh by its own *refresher* task;
+- ``NamedLocks`` (``locks.py``): the port's locks, kazoo's ``Lock`` recipe.
 
 It also owns one background task, the *keeper*, which restores what a session
 carries: after an outage long enough for ZooKeeper to expire the session,
@@ -25,7 +26,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from typing import Final
 
 from kazoo.client import KazooState
@@ -39,6 +41,7 @@ from ..tasks import uncancellable
 from .acls import AclStore
 from .election import LeaderElection
 from .groups import GroupStore
+from .locks import NamedLocks
 from .offsets import OffsetStore
 from .paths import ZnodePaths
 from .registry import NodeRegistry, default_node_id
@@ -93,6 +96,7 @@ class ZooKeeperCoordinator(Lifecycle):
         self._registry = NodeRegistry(self._zk, self._paths, self.node_id)
         self._acls = AclStore(self._zk, self._paths, may_purge=self.is_leader)
         self._election = LeaderElection(self._zk, self._paths, self.node_id, self._wake_keeper)
+        self._locks = NamedLocks(self._zk, self._paths, self.node_id)
         self._zk.add_listener(self._on_state)
         self._wake = asyncio.Event()
         self._keeper: asyncio.Task[None] | None = None
@@ -124,6 +128,7 @@ class ZooKeeperCoordinator(Lifecycle):
         """Stop the keeper and the ACL refresher, and close the session (leadership passes on at once)."""
         self._election.revoke()
         await self._acls.stop()
+        await self._locks.close()
         if self._keeper is not None:
             self._keeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -260,6 +265,14 @@ class ZooKeeperCoordinator(Lifecycle):
     async def remove_acls(self, selector: AclFilter) -> list[AclBinding]:
         self._check_open()
         return await uncancellable(self._acls.remove(selector))
+
+    # --- locks ------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def lock(self, name: str, *, timeout_s: float = 10.0) -> AsyncIterator[None]:
+        self._check_open()
+        async with self._locks.hold(name, timeout_s):
+            yield
 
     def _check_open(self) -> None:
         if self._state != "started":

@@ -6,6 +6,7 @@ The layout, under the chroot of the ``zookeeper://`` URL when there is one::
     /brokergate/election/{token}__{seq}              ephemeral sequential: leadership candidates
     /brokergate/groups/{group}/members/{instance}    JSON of a Member
     /brokergate/groups/{group}/state                 JSON of the GroupState; its stat.version is the CAS token
+    /brokergate/locks/{name}/{uuid}__lock__{seq}     ephemeral sequential: kazoo Lock contenders
     /consumers/{group}/offsets/{topic}/{partition}   committed offset as ASCII digits
     /kafka-acl/{Topic|Group|Cluster}/{name}          JSON of the LITERAL ACL bindings of a resource
     /kafka-acl-extended/prefixed/{type}/{prefix}     JSON of the PREFIXED ACL bindings of a prefix
@@ -36,6 +37,7 @@ BROKERGATE: Final = "/brokergate"
 NODES: Final = f"{BROKERGATE}/nodes"
 ELECTION: Final = f"{BROKERGATE}/election"
 GROUPS: Final = f"{BROKERGATE}/groups"
+LOCKS: Final = f"{BROKERGATE}/locks"
 CONSUMERS: Final = "/consumers"
 KAFKA_ACL: Final = "/kafka-acl"
 KAFKA_ACL_PREFIXED: Final = "/kafka-acl-extended/prefixed"  # Kafka's ``patternType.name.toLowerCase``
@@ -118,6 +120,7 @@ class ZnodePaths:
         self.nodes = self.chroot + NODES
         self.election = self.chroot + ELECTION
         self.groups = self.chroot + GROUPS
+        self.locks = self.chroot + LOCKS
         self.consumers = self.chroot + CONSUMERS
         self._acl_roots = {
             PatternType.LITERAL: self.chroot + KAFKA_ACL,
@@ -137,6 +140,10 @@ class ZnodePaths:
 
     def candidate_prefix(self, token: str) -> str:
         return f"{self.election}/{token}{CANDIDATE_SEPARATOR}"
+
+    def lock(self, name: str) -> str:
+        """The parent of the contenders for the lock ``name`` (kazoo's ``Lock`` creates it)."""
+        return f"{self.locks}/{encode_name(name)}"
 
     def group(self, group: str) -> str:
         return f"{self.groups}/{encode_name(group)}"

@@ -43,6 +43,7 @@ from kazoo.exceptions import (
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.interfaces import IAsyncResult
 from kazoo.protocol.states import WatchedEvent, ZnodeStat
+from kazoo.recipe.lock import Lock
 
 from service.errors import BackendError, BackendUnavailable
 
@@ -184,6 +185,10 @@ class ZooKeeperSession:
         return client is not None and bool(client.connected)
 
     @property
+    def request_timeout_s(self) -> float:
+        return self._request_timeout_s
+
+    @property
     def session_id(self) -> int | None:
         client = self._client
         ids = client.client_id if client is not None else None
@@ -266,6 +271,15 @@ class ZooKeeperSession:
             ) from exc
         except KazooException as exc:
             raise BackendError(f"ZooKeeper refused {what}: {type(exc).__name__}.") from exc
+
+    def lock_recipe(self, path: str, identifier: str) -> Lock:
+        """kazoo's ``Lock`` recipe on ``path`` (its calls block: run them in a thread)."""
+        client = self._client
+        if client is None:
+            raise BackendUnavailable("The ZooKeeper coordinator is not running.")
+        if not client.connected:
+            raise self.unavailable("is unreachable")
+        return client.Lock(path, identifier)
 
     async def exists(self, path: str, *, what: str) -> ZnodeStat | None:
         return cast("ZnodeStat | None", await self.call(lambda c: c.exists_async(path), what=what))

@@ -111,6 +111,11 @@ class ParsedSchema(Protocol):
         """This schema's codec (built once; a parsed schema is immutable)."""
         ...
 
+    def record_name(self) -> str | None:
+        """The full name of what the schema describes, as the record-name subject strategies
+        use it: an Avro named type's, the first Protobuf message's, a JSON Schema's title."""
+        ...
+
 
 class SchemaFormat(Protocol):
     schema_type: SchemaType

@@ -1,0 +1,129 @@
+"""The registry's topic, through the Log port: created on the first write, read into a ``RegistryState``.
+
+One partition holds every record of the registry (``records``), in the order they were
+written; reading them from the start gives every replica the same ``RegistryState``. The
+topic is created with ``cleanup.policy=compact`` and no time or size retention where the log
+takes it (a Kafka cluster), and with no retention alone where it does not (the embedded log,
+which keeps every record). It is created by the first write only: a registry nobody wrote to
+leaves no topic behind, and a read finds it empty.
+
+``catch_up`` makes the state as fresh as the topic: one offsets call, and a fetch only if the
+topic holds records not yet applied. Should the topic turn out shorter than what was applied
+(it was deleted and created again), the state is rebuilt from the beginning.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from typing import Final
+
+from service.errors import InvalidTopicConfig, RegistryStoreError, TopicExists, TopicNotFound
+
+from ..models import NewRecord, TopicPartition
+from ..ports import Log
+from .state import Record, RegistryState
+
+log = logging.getLogger(__name__)
+
+# Topic configs: Confluent's (compacted, records kept forever), and the embedded log's (kept forever).
+COMPACTED: Final = {"cleanup.policy": "compact", "retention.ms": "-1", "retention.bytes": "-1"}
+KEPT: Final = {"retention.ms": "-1", "retention.bytes": "-1"}
+FETCH_BYTES: Final = 4 * 1024 * 1024
+
+
+class RegistryTopic:
+    """The records of the registry in one partition of the log, and the state they add up to.
+
+    Collaborators: the ``Log`` port; ``RegistryState`` applies the records. Reads through this
+    may run concurrently (one fetches, the others wait for it); appends are made by one writer
+    at a time, which the registry's lock ensures.
+    """
+
+    def __init__(self, log_port: Log, topic: str) -> None:
+        self._log = log_port
+        self.topic = topic
+        self._tp = TopicPartition(topic, 0)
+        self.state = RegistryState()
+        self._position = 0  # the offset of the next record to apply
+        self._exists = False  # seen to exist (then created or read)
+        self._reading = asyncio.Lock()
+
+    async def catch_up(self) -> RegistryState:
+        """The state with every record the topic holds now applied."""
+        try:
+            begin, end = await self._log.offsets(self._tp)
+        except TopicNotFound:
+            if self._exists or self._position:
+                log.warning("the schema registry's topic %r is gone: its state is empty now", self.topic)
+                self._reset(0)
+                self._exists = False
+            return self.state
+        self._exists = True
+        if self._position < end:
+            await self._read_to(end, begin)
+        elif self._position > end:
+            async with self._reading:
+                if self._position > end:
+                    log.warning("the schema registry's topic %r was truncated: reading it again", self.topic)
+                    self._reset(begin)
+            await self._read_to(end, begin)
+        return self.state
+
+    async def append(self, records: Sequence[Record]) -> None:
+        """Append ``records`` (the caller holds the registry's lock) and apply them."""
+        await self.ensure()
+        offsets = await self._log.append(self._tp, [NewRecord(key, value) for key, value in records])
+        if offsets:
+            await self._read_to(offsets[-1] + 1, 0)
+
+    async def ensure(self) -> None:
+        """Create the topic unless it exists (one partition; refused if it has more)."""
+        if self._exists:
+            return
+        try:
+            info = await self._log.describe_topic(self.topic)
+        except TopicNotFound:
+            try:
+                try:
+                    await self._log.create_topic(self.topic, 1, -1, COMPACTED)
+                except InvalidTopicConfig:  # a log without compaction (the embedded log)
+                    await self._log.create_topic(self.topic, 1, -1, KEPT)
+            except TopicExists:  # another replica created it meanwhile
+                pass
+            log.info("created the schema registry's topic %r", self.topic)
+        else:
+            if len(info.partitions) != 1:
+                raise RegistryStoreError(
+                    f"The schema registry's topic {self.topic!r} has {len(info.partitions)} partitions; "
+                    "it must have exactly 1."
+                )
+        self._exists = True
+
+    async def _read_to(self, end: int, begin: int) -> None:
+        async with self._reading:
+            self._position = max(self._position, begin)
+            while self._position < end:
+                data = await self._log.fetch({self._tp: self._position}, max_bytes=FETCH_BYTES, max_wait_ms=0)
+                part = data.get(self._tp)
+                if part is None:
+                    return
+                if not part.records:
+                    if part.log_start_offset > self._position:  # compacted or deleted below us
+                        self._position = part.log_start_offset
+                        continue
+                    # Nothing more to read (a compacted tail, or a broker that over-reports the end).
+                    self._position = max(self._position, min(end, part.high_watermark))
+                    return
+                for record in part.records:
+                    if record.offset < self._position:
+                        continue
+                    why = self.state.apply(record.key, record.value)
+                    if why is not None:
+                        log.warning("schema registry record at offset %d ignored: %s", record.offset, why)
+                    self._position = record.offset + 1
+
+    def _reset(self, position: int) -> None:
+        self.state = RegistryState()
+        self._position = position
