@@ -91,6 +91,9 @@ class Gateway:
             on_created=metadata_changed.set,
             draining=draining,
             waits=waits,
+            reserved={
+                settings.schema_registry_topic: "the schema registry's records (written through /schema-registry)"
+            },
         )
         return cls(
             settings=settings,

@@ -14,7 +14,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
 
-from service.errors import BackendUnavailable, PartitionNotFound, TopicExists, TopicNotFound
+from service.errors import BackendUnavailable, Forbidden, PartitionNotFound, TopicExists, TopicNotFound
 
 from .acl import Decision, Operation, ResourceType
 from .models import PartitionData, TopicInfo, TopicPartition
@@ -39,14 +39,24 @@ class TopicService:
         on_created: Callable[[], None] | None = None,
         draining: asyncio.Event | None = None,
         waits: OpenWaits | None = None,
+        reserved: Mapping[str, str] | None = None,
     ) -> None:
         self._log = log
+        # Topics clients may read but not create, write, grow or delete: name -> whose they are.
+        self._reserved = dict(reserved or {})
         self._auto_create = auto_create
         self._default_partitions = default_partitions
         self._on_change = on_change
         self._on_created = on_created
         self._draining = draining or asyncio.Event()
         self._waits = waits or OpenWaits()
+
+    def check_not_reserved(self, topic: str, doing: str) -> None:
+        """``Forbidden`` if ``topic`` is reserved to the gateway (the schema registry's records):
+        a record produced into it, or the topic deleted or grown, would corrupt what it holds."""
+        owner = self._reserved.get(topic)
+        if owner is not None:
+            raise Forbidden(f"Topic {topic!r} holds {owner}; clients may not {doing} it.")
 
     async def _changed(self) -> None:
         if self._on_change is not None:
@@ -94,6 +104,7 @@ class TopicService:
     async def for_produce(self, topic: str, who: Decision | None = None) -> TopicInfo:
         """The topic to produce to, created with the defaults if missing, auto-creation is on and
         ``who`` may create it (Kafka's CREATE on the topic or the cluster; ``Forbidden`` if not)."""
+        self.check_not_reserved(topic, "produce to")
         try:
             return await self.describe(topic)
         except TopicNotFound:
@@ -117,6 +128,7 @@ class TopicService:
         self, topic: str, partitions: int, replication_factor: int, configs: Mapping[str, str]
     ) -> TopicInfo:
         check_topic(topic)
+        self.check_not_reserved(topic, "create")
         check_partition_count(partitions)
         check_replication_factor(replication_factor)  # -1 asks the log for its default
         info = await self._log.create_topic(topic, partitions, replication_factor, configs)
@@ -124,6 +136,7 @@ class TopicService:
         return info
 
     async def delete(self, topic: str) -> None:
+        self.check_not_reserved(topic, "delete")
         try:
             await self.describe(topic)
         except BackendUnavailable:  # e.g. a topic the log could not open: deleting it is the cure
@@ -137,6 +150,7 @@ class TopicService:
         Whether ``total`` is a valid new count is the log's to judge (``rules.check_partition_growth``),
         under its own lock: only it knows the current count for certain.
         """
+        self.check_not_reserved(topic, "add partitions to")
         info = await self.describe(topic)
         if total == len(info.partitions):
             return info
