@@ -11,6 +11,12 @@ any request is sent: a name the gateway would refuse raises the same
 segment is percent-encoded, so a name is always exactly one segment: a group
 may be any text, and no name can address another resource.
 
+The schema registry the gateway serves under ``/schema-registry`` is reached through the same
+client (``subjects``, ``register_schema``, ``check_compatibility``...): subjects are checked with
+the registry's own rule (``check_subject``) before anything is sent, and one that is ``.``, ``..``
+or holds a ``/`` (no path can name it) is refused here too. ``produce_with_schemas`` produces
+JSON records in a schema format (``avro``, ``jsonschema``, ``protobuf``).
+
 Credentials and TLS are the constructor's: HTTP Basic (``auth=(user, password)``) or a
 Bearer ``token``, the CA certificates to verify the gateway with (``verify``), and a client
 certificate for mutual TLS (``cert``). A TLS handshake that fails says why in its
@@ -24,14 +30,21 @@ import ssl
 from collections.abc import Generator, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final, Literal
 from urllib.parse import quote
 
 import httpx
 
 from api_schemas.formats import V2
 from service.core.acl import AclBinding, AclFilter
-from service.core.rules import check_group, check_instance, check_topic
+from service.core.rules import check_group, check_instance, check_subject, check_topic
+from service.core.schemas.model import Schema, SchemaType
+from service.errors import InvalidSubject
+
+REGISTRY: Final = "/schema-registry"
+LATEST: Final = "latest"
+
+Version = int | Literal["latest"]
 
 
 def data_type(fmt: str) -> str:
@@ -59,6 +72,16 @@ class ProducedOffset:
     offset: int | None
     error_code: int | None
     error: str | None
+
+
+@dataclass(slots=True)
+class SchemaProduced:
+    """The answer to a produce in a schema format: the ids the key and value schemas have in the
+    registry (None: no such schema sent), and each record's offset or error."""
+
+    key_schema_id: int | None
+    value_schema_id: int | None
+    offsets: list[ProducedOffset]
 
 
 @dataclass(slots=True)
@@ -258,6 +281,41 @@ class GatewayClient:
             ProducedOffset(o["partition"], o["offset"], o["error_code"], o["error"]) for o in body["offsets"]
         ]
 
+    def produce_with_schemas(
+        self,
+        topic: str,
+        records: Iterable[Mapping[str, Any]],
+        *,
+        fmt: str,
+        value_schema: str | int,
+        key_schema: str | int | None = None,
+        partition: int | None = None,
+    ) -> SchemaProduced:
+        """Produce records whose keys and values are JSON, in a schema format (``avro``,
+        ``jsonschema``, ``protobuf``). Each schema is its text (the gateway registers it under the
+        topic's ``-key``/``-value`` subject) or the id of a registered one."""
+        check_topic(topic)
+        to = (
+            url_path("topics", topic)
+            if partition is None
+            else url_path("topics", topic, "partitions", partition)
+        )
+        body: dict[str, Any] = {"records": list(records)}
+        for side, schema in (("key", key_schema), ("value", value_schema)):
+            if isinstance(schema, str):
+                body[f"{side}_schema"] = schema
+            elif schema is not None:
+                body[f"{side}_schema_id"] = schema
+        answer = self.request("POST", to, json=body, headers={"Content-Type": data_type(fmt)})
+        return SchemaProduced(
+            answer.get("key_schema_id"),
+            answer.get("value_schema_id"),
+            [
+                ProducedOffset(o["partition"], o["offset"], o["error_code"], o["error"])
+                for o in answer["offsets"]
+            ],
+        )
+
     # --- consumers -----------------------------------------------------------------
 
     def consumer(self, group: str, **config: Any) -> Consumer:
@@ -299,6 +357,105 @@ class GatewayClient:
             raise ValueError("deleting ACL bindings needs a resource_type")
         body = self.request("DELETE", self._v3("acls"), params=acl_params(selected))
         return [AclBinding.from_dict(d) for d in body["data"]]
+
+    # --- schema registry -------------------------------------------------------------
+
+    def subjects(self, *, prefix: str = "", deleted: bool = False, deleted_only: bool = False) -> list[str]:
+        """The registry's subjects (``deleted``: soft-deleted ones too; ``deleted_only``: only those)."""
+        params = {"subjectPrefix": prefix, "deleted": _flag(deleted), "deletedOnly": _flag(deleted_only)}
+        return list(self.request("GET", registry_path("subjects"), params=params))
+
+    def subject_version(
+        self, subject: str, version: Version = LATEST, *, deleted: bool = False
+    ) -> dict[str, Any]:
+        """A version of a subject with its schema: ``subject``, ``version``, ``id``, ``schema``
+        (``schemaType`` but for AVRO, ``references`` when there are some)."""
+        path = registry_path("subjects", registry_subject(subject), "versions", version)
+        return dict(self.request("GET", path, params={"deleted": _flag(deleted)}))
+
+    def schema_by_id(self, schema_id: int) -> dict[str, Any]:
+        """The schema with this id: ``schema`` (``schemaType`` but for AVRO, ``references``)."""
+        return dict(self.request("GET", registry_path("schemas", "ids", schema_id)))
+
+    def register_schema(self, subject: str, schema: Schema) -> int:
+        """The id of ``schema`` once registered under ``subject`` (a new version unless it is one)."""
+        path = registry_path("subjects", registry_subject(subject), "versions")
+        return int(self.request("POST", path, json=schema_body(schema))["id"])
+
+    def lookup_schema(self, subject: str, schema: Schema) -> dict[str, Any]:
+        """The version of ``subject`` that is ``schema``, as ``subject_version`` gives it."""
+        path = registry_path("subjects", registry_subject(subject))
+        return dict(self.request("POST", path, json=schema_body(schema)))
+
+    def check_compatibility(
+        self, subject: str, schema: Schema, version: Version | None = None
+    ) -> tuple[bool, list[str]]:
+        """Whether ``schema`` may follow ``version`` of ``subject`` (None: the versions its level
+        compares with, as a registration would), and why not."""
+        segments: list[str | int] = ["compatibility", "subjects", registry_subject(subject), "versions"]
+        if version is not None:
+            segments.append(version)
+        answer = self.request(
+            "POST", registry_path(*segments), json=schema_body(schema), params={"verbose": "true"}
+        )
+        return bool(answer["is_compatible"]), [str(m) for m in answer.get("messages") or []]
+
+    def delete_subject(self, subject: str, *, permanent: bool = False) -> list[int]:
+        """Soft-delete every version of ``subject`` (``permanent``: remove them); the versions."""
+        path = registry_path("subjects", registry_subject(subject))
+        return list(self.request("DELETE", path, params={"permanent": _flag(permanent)}))
+
+    def delete_subject_version(self, subject: str, version: Version, *, permanent: bool = False) -> int:
+        path = registry_path("subjects", registry_subject(subject), "versions", version)
+        return int(self.request("DELETE", path, params={"permanent": _flag(permanent)}))
+
+    def compatibility(self, subject: str | None = None, *, default_to_global: bool = False) -> str:
+        """The compatibility level of ``subject`` (None: the global one); a subject without a level
+        of its own is a ``ClientError`` (40408) unless ``default_to_global``."""
+        path = (
+            registry_path("config") if subject is None else registry_path("config", registry_subject(subject))
+        )
+        answer = self.request("GET", path, params={"defaultToGlobal": _flag(default_to_global)})
+        return str(answer["compatibilityLevel"])
+
+    def set_compatibility(self, level: str, subject: str | None = None) -> str:
+        path = (
+            registry_path("config") if subject is None else registry_path("config", registry_subject(subject))
+        )
+        return str(self.request("PUT", path, json={"compatibility": level})["compatibility"])
+
+
+def registry_path(*segments: str | int) -> str:
+    """The path of the registry's resource named by ``segments`` (each encoded as ``url_path`` does)."""
+    return REGISTRY + url_path(*segments)
+
+
+def registry_subject(subject: str) -> str:
+    """``subject`` if a path can name it: a valid subject (``check_subject``), not ``.`` or ``..``
+    (an HTTP client removes such a segment, and the request would reach another resource), and
+    without ``/`` (the gateway refuses a segment holding one)."""
+    check_subject(subject)
+    if subject in (".", "..") or "/" in subject:
+        raise InvalidSubject(
+            f"The subject {subject!r} cannot be named in a URL path: it is '.' or '..' or holds '/'."
+        )
+    return subject
+
+
+def schema_body(schema: Schema) -> dict[str, Any]:
+    """The registry's request body for ``schema``."""
+    body: dict[str, Any] = {"schema": schema.text}
+    if schema.schema_type is not SchemaType.AVRO:
+        body["schemaType"] = schema.schema_type.value
+    if schema.references:
+        body["references"] = [
+            {"name": r.name, "subject": r.subject, "version": r.version} for r in schema.references
+        ]
+    return body
+
+
+def _flag(value: bool) -> str:
+    return "true" if value else "false"
 
 
 def acl_params(selected: AclFilter) -> dict[str, str]:

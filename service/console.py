@@ -1,6 +1,6 @@
 """What every console tool shares: the common options, the client built from them, errors, output.
 
-``add_common_options`` fills the parent parser of ``brokergate topics|produce|consume|groups|acls``:
+``add_common_options`` fills the parent parser of ``brokergate topics|produce|consume|groups|acls|schemas``:
 the gateway's URL, ``--output``, and how to authenticate and reach the gateway over TLS.
 ``credentials`` and ``connect`` turn those options, each falling back to its ``BROKERGATE_*``
 environment variable, into a ``GatewayClient``. ``ToolError`` carries the exit status that

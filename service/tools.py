@@ -1,7 +1,8 @@
 """Command-line tools in the spirit of Kafka's console tools, against any brokergate endpoint.
 
-``brokergate topics|produce|consume|groups|acls`` — built on ``service.client``; ``acls`` is
-``service.acl_tool``'s, and the options they all share (URL, output, credentials, TLS) are
+``brokergate topics|produce|consume|groups|acls|schemas`` — built on ``service.client``; ``acls``
+is ``service.acl_tool``'s, ``schemas`` (and the schemas ``produce`` takes in a schema format)
+``service.schema_tool``'s, and the options they all share (URL, output, credentials, TLS) are
 ``service.console``'s. Human output is aligned tables, ``--output json`` is for scripts;
 errors are one line on stderr with an exit status:
 
@@ -11,6 +12,7 @@ errors are one line on stderr with an exit status:
 - 2: bad usage or input;
 - 3: the gateway cannot be reached, or no TLS connection can be made with it;
 - 4: some produced records failed;
+- 5: ``schemas compat``: the schema is not compatible;
 - 130: Ctrl-C (SIGINT); 143: SIGTERM.
 """
 
@@ -20,23 +22,26 @@ import argparse
 import base64
 import json
 import os
+import re
 import signal
 import sys
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from types import FrameType
 from typing import Any, Protocol
 
-from . import acl_tool
-from .client import ClientError, Consumer, GatewayClient
+from . import acl_tool, schema_tool
+from .client import ClientError, Consumer, GatewayClient, ProducedOffset
 from .console import Credentials, ToolError, add_common_options, connect, credentials, emit, terminal_prompt
 from .core.rules import check_group, check_topic
 from .errors import ErrorCode, GatewayError
+from .schema_tool import SCHEMA_FORMATS, RecordSchemas, record_schemas
 from .tables import format_table
 
 BATCH = 500
+FORMATS = ("string", "json", "binary", *SCHEMA_FORMATS)
 
 
 class Interrupted(KeyboardInterrupt):
@@ -120,7 +125,8 @@ def _encode(text: str, fmt: str, what: str, line_no: int) -> Any:
 
 def _records(
     lines: Iterable[str], args: argparse.Namespace, headers: list[dict[str, str]]
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Each record to send, with the number of the line it is read from."""
     for line_no, raw in enumerate(lines, 1):
         line = raw.rstrip("\n")
         if not line:
@@ -136,25 +142,47 @@ def _records(
         record["value"] = _encode(value, args.format, "value", line_no)
         if headers:
             record["headers"] = headers
-        yield record
+        yield line_no, record
+
+
+class BatchRefused(Exception):
+    """The gateway refused a batch whole (422: one of its records cannot be stored); the message
+    says why, and names the record's line when the gateway names the record."""
+
+
+_RECORD_INDEX = re.compile(r"records\[(\d+)\]")
+
+
+def refused_batch(exc: ClientError, lines: Sequence[int]) -> BatchRefused:
+    found = _RECORD_INDEX.match(exc.message)
+    index = int(found[1]) if found else len(lines)
+    where = f"line {lines[index]}: " if index < len(lines) else ""
+    return BatchRefused(f"{where}{exc.message} (HTTP {exc.status}, error {exc.error_code})")
 
 
 class _Sender:
     """Sends ``produce``'s batches and keeps the tally its summary reports."""
 
-    def __init__(self, args: argparse.Namespace, client: GatewayClient) -> None:
+    def __init__(
+        self, args: argparse.Namespace, client: GatewayClient, schemas: RecordSchemas | None = None
+    ) -> None:
         self.args = args
         self.client = client
+        self.schemas = schemas
         self.progress = sys.stderr.isatty() and args.output != "json"
         self.sent = self.failed = 0
         self.first_failure: str | None = None
         self.started = time.monotonic()
 
-    def send(self, batch: list[dict[str, Any]]) -> None:
-        args = self.args
-        for n, result in enumerate(
-            self.client.produce(args.topic, batch, fmt=args.format, partition=args.partition)
-        ):
+    def send(self, batch: list[dict[str, Any]], lines: Sequence[int]) -> None:
+        """Send the records read from ``lines``; ``BatchRefused`` if the gateway refuses them all."""
+        try:
+            results = self._produce(batch)
+        except ClientError as exc:
+            if exc.status != 422:
+                raise
+            raise refused_batch(exc, lines) from exc
+        for n, result in enumerate(results):
             if result.error_code is not None:
                 self.failed += 1
                 self.first_failure = self.first_failure or f"record {self.sent + n + 1}: {result.error}"
@@ -164,46 +192,83 @@ class _Sender:
             sys.stderr.write(f"\r{self.sent:,} records  {rate:,.0f} rec/s")
             sys.stderr.flush()
 
+    def _produce(self, batch: list[dict[str, Any]]) -> list[ProducedOffset]:
+        args = self.args
+        if self.schemas is None:
+            return self.client.produce(args.topic, batch, fmt=args.format, partition=args.partition)
+        produced = self.client.produce_with_schemas(
+            args.topic,
+            batch,
+            fmt=args.format,
+            key_schema=self.schemas.key,
+            value_schema=self.schemas.value,
+            partition=args.partition,
+        )
+        # The next batches name the schemas by their ids: no text to send and parse again.
+        self.schemas = RecordSchemas(
+            self.schemas.key if produced.key_schema_id is None else produced.key_schema_id,
+            self.schemas.value if produced.value_schema_id is None else produced.value_schema_id,
+        )
+        return produced.offsets
+
     def summarize(self) -> None:
         if self.progress:
             sys.stderr.write("\n")
         elapsed = time.monotonic() - self.started
         topic, sent, failed = self.args.topic, self.sent, self.failed
-        summary = {"topic": topic, "records": sent, "failed": failed, "seconds": round(elapsed, 3)}
-        rows = [[topic, sent, failed, f"{elapsed:.2f}s"]]
-        emit(self.args, summary, rows, ["TOPIC", "RECORDS", "FAILED", "TIME"])
+        summary: dict[str, Any] = {
+            "topic": topic,
+            "records": sent,
+            "failed": failed,
+            "seconds": round(elapsed, 3),
+        }
+        row: list[Any] = [topic, sent, failed, f"{elapsed:.2f}s"]
+        header = ["TOPIC", "RECORDS", "FAILED", "TIME"]
+        if self.schemas is not None:  # the ids, once known: a schema given as text has one after a batch
+            ids = [s if isinstance(s, int) else None for s in (self.schemas.key, self.schemas.value)]
+            summary.update(key_schema_id=ids[0], value_schema_id=ids[1])
+            row += ids
+            header += ["KEY-SCHEMA-ID", "VALUE-SCHEMA-ID"]
+        emit(self.args, summary, [row], header)
 
 
 def cmd_produce(args: argparse.Namespace, client: GatewayClient) -> int:
     check_topic(args.topic)
+    schemas = record_schemas(args)
     headers = [
         {"name": k, "value": base64.b64encode(v.encode()).decode()}
         for k, v in _pairs(args.header, "--header")
     ]
     source = open(args.file, encoding="utf-8") if args.file else sys.stdin
-    sender = _Sender(args, client)
+    sender = _Sender(args, client, schemas)
     bad_line: ToolError | None = None
+    refused: BatchRefused | None = None
     try:
         batch: list[dict[str, Any]] = []
+        lines: list[int] = []
         try:
-            for record in _records(source, args, headers):
+            for line_no, record in _records(source, args, headers):
                 batch.append(record)
+                lines.append(line_no)
                 if len(batch) >= args.batch_size:
-                    sender.send(batch)
-                    batch = []
+                    sender.send(batch, lines)
+                    batch, lines = [], []
         except ToolError as exc:
             # Every line before the bad one is sent, whatever --batch-size: the fixed input resumes there.
             bad_line = exc
         if batch:
-            sender.send(batch)
+            sender.send(batch, lines)
+    except BatchRefused as exc:  # nothing of that batch was stored: the input resumes at its first line
+        refused = exc
     finally:
         if source is not sys.stdin:
             source.close()
     sender.summarize()
     failures = f"{sender.failed} record(s) failed; first: {sender.first_failure}"
-    if bad_line is not None:
-        stopped = f"{bad_line}; stopped there, after sending {sender.sent} record(s)"
-        raise ToolError(f"{stopped}; {failures}" if sender.first_failure else stopped, 2)
+    stop, status = (refused, 1) if refused is not None else (bad_line, 2)
+    if stop is not None:
+        stopped = f"{stop}; stopped there, after sending {sender.sent} record(s)"
+        raise ToolError(f"{stopped}; {failures}" if sender.first_failure else stopped, status)
     if sender.first_failure:
         raise ToolError(failures, 4)
     return 0
@@ -217,6 +282,8 @@ def _show(record: Any) -> str:
 
 
 def _print_record(args: argparse.Namespace, r: Any) -> None:
+    # A schema format's keys and values are printed as JSON, strings too: lines produce reads again.
+    show = json.dumps if args.format in SCHEMA_FORMATS else _show
     value = r.value
     key = r.key
     if args.format == "binary":
@@ -248,8 +315,8 @@ def _print_record(args: argparse.Namespace, r: Any) -> None:
             or "NO_HEADERS"
         )
     if args.print_key:
-        parts.append("null" if key is None else _show(key))
-    parts.append("null" if value is None else _show(value))
+        parts.append("null" if key is None else show(key))
+    parts.append("null" if value is None else show(value))
     print("\t".join(parts), flush=True)
 
 
@@ -451,7 +518,25 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     produce.add_argument("--topic", required=True)
     produce.add_argument("--partition", type=int)
     produce.add_argument("--key-separator", help="split each line into key and value at this separator")
-    produce.add_argument("--format", choices=["string", "json", "binary"], default="string")
+    produce.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="string",
+        help="how each line is read: string, json, binary (sent as base64), or a schema format: avro, "
+        "jsonschema, protobuf (the line is the record's JSON, and --value-schema-* is needed)",
+    )
+    for side, when in (("value", "a schema format"), ("key", "a schema format with --key-separator")):
+        produce.add_argument(
+            f"--{side}-schema-file",
+            metavar="FILE",
+            help=f"{when}: the schema of the {side}s (registered under <topic>-{side})",
+        )
+        produce.add_argument(
+            f"--{side}-schema-id",
+            type=schema_tool.schema_id,
+            metavar="ID",
+            help=f"{when}: the id of the {side}s' registered schema, instead of its file",
+        )
     produce.add_argument("--header", action="append", metavar="NAME=VALUE")
     produce.add_argument("--file")
     produce.add_argument("--batch-size", type=int, default=BATCH)
@@ -474,7 +559,12 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     consume.add_argument("--print-key", action="store_true", help="print the key before the value")
     consume.add_argument("--print-offset", action="store_true", help="print partition:offset first")
     consume.add_argument("--print-headers", action="store_true", help="print name:value,... or NO_HEADERS")
-    consume.add_argument("--format", choices=["string", "json", "binary"], default="string")
+    consume.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="string",
+        help="the instance's format; avro, jsonschema and protobuf print keys and values decoded, as JSON",
+    )
     consume.set_defaults(run=cmd_consume)
 
     groups = sub.add_parser("groups", parents=[common], help="list groups, describe members and lag")
@@ -483,6 +573,7 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     groups.set_defaults(run=cmd_groups)
 
     acl_tool.add_parser(sub, common)
+    schema_tool.add_parser(sub, common)
 
 
 _NEEDS_TOPIC = {"create", "describe", "delete", "alter"}

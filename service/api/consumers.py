@@ -19,7 +19,7 @@ from service.errors import InvalidConsumerConfig, InvalidPayload
 from service.gateway import Gateway, get_gateway
 
 from .access import check_topics, decision_of
-from .http import body_doc, no_content, parse, parse_optional, public_base, records_response
+from .http import body_doc, no_content, parse, parse_optional, public_base, records_doc, records_response
 from .http import v2 as v2_response
 from .quotas import client_of
 from .responses import CONSUMER_ERRORS, THROTTLED
@@ -27,6 +27,7 @@ from .responses import CONSUMER_ERRORS, THROTTLED
 router = APIRouter(prefix="/consumers/{group}", tags=["consumers"])
 GW = Annotated[Gateway, Depends(get_gateway)]
 INSTANCE = "/instances/{instance}"
+_RECORDS = {"type": "array", "items": {"$ref": "#/components/schemas/ConsumerRecord"}}
 _NO_CONTENT = {204: {"description": "Done."}, **CONSUMER_ERRORS}
 
 
@@ -169,7 +170,11 @@ async def get_assignments(group: str, instance: str, request: Request, gw: GW) -
 @router.get(
     INSTANCE + "/records",
     operation_id="pollRecords",
-    responses={200: {"model": list[v2.ConsumerRecord]}, **CONSUMER_ERRORS, **THROTTLED},
+    responses={
+        200: {"model": list[v2.ConsumerRecord], **records_doc(_RECORDS)},
+        **CONSUMER_ERRORS,
+        **THROTTLED,
+    },
 )
 async def poll(
     group: str,

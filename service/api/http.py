@@ -19,7 +19,7 @@ from fastapi import Request
 from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, ValidationError
 
-from api_schemas.formats import V2, media_type
+from api_schemas.formats import FORMATS, V2, content_type_for, media_type
 from api_schemas.records import render_slices
 from service.core.models import EmbeddedFormat, Record, TopicPartition
 from service.errors import ConversionError, InvalidPayload, PayloadTooLarge, UnsupportedMediaType
@@ -77,6 +77,13 @@ def v3(content: Any, status_code: int = 200) -> JSONBody:
 # STREAM_SLICE_BYTES: its response is never held whole, and the loop serves others between pieces.
 STREAM_SLICE_BYTES = 1 << 20
 STREAM_ABOVE_BYTES = 4 << 20
+
+
+def records_doc(schema: dict[str, Any]) -> dict[str, Any]:
+    """The 200 response of a route that returns records, in every embedded format's media type
+    (the Accept header, or the consumer's format, picks one); ``schema`` is the body's schema."""
+    types = [V2, *(content_type_for(fmt) for fmt in FORMATS)]  # V2: binary, as Confluent's proxy
+    return {"content": {media_type: {"schema": schema} for media_type in types}}
 
 
 def records_response(

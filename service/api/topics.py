@@ -31,7 +31,7 @@ from service.errors import NotAcceptable
 from service.gateway import Gateway, get_gateway
 
 from .access import decision_of, visible
-from .http import V2, body_doc, loads, read_body, records_response
+from .http import V2, body_doc, loads, read_body, records_doc, records_response
 from .http import v2 as v2_response
 from .quotas import client_of, identity_of
 from .responses import ERRORS, PRODUCE_ERRORS, THROTTLED
@@ -283,7 +283,11 @@ async def partition_offsets(topic: str, partition: int, gw: GW) -> Response:
 @router.get(
     "/topics/{topic}/partitions/{partition}/records",
     operation_id="readPartition",
-    responses={200: {"model": v2.ReadRecords}, **ERRORS, **THROTTLED},
+    responses={
+        200: {"model": v2.ReadRecords, **records_doc({"$ref": "#/components/schemas/ReadRecords"})},
+        **ERRORS,
+        **THROTTLED,
+    },
 )
 async def read_partition(
     topic: str,

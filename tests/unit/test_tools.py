@@ -1,15 +1,20 @@
-"""The console tools' pure parts: the consumer's commit after a rebalance, names refused before sending."""
+"""The console tools' pure parts: the consumer's commit after a rebalance, names refused before sending,
+what the schema options make of their flags."""
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Iterable
 from typing import Any
 
 import pytest
 
-from service.client import ClientError, Consumer, GatewayClient, url_path
-from service.errors import InvalidConsumerConfig, InvalidTopic
-from service.tools import commit_owned
+from service.client import ClientError, Consumer, GatewayClient, schema_body, url_path
+from service.console import ToolError
+from service.core.schemas.model import Schema, SchemaReference, SchemaType
+from service.errors import InvalidConsumerConfig, InvalidSubject, InvalidTopic
+from service.schema_tool import RecordSchemas, cmd_schemas, record_schemas, reference, schema_of, version
+from service.tools import add_commands, commit_owned, refused_batch
 
 REBALANCED = ClientError(
     409, 40903, "consumer 'c' does not own partition t-1; its offsets were not committed."
@@ -116,3 +121,140 @@ def test_the_client_refuses_a_name_before_sending_anything():
             client.consumer("g", name="me/../you")
         with pytest.raises(InvalidConsumerConfig):
             Consumer(client, "g", "../x", "binary")
+
+
+# --- schemas: what the flags take, produce's schema options, refused batches --------------------
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="brokergate")
+    add_commands(parser.add_subparsers(dest="command", required=True))
+    return parser.parse_args(list(argv))
+
+
+def test_a_reference_is_a_name_a_subject_and_a_version():
+    assert reference("shop.Customer=customers-value:3") == SchemaReference(
+        "shop.Customer", "customers-value", 3
+    )
+    # a subject may hold ':' (a context); the version is after the last one, and latest is -1
+    assert reference("c.proto=:.ctx:c:latest") == SchemaReference("c.proto", ":.ctx:c", -1)
+    for bad in ("no-equals", "name=subject", "name=:1", "=s:1", "name=s:0", "name=s:x"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            reference(bad)
+
+
+def test_a_version_is_a_number_from_1_or_latest():
+    assert (version("7"), version("LATEST"), version("latest")) == (7, "latest", "latest")
+    for bad in ("0", "-1", "1.5", "", "newest"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            version(bad)
+
+
+def test_schema_file_and_type_make_the_schema_sent(tmp_path):
+    (tmp_path / "item.proto").write_text('\n syntax = "proto3";\nmessage Item {}\n\n', encoding="utf-8")
+    args = parse(
+        "schemas",
+        "register",
+        "--subject",
+        "items-value",
+        "--schema-file",
+        str(tmp_path / "item.proto"),
+        "--type",
+        "protobuf",
+        "--reference",
+        "a.proto=a-value:2",
+    )
+    schema = schema_of(args)
+    assert schema == Schema(
+        SchemaType.PROTOBUF,
+        'syntax = "proto3";\nmessage Item {}',
+        (SchemaReference("a.proto", "a-value", 2),),
+    )
+    assert schema_body(schema) == {
+        "schema": schema.text,
+        "schemaType": "PROTOBUF",
+        "references": [{"name": "a.proto", "subject": "a-value", "version": 2}],
+    }
+    assert schema_body(Schema(SchemaType.AVRO, '"string"')) == {"schema": '"string"'}  # AVRO is the default
+
+
+def test_produce_in_a_schema_format_takes_each_schema_once(tmp_path):
+    (tmp_path / "v.avsc").write_text('{"type": "string"}\n', encoding="utf-8")
+    value_file = str(tmp_path / "v.avsc")
+    produce = ("produce", "--topic", "t")
+    assert record_schemas(parse(*produce)) is None
+    assert record_schemas(parse(*produce, "--format", "avro", "--value-schema-file", value_file)) == (
+        RecordSchemas(None, '{"type": "string"}')
+    )
+    keyed = ("--format", "protobuf", "--value-schema-id", "4", "--key-separator", ":", "--key-schema-id", "3")
+    assert record_schemas(parse(*produce, *keyed)) == RecordSchemas(3, 4)
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (("--format", "jsonschema"), "--format jsonschema needs --value-schema-file or --value-schema-id"),
+        (
+            ("--value-schema-id", "1"),
+            "--value-schema-id goes with --format avro, jsonschema or protobuf, not string",
+        ),
+        (("--format", "json", "--key-schema-id", "1"), "--key-schema-id goes with --format avro"),
+        (
+            ("--format", "avro", "--value-schema-id", "1", "--value-schema-file", "f"),
+            "give the value schema once",
+        ),
+        (
+            ("--format", "avro", "--value-schema-id", "1", "--key-separator", ":"),
+            "--format avro with --key-separator needs --key-schema-file or --key-schema-id",
+        ),
+        (("--format", "avro", "--value-schema-id", "1", "--key-schema-id", "2"), "goes with --key-separator"),
+        (("--format", "avro", "--value-schema-file", "/no/such/file"), "cannot read --value-schema-file"),
+    ],
+)
+def test_contradictory_schema_options_are_refused_with_status_2(flags, says):
+    with pytest.raises(ToolError) as refused:
+        record_schemas(parse("produce", "--topic", "t", *flags))
+    assert refused.value.status == 2 and says in str(refused.value)
+
+
+def test_a_refused_batch_names_the_line_of_the_record_the_gateway_names():
+    lines = [1, 2, 4, 7]  # line 3, 5 and 6 were empty
+    said = ClientError(422, 42203, "records[2].value: $: expected a string, got an object")
+    assert str(refused_batch(said, lines)) == (
+        "line 4: records[2].value: $: expected a string, got an object (HTTP 422, error 42203)"
+    )
+    # a refusal that names no record, or one beyond the batch, is left as it is
+    for message in ("The value_schema is not a valid AVRO schema", "records[9].value: no"):
+        assert (
+            str(refused_batch(ClientError(422, 42205, message), lines))
+            == f"{message} (HTTP 422, error 42205)"
+        )
+
+
+def test_a_subject_no_path_can_name_is_refused_before_anything_is_sent():
+    schema = Schema(SchemaType.AVRO, '"string"')
+    with GatewayClient("http://127.0.0.1:9") as client:
+        for call in (
+            lambda: client.subject_version(".."),
+            lambda: client.register_schema(".", schema),
+            lambda: client.delete_subject("a/b"),
+            lambda: client.check_compatibility("__GLOBAL", schema),
+            lambda: client.compatibility(""),
+        ):
+            with pytest.raises(InvalidSubject):
+                call()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("--subject", "s", "--id", "1"),
+        ("--version", "2", "--id", "1"),
+        ("--version", "2"),
+        (),
+    ],
+)
+def test_schemas_get_takes_a_subject_or_an_id(argv):
+    with GatewayClient("http://127.0.0.1:9") as client, pytest.raises(ToolError) as refused:
+        cmd_schemas(parse("schemas", "get", *argv), client)
+    assert refused.value.status == 2 and "schemas get" in str(refused.value)
