@@ -91,9 +91,7 @@ class Gateway:
             on_created=metadata_changed.set,
             draining=draining,
             waits=waits,
-            reserved={
-                settings.schema_registry_topic: "the schema registry's records (written through /schema-registry)"
-            },
+            reserved={settings.schema_registry_topic: "the schema registry's records"},
         )
         return cls(
             settings=settings,

@@ -6,6 +6,7 @@
           .option("topic", "orders")               # a name, a comma list, or a pattern
           .option("startingOffsets", "earliest")   # | latest | committed:<group> | JSON
           .option("endingOffsets", "latest")
+          .option("valueFormat", "avro")           # decode with the schema registry (decode_options)
           .load())
 
 Planning (``partitions()``) resolves the offset specs against the log once,
@@ -14,29 +15,60 @@ topic-partition, cut into pieces of at most ``maxRecordsPerPartition``
 offsets so that several tasks read a large partition side by side. Tasks
 (``read()``) open their own log source and hand Spark Arrow record batches.
 See ``logs`` for which records count as written (acknowledged and durable).
+
+With ``valueFormat`` / ``keyFormat`` set, the schema is not fixed: ``schema()``
+asks the registry for the reader schemas once (``decoding.plan_decoding``)
+and the tasks decode the columns into their types (``decoding.Decoder``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import pyarrow as pa
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
-from pyspark.sql.types import StructType
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
 
 from service.core.models import Record
 
 from .logs import open_log
-from .offsets import OffsetRange, split_ranges
+from .offsets import OffsetRange, OptionError, split_ranges
 from .plan import SourceOptions, plan
+
+if TYPE_CHECKING:  # imported where used: a binary read never loads the schema formats
+    from .decoding import DecodePlan, Decoder
 
 NAME: Final = "brokergate"
 SCHEMA: Final = (
     "topic string, partition int, offset long, timestamp timestamp, key binary, value binary, "
     "headers array<struct<key:string,value:binary>>"
+)
+# SCHEMA as a StructType: what a decoded read's schema starts from.
+BASE_SCHEMA: Final = StructType(
+    [
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField(
+            "headers",
+            ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())])),
+        ),
+    ]
 )
 _HEADER: Final = pa.struct([("key", pa.string()), ("value", pa.binary())])
 ARROW_SCHEMA: Final = pa.schema(
@@ -53,24 +85,30 @@ ARROW_SCHEMA: Final = pa.schema(
 )
 
 
-def to_arrow(topic: str, partition: int, records: Sequence[Record]) -> pa.RecordBatch:
-    """One Arrow batch in the data source's schema."""
+def to_arrow(
+    topic: str, partition: int, records: Sequence[Record], decoder: Decoder | None = None
+) -> pa.RecordBatch:
+    """One Arrow batch in the data source's schema (a decoded read's, with ``decoder``)."""
     n = len(records)
-    columns = [
-        pa.array([topic] * n, pa.string()),
-        pa.array([partition] * n, pa.int32()),
-        pa.array([r.offset for r in records], pa.int64()),
-        pa.array([r.timestamp * 1000 for r in records], pa.int64()).cast(
+    columns = {
+        "topic": pa.array([topic] * n, pa.string()),
+        "partition": pa.array([partition] * n, pa.int32()),
+        "offset": pa.array([r.offset for r in records], pa.int64()),
+        "timestamp": pa.array([r.timestamp * 1000 for r in records], pa.int64()).cast(
             ARROW_SCHEMA.field("timestamp").type
         ),
-        pa.array([r.key for r in records], pa.binary()),
-        pa.array([r.value for r in records], pa.binary()),
-        pa.array(
+        "key": pa.array([r.key for r in records], pa.binary()),
+        "value": pa.array([r.value for r in records], pa.binary()),
+        "headers": pa.array(
             [[{"key": k, "value": v} for k, v in r.headers] for r in records],
             ARROW_SCHEMA.field("headers").type,
         ),
-    ]
-    return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
+    }
+    if decoder is None:
+        return pa.RecordBatch.from_arrays(list(columns.values()), schema=ARROW_SCHEMA)
+    columns.update(decoder.columns(topic, partition, records))
+    schema = decoder.arrow_schema
+    return pa.RecordBatch.from_arrays([columns[name] for name in schema.names], schema=schema)
 
 
 class RangePartition(InputPartition):
@@ -84,8 +122,9 @@ class RangePartition(InputPartition):
 class BrokergateReader(DataSourceReader):
     """Plans offset ranges on the driver side and reads them in tasks."""
 
-    def __init__(self, options: SourceOptions) -> None:
+    def __init__(self, options: SourceOptions, decoding: DecodePlan | None = None) -> None:
         self.options = options
+        self.decoding = decoding
 
     def partitions(self) -> Sequence[InputPartition]:
         ranges = split_ranges(plan(self.options), self.options.max_records_per_partition)
@@ -99,26 +138,59 @@ class BrokergateReader(DataSourceReader):
         rng = partition.range
         if rng.size == 0:
             return
+        decoder = None
+        if self.decoding is not None:
+            from .decoding import Decoder
+
+            decoder = Decoder(self.decoding, BASE_SCHEMA)
         source = open_log(self.options.log)
         try:
             for chunk in source.read(rng):
-                yield to_arrow(rng.topic, rng.partition, chunk)
+                yield to_arrow(rng.topic, rng.partition, chunk, decoder)
         finally:
             source.close()
 
 
 class BrokergateDataSource(DataSource):
-    """``format("brokergate")``: records of brokergate topics, from an embedded data dir or Kafka."""
+    """``format("brokergate")``: records of brokergate topics, from an embedded data dir or Kafka.
+
+    Spark pickles the instance after ``schema()``, so the decoding planned
+    there travels to ``reader()`` and the tasks.
+    """
+
+    def __init__(self, options: dict[str, str]) -> None:
+        super().__init__(options)
+        self._decoding: DecodePlan | None = None
+        self._planned = False
 
     @classmethod
     def name(cls) -> str:
         return NAME
 
-    def schema(self) -> str:
-        return SCHEMA
+    def schema(self) -> StructType | str:
+        decoding = self.decoding()
+        return SCHEMA if decoding is None else decoding.spark_schema(BASE_SCHEMA)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return BrokergateReader(SourceOptions.parse(self.options))
+        options = SourceOptions.parse(self.options)
+        decoding = self.decoding()
+        if decoding is not None and schema != decoding.spark_schema(BASE_SCHEMA):
+            raise OptionError(
+                "a decoded read's schema comes from its reader schemas; leave out .schema(...) "
+                f"(given: {schema.simpleString()})"
+            )
+        return BrokergateReader(options, decoding)
+
+    def decoding(self) -> DecodePlan | None:
+        """The decoded columns (None: a binary read), planned on the first call."""
+        if not self._planned:
+            options = SourceOptions.parse(self.options)
+            if options.decode.decoding:
+                from .decoding import plan_decoding
+
+                self._decoding = plan_decoding(options.decode, options.log, options.topic)
+            self._planned = True
+        return self._decoding
 
 
 def record_bytes() -> Column:

@@ -1,11 +1,18 @@
 """The export job: a topic, incrementally and exactly once, into Parquet partitioned by date.
 
     python -m spark_jobs export --log ./data --topic orders --output ./exports/orders
+    python -m spark_jobs export --log ./data --topic orders --output ./exports/orders --value-format avro
 
 Each run appends the records written since the previous run as Parquet files
 under ``date=YYYY-MM-DD/`` (the UTC day of the record's timestamp), with the
-data source's columns. The commit protocol, which makes a run killed at any
-point harmless, is described in ``export_state``; this module does its I/O.
+data source's columns. With ``--value-format`` / ``--key-format`` the data
+source decodes those columns with the schema registry (``decode_options``), so
+the files hold real nested columns, typed by each run's reader schema (the
+latest version of ``<topic>-value`` unless pinned: read the files of runs made
+across schema versions with ``mergeSchema``); the run's summary then counts
+records only, as decoded columns have no stored size. The commit protocol,
+which makes a run killed at any point harmless, is described in
+``export_state``; this module does its I/O.
 One run at a time per output directory (a lock in ``_brokergate/``).
 """
 
@@ -14,7 +21,8 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final
 
@@ -24,6 +32,7 @@ from pyspark.sql import functions as F
 from service.adapters.embedded.fileio import atomic_write, fsync_dir
 
 from .datasource import NAME, SCHEMA, record_bytes
+from .decode_options import BINARY, FORMATS, ON_DECODE_ERROR, DecodeOptions, Side
 from .export_state import (
     LOCK_FILE,
     META_DIR,
@@ -45,6 +54,7 @@ from .progress import Progress, Summary
 from .session import SessionSource, session_of
 
 DATE_COLUMN: Final = "date"
+PASSWORD_ENV: Final = "BROKERGATE_SCHEMA_REGISTRY_PASSWORD"
 DEFAULT_MAX_RECORDS_PER_FILE: Final = 1_000_000
 _MICROS_PER_DAY: Final = 86_400 * 1_000_000
 
@@ -59,6 +69,7 @@ class ExportOptions:
     ending: OffsetSpec = LATEST
     max_records_per_partition: int = DEFAULT_MAX_RECORDS_PER_PARTITION
     max_records_per_file: int = DEFAULT_MAX_RECORDS_PER_FILE
+    decode: DecodeOptions = field(default_factory=DecodeOptions)  # binary key and value: nothing decoded
 
 
 class ExportOutput:
@@ -158,10 +169,10 @@ def run_export(spark: SessionSource, options: ExportOptions, progress: Progress 
         run_dir = out.staging / staging_name(run)
         session = session_of(spark)
         observation = Observation(f"export-run-{run}")
+        decoding = options.decode.decoding
+        size = F.lit(0) if decoding else F.coalesce(F.sum(record_bytes()), F.lit(0))
         frame = _dated(_read(session, options, plan)).observe(
-            observation,
-            F.count(F.lit(1)).alias("records"),
-            F.coalesce(F.sum(record_bytes()), F.lit(0)).alias("bytes"),
+            observation, F.count(F.lit(1)).alias("records"), size.alias("bytes")
         )
         with progress.tracking(session, f"writing run {run}"):
             # Each task writes what it reads (no shuffle): a run adds a file per task and day.
@@ -178,16 +189,19 @@ def run_export(spark: SessionSource, options: ExportOptions, progress: Progress 
         out.publish(run_dir, moves)
         out.save(published_state(state))
         out.discard(run_dir)
-        summary.records, summary.bytes = int(metrics["records"]), int(metrics["bytes"])
+        summary.records = int(metrics["records"])
+        summary.bytes = None if decoding else int(metrics["bytes"])
         summary.details.update(run=run, files=len(moves))
         return progress.finish(summary)
 
 
 def _read(spark: SparkSession, options: ExportOptions, plan: ExportPlan) -> DataFrame:
     """Exactly the planned ranges: every partition of the topics, each with its start and end."""
+    reader = spark.read.format(NAME)
+    if not options.decode.decoding:
+        reader = reader.schema(SCHEMA)  # known: saves Spark asking the data source for it
     frame = (
-        spark.read.format(NAME)
-        .schema(SCHEMA)  # known: saves Spark asking the data source for it
+        reader.options(**options.decode.as_options())
         .option("log", options.log)
         .option("topic", ",".join(sorted({r.topic for r in plan.ranges})))
         .option("startingOffsets", offsets_json({r.tp: r.start for r in plan.ranges}))
@@ -233,6 +247,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_MAX_RECORDS_PER_FILE,
         help=f"start a new Parquet file past this many records (default {DEFAULT_MAX_RECORDS_PER_FILE})",
     )
+    add_decode_arguments(parser)
 
 
 def options_from(args: argparse.Namespace) -> ExportOptions:
@@ -245,4 +260,71 @@ def options_from(args: argparse.Namespace) -> ExportOptions:
         ending=parse_offset_spec(args.ending_offsets, option="--ending-offsets"),
         max_records_per_partition=args.max_records_per_partition,
         max_records_per_file=args.max_records_per_file,
+        decode=decode_options_from(args),
     )
+
+
+def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
+    """The data source's decoding options as flags (``decode_options`` says what they mean)."""
+    group = parser.add_argument_group("decoded columns (the schema registry's formats)")
+    formats = (BINARY, *FORMATS)
+    for side in ("value", "key"):
+        group.add_argument(
+            f"--{side}-format",
+            choices=formats,
+            default=BINARY,
+            help=f"decode the {side} into a nested column (default {BINARY}: the stored bytes)",
+        )
+        group.add_argument(f"--{side}-schema-id", type=int, help=f"the {side}'s reader schema, by id")
+        group.add_argument(
+            f"--{side}-subject", help=f"the {side}'s reader schema's subject (default <topic>-{side})"
+        )
+        group.add_argument(
+            f"--{side}-schema-version", default="latest", help="of that subject (default latest)"
+        )
+    group.add_argument(
+        "--schema-registry-url",
+        help="ask this registry (e.g. http://gateway:8082/schema-registry) instead of reading the "
+        "registry's topic in the log",
+    )
+    group.add_argument("--schema-registry-topic", help="the registry's topic in the log (default _schemas)")
+    group.add_argument("--schema-registry-user", help="HTTP Basic user of --schema-registry-url")
+    group.add_argument(
+        "--schema-registry-password",
+        help=f"its password (default: ${PASSWORD_ENV}, which keeps it off the command line)",
+    )
+    group.add_argument("--schema-registry-ca-file", help="CA bundle to verify an https registry with")
+    group.add_argument(
+        "--on-decode-error",
+        choices=ON_DECODE_ERROR,
+        default="fail",
+        help="fail (default): the run fails, naming the record; null: the column is null, "
+        "<column>_error says why",
+    )
+
+
+def decode_options_from(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> DecodeOptions:
+    """The decoding flags as the data source's options, checked (``OptionError``)."""
+    env = os.environ if env is None else env
+    options: dict[str, str] = {}
+    sides: tuple[Side, ...] = ("key", "value")
+    for side in sides:
+        options[f"{side}format"] = getattr(args, f"{side}_format")
+        for flag, option in (("schema_id", "schemaid"), ("subject", "subject")):
+            given = getattr(args, f"{side}_{flag}")
+            if given is not None:
+                options[f"{side}{option}"] = str(given)
+        if getattr(args, f"{side}_schema_version") != "latest":
+            options[f"{side}schemaversion"] = getattr(args, f"{side}_schema_version")
+    password = args.schema_registry_password or env.get(PASSWORD_ENV)
+    for option, given in (
+        ("schemaregistryurl", args.schema_registry_url),
+        ("schemaregistrytopic", args.schema_registry_topic),
+        ("schemaregistryuser", args.schema_registry_user),
+        ("schemaregistrypassword", password if args.schema_registry_url else None),
+        ("schemaregistrycafile", args.schema_registry_ca_file),
+        ("ondecodeerror", args.on_decode_error),
+    ):
+        if given is not None:
+            options[option] = given
+    return DecodeOptions.parse(options)

@@ -8,12 +8,13 @@ read before reading them (the export records them as its progress).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final, Self
 
 from service.core.models import TopicPartition
 
 from .committed import CommittedSource, coordinator_for, open_committed
+from .decode_options import DecodeOptions
 from .log_source import LogSource
 from .logs import open_log
 from .offsets import (
@@ -42,6 +43,7 @@ class SourceOptions:
     ending: OffsetSpec = LATEST
     coordinator: str | None = None
     max_records_per_partition: int = DEFAULT_MAX_RECORDS_PER_PARTITION
+    decode: DecodeOptions = field(default_factory=DecodeOptions)  # binary key and value: nothing decoded
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
@@ -63,6 +65,7 @@ class SourceOptions:
             ending=parse_offset_spec(lowered.get("endingoffsets", "latest"), option="endingOffsets"),
             coordinator=lowered.get("coordinator") or None,
             max_records_per_partition=int(raw_max),
+            decode=DecodeOptions.parse(lowered),
         )
 
 

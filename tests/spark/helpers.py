@@ -1,4 +1,4 @@
-"""What the Spark tests share: records to write, and a log they write to directly."""
+"""What the Spark tests share: records to write, a log they write to directly, and its schema registry."""
 
 from __future__ import annotations
 
@@ -8,8 +8,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from service.adapters.embedded.coordinator import EmbeddedCoordinator
 from service.adapters.embedded.log import EmbeddedLog
 from service.core.models import NewRecord, TopicPartition
+from service.core.schemas.formats import parse
+from service.core.schemas.model import JSON, Schema, SchemaType
+from service.core.schemas.registry import SchemaRegistry
+from service.core.schemas.wire import frame
 
 
 def records(n: int, *, start: int = 0, ts: int = 1_700_000_000_000, step_ms: int = 1000) -> list[NewRecord]:
@@ -86,3 +91,40 @@ class TestLog:
                 )
         finally:
             await producer.stop()
+
+
+class TestRegistry:
+    """The embedded schema registry over a ``TestLog``'s data dir, as a gateway on it would run it:
+    its records in the log's ``_schemas`` topic, its lock the data dir's embedded coordinator."""
+
+    __test__ = False
+
+    def __init__(self, log: TestLog) -> None:
+        assert log.kind == "embedded", "the Kafka tests register through a gateway"
+        self.data_dir = Path(log.url)
+        self.schemas: dict[int, Schema] = {}
+
+    def register(self, subject: str, kind: SchemaType, text: str) -> int:
+        """The id of ``text`` registered under ``subject`` (the registry's compatibility checks apply)."""
+        schema = Schema(kind, text)
+        schema_id = asyncio.run(self._register(subject, schema))
+        self.schemas[schema_id] = schema
+        return schema_id
+
+    async def _register(self, subject: str, schema: Schema) -> int:
+        log, coordinator = EmbeddedLog(self.data_dir), EmbeddedCoordinator(self.data_dir)
+        await log.start()
+        await coordinator.start()
+        registry = SchemaRegistry(log, coordinator)
+        await registry.start()
+        try:
+            schema_id, _ = await registry.register(subject, schema)
+            return schema_id
+        finally:
+            await registry.stop()
+            await coordinator.stop()
+            await log.stop()
+
+    def framed(self, schema_id: int, value: JSON) -> bytes:
+        """``value`` (JSON as the REST API takes it for the schema's format) in the wire format."""
+        return frame(schema_id, parse(self.schemas[schema_id], {}).codec().encode(value))
