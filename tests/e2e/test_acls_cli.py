@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import trustme
 
-from tests.e2e.gateway_process import GatewayProcess
+from tests.e2e.gateway_process import GatewayProcess, authorizing_gateway
 from tests.e2e.tls_front import TLSFront
 
 ALICE, ALICE_PW = "alice", "alice's secret pw"
@@ -34,27 +34,7 @@ ALICE_ENV = {"BROKERGATE_USER": ALICE, "BROKERGATE_PASSWORD": ALICE_PW}
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
     data = tmp_path_factory.mktemp("acls") / "data"
-    for user, password in ((ALICE, ALICE_PW), (BOB, BOB_PW)):
-        added = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "service",
-                "users",
-                "add",
-                user,
-                "--data-dir",
-                str(data),
-                "--password-stdin",
-            ],
-            input=password + "\n",
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert added.returncode == 0, added.stderr
-    env = {"BROKERGATE_AUTHORIZE": "true", "BROKERGATE_SUPER_USERS": f"User:{ALICE}"}
-    gw = GatewayProcess(data, "--auth", "basic", env=env).start()
+    gw = authorizing_gateway(data, {ALICE: ALICE_PW, BOB: BOB_PW}, ALICE)
     yield gw
     gw.stop()
 

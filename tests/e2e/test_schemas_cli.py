@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.gateway_process import GatewayProcess
+from tests.e2e.gateway_process import GatewayProcess, authorizing_gateway
 
 ALICE, ALICE_PW = "alice", "alice's secret pw"
 BOB, BOB_PW = "bob", "bob's secret pw"
@@ -53,27 +53,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
     data = tmp_path_factory.mktemp("schemas-secured") / "data"
-    for user, password in ((ALICE, ALICE_PW), (BOB, BOB_PW)):
-        added = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "service",
-                "users",
-                "add",
-                user,
-                "--data-dir",
-                str(data),
-                "--password-stdin",
-            ],
-            input=password + "\n",
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert added.returncode == 0, added.stderr
-    env = {"BROKERGATE_AUTHORIZE": "true", "BROKERGATE_SUPER_USERS": f"User:{ALICE}"}
-    gw = GatewayProcess(data, "--auth", "basic", env=env).start()
+    gw = authorizing_gateway(data, {ALICE: ALICE_PW, BOB: BOB_PW}, ALICE)
     yield gw
     gw.stop()
 

@@ -17,6 +17,7 @@ Ids name one schema forever, so what this module learns of them is kept (bounded
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Sequence
@@ -184,8 +185,8 @@ class Serde:
         if cached is not None:
             return cached
         schema = Schema(schema_type, text)
-        try:
-            parsed = parse(schema, {})
+        try:  # in a worker thread: a large schema, or protoc compiling a .proto, takes milliseconds
+            parsed = await asyncio.to_thread(parse, schema, {})
         except InvalidSchema as exc:
             raise InvalidRecordSchema(
                 f"The {what}_schema is not a valid {schema_type.value} schema: {exc}"
