@@ -195,19 +195,19 @@ ENCODERS: dict[PlainFormat, Callable[[bytes | None], Any]] = {
 }
 
 
-def _decoded(data: bytes | None) -> Any:
-    """A key or value a schema decoded (``serde.Serde.decode``): JSON text already."""
-    return None if data is None else orjson.Fragment(data)
+def _undecoded(data: bytes | None) -> Any:
+    """A schema format's records are rendered from their JSON (``DecodedRecord``), never their bytes."""
+    raise ConversionError("A record of a schema format was not decoded; read it with a binary consumer.")
 
 
-# How a consumer is given a key or value in each format; the schema formats' were decoded first.
+# How a consumer is given a key or value in each format (the schema formats': see ``_undecoded``).
 RENDERERS: dict[EmbeddedFormat, Callable[[bytes | None], Any]] = {
     "binary": _encode_binary,
     "json": _encode_json,
     "string": _encode_string,
-    "avro": _decoded,
-    "jsonschema": _decoded,
-    "protobuf": _decoded,
+    "avro": _undecoded,
+    "jsonschema": _undecoded,
+    "protobuf": _undecoded,
 }
 
 

@@ -9,6 +9,7 @@ offending record in its error.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -17,7 +18,7 @@ from typing import Any
 import orjson
 import pybase64
 
-from service.core.models import EmbeddedFormat, NewRecord, PlainFormat, Record, TopicPartition
+from service.core.models import DecodedRecord, EmbeddedFormat, NewRecord, PlainFormat, Record, TopicPartition
 from service.core.rules import record_size
 from service.core.schemas.model import ConversionError as CodecError
 from service.errors import ConversionError, InvalidPayload, PayloadTooLarge
@@ -284,11 +285,18 @@ def render_slices(
             if fmt == "binary":
                 piece = _binary_objects(tp, run).encode()
             else:
-                piece = orjson.dumps([record_dict(fmt, tp, r) for r in run])[1:-1]
+                piece = _dumps([record_dict(fmt, tp, r) for r in run])[1:-1]
             yield opening + piece
             opening = b","
             start = end
     yield b"[]" if opening == b"[" else b"]"
+
+
+def _dumps(objects: list[dict[str, Any]]) -> bytes:
+    try:
+        return orjson.dumps(objects)
+    except orjson.JSONEncodeError:  # an integer beyond 64 bits a schema decoded: the slow, exact way
+        return json.dumps(objects, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 _WHOLE = 1 << 62  # one slice: nothing is sent before the whole array is rendered
@@ -308,11 +316,16 @@ def _slice_end(records: list[Record], start: int, slice_bytes: int) -> int:
 
 def record_dict(fmt: EmbeddedFormat, tp: TopicPartition, r: Record) -> dict[str, Any]:
     """One consumer record as the v2 API shows it."""
-    encode = RENDERERS[fmt]
+    if isinstance(r, DecodedRecord):  # a schema format's: its JSON
+        key, value = r.key_json, r.value_json
+    else:
+        encode = RENDERERS[fmt]
+        key = None if r.key is None else encode(r.key)
+        value = None if r.value is None else encode(r.value)
     return {
         "topic": tp.topic,
-        "key": None if r.key is None else encode(r.key),
-        "value": None if r.value is None else encode(r.value),
+        "key": key,
+        "value": value,
         "partition": tp.partition,
         "offset": r.offset,
         "timestamp": r.timestamp,

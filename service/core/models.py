@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from .acl import ANONYMOUS
 from .rules import record_size
@@ -56,6 +56,15 @@ class Record:
     def size(self) -> int:
         """The record's size as ``max_bytes`` budgets and byte quotas count it (``rules.record_size``)."""
         return record_size(self.key, self.value, self.headers)
+
+
+@dataclass(frozen=True, slots=True)
+class DecodedRecord(Record):
+    """A record as stored whose key and value a schema decoded (``schemas.serde``): the stored bytes
+    (what sizes and quotas count) and the JSON a consumer is given."""
+
+    key_json: Any = None
+    value_json: Any = None
 
 
 RecordFactory = Callable[[int, int, bytes | None, bytes | None, tuple[Header, ...]], Record]

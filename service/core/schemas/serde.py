@@ -25,8 +25,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final, Generic, TypeVar
 
-import orjson
-
 from service.errors import (
     ConversionError,
     InvalidRecordSchema,
@@ -36,7 +34,7 @@ from service.errors import (
     ValueSchemaMissing,
 )
 
-from ..models import Record
+from ..models import DecodedRecord, Record
 from ..ports import SchemaResolver
 from .formats import parse
 from .model import JSON, Codec, InvalidSchema, ParsedSchema, Schema, SchemaType
@@ -114,9 +112,9 @@ class Writer:
 
 @dataclass(frozen=True, slots=True)
 class Decoded:
-    """What ``Serde.decode`` made of a partition's records: the first ``count`` of them, with
-    their keys and values replaced by their decoded JSON text; ``error`` says why the record
-    after them could not be decoded (None when all were)."""
+    """What ``Serde.decode`` made of a partition's records: the first ``count`` of them, each a
+    ``DecodedRecord`` with its JSON; ``error`` says why the record after them could not be
+    decoded (None when all were)."""
 
     records: list[Record]
     error: ConversionError | None
@@ -230,7 +228,7 @@ class Serde:
 
     def decode(self, schema_type: SchemaType, records: Sequence[Record], *, where: str) -> Decoded:
         """The leading records of a partition's ``records`` whose keys and values decode with the
-        schemas ``prepare`` fetched, as JSON text (``where`` names the partition in errors)."""
+        schemas ``prepare`` fetched, with their JSON (``where`` names the partition in errors)."""
         out: list[Record] = []
         for r in records:
             try:
@@ -244,10 +242,10 @@ class Serde:
                         f"{exc.message}. Seek past it, or read it with a binary consumer."
                     ),
                 )
-            out.append(Record(r.offset, r.timestamp, key, value, r.headers))
+            out.append(DecodedRecord(r.offset, r.timestamp, r.key, r.value, r.headers, key, value))
         return Decoded(out, None)
 
-    def _decode_one(self, schema_type: SchemaType, data: bytes, what: str) -> bytes:
+    def _decode_one(self, schema_type: SchemaType, data: bytes, what: str) -> JSON:
         try:
             schema_id, payload = unframe(data)
         except CodecError as exc:
@@ -260,8 +258,6 @@ class Serde:
                 f"its {what} was written with schema {schema_id}, a {parsed.schema.schema_type.value} schema"
             )
         try:
-            return orjson.dumps(parsed.codec().decode(payload))
+            return parsed.codec().decode(payload)
         except CodecError as exc:
             raise ConversionError(f"its {what} does not decode with schema {schema_id}: {exc}") from None
-        except TypeError as exc:  # a decoded value with no JSON form
-            raise ConversionError(f"its {what} has no JSON form: {exc}") from None
