@@ -1,0 +1,265 @@
+"""One partition's delivery state in a share group: the state machine of Kafka's share-partitions.
+
+A share group reads a partition with any number of consumers; what it has delivered is not one
+offset but a state per record. ``SharePartition`` keeps it:
+
+- ``start`` (Kafka's share-partition start offset): every record before it is done;
+- ``end``: the first offset never acquired; records in ``[start, end)`` are done unless they are
+  *in flight*, held in ``records``;
+- an in-flight record is ``AVAILABLE`` (to be delivered again) or ``ACQUIRED`` by one member
+  until its lock expires, with the number of times it was delivered. Done records (accepted, or
+  archived: rejected, or out of delivery attempts) leave ``records`` at once.
+
+``acquire`` hands a member the available records first, then new ones from the log, never more
+in flight than ``ShareLimits.max_in_flight`` (Kafka's ``group.share.partition.max.record.locks``).
+``acknowledge`` ACCEPTs (done), RELEASEs (available again now) or REJECTs (archived) what a
+member holds. A lock that expires makes its record available again. A record released or
+expired after ``ShareLimits.delivery_limit`` deliveries is archived instead and reported as
+``Exhausted``, for the dead-letter copy.
+
+Pure logic, no I/O: the caller reads the log, keeps the state through the Coordinator port
+(``to_json`` / ``from_json``) and says what time it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Final
+
+
+class Delivery(StrEnum):
+    AVAILABLE = "AVAILABLE"
+    ACQUIRED = "ACQUIRED"
+
+
+class AckType(StrEnum):
+    """What a member says of a record it holds: done, deliver it again, or never deliver it again."""
+
+    ACCEPT = "ACCEPT"
+    RELEASE = "RELEASE"
+    REJECT = "REJECT"
+
+
+@dataclass(frozen=True, slots=True)
+class ShareLimits:
+    """Kafka's share-group settings: records in flight per partition, deliveries per record, and
+    how long an acquired record stays a member's (``group.share.record.lock.duration.ms``)."""
+
+    max_in_flight: int = 2000
+    delivery_limit: int = 5
+    lock_ms: int = 30_000
+
+
+@dataclass(slots=True)
+class InFlight:
+    """A record handed out and not done yet."""
+
+    state: Delivery
+    deliveries: int
+    owner: str | None = None  # the member holding it, while ACQUIRED
+    lock_until_ms: int = 0
+    error: str | None = None  # the last error text a member gave when it released the record
+
+
+@dataclass(frozen=True, slots=True)
+class Acquired:
+    """A record a member now holds: its offset and how many times it has been delivered (1: first)."""
+
+    offset: int
+    deliveries: int
+
+
+@dataclass(frozen=True, slots=True)
+class Exhausted:
+    """A record archived because it was delivered ``delivery_limit`` times without being accepted."""
+
+    offset: int
+    deliveries: int
+    error: str | None
+
+
+# Why an acknowledgement or a renewal was refused, per offset.
+NOT_HELD: Final = "not acquired by this consumer (its lock expired, or it was never delivered to it)"
+
+
+class SharePartition:
+    """The delivery state of one partition in one share group (see the module's docstring)."""
+
+    __slots__ = ("end", "limits", "records", "start")
+
+    def __init__(
+        self,
+        start: int,
+        *,
+        limits: ShareLimits | None = None,
+        end: int | None = None,
+        records: Mapping[int, InFlight] | None = None,
+    ) -> None:
+        self.limits = limits or ShareLimits()
+        self.start = start
+        self.end = start if end is None else end
+        self.records: dict[int, InFlight] = dict(sorted((records or {}).items()))
+        self._advance()
+
+    # --- what members do ----------------------------------------------------------------------
+
+    def acquire(
+        self, member: str, now_ms: int, *, max_records: int, log_offsets: Sequence[int] = ()
+    ) -> tuple[list[Acquired], list[Exhausted]]:
+        """Give ``member`` up to ``max_records`` records: available ones first (oldest first), then
+        new ones of ``log_offsets`` (the offsets the log holds from ``end`` on, ascending; those
+        not taken stay for a later call). Expired locks are released first; the records they
+        archive at the delivery limit are returned for the dead-letter copy."""
+        exhausted = self.expire(now_ms)
+        taken: list[Acquired] = []
+        until = now_ms + self.limits.lock_ms
+        for offset, record in self.records.items():
+            if len(taken) >= max_records:
+                break
+            if record.state is Delivery.AVAILABLE:
+                record.state, record.owner, record.lock_until_ms = Delivery.ACQUIRED, member, until
+                record.deliveries += 1
+                taken.append(Acquired(offset, record.deliveries))
+        for offset in log_offsets:
+            if len(taken) >= max_records or len(self.records) >= self.limits.max_in_flight:
+                break
+            if offset < self.end:
+                continue  # already acquired once: the state above knows it
+            self.records[offset] = InFlight(Delivery.ACQUIRED, 1, member, until)
+            self.end = offset + 1  # offsets skipped on the way (gaps in the log) are done
+            taken.append(Acquired(offset, 1))
+        self._advance()
+        return taken, exhausted
+
+    def acknowledge(
+        self,
+        member: str,
+        offsets: Iterable[int],
+        kind: AckType,
+        now_ms: int,
+        *,
+        error: str | None = None,
+    ) -> tuple[dict[int, str], list[Exhausted]]:
+        """Settle records ``member`` holds: refused offsets with the reason, and the records a
+        RELEASE archived at the delivery limit. An offset settled earlier is refused too."""
+        refused: dict[int, str] = {}
+        exhausted: list[Exhausted] = []
+        for offset in offsets:
+            record = self._held(member, offset, now_ms)
+            if record is None:
+                refused[offset] = NOT_HELD
+            elif kind is AckType.ACCEPT or kind is AckType.REJECT:
+                del self.records[offset]
+            else:
+                record.error = error if error is not None else record.error
+                gone = self._make_available(offset, record)
+                if gone is not None:
+                    exhausted.append(gone)
+        self._advance()
+        return refused, exhausted
+
+    def renew(self, member: str, offsets: Iterable[int], now_ms: int) -> dict[int, str]:
+        """Extend ``member``'s locks on ``offsets`` by a full lock duration; refused offsets with why."""
+        refused: dict[int, str] = {}
+        for offset in offsets:
+            record = self._held(member, offset, now_ms)
+            if record is None:
+                refused[offset] = NOT_HELD
+            else:
+                record.lock_until_ms = now_ms + self.limits.lock_ms
+        return refused
+
+    def release_member(self, member: str) -> list[Exhausted]:
+        """Make everything ``member`` holds available again (it left, or was deleted)."""
+        return self._release(lambda record: record.owner == member)
+
+    def expire(self, now_ms: int) -> list[Exhausted]:
+        """Release every lock that has expired by ``now_ms``."""
+        return self._release(lambda record: record.lock_until_ms <= now_ms)
+
+    # --- what operators do --------------------------------------------------------------------
+
+    def reset(self, offset: int) -> None:
+        """Start over at ``offset``: nothing in flight, everything before it done."""
+        self.records.clear()
+        self.start = self.end = offset
+
+    def truncate(self, log_start: int) -> None:
+        """Forget records the log no longer holds (retention removed them)."""
+        if log_start <= self.start:
+            return
+        for offset in [o for o in self.records if o < log_start]:
+            del self.records[offset]
+        self.end = max(self.end, log_start)
+        self.start = log_start
+        self._advance()
+
+    # --- what describing needs ----------------------------------------------------------------
+
+    def counts(self) -> dict[str, int]:
+        """Records in flight by delivery state."""
+        acquired = sum(1 for r in self.records.values() if r.state is Delivery.ACQUIRED)
+        return {"available": len(self.records) - acquired, "acquired": acquired}
+
+    def lag(self, log_end: int) -> int:
+        """Records not done yet: in flight, and not yet acquired up to the log's end."""
+        return len(self.records) + max(0, log_end - self.end)
+
+    # --- storage ------------------------------------------------------------------------------
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "start": self.start,
+            "end": self.end,
+            "records": [
+                [o, r.state.value, r.deliveries, r.owner, r.lock_until_ms, r.error]
+                for o, r in self.records.items()
+            ],
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], limits: ShareLimits | None = None) -> SharePartition:
+        records = {
+            int(o): InFlight(Delivery(state), int(deliveries), owner, int(until), error)
+            for o, state, deliveries, owner, until, error in data["records"]
+        }
+        return cls(int(data["start"]), limits=limits, end=int(data["end"]), records=records)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SharePartition) and self.to_json() == other.to_json()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
+    def __repr__(self) -> str:
+        return f"SharePartition(start={self.start}, end={self.end}, in_flight={len(self.records)})"
+
+    # --- internals ----------------------------------------------------------------------------
+
+    def _held(self, member: str, offset: int, now_ms: int) -> InFlight | None:
+        record = self.records.get(offset)
+        if record is None or record.state is not Delivery.ACQUIRED or record.owner != member:
+            return None
+        return record if record.lock_until_ms > now_ms else None
+
+    def _make_available(self, offset: int, record: InFlight) -> Exhausted | None:
+        """A record back from a member: available again, or archived at the delivery limit."""
+        if record.deliveries >= self.limits.delivery_limit:
+            del self.records[offset]
+            return Exhausted(offset, record.deliveries, record.error)
+        record.state, record.owner, record.lock_until_ms = Delivery.AVAILABLE, None, 0
+        return None
+
+    def _release(self, which: Callable[[InFlight], bool]) -> list[Exhausted]:
+        exhausted: list[Exhausted] = []
+        for offset, record in list(self.records.items()):
+            if record.state is Delivery.ACQUIRED and which(record):
+                gone = self._make_available(offset, record)
+                if gone is not None:
+                    exhausted.append(gone)
+        self._advance()
+        return exhausted
+
+    def _advance(self) -> None:
+        self.start = next(iter(self.records), self.end)
