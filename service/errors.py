@@ -195,6 +195,13 @@ class InvalidTopicConfig(InvalidPayload):
     default_message = "Invalid topic configuration."
 
 
+class ShareStateTooLarge(InvalidPayload):
+    """A share-partition's delivery state, or one write of several, larger than a coordinator
+    stores (records in flight, and the error texts kept with them, make a state's size)."""
+
+    default_message = "A share-partition state is too large to store."
+
+
 class Throttled(GatewayError):
     http_status = 429
     error_code = ErrorCode.THROTTLED

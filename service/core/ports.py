@@ -12,9 +12,9 @@ idempotent. Adapters raise ``service.errors`` exceptions only.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from .acl import AclBinding, AclFilter
 from .buckets import Charge
@@ -158,6 +158,45 @@ class Coordinator(Protocol):
         self, group: str, partitions: Iterable[TopicPartition] | None = None
     ) -> dict[TopicPartition, int]:
         """Committed offsets of ``group`` (all of them when ``partitions`` is None)."""
+        ...
+
+    # --- share groups: the delivery state of each share-partition, shared by every replica ---
+
+    async def share_states(
+        self, group: str, tps: Collection[TopicPartition] | None = None
+    ) -> dict[TopicPartition, tuple[dict[str, Any], int]]:
+        """The stored state (the JSON object of ``SharePartition.to_json``, a new copy) and its
+        version of each partition of ``tps`` that has one; every such partition of ``group`` when
+        ``tps`` is None. A state and its version are read together; several partitions need not
+        be read at one instant (the versions make the next write safe)."""
+        ...
+
+    async def store_share_states(
+        self, group: str, updates: Mapping[TopicPartition, tuple[dict[str, Any], int]]
+    ) -> bool:
+        """Compare-and-set of several partitions at once: store every new state only if each
+        partition's stored version is still the one given (-1: nothing stored yet), all or none.
+
+        True once the states are durable (fsynced; in a committed ZooKeeper transaction; empty
+        ``updates`` store nothing and are True); False, having stored nothing, when a version is
+        not the stored one (another replica wrote first: read again and decide again). Versions
+        are opaque: pass back only one ``share_states`` gave. After a delete a partition's
+        versions start over, so a writer still holding one from before may match a new state:
+        delete (reset) only a share group without members, as Kafka does.
+
+        Refused before anything is stored: ``InvalidPayload`` for a group, partition or version no
+        coordinator stores; ``ShareStateTooLarge`` for a state over the coordinator's bound, or
+        states over what one write stores together; ``IllegalState`` for a partition that would be
+        new past the limit on share groups, or on partitions per share group."""
+        ...
+
+    async def share_groups(self) -> list[str]:
+        """Groups with at least one stored share state, sorted."""
+        ...
+
+    async def delete_share_states(self, group: str, tps: Collection[TopicPartition] | None = None) -> None:
+        """Forget the states of ``tps`` (every one of ``group`` when None): a share group's reset
+        or deletion. Durable when it returns."""
         ...
 
     # --- ACL bindings: stored here so that every replica decides alike -------------------

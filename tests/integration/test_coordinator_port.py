@@ -13,15 +13,24 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from service.adapters.embedded.coordinator import EmbeddedCoordinator
+from service.adapters.share_states import MAX_WRITE_BYTES, ShareStoreLimits
 from service.adapters.zookeeper import ZooKeeperCoordinator
 from service.core.acl import AclBinding, AclFilter, Operation, PatternType, Permission, ResourceType
 from service.core.models import GroupState, Member, Subscription, TopicPartition
 from service.core.ports import Coordinator
-from service.errors import IllegalState, InvalidPayload, LockTimeout
+from service.core.shares.state import AckType, SharePartition
+from service.errors import (
+    BackendUnavailable,
+    IllegalState,
+    InvalidPayload,
+    LockTimeout,
+    ShareStateTooLarge,
+)
 from tests.helpers import own
 from tests.integration.zookeeper.conftest import (
     CONNECT_TIMEOUT_MS,
@@ -33,19 +42,36 @@ from tests.integration.zookeeper.conftest import (
 TP = TopicPartition
 
 
+def build(request: pytest.FixtureRequest, tmp_path: Path, **kw: Any) -> Coordinator:
+    if request.param == "embedded":
+        return EmbeddedCoordinator(tmp_path, **kw)
+    return ZooKeeperCoordinator(  # a chroot of its own: its own deployment on the shared server
+        chroot_url(request.getfixturevalue("zookeeper")),
+        node_id="replica-a",
+        session_timeout_ms=SESSION_TIMEOUT_MS,
+        connect_timeout_ms=CONNECT_TIMEOUT_MS,
+        request_timeout_ms=REQUEST_TIMEOUT_MS,
+        **kw,
+    )
+
+
 @pytest.fixture(params=["embedded", "zookeeper"])
 async def coord(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Coordinator]:
-    c: EmbeddedCoordinator | ZooKeeperCoordinator
-    if request.param == "embedded":
-        c = EmbeddedCoordinator(tmp_path)
-    else:  # a chroot of its own: its own deployment on the shared server
-        c = ZooKeeperCoordinator(
-            chroot_url(request.getfixturevalue("zookeeper")),
-            node_id="replica-a",
-            session_timeout_ms=SESSION_TIMEOUT_MS,
-            connect_timeout_ms=CONNECT_TIMEOUT_MS,
-            request_timeout_ms=REQUEST_TIMEOUT_MS,
-        )
+    c = build(request, tmp_path)
+    await c.start()
+    try:
+        yield c
+    finally:
+        await c.stop()
+
+
+SMALL = ShareStoreLimits(max_groups=2, max_partitions=3, max_state_bytes=2000)
+
+
+@pytest.fixture(params=["embedded", "zookeeper"])
+async def small(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Coordinator]:
+    """A coordinator that keeps the states of 2 share groups of 3 partitions, of 2,000 bytes each."""
+    c = build(request, tmp_path, share_limits=SMALL)
     await c.start()
     try:
         yield c
@@ -321,3 +347,224 @@ async def test_a_lock_not_acquired_in_time_times_out_and_leaves_it_free(coord: C
 async def _enter(coord: Coordinator, name: str) -> None:
     async with coord.lock(name, timeout_s=30):
         pass
+
+
+# --- share-partition states --------------------------------------------------------------
+
+
+def delivered(start: int, n: int, member: str = "m-1") -> SharePartition:
+    """A share-partition that gave ``n`` records from ``start`` on to ``member``, the first accepted."""
+    sp = SharePartition(start)
+    sp.acquire(member, 1_000, max_records=n, log_offsets=range(start, start + n))
+    sp.acknowledge(member, [start], AckType.ACCEPT, 1_001)
+    return sp
+
+
+async def versions(coord: Coordinator, group: str) -> dict[TopicPartition, int]:
+    return {tp: version for tp, (_, version) in (await coord.share_states(group)).items()}
+
+
+async def test_share_states_round_trip_with_their_versions(coord: Coordinator) -> None:
+    t0, t1 = delivered(0, 5), delivered(40, 2, member="m-2")
+    assert await coord.store_share_states(
+        "sg", {TP("t", 0): (t0.to_json(), -1), TP("t", 1): (t1.to_json(), -1)}
+    )
+    stored = await coord.share_states("sg")
+    assert SharePartition.from_json(stored[TP("t", 0)][0]) == t0
+    assert SharePartition.from_json(stored[TP("t", 1)][0]) == t1
+    assert -1 not in await versions(coord, "sg")  # a stored state has a version of its own
+    # Only the partitions asked for, of those that have a state.
+    assert list(await coord.share_states("sg", [TP("t", 1), TP("t", 7), TP("u", 0)])) == [TP("t", 1)]
+    assert await coord.share_states("sg", []) == {}
+    assert await coord.share_states("nobody") == {}
+    assert await coord.store_share_states("sg", {}) is True  # nothing to store: nothing in the way
+
+
+async def test_share_store_is_compare_and_set(coord: Coordinator) -> None:
+    sp = delivered(0, 3)
+    assert await coord.store_share_states("sg", {TP("t", 0): (sp.to_json(), -1)}) is True
+    [first] = (await versions(coord, "sg")).values()
+    # A second creation, and a version that is not the stored one, store nothing.
+    other = delivered(9, 1).to_json()
+    assert await coord.store_share_states("sg", {TP("t", 0): (other, -1)}) is False
+    assert await coord.store_share_states("sg", {TP("t", 0): (other, first + 1)}) is False
+    assert SharePartition.from_json((await coord.share_states("sg"))[TP("t", 0)][0]) == sp
+    sp.acknowledge("m-1", [1, 2], AckType.ACCEPT, 1_002)
+    assert await coord.store_share_states("sg", {TP("t", 0): (sp.to_json(), first)}) is True
+    state, second = (await coord.share_states("sg"))[TP("t", 0)]
+    assert second != first and SharePartition.from_json(state) == sp
+    assert await coord.store_share_states("sg", {TP("t", 0): (state, first)}) is False  # used up
+    # Another group's version means nothing here, nor does one never given out.
+    assert await coord.store_share_states("other", {TP("t", 0): (state, second)}) is False
+    for never in (1 << 31, 1 << 62, 1 << 70):
+        assert await coord.store_share_states("sg", {TP("t", 0): (state, never)}) is False
+        assert await coord.store_share_states("sg", {TP("t", 5): (state, never)}) is False
+    assert await versions(coord, "sg") == {TP("t", 0): second}
+
+
+async def test_a_share_store_of_several_partitions_is_all_or_nothing(coord: Coordinator) -> None:
+    assert await coord.store_share_states("sg", {TP("t", 0): ({"n": 0}, -1), TP("t", 1): ({"n": 0}, -1)})
+    before = await versions(coord, "sg")
+    stale = {
+        TP("t", 0): ({"n": 1}, before[TP("t", 0)]),  # still the stored version
+        TP("t", 1): ({"n": 1}, -1),  # but this one exists
+        TP("t", 2): ({"n": 1}, -1),  # and this one would be new
+    }
+    assert await coord.store_share_states("sg", stale) is False
+    stored = await coord.share_states("sg")
+    assert {tp: state for tp, (state, _) in stored.items()} == {TP("t", 0): {"n": 0}, TP("t", 1): {"n": 0}}
+    assert await versions(coord, "sg") == before
+    fresh = {tp: ({"n": 2}, v) for tp, v in before.items()} | {TP("t", 2): ({"n": 2}, -1)}
+    assert await coord.store_share_states("sg", fresh) is True
+    assert {tp: state for tp, (state, _) in (await coord.share_states("sg")).items()} == {
+        TP("t", p): {"n": 2} for p in range(3)
+    }
+
+
+async def test_concurrent_share_writers_only_one_wins_whole(coord: Coordinator) -> None:
+    tps = [TP("t", 0), TP("t", 1), TP("u", 0)]
+    read = dict.fromkeys(tps, -1)
+    for _ in range(2):  # creating the states, then replacing them
+        results = await asyncio.gather(
+            *(
+                coord.store_share_states("sg", {tp: ({"writer": w}, read[tp]) for tp in tps})
+                for w in range(10)
+            )
+        )
+        assert sum(results) == 1
+        stored = await coord.share_states("sg")
+        # All of the winner's states, none of anyone else's.
+        assert {state["writer"] for state, _ in stored.values()} == {results.index(True)}
+        read = await versions(coord, "sg")
+
+
+async def test_returned_share_states_are_copies(coord: Coordinator) -> None:
+    state: dict[str, Any] = {"start": 0, "end": 1, "records": [[0, "ACQUIRED", 1, "m", 5, None]]}
+    assert await coord.store_share_states("sg", {TP("t", 0): (state, -1)})
+    state["records"].clear()
+    read, _ = (await coord.share_states("sg"))[TP("t", 0)]
+    read["records"][0][1] = "AVAILABLE"
+    again, _ = (await coord.share_states("sg"))[TP("t", 0)]
+    assert again == {"start": 0, "end": 1, "records": [[0, "ACQUIRED", 1, "m", 5, None]]}
+
+
+async def test_odd_names_and_texts_round_trip(coord: Coordinator) -> None:
+    odd = {"start": 0, "end": 1, "records": [[0, "AVAILABLE", 2, None, 0, "bad \ud800 ünï 🚀 \x00"]]}
+    tps = [TP("a/b", 0), TP("..", 1), TP("%41", (1 << 31) - 1)]
+    for group in ("../x", "ünïcødé 🚀", "x" * 255):
+        assert await coord.store_share_states(group, {tp: (odd, -1) for tp in tps})
+        assert {tp: state for tp, (state, _) in (await coord.share_states(group)).items()} == dict.fromkeys(
+            tps, odd
+        )
+    assert await coord.share_groups() == sorted(["../x", "ünïcødé 🚀", "x" * 255])
+
+
+async def test_share_states_are_deleted_and_share_groups_listed(coord: Coordinator) -> None:
+    assert await coord.share_groups() == []
+    assert await coord.store_share_states(
+        "a", {TP("t", 0): ({}, -1), TP("t", 1): ({}, -1), TP("u", 0): ({}, -1)}
+    )
+    a = await versions(coord, "a")
+    assert await coord.store_share_states("b", {TP("t", 0): ({}, -1)})
+    await coord.commit("consumers-only", {TP("t", 0): 1})
+    assert await coord.share_groups() == ["a", "b"]
+    assert "a" not in await coord.groups()  # share groups are not consumer groups
+
+    await coord.delete_share_states("a", [TP("t", 1), TP("t", 9)])
+    assert sorted(await coord.share_states("a")) == [TP("t", 0), TP("u", 0)]
+    # A deleted state has no version any more: the old one is stale, -1 creates it again.
+    assert await coord.store_share_states("a", {TP("t", 1): ({"again": 1}, a[TP("t", 1)])}) is False
+    assert await coord.store_share_states("a", {TP("t", 1): ({"again": 1}, -1)})
+    await coord.delete_share_states("a")
+    assert await coord.share_states("a") == {}
+    assert await coord.share_groups() == ["b"]
+    await coord.delete_share_states("a")  # nothing left: nothing to do
+    await coord.delete_share_states("nobody", [TP("t", 0)])
+    await coord.delete_share_states("")
+    assert await coord.store_share_states("a", {TP("t", 0): ({"new": 1}, -1)})  # a reset group starts over
+    assert await coord.share_groups() == ["a", "b"]
+    assert list(await coord.share_states("b")) == [TP("t", 0)]
+
+
+async def test_share_states_outlive_the_coordinator(coord: Coordinator) -> None:
+    sp = delivered(10, 4)
+    assert await coord.store_share_states("sg", {TP("t", 0): (sp.to_json(), -1), TP("t", 1): ({}, -1)})
+    await coord.delete_share_states("sg", [TP("t", 1)])
+    before = await versions(coord, "sg")
+    await coord.stop()
+    await coord.start()
+    stored = await coord.share_states("sg")
+    assert list(stored) == [TP("t", 0)]
+    assert SharePartition.from_json(stored[TP("t", 0)][0]) == sp
+    assert await versions(coord, "sg") == before
+    assert await coord.store_share_states("sg", {TP("t", 0): ({}, before[TP("t", 0)])}) is True
+
+
+async def test_share_states_need_a_running_coordinator(coord: Coordinator) -> None:
+    await coord.stop()
+    with pytest.raises(BackendUnavailable):
+        await coord.store_share_states("sg", {TP("t", 0): ({}, -1)})
+    with pytest.raises(BackendUnavailable):
+        await coord.share_states("sg")
+
+
+@pytest.mark.parametrize(
+    ("group", "tp", "update"),
+    [
+        ("", TP("t", 0), ({}, -1)),
+        ("x" * 256, TP("t", 0), ({}, -1)),
+        ("sg", TP("", 0), ({}, -1)),
+        ("sg", TP("t", -1), ({}, -1)),
+        ("sg", TP("t", 0), ({}, -2)),
+        ("sg", TP("t", 0), ({}, True)),
+        ("sg", TP("t", 0), ([1, 2], -1)),
+        ("sg", TP("t", 0), ({"not json": {1, 2}}, -1)),
+    ],
+)
+async def test_share_states_no_coordinator_keeps_are_refused(
+    coord: Coordinator, group: str, tp: TopicPartition, update: tuple[Any, Any]
+) -> None:
+    with pytest.raises(InvalidPayload):
+        await coord.store_share_states(group, {TP("ok", 0): ({}, -1), tp: update})
+    assert await coord.share_groups() == []
+
+
+async def test_a_share_state_over_the_bound_is_refused(small: Coordinator) -> None:
+    fits = {"records": ["x" * 1800]}
+    with pytest.raises(ShareStateTooLarge, match="more than the 2000"):  # even beside one that fits
+        await small.store_share_states(
+            "sg", {TP("t", 0): (fits, -1), TP("t", 1): ({"records": ["x" * 2000]}, -1)}
+        )
+    assert await small.share_states("sg") == {}
+    assert await small.store_share_states("sg", {TP("t", 0): (fits, -1)})
+
+
+async def test_share_states_over_what_one_write_stores_are_refused(coord: Coordinator) -> None:
+    third = {"records": ["x" * (MAX_WRITE_BYTES // 3)]}  # each fits; three together do not
+    with pytest.raises(ShareStateTooLarge, match="store them in several"):
+        await coord.store_share_states("sg", {TP("t", p): (third, -1) for p in range(3)})
+    assert await coord.share_states("sg") == {}
+    assert await coord.store_share_states("sg", {TP("t", p): (third, -1) for p in range(2)})
+    assert await coord.store_share_states("sg", {TP("t", 2): (third, -1)})
+    assert len(await coord.share_states("sg")) == 3
+
+
+async def test_share_groups_and_their_partitions_are_limited(small: Coordinator) -> None:
+    three = {TP("t", p): ({}, -1) for p in range(3)}
+    assert await small.store_share_states("a", three)
+    with pytest.raises(IllegalState, match="4 partitions"):
+        await small.store_share_states("a", {TP("t", 3): ({}, -1)})
+    assert await small.store_share_states("b", {TP("t", 0): ({}, -1)})
+    with pytest.raises(IllegalState, match="2 share groups"):
+        await small.store_share_states("c", {TP("t", 0): ({}, -1)})
+    with pytest.raises(IllegalState, match="4 partitions"):  # two new at once, past the bound: neither
+        await small.store_share_states(
+            "b", {TP("t", 1): ({}, -1), TP("t", 2): ({}, -1), TP("t", 3): ({}, -1)}
+        )
+    assert list(await small.share_states("b")) == [TP("t", 0)]
+    # Replacing what is stored is never refused, and a deleted group makes room.
+    read = await versions(small, "a")
+    assert await small.store_share_states("a", {tp: ({"again": 1}, v) for tp, v in read.items()})
+    await small.delete_share_states("a")
+    assert await small.store_share_states("c", {TP("t", 0): ({}, -1)})
+    assert await small.share_groups() == ["b", "c"]

@@ -310,3 +310,191 @@ async def test_kill_9_loses_no_acknowledged_commit(tmp_path: Path) -> None:
     last = offsets[TP("u", 0)]
     assert offsets == {TP("t", (last - k) % 3): last - k for k in range(3)} | {TP("u", 0): last}
     await c.stop()
+
+
+# --- share-partition states --------------------------------------------------------------
+
+
+def share_files(data_dir: Path) -> list[str]:
+    return sorted(p.name for p in (data_dir / "coordinator").glob("shares*"))
+
+
+def share_journal(data_dir: Path) -> Path:
+    [path] = (data_dir / "coordinator").glob("shares-*.journal")
+    return path
+
+
+async def test_share_states_have_no_file_until_the_first_is_stored(tmp_path: Path) -> None:
+    c = await reopen(tmp_path)
+    await c.commit("g", {TP("t", 0): 1})
+    assert await c.share_groups() == []
+    await c.stop()
+    assert share_files(tmp_path) == []
+    c = await reopen(tmp_path)
+    assert await c.store_share_states("sg", {TP("t", 0): ({"n": 1}, -1)})
+    assert share_files(tmp_path) == ["shares-0000000000000000.journal"]
+    await c.stop()
+    assert share_files(tmp_path) == ["shares-0000000000000001.journal", "shares.snapshot"]
+    assert files(tmp_path)[:2] == ["offsets-0000000000000001.journal", "offsets.snapshot"]
+
+
+async def versions(c: EmbeddedCoordinator, group: str) -> dict[TopicPartition, int]:
+    return {tp: version for tp, (_, version) in (await c.share_states(group)).items()}
+
+
+async def test_share_states_survive_restart_without_stop(tmp_path: Path) -> None:
+    c = await reopen(tmp_path)
+    for i in range(20):
+        tp = TP("t", i % 3)
+        assert await c.store_share_states("sg", {tp: ({"i": i}, (await versions(c, "sg")).get(tp, -1))})
+    await c.delete_share_states("sg", [TP("t", 2)])
+    await c.store_share_states("other", {TP("u", 0): ({"x": 1}, -1)})
+    await c.store_share_states("gone", {TP("u", 0): ({"x": 1}, -1)})
+    await c.delete_share_states("gone")
+    # No stop(): the first instance is simply abandoned, as a killed process would be.
+    again = await reopen(tmp_path)
+    # Here a version counts the writes of a state, from 0: seven each.
+    assert await again.share_states("sg") == {TP("t", 0): ({"i": 18}, 6), TP("t", 1): ({"i": 19}, 6)}
+    assert await again.share_groups() == ["other", "sg"]
+    await again.stop()
+    last = await reopen(tmp_path)  # from the snapshot the stop wrote
+    assert await last.share_states("sg") == {TP("t", 0): ({"i": 18}, 6), TP("t", 1): ({"i": 19}, 6)}
+    assert await last.share_groups() == ["other", "sg"]
+    await last.stop()
+
+
+async def test_a_torn_share_write_is_ignored_whole_and_cut_off(tmp_path: Path) -> None:
+    c = await reopen(tmp_path)
+    assert await c.store_share_states("sg", {TP("t", 0): ({"n": 1}, -1), TP("t", 1): ({"n": 1}, -1)})
+    first = await versions(c, "sg")
+    path = share_journal(tmp_path)
+    good = path.stat().st_size
+    await c.store_share_states("sg", {tp: ({"n": 2}, v) for tp, v in first.items()})
+    full = path.read_bytes()
+    for cut in range(good + 1, len(full)):  # every way the second write can be torn: neither partition has it
+        path.write_bytes(full[:cut])
+        again = await reopen(tmp_path)
+        assert await again.share_states("sg") == {tp: ({"n": 1}, v) for tp, v in first.items()}
+        assert path.stat().st_size == good
+    # After recovery, the versions read are the ones to write with, and new writes are found again.
+    assert await again.store_share_states("sg", {TP("t", 0): ({"n": 3}, first[TP("t", 0)])})
+    last = await reopen(tmp_path)
+    assert {tp: state for tp, (state, _) in (await last.share_states("sg")).items()} == {
+        TP("t", 0): {"n": 3},
+        TP("t", 1): {"n": 1},
+    }
+    await last.stop()
+
+
+async def test_share_journal_is_compacted_past_the_threshold(tmp_path: Path) -> None:
+    c = await reopen(tmp_path, compact_bytes=2000)
+    for i in range(200):
+        tp = TP("t", i % 5)
+        version = (await versions(c, "sg")).get(tp, -1)
+        assert await c.store_share_states("sg", {tp: ({"i": i, "pad": "x" * 50}, version)})
+    await c.delete_share_states("sg", [TP("t", 4)])
+    assert share_files(tmp_path)[-1] == "shares.snapshot" and len(share_files(tmp_path)) == 2
+    assert share_journal(tmp_path).stat().st_size <= 2000 + 200
+    assert files(tmp_path) == [
+        "offsets-0000000000000000.journal",
+        *share_files(tmp_path),
+    ]  # offsets untouched
+    expected = await c.share_states("sg")
+    assert sorted(expected) == [TP("t", p) for p in range(4)]
+    again = await reopen(tmp_path, compact_bytes=2000)  # no stop()
+    assert await again.share_states("sg") == expected
+    await again.stop()
+
+
+async def test_damaged_share_snapshot_refuses_to_start(tmp_path: Path) -> None:
+    c = await reopen(tmp_path)
+    await c.store_share_states("sg", {TP("t", 0): ({"n": 1}, -1)})
+    await c.stop()
+    snapshot = tmp_path / "coordinator" / "shares.snapshot"
+    data = bytearray(snapshot.read_bytes())
+    data[-2] ^= 0x01
+    snapshot.write_bytes(bytes(data))
+    with pytest.raises(BackendError, match=r"share states snapshot .* is damaged"):
+        await reopen(tmp_path)
+    snapshot.unlink()  # the directory was left free: a retry starts (without the states)
+    again = await reopen(tmp_path)
+    await again.stop()
+
+
+_SHARE_CRASHER = textwrap.dedent(
+    """
+    import asyncio, sys
+    from pathlib import Path
+    from service.adapters.embedded.coordinator import EmbeddedCoordinator
+    from service.core.models import TopicPartition
+
+    async def main() -> None:
+        c = EmbeddedCoordinator(Path(sys.argv[1]), compact_bytes=4000)
+        await c.start()
+        tps = (TopicPartition("t", 0), TopicPartition("u", 3))
+        i = 0
+        while True:  # here a version counts a state's writes: write i is written from version i - 1
+            assert await c.store_share_states("sg", {tp: ({"i": i, "pad": "x" * 100}, i - 1) for tp in tps})
+            print(i, flush=True)  # acknowledged
+            i += 1
+
+    asyncio.run(main())
+    """
+)
+
+
+async def test_kill_9_loses_no_acknowledged_share_write_and_tears_none(tmp_path: Path) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        _SHARE_CRASHER,
+        str(tmp_path),
+        stdout=asyncio.subprocess.PIPE,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert proc.stdout is not None
+    acked = -1
+    try:
+        async with asyncio.timeout(60):
+            while line := await proc.stdout.readline():
+                acked = int(line)
+                if acked >= 300:  # several compactions (threshold 4000 bytes) have happened
+                    break
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        await proc.wait()
+    for line in (await proc.stdout.read()).splitlines():
+        acked = int(line)
+    assert proc.returncode == -signal.SIGKILL
+    c = await reopen(tmp_path)
+    states = await c.share_states("sg")
+    # Both partitions from the same write, the last acknowledged one or the one in flight at the kill
+    # (here a version counts a state's writes from 0: write i stores version i).
+    [last] = {state["i"] for state, _ in states.values()}
+    assert last in (acked, acked + 1)
+    assert states == {tp: ({"i": last, "pad": "x" * 100}, last) for tp in (TP("t", 0), TP("u", 3))}
+    await c.stop()
+
+
+async def test_large_share_states_are_rewritten_no_more_often_than_written(tmp_path: Path) -> None:
+    # Ten states of 1,000 bytes: a snapshot of about 10,000 bytes, ten times the threshold.
+    c = await reopen(tmp_path, compact_bytes=1000)
+    for p in range(10):
+        assert await c.store_share_states("sg", {TP("t", p): ({"pad": "x" * 1000}, -1)})
+    await c.stop()
+    snapshot = (tmp_path / "coordinator" / "shares.snapshot").stat().st_size
+    assert snapshot > 10_000
+    c = await reopen(tmp_path, compact_bytes=1000)
+    first = share_journal(tmp_path).name
+    version = -1
+    # Small writes past compact_bytes, not past the snapshot's size: no compaction yet.
+    while share_journal(tmp_path).stat().st_size < snapshot - 100:
+        assert await c.store_share_states("sg", {TP("u", 0): ({"n": version}, version)})
+        version += 1
+        assert share_journal(tmp_path).name == first
+    while share_journal(tmp_path).name == first:  # then soon one
+        assert await c.store_share_states("sg", {TP("u", 0): ({"n": version}, version)})
+        version += 1
+    assert share_journal(tmp_path).stat().st_size < 200
+    await c.stop()

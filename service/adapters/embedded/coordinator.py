@@ -1,25 +1,32 @@
-"""The embedded ``Coordinator``: groups in process, committed offsets durable on local disk.
+"""The embedded ``Coordinator``: groups in process, committed offsets and share states durable on disk.
 
 Membership and generations live in memory: they belong to consumer instances,
 which the embedded sessions keep in memory too, so they die together.
-Committed offsets must survive any restart, including ``kill -9``: they are
-kept in memory and written through ``OffsetStore`` (``offsets_store``: a
-journal and a snapshot under ``<data_dir>/coordinator/``, in the format of
-``offsets_format``) before a commit returns.
+Committed offsets and the states of share-partitions must survive any
+restart, including ``kill -9``: they are kept in memory and written through a
+``JournalStore`` each (``journal_store``: a journal and a snapshot under
+``<data_dir>/coordinator/``, in the formats of ``offsets_format`` and
+``shares_format``) before a call returns.
 
-File I/O runs in worker threads (``asyncio.to_thread``), one at a time under
-an ``asyncio.Lock`` that also serializes commits. The port's named locks are
-``asyncio.Lock``s too: this process is the only replica there is.
+The two kinds have a journal each rather than one between them: a share state
+is rewritten on every acquisition and acknowledgement, and weighs up to
+hundreds of kilobytes where a commit weighs bytes, so in one journal the
+share states would set the pace of compaction, and every snapshot that
+``offsets_reader`` (Spark jobs, other processes) reads would carry them.
+
+File I/O runs in worker threads (``asyncio.to_thread``), one at a time per
+journal under an ``asyncio.Lock`` that also serializes its writes. The port's
+named locks are ``asyncio.Lock``s too: this process is the only replica there is.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Coroutine, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Final
+from typing import Any, Final, TypeVar
 
 import orjson
 
@@ -30,12 +37,25 @@ from service.core.rules import check_group, check_offsets
 from service.errors import BackendError, BackendUnavailable, LockTimeout
 
 from ..lifecycle import Lifecycle
+from ..share_states import (
+    ABSENT,
+    DECODE_INLINE_BYTES,
+    ShareStoreLimits,
+    ShareWrite,
+    check_room,
+    decode_states,
+    encode_writes,
+    stored_partitions,
+)
 from ..tasks import retrieve
 from .fileio import atomic_write
-from .offsets_format import COORDINATOR_DIR, Offsets, commit_frame
-from .offsets_store import DEFAULT_COMPACT_BYTES, OffsetStore
+from .journal_store import DEFAULT_COMPACT_BYTES, JournalStore
+from .offsets_format import COORDINATOR_DIR, LOCK_NAME, OFFSETS, Offsets, commit_frame
+from .shares_format import DELETED, SHARES, ShareStates, apply_writes, write_frame
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 __all__ = ["EmbeddedCoordinator"]
 
@@ -62,20 +82,33 @@ class EmbeddedCoordinator(Lifecycle):
 
     Collaborators: ``GroupManager`` computes assignments and publishes them
     here with compare-and-set; ``ConsumerService`` joins and leaves members and
-    commits offsets (fenced by ownership). Offsets go through ``OffsetStore``
-    (the journal and snapshot files); everything else is in memory. One
-    process owns a data directory: two gateways on the same directory would
-    interleave journal writes.
+    commits offsets (fenced by ownership); the share-group core keeps its
+    share-partition states. Offsets and share states go through a
+    ``JournalStore`` each (the journal and snapshot files); everything else is
+    in memory. One process owns a data directory: two gateways on the same
+    directory would interleave journal writes.
     """
 
-    def __init__(self, data_dir: Path, *, compact_bytes: int = DEFAULT_COMPACT_BYTES) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        compact_bytes: int = DEFAULT_COMPACT_BYTES,
+        share_limits: ShareStoreLimits | None = None,
+    ) -> None:
         super().__init__()  # the start/stop state
-        self._store = OffsetStore(Path(data_dir) / COORDINATOR_DIR, compact_bytes)
+        root = Path(data_dir) / COORDINATOR_DIR
+        # The offsets' store locks the directory for this process; the shares' lives beside it.
+        self._store = JournalStore(root, OFFSETS, compact_bytes, lock=LOCK_NAME)
+        self._share_store = JournalStore(root, SHARES, compact_bytes, lazy=True)
+        self._share_limits = share_limits or ShareStoreLimits()
         self._members: dict[str, dict[str, Member]] = {}
         self._states: dict[str, GroupState] = {}
         self._offsets: dict[str, Offsets] = {}
+        self._shares: ShareStates = {}
         self._lock = asyncio.Lock()
-        self._pending: set[asyncio.Task[None]] = set()
+        self._share_lock = asyncio.Lock()
+        self._pending: set[asyncio.Task[Any]] = set()
         self._acls_path = Path(data_dir) / COORDINATOR_DIR / ACLS_FILE
         self._acls: tuple[AclBinding, ...] = ()  # each once; a new tuple on every change
         self._named: dict[str, asyncio.Lock] = {}  # the port's locks, by name
@@ -83,28 +116,45 @@ class EmbeddedCoordinator(Lifecycle):
     # --- lifecycle -------------------------------------------------------------------
 
     async def _open(self) -> None:
-        """Load the committed offsets (replaying the journal after a crash)."""
+        """Load the committed offsets and the share states (replaying the journals after a crash)."""
         try:
             self._offsets = await asyncio.to_thread(self._store.load)
         except OSError as exc:
             raise BackendError(f"cannot open the offsets store in {self._store.root}: {exc}") from exc
         try:
-            self._acls = tuple(dict.fromkeys(await asyncio.to_thread(_read_acls, self._acls_path)))
-        except (OSError, ValueError) as exc:
-            raise BackendError(f"cannot read the ACLs in {self._acls_path}: {exc}") from exc
+            try:
+                self._shares = await asyncio.to_thread(self._share_store.load)
+            except OSError as exc:
+                raise BackendError(
+                    f"cannot open the share states in {self._share_store.root}: {exc}"
+                ) from exc
+            try:
+                self._acls = tuple(dict.fromkeys(await asyncio.to_thread(_read_acls, self._acls_path)))
+            except (OSError, ValueError) as exc:
+                raise BackendError(f"cannot read the ACLs in {self._acls_path}: {exc}") from exc
+        except BaseException:
+            self._share_store.close()
+            self._store.close()  # the directory free for a retry
+            raise
 
     async def _close(self) -> None:
-        """Finish in-flight commits, compact the journal and close it."""
+        """Finish in-flight writes, compact the journals and close them."""
         if self._pending:
             await asyncio.gather(*self._pending, return_exceptions=True)
+        async with self._share_lock:
+            await self._compact_on_stop(self._share_store, self._shares)
         async with self._lock:
-            try:
-                if self._store.holds_commits():
-                    await asyncio.to_thread(self._store.compact, self._offsets)
-            except OSError as exc:  # the journal still holds everything
-                log.warning("offsets compaction on stop failed: %s", exc)
-            finally:
-                self._store.close()
+            await self._compact_on_stop(self._store, self._offsets)
+
+    @staticmethod
+    async def _compact_on_stop(store: JournalStore[Any], state: object) -> None:
+        try:
+            if store.holds_writes():
+                await asyncio.to_thread(store.compact, state)
+        except OSError as exc:  # the journal still holds everything
+            log.warning("%s compaction on stop failed: %s", store.fmt.what, exc)
+        finally:
+            store.close()
 
     def is_leader(self) -> bool:
         """Always: this process is the only replica there is."""
@@ -174,7 +224,7 @@ class EmbeddedCoordinator(Lifecycle):
         task.add_done_callback(self._finished)
         await asyncio.shield(task)
 
-    def _finished(self, task: asyncio.Task[None]) -> None:
+    def _finished(self, task: asyncio.Task[Any]) -> None:
         self._pending.discard(task)
         retrieve(task)  # in case the caller was cancelled and never sees it
 
@@ -211,6 +261,88 @@ class EmbeddedCoordinator(Lifecycle):
         if partitions is None:
             return dict(stored)
         return {tp: stored[tp] for tp in partitions if tp in stored}
+
+    # --- share-partition states --------------------------------------------------------
+
+    async def share_states(
+        self, group: str, tps: Collection[TopicPartition] | None = None
+    ) -> dict[TopicPartition, tuple[dict[str, Any], int]]:
+        """The stored states of ``group`` and their versions; partitions without one are left out."""
+        self._check_open()
+        stored = self._shares.get(group, {})
+        wanted = stored_partitions(tps)
+        keys = list(stored) if wanted is None else [tp for tp in wanted if tp in stored]
+        found = [(tp, *stored[tp]) for tp in keys]
+        if sum(len(data) for _, data, _ in found) > DECODE_INLINE_BYTES:
+            return await asyncio.to_thread(decode_states, group, found)
+        return decode_states(group, found)
+
+    async def store_share_states(
+        self, group: str, updates: Mapping[TopicPartition, tuple[dict[str, Any], int]]
+    ) -> bool:
+        """Durably store every state if every version is still the stored one (see the port)."""
+        self._check_open()
+        writes = encode_writes(group, updates, self._share_limits)
+        if not writes:
+            return True
+        return await self._write_shares(self._store_shares(group, writes))
+
+    async def delete_share_states(self, group: str, tps: Collection[TopicPartition] | None = None) -> None:
+        self._check_open()
+        if group in self._shares:
+            await self._write_shares(self._delete_shares(group, stored_partitions(tps)))
+
+    async def share_groups(self) -> list[str]:
+        """Groups with at least one stored share state, sorted."""
+        self._check_open()
+        return sorted(self._shares)
+
+    async def _write_shares(self, write: Coroutine[Any, Any, T]) -> T:
+        # In its own task, as a commit: a caller hanging up cannot part memory from disk.
+        task = asyncio.create_task(write)
+        self._pending.add(task)
+        task.add_done_callback(self._finished)
+        return await asyncio.shield(task)
+
+    async def _store_shares(self, group: str, writes: list[ShareWrite]) -> bool:
+        async with self._share_lock:
+            stored = self._shares.get(group, {})
+            if any((stored[tp][1] if tp in stored else ABSENT) != version for tp, _, version in writes):
+                return False
+            check_room(
+                group,
+                sum(1 for tp, _, _ in writes if tp not in stored),
+                groups=len(self._shares),
+                group_exists=group in self._shares,
+                partitions=len(stored),
+                limits=self._share_limits,
+            )
+            # Versions count the writes of a partition's state, from 0 when it is first stored.
+            await self._append_shares(group, [(tp, data, version + 1) for tp, data, version in writes])
+            return True
+
+    async def _delete_shares(self, group: str, tps: list[TopicPartition] | None) -> None:
+        async with self._share_lock:
+            stored = self._shares.get(group, {})
+            gone = list(stored) if tps is None else [tp for tp in tps if tp in stored]
+            if gone:
+                await self._append_shares(group, [(tp, b"", DELETED) for tp in gone])
+
+    async def _append_shares(self, group: str, entries: list[ShareWrite]) -> None:
+        """Append one write to the shares' journal, then apply it in memory (under the share lock)."""
+        store = self._share_store
+        if not store.is_open:
+            raise BackendUnavailable("The coordinator is stopped.")
+        try:
+            await asyncio.to_thread(store.append, write_frame(group, entries))
+        except OSError as exc:
+            raise BackendUnavailable(f"Could not store the share states of group {group!r}: {exc}") from exc
+        apply_writes(self._shares, group, entries)
+        if store.needs_compaction():
+            try:
+                await asyncio.to_thread(store.compact, self._shares)
+            except OSError as exc:  # the write is durable in the journal; compaction retries later
+                log.warning("share states compaction failed: %s", exc)
 
     # --- ACL bindings -------------------------------------------------------------------
 

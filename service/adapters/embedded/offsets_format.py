@@ -1,8 +1,9 @@
 """The files of the embedded coordinator's committed offsets: names, layout, encoding, reading.
 
-Pure format, no state: ``OffsetStore`` writes these files and the gateway
+Pure format, no state: ``JournalStore`` writes these files and the gateway
 reads them back at start; ``offsets_reader`` reads them from other processes.
-They live under ``<data_dir>/coordinator/`` in two kinds of file:
+They are the ``offsets`` journal of ``journal_format``, under
+``<data_dir>/coordinator/``:
 
 ``offsets-<seq>.journal`` (the active one is the highest ``seq``)
     ``b"BGOJ\\x01"``, then one frame per ``commit`` call, appended and
@@ -22,21 +23,20 @@ or nothing. Group names only ever appear inside payloads, never in a path.
 
 from __future__ import annotations
 
-import re
 import struct
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Final
 
-import crc32c
-
 from service.core.models import TopicPartition
-from service.errors import BackendError
+
+from .journal_format import CorruptPayload, JournalFormat, frame
 
 __all__ = [
     "COORDINATOR_DIR",
     "JOURNAL_HEADER",
     "LOCK_NAME",
+    "OFFSETS",
     "SNAPSHOT_NAME",
     "Offsets",
     "commit_frame",
@@ -48,92 +48,65 @@ __all__ = [
 ]
 
 COORDINATOR_DIR: Final = "coordinator"  # under the data dir
-SNAPSHOT_NAME: Final = "offsets.snapshot"
-LOCK_NAME: Final = "offsets.lock"  # flock()ed by the one process that writes the offsets
-JOURNAL_HEADER: Final = b"BGOJ\x01"
-_SNAPSHOT_MAGIC: Final = b"BGOS\x01"
-_JOURNAL_RE: Final = re.compile(r"offsets-(\d{16})\.journal")
-_FRAME: Final = struct.Struct(">II")
-_SNAPSHOT_HEADER: Final = struct.Struct(">QI")
+LOCK_NAME: Final = "offsets.lock"  # flock()ed by the one process that writes the coordinator's files
 _U16: Final = struct.Struct(">H")
 _U32: Final = struct.Struct(">I")
 _ENTRY_TAIL: Final = struct.Struct(">iq")
-# No honest frame comes near this; a larger length is garbage, not an allocation to attempt.
-_MAX_FRAME: Final = 256 << 20
 # Lone surrogates can reach us from JSON ("\ud800"); they must round-trip, not fail a commit.
 _TEXT_ERRORS: Final = "surrogatepass"
 
 Offsets = dict[TopicPartition, int]
 
 
-class _Corrupt(Exception):
-    """A payload that passed its CRC but does not parse (a bug or a foreign file)."""
+def _fold(offsets: dict[str, Offsets], payload: bytes) -> None:
+    group, group_offsets = _decode(payload)
+    offsets.setdefault(group, {}).update(group_offsets)
+
+
+def _payloads(offsets: Mapping[str, Offsets]) -> Iterator[bytes]:
+    return (_encode(g, list(o.items())) for g, o in offsets.items() if o)
+
+
+OFFSETS: Final[JournalFormat[dict[str, Offsets]]] = JournalFormat(
+    name="offsets",
+    what="offsets",
+    journal_header=b"BGOJ\x01",
+    snapshot_magic=b"BGOS\x01",
+    new=dict,
+    fold=_fold,
+    payloads=_payloads,
+)
+JOURNAL_HEADER: Final = OFFSETS.journal_header
+SNAPSHOT_NAME: Final = OFFSETS.snapshot_name
 
 
 def journal_name(seq: int) -> str:
-    return f"offsets-{seq:016d}.journal"
+    return OFFSETS.journal_name(seq)
 
 
 def list_journals(root: Path) -> list[tuple[int, Path]]:
-    """(seq, path) of every journal file in ``root``, in seq order."""
-    found = ((_JOURNAL_RE.fullmatch(p.name), p) for p in root.iterdir())
-    return sorted((int(m.group(1)), p) for m, p in found if m is not None)
+    """(seq, path) of every offsets journal in ``root``, in seq order."""
+    return OFFSETS.list_journals(root)
 
 
 def commit_frame(group: str, entries: list[tuple[TopicPartition, int]]) -> bytes:
     """The journal frame of one commit call."""
-    return _frame(_encode(group, entries))
+    return frame(_encode(group, entries))
 
 
 def snapshot_bytes(next_seq: int, offsets: Mapping[str, Offsets]) -> bytes:
     """A whole snapshot: every group with offsets, continued by journal ``next_seq``."""
-    body = [_frame(_encode(g, list(o.items()))) for g, o in offsets.items() if o]
-    return _SNAPSHOT_MAGIC + _SNAPSHOT_HEADER.pack(next_seq, len(body)) + b"".join(body)
+    return OFFSETS.snapshot_bytes(next_seq, dict(offsets))
 
 
 def read_snapshot(path: Path, offsets: dict[str, Offsets]) -> int:
-    """Fold the snapshot at ``path`` into ``offsets``; the journal sequence it continues with.
-
-    The snapshot is replaced atomically, so anything short of complete is damage, not a crash.
-    """
-    try:
-        buf = path.read_bytes()
-    except FileNotFoundError:
-        return 0
-    head = len(_SNAPSHOT_MAGIC) + _SNAPSHOT_HEADER.size
-    if len(buf) < head or not buf.startswith(_SNAPSHOT_MAGIC):
-        raise BackendError(f"offsets snapshot {path} is not a brokergate snapshot")
-    next_seq, count = _SNAPSHOT_HEADER.unpack_from(buf, len(_SNAPSHOT_MAGIC))
-    payloads, end = _frames(buf, head)
-    if len(payloads) != count or end != len(buf):
-        raise BackendError(f"offsets snapshot {path} is damaged")
-    _apply(path, payloads, offsets)
-    return int(next_seq)
+    """Fold the snapshot at ``path`` into ``offsets``; the journal sequence it continues with."""
+    return OFFSETS.read_snapshot(path, offsets)
 
 
 def replay_journal(path: Path, offsets: dict[str, Offsets]) -> tuple[int, int]:
-    """Fold the journal at ``path`` into ``offsets``: (bytes intact, bytes in the file).
-
-    A torn last frame is a commit that was never acknowledged; a journal whose header is
-    still being written (or was cut by a crash) holds nothing yet.
-    """
-    buf = path.read_bytes()
-    if not buf.startswith(JOURNAL_HEADER):
-        if len(buf) < len(JOURNAL_HEADER) and JOURNAL_HEADER.startswith(buf):
-            return 0, len(buf)
-        raise BackendError(f"offsets journal {path} is not a brokergate journal")
-    payloads, intact = _frames(buf, len(JOURNAL_HEADER))
-    _apply(path, payloads, offsets)
-    return intact, len(buf)
-
-
-def _apply(path: Path, payloads: list[bytes], offsets: dict[str, Offsets]) -> None:
-    for payload in payloads:
-        try:
-            group, group_offsets = _decode(payload)
-        except _Corrupt as exc:
-            raise BackendError(f"{path} is damaged: {exc}") from exc
-        offsets.setdefault(group, {}).update(group_offsets)
+    """Fold the journal at ``path`` into ``offsets``: (bytes intact, bytes in the file)."""
+    return OFFSETS.replay_journal(path, offsets)
 
 
 def _encode(group: str, offsets: list[tuple[TopicPartition, int]]) -> bytes:
@@ -162,28 +135,7 @@ def _decode(payload: bytes) -> tuple[str, Offsets]:
             pos += 2 + n + _ENTRY_TAIL.size
             offsets[TopicPartition(topic, partition)] = offset
     except (struct.error, UnicodeDecodeError) as exc:
-        raise _Corrupt(str(exc)) from exc
+        raise CorruptPayload(str(exc)) from exc
     if pos != len(payload):
-        raise _Corrupt(f"{len(payload) - pos} trailing bytes")
+        raise CorruptPayload(f"{len(payload) - pos} trailing bytes")
     return group, offsets
-
-
-def _frame(payload: bytes) -> bytes:
-    return _FRAME.pack(len(payload), crc32c.crc32c(payload)) + payload
-
-
-def _frames(buf: bytes, pos: int) -> tuple[list[bytes], int]:
-    """The intact frames of ``buf`` from ``pos`` on, and where the intact part ends."""
-    payloads: list[bytes] = []
-    end = len(buf)
-    while pos + _FRAME.size <= end:
-        length, crc = _FRAME.unpack_from(buf, pos)
-        start = pos + _FRAME.size
-        if length > _MAX_FRAME or start + length > end:
-            break
-        payload = buf[start : start + length]
-        if crc32c.crc32c(payload) != crc:
-            break
-        payloads.append(payload)
-        pos = start + length
-    return payloads, pos

@@ -7,6 +7,8 @@ operations to one collaborator per concern:
   outage policy (``BackendUnavailable`` within a bounded time, never a hang);
 - ``GroupStore`` (``groups.py``): members and compare-and-set generations;
 - ``OffsetStore`` (``offsets.py``): fenced atomic commits, Kafka's layout;
+- ``ShareStateStore`` (``shares.py``): share-partition states, compare-and-set
+  transactions over several partitions;
 - ``NodeRegistry`` (``registry.py``): this replica's ephemeral znode;
 - ``LeaderElection`` (``election.py``): which replica runs group-wide duties;
 - ``AclStore`` (``acls.py``): ACL bindings in Kafka's layout, and this
@@ -26,9 +28,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Final
+from typing import Any, Final
 
 from kazoo.client import KazooState
 
@@ -37,6 +39,7 @@ from service.core.models import GroupState, Member, TopicPartition
 from service.errors import BackendUnavailable, GatewayError
 
 from ..lifecycle import Lifecycle
+from ..share_states import ShareStoreLimits
 from ..tasks import uncancellable
 from .acls import AclStore
 from .election import LeaderElection
@@ -47,6 +50,7 @@ from .paths import ZnodePaths
 from .registry import NodeRegistry, default_node_id
 from .security import DigestCredentials
 from .session import ZooKeeperSession, ZooKeeperURL
+from .shares import ShareStateStore
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +62,8 @@ _KEEPER_TICK_S: Final = 1.0
 
 
 class ZooKeeperCoordinator(Lifecycle):
-    """Consumer groups, committed offsets and leadership in ZooKeeper, for any number of replicas.
+    """Consumer groups, committed offsets, share states and leadership in ZooKeeper, for any
+    number of replicas.
 
     ``url`` is ``zookeeper://host:port[,host:port...][/chroot]``; a malformed
     one raises ``ValueError`` here, an unreachable one ``BackendUnavailable``
@@ -76,6 +81,7 @@ class ZooKeeperCoordinator(Lifecycle):
         request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
         ephemeral_members: bool = False,
         credentials: DigestCredentials | None = None,
+        share_limits: ShareStoreLimits | None = None,
     ) -> None:
         parsed = ZooKeeperURL.parse(url)
         super().__init__()  # the start/stop state
@@ -93,6 +99,7 @@ class ZooKeeperCoordinator(Lifecycle):
         self._ephemeral_members = ephemeral_members
         self._local_members: dict[tuple[str, str], Member] = {}
         self._offsets = OffsetStore(self._zk, self._paths, self._groups)
+        self._shares = ShareStateStore(self._zk, self._paths, share_limits or ShareStoreLimits())
         self._registry = NodeRegistry(self._zk, self._paths, self.node_id)
         self._acls = AclStore(self._zk, self._paths, may_purge=self.is_leader)
         self._election = LeaderElection(self._zk, self._paths, self.node_id, self._wake_keeper)
@@ -250,6 +257,29 @@ class ZooKeeperCoordinator(Lifecycle):
     ) -> dict[TopicPartition, int]:
         self._check_open()
         return await self._offsets.committed(group, partitions)
+
+    # --- share-partition states --------------------------------------------------------
+
+    async def share_states(
+        self, group: str, tps: Collection[TopicPartition] | None = None
+    ) -> dict[TopicPartition, tuple[dict[str, Any], int]]:
+        """What ZooKeeper holds now; the versions are the znodes' ``stat.version``."""
+        self._check_open()
+        return await self._shares.states(group, tps)
+
+    async def store_share_states(
+        self, group: str, updates: Mapping[TopicPartition, tuple[dict[str, Any], int]]
+    ) -> bool:
+        self._check_open()
+        return await self._shares.store(group, updates)
+
+    async def delete_share_states(self, group: str, tps: Collection[TopicPartition] | None = None) -> None:
+        self._check_open()
+        await uncancellable(self._shares.delete(group, tps))
+
+    async def share_groups(self) -> list[str]:
+        self._check_open()
+        return await self._shares.groups()
 
     # --- ACL bindings ------------------------------------------------------------------
 

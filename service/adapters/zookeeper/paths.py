@@ -7,6 +7,8 @@ The layout, under the chroot of the ``zookeeper://`` URL when there is one::
     /brokergate/groups/{group}/members/{instance}    JSON of a Member
     /brokergate/groups/{group}/state                 JSON of the GroupState; its stat.version is the CAS token
     /brokergate/locks/{name}/{uuid}__lock__{seq}     ephemeral sequential: kazoo Lock contenders
+    /brokergate/share-groups/{group}/{topic}/{partition}
+                                                     JSON of a share-partition state; stat.version: version
     /consumers/{group}/offsets/{topic}/{partition}   committed offset as ASCII digits
     /kafka-acl/{Topic|Group|Cluster}/{name}          JSON of the LITERAL ACL bindings of a resource
     /kafka-acl-extended/prefixed/{type}/{prefix}     JSON of the PREFIXED ACL bindings of a prefix
@@ -16,10 +18,10 @@ The layout, under the chroot of the ``zookeeper://`` URL when there is one::
 ``/consumers`` and the ACL paths are Kafka's classic layout, so ZooKeeper-era
 tools read brokergate's commits and Kafka operators find its ACLs where
 ``kafka-acls --authorizer-properties zookeeper.connect=…`` keeps them. The ACL
-paths are created with the first binding stored. Names become znode names
-verbatim whenever ZooKeeper accepts them, so ordinary group, topic and resource
-names read the same in ZooKeeper; anything else is percent-encoded (see
-``encode_name``).
+paths are created with the first binding stored, the share groups' with the
+first state. Names become znode names verbatim whenever ZooKeeper accepts
+them, so ordinary group, topic and resource names read the same in ZooKeeper;
+anything else is percent-encoded (see ``encode_name``).
 
 The chroot is applied here rather than by kazoo because kazoo cannot create a
 missing chroot, and a fresh ZooKeeper should work without preparation.
@@ -38,6 +40,7 @@ NODES: Final = f"{BROKERGATE}/nodes"
 ELECTION: Final = f"{BROKERGATE}/election"
 GROUPS: Final = f"{BROKERGATE}/groups"
 LOCKS: Final = f"{BROKERGATE}/locks"
+SHARE_GROUPS: Final = f"{BROKERGATE}/share-groups"
 CONSUMERS: Final = "/consumers"
 KAFKA_ACL: Final = "/kafka-acl"
 KAFKA_ACL_PREFIXED: Final = "/kafka-acl-extended/prefixed"  # Kafka's ``patternType.name.toLowerCase``
@@ -122,6 +125,7 @@ class ZnodePaths:
         self.groups = self.chroot + GROUPS
         self.locks = self.chroot + LOCKS
         self.consumers = self.chroot + CONSUMERS
+        self.share_groups = self.chroot + SHARE_GROUPS
         self._acl_roots = {
             PatternType.LITERAL: self.chroot + KAFKA_ACL,
             PatternType.PREFIXED: self.chroot + KAFKA_ACL_PREFIXED,
@@ -173,6 +177,15 @@ class ZnodePaths:
 
     def offset(self, group: str, tp: TopicPartition) -> str:
         return f"{self.topic_offsets(group, tp.topic)}/{tp.partition}"
+
+    def share_group(self, group: str) -> str:
+        return f"{self.share_groups}/{encode_name(group)}"
+
+    def share_topic(self, group: str, topic: str) -> str:
+        return f"{self.share_group(group)}/{encode_name(topic)}"
+
+    def share_state(self, group: str, tp: TopicPartition) -> str:
+        return f"{self.share_topic(group, tp.topic)}/{tp.partition}"
 
     def acl_type(self, pattern: PatternType, resource_type: ResourceType) -> str:
         """The parent of the ACL znodes of one pattern and resource type."""

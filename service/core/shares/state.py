@@ -23,7 +23,7 @@ Pure logic, no I/O: the caller reads the log, keeps the state through the Coordi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
@@ -80,6 +80,10 @@ class Exhausted:
     error: str | None
 
 
+# The most of a member's error text a record keeps: a full window of records with errors must fit
+# the coordinator's bound on a stored state.
+MAX_ERROR_CHARS: Final = 120
+
 # Why an acknowledgement or a renewal was refused, per offset.
 NOT_HELD: Final = "not acquired by this consumer (its lock expired, or it was never delivered to it)"
 
@@ -106,19 +110,26 @@ class SharePartition:
     # --- what members do ----------------------------------------------------------------------
 
     def acquire(
-        self, member: str, now_ms: int, *, max_records: int, log_offsets: Sequence[int] = ()
+        self,
+        member: str,
+        now_ms: int,
+        *,
+        max_records: int,
+        log_offsets: Sequence[int] = (),
+        readable: Container[int] | None = None,
     ) -> tuple[list[Acquired], list[Exhausted]]:
-        """Give ``member`` up to ``max_records`` records: available ones first (oldest first), then
-        new ones of ``log_offsets`` (the offsets the log holds from ``end`` on, ascending; those
-        not taken stay for a later call). Expired locks are released first; the records they
-        archive at the delivery limit are returned for the dead-letter copy."""
+        """Give ``member`` up to ``max_records`` records: available ones first (oldest first; with
+        ``readable``, only those it holds: the records the caller could read), then new ones of
+        ``log_offsets`` (the offsets the log holds from ``end`` on, ascending; those not taken
+        stay for a later call). Expired locks are released first; the records they archive at
+        the delivery limit are returned for the dead-letter copy."""
         exhausted = self.expire(now_ms)
         taken: list[Acquired] = []
         until = now_ms + self.limits.lock_ms
         for offset, record in self.records.items():
             if len(taken) >= max_records:
                 break
-            if record.state is Delivery.AVAILABLE:
+            if record.state is Delivery.AVAILABLE and (readable is None or offset in readable):
                 record.state, record.owner, record.lock_until_ms = Delivery.ACQUIRED, member, until
                 record.deliveries += 1
                 taken.append(Acquired(offset, record.deliveries))
@@ -153,7 +164,7 @@ class SharePartition:
             elif kind is AckType.ACCEPT or kind is AckType.REJECT:
                 del self.records[offset]
             else:
-                record.error = error if error is not None else record.error
+                record.error = error[:MAX_ERROR_CHARS] if error is not None else record.error
                 gone = self._make_available(offset, record)
                 if gone is not None:
                     exhausted.append(gone)
@@ -202,6 +213,15 @@ class SharePartition:
         """Records in flight by delivery state."""
         acquired = sum(1 for r in self.records.values() if r.state is Delivery.ACQUIRED)
         return {"available": len(self.records) - acquired, "acquired": acquired}
+
+    def next_expiry(self) -> int | None:
+        """When the first lock held now expires (ms), or None if none is held."""
+        return min(
+            (r.lock_until_ms for r in self.records.values() if r.state is Delivery.ACQUIRED), default=None
+        )
+
+    def has_available(self) -> bool:
+        return any(r.state is Delivery.AVAILABLE for r in self.records.values())
 
     def lag(self, log_end: int) -> int:
         """Records not done yet: in flight, and not yet acquired up to the log's end."""

@@ -210,3 +210,16 @@ def test_truncate_and_reset() -> None:
     assert state.start == 2 and list(state.records) == [2]
     state.reset(50)
     assert (state.start, state.end, state.records) == (50, 50, {})
+
+
+def test_a_full_window_with_errors_stays_small_enough_to_store() -> None:
+    import json
+
+    from service.core.shares.state import MAX_ERROR_CHARS
+
+    state = SharePartition(0, limits=ShareLimits(max_in_flight=2000, delivery_limit=5, lock_ms=10))
+    state.acquire("a-member-with-a-long-name", 0, max_records=2000, log_offsets=range(10**12, 10**12 + 2000))
+    offsets = list(state.records)
+    state.acknowledge("a-member-with-a-long-name", offsets, AckType.RELEASE, 1, error="x" * 10_000)
+    assert all(len(r.error or "") == MAX_ERROR_CHARS for r in state.records.values())
+    assert len(json.dumps(state.to_json())) < 512 * 1024

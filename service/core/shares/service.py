@@ -1,0 +1,301 @@
+"""Share groups over the ports: acquiring records for a member, settling them, describing, resetting.
+
+``ShareGroups`` turns the state machine of ``state.SharePartition`` into operations on the log
+and the coordinator. Every change of a partition's state is stored through the Coordinator's
+compare-and-set (``store_share_states``) before anything is returned, all partitions of one
+operation at once: two members — on one replica or on two — that race for the same records
+both read the same version, one store wins, and the other reads again and takes what is left.
+So a record is never held by two members while its lock holds, and a crash loses nothing a
+member was told it holds or settled: the coordinator has it.
+
+Collaborators: the ``Log`` (records, offsets), the ``Coordinator`` (stored states), the clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from service.errors import BackendUnavailable
+
+from ..models import Record, TopicPartition
+from ..ports import Coordinator, Log
+from .state import AckType, Exhausted, ShareLimits, SharePartition
+
+StartAt = Literal["earliest", "latest"]
+
+_WAIT_SLICE_MS: Final = 1000  # a wait for records is cut in slices of at most this long
+_MAX_RACES: Final = 50  # stores lost to another writer in a row before giving up (503)
+
+
+@dataclass(frozen=True, slots=True)
+class Delivered:
+    """A record a member acquired, with the number of times it has been delivered (1: the first)."""
+
+    tp: TopicPartition
+    record: Record
+    deliveries: int
+
+
+@dataclass(frozen=True, slots=True)
+class Acknowledgement:
+    """What a member says of records it holds: ``kind`` for ``offsets`` of ``tp`` (RELEASE and
+    REJECT may carry the error the member met, kept for the dead-letter copy)."""
+
+    tp: TopicPartition
+    offsets: tuple[int, ...]
+    kind: AckType
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionReport:
+    """A share-partition as describing shows it."""
+
+    tp: TopicPartition
+    start: int
+    end: int
+    available: int
+    acquired: int
+    lag: int
+
+
+class ShareGroups:
+    """Share-group operations over the ``Log`` and the ``Coordinator`` (see the module docstring)."""
+
+    def __init__(
+        self,
+        log: Log,
+        coordinator: Coordinator,
+        *,
+        limits: ShareLimits | None = None,
+        clock: Callable[[], float] = time.time,
+        draining: asyncio.Event | None = None,
+    ) -> None:
+        self._log = log
+        self._coordinator = coordinator
+        self.limits = limits or ShareLimits()
+        self._clock = clock
+        self._draining = draining or asyncio.Event()
+
+    def now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    # --- members ------------------------------------------------------------------------------
+
+    async def acquire(
+        self,
+        group: str,
+        member: str,
+        tps: Sequence[TopicPartition],
+        *,
+        max_records: int,
+        max_bytes: int,
+        wait_ms: int,
+        start_at: StartAt = "latest",
+    ) -> tuple[list[Delivered], list[tuple[TopicPartition, Exhausted]]]:
+        """Acquire up to ``max_records`` records of ``tps`` for ``member``: at once if some are
+        available, else when some arrive, a lock expires, or ``wait_ms`` has passed (empty then).
+        Also the records archived meanwhile at the delivery limit (for the dead-letter copy)."""
+        deadline = self.now_ms() + wait_ms
+        while True:
+            delivered, exhausted, states = await self._acquire_once(
+                group, member, tps, max_records, max_bytes, start_at
+            )
+            remaining = deadline - self.now_ms()
+            if delivered or exhausted or remaining <= 0 or self._draining.is_set():
+                return delivered, exhausted
+            await self._wait(states, min(remaining, _WAIT_SLICE_MS))
+
+    async def acknowledge(
+        self, group: str, member: str, acks: Iterable[Acknowledgement]
+    ) -> tuple[dict[TopicPartition, dict[int, str]], list[tuple[TopicPartition, Exhausted]]]:
+        """Settle what ``member`` holds; the offsets refused per partition (with why), and the
+        records a RELEASE archived at the delivery limit."""
+        by_tp: dict[TopicPartition, list[Acknowledgement]] = {}
+        for ack in acks:
+            by_tp.setdefault(ack.tp, []).append(ack)
+
+        def apply(sp: SharePartition, tp: TopicPartition, now: int) -> tuple[dict[int, str], list[Exhausted]]:
+            refused: dict[int, str] = {}
+            exhausted: list[Exhausted] = []
+            for ack in by_tp[tp]:
+                no, gone = sp.acknowledge(member, ack.offsets, ack.kind, now, error=ack.error)
+                refused.update(no)
+                exhausted += gone
+            return refused, exhausted
+
+        results = await self._update(group, list(by_tp), apply)
+        refusals = {tp: refused for tp, (refused, _) in results.items() if refused}
+        return refusals, [(tp, e) for tp, (_, gone) in results.items() for e in gone]
+
+    async def renew(
+        self, group: str, member: str, offsets: Mapping[TopicPartition, Collection[int]]
+    ) -> dict[TopicPartition, dict[int, str]]:
+        """Extend ``member``'s locks; the offsets refused per partition (with why)."""
+
+        def apply(sp: SharePartition, tp: TopicPartition, now: int) -> dict[int, str]:
+            return sp.renew(member, offsets[tp], now)
+
+        results = await self._update(group, list(offsets), apply)
+        return {tp: refused for tp, refused in results.items() if refused}
+
+    async def leave(
+        self, group: str, member: str, tps: Sequence[TopicPartition]
+    ) -> list[tuple[TopicPartition, Exhausted]]:
+        """``member`` is gone: what it held is available again (or archived at the limit)."""
+
+        def apply(sp: SharePartition, tp: TopicPartition, now: int) -> list[Exhausted]:
+            return sp.release_member(member)
+
+        results = await self._update(group, list(tps), apply, only_stored=True)
+        return [(tp, e) for tp, gone in results.items() for e in gone]
+
+    # --- operators ----------------------------------------------------------------------------
+
+    async def describe(self, group: str) -> list[PartitionReport]:
+        """Every partition the group has state for: start and end offsets, records in flight, lag."""
+        stored = await self._coordinator.share_states(group)
+        reports = []
+        for tp, (data, _) in sorted(stored.items()):
+            sp = SharePartition.from_json(data, self.limits)
+            sp.expire(self.now_ms())  # expired locks count as available, as the next poll will see
+            _, log_end = await self._log.offsets(tp)
+            counts = sp.counts()
+            reports.append(
+                PartitionReport(
+                    tp, sp.start, sp.end, counts["available"], counts["acquired"], sp.lag(log_end)
+                )
+            )
+        return reports
+
+    async def reset(
+        self, group: str, tps: Sequence[TopicPartition], to: StartAt | Mapping[TopicPartition, int]
+    ) -> None:
+        """Start the group over on ``tps`` at the earliest or latest offsets, or the given ones:
+        nothing in flight, everything before done (like ``kafka-share-groups --reset-offsets``;
+        the caller makes sure no member is active)."""
+        for _ in range(_MAX_RACES):
+            stored = await self._coordinator.share_states(group, tps)
+            updates: dict[TopicPartition, tuple[dict[str, Any], int]] = {}
+            for tp in tps:
+                begin, end = await self._log.offsets(tp)
+                if isinstance(to, Mapping):
+                    offset = min(max(to[tp], begin), end)
+                else:
+                    offset = begin if to == "earliest" else end
+                version = stored[tp][1] if tp in stored else -1
+                updates[tp] = (SharePartition(offset, limits=self.limits).to_json(), version)
+            if await self._coordinator.store_share_states(group, updates):
+                return
+        raise BackendUnavailable(f"Share group {group!r} changed under every reset; retry.")
+
+    # --- internals ----------------------------------------------------------------------------
+
+    async def _states(
+        self, group: str, tps: Sequence[TopicPartition], start_at: StartAt
+    ) -> dict[TopicPartition, tuple[SharePartition, int]]:
+        """The stored state of each partition, or a new one at ``start_at`` (version -1)."""
+        stored = await self._coordinator.share_states(group, tps)
+        states: dict[TopicPartition, tuple[SharePartition, int]] = {}
+        for tp in tps:
+            if tp in stored:
+                data, version = stored[tp]
+                states[tp] = (SharePartition.from_json(data, self.limits), version)
+            else:
+                begin, end = await self._log.offsets(tp)
+                states[tp] = (
+                    SharePartition(begin if start_at == "earliest" else end, limits=self.limits),
+                    -1,
+                )
+        return states
+
+    async def _acquire_once(
+        self,
+        group: str,
+        member: str,
+        tps: Sequence[TopicPartition],
+        max_records: int,
+        max_bytes: int,
+        start_at: StartAt,
+    ) -> tuple[list[Delivered], list[tuple[TopicPartition, Exhausted]], dict[TopicPartition, SharePartition]]:
+        for _ in range(_MAX_RACES):
+            states = await self._states(group, tps, start_at)
+            now = self.now_ms()
+            delivered: list[Delivered] = []
+            exhausted: list[tuple[TopicPartition, Exhausted]] = []
+            updates: dict[TopicPartition, tuple[dict[str, Any], int]] = {}
+            befores = {tp: sp.to_json() for tp, (sp, _) in states.items()}
+            for tp, (sp, _) in states.items():  # expired locks first: their records are available
+                exhausted += [(tp, e) for e in sp.expire(now)]
+            # Records to redeliver are at the window's start, new ones at its end.
+            positions = {tp: sp.start if sp.has_available() else sp.end for tp, (sp, _) in states.items()}
+            data = await self._log.fetch(positions, max_bytes=max_bytes, max_wait_ms=0) if positions else {}
+            for tp, (sp, version) in states.items():
+                before = befores[tp]
+                part = data.get(tp)
+                records = {r.offset: r for r in part.records} if part is not None else {}
+                if part is not None:
+                    sp.truncate(part.log_start_offset)
+                taken, gone = sp.acquire(
+                    member,
+                    now,
+                    max_records=max_records - len(delivered),
+                    log_offsets=[o for o in records if o >= sp.end],
+                    readable=records,
+                )
+                delivered += [Delivered(tp, records[t.offset], t.deliveries) for t in taken]
+                exhausted += [(tp, e) for e in gone]
+                after = sp.to_json()
+                if after != before or version == -1:
+                    updates[tp] = (after, version)
+            if not updates or await self._coordinator.store_share_states(group, updates):
+                return delivered, exhausted, {tp: sp for tp, (sp, _) in states.items()}
+        raise BackendUnavailable(f"Share group {group!r}: every attempt to acquire raced another; retry.")
+
+    async def _wait(self, states: Mapping[TopicPartition, SharePartition], wait_ms: int) -> None:
+        """Wait up to ``wait_ms`` for records past every partition's end, or the first lock expiry."""
+        expiries = [e for sp in states.values() if (e := sp.next_expiry()) is not None]
+        if expiries:
+            wait_ms = max(0, min(wait_ms, min(expiries) - self.now_ms() + 1))
+        if wait_ms <= 0:
+            return
+        if states:
+            await self._log.fetch({tp: sp.end for tp, sp in states.items()}, max_bytes=1, max_wait_ms=wait_ms)
+        else:
+            await asyncio.sleep(wait_ms / 1000)
+
+    async def _update(
+        self,
+        group: str,
+        tps: list[TopicPartition],
+        apply: Callable[[SharePartition, TopicPartition, int], Any],
+        *,
+        only_stored: bool = False,
+    ) -> dict[TopicPartition, Any]:
+        """Apply ``apply`` to the stored state of each of ``tps`` and store the changes at once,
+        again from fresh states if another writer stored first. Partitions without a stored state
+        have nothing in flight: ``apply`` sees an empty state there (unless ``only_stored``)."""
+        for _ in range(_MAX_RACES):
+            stored = await self._coordinator.share_states(group, tps)
+            now = self.now_ms()
+            results: dict[TopicPartition, Any] = {}
+            updates: dict[TopicPartition, tuple[dict[str, Any], int]] = {}
+            for tp in tps:
+                if tp in stored:
+                    data, version = stored[tp]
+                    sp = SharePartition.from_json(data, self.limits)
+                elif only_stored:
+                    continue
+                else:
+                    sp, version = SharePartition(0, limits=self.limits), -1
+                before = sp.to_json()
+                results[tp] = apply(sp, tp, now)
+                if version != -1 and sp.to_json() != before:
+                    updates[tp] = (sp.to_json(), version)
+            if not updates or await self._coordinator.store_share_states(group, updates):
+                return results
+        raise BackendUnavailable(f"Share group {group!r} changed under every attempt; retry.")

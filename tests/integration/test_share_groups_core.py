@@ -1,0 +1,188 @@
+"""``ShareGroups`` over a real log and real coordinators: what KIP-932 promises its members.
+
+Two ``ShareGroups`` over one coordinator are two replicas: on ZooKeeper each has its own
+coordinator session on the same chroot, so their stores race through ZooKeeper's versions. The
+clock is the test's, so lock expiry is exact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from service.adapters.embedded.coordinator import EmbeddedCoordinator
+from service.adapters.embedded.log import EmbeddedLog
+from service.adapters.zookeeper import ZooKeeperCoordinator
+from service.core.models import NewRecord, TopicPartition
+from service.core.ports import Coordinator
+from service.core.shares.service import Acknowledgement, ShareGroups
+from service.core.shares.state import NOT_HELD, AckType, ShareLimits
+from tests.integration.zookeeper.conftest import (
+    CONNECT_TIMEOUT_MS,
+    REQUEST_TIMEOUT_MS,
+    SESSION_TIMEOUT_MS,
+    chroot_url,
+)
+
+TP = TopicPartition("jobs", 0)
+LIMITS = ShareLimits(max_in_flight=50, delivery_limit=3, lock_ms=1000)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+async def log(tmp_path: Path) -> AsyncIterator[EmbeddedLog]:
+    embedded = EmbeddedLog(tmp_path / "log")
+    await embedded.start()
+    await embedded.create_topic("jobs", 2, 1, {})
+    await embedded.append(TP, [NewRecord(None, f"job-{i}".encode()) for i in range(20)])
+    try:
+        yield embedded
+    finally:
+        await embedded.stop()
+
+
+@pytest.fixture(params=["embedded", "zookeeper"])
+async def coordinators(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[list[Coordinator]]:
+    """Two coordinators of one deployment (one, shared, for the embedded coordinator)."""
+    started: list[Coordinator] = []
+    if request.param == "embedded":
+        one = EmbeddedCoordinator(tmp_path / "coordinator")
+        await one.start()
+        started = [one, one]
+    else:
+        url = chroot_url(request.getfixturevalue("zookeeper"))
+        for node in ("replica-a", "replica-b"):
+            c = ZooKeeperCoordinator(
+                url,
+                node_id=node,
+                session_timeout_ms=SESSION_TIMEOUT_MS,
+                connect_timeout_ms=CONNECT_TIMEOUT_MS,
+                request_timeout_ms=REQUEST_TIMEOUT_MS,
+            )
+            await c.start()
+            started.append(c)
+    try:
+        yield started
+    finally:
+        for c in {id(c): c for c in started}.values():
+            await c.stop()
+
+
+def replicas(log: EmbeddedLog, coordinators: list[Coordinator], clock: Clock) -> list[ShareGroups]:
+    return [ShareGroups(log, c, limits=LIMITS, clock=clock) for c in coordinators]
+
+
+async def test_members_on_two_replicas_never_hold_one_record_and_every_record_is_done_once(
+    log: EmbeddedLog, coordinators: list[Coordinator]
+) -> None:
+    clock = Clock()
+    a, b = replicas(log, coordinators, clock)
+    delivered: Counter[int] = Counter()
+
+    async def work(groups: ShareGroups, member: str) -> None:
+        while True:
+            got, _ = await groups.acquire(
+                "workers", member, [TP], max_records=3, max_bytes=1 << 20, wait_ms=0, start_at="earliest"
+            )
+            if not got:
+                return
+            for d in got:
+                delivered[d.record.offset] += 1
+            refused, _ = await groups.acknowledge(
+                "workers", member, [Acknowledgement(TP, tuple(d.record.offset for d in got), AckType.ACCEPT)]
+            )
+            assert not refused
+
+    await asyncio.gather(work(a, "m1"), work(b, "m2"), work(a, "m3"), work(b, "m4"))
+    assert sorted(delivered) == list(range(20)) and set(delivered.values()) == {1}
+    [report] = await a.describe("workers")
+    assert (report.start, report.end, report.available, report.acquired, report.lag) == (20, 20, 0, 0, 0)
+
+
+async def test_release_expiry_and_the_delivery_limit(
+    log: EmbeddedLog, coordinators: list[Coordinator]
+) -> None:
+    clock = Clock()
+    a, b = replicas(log, coordinators, clock)
+    got, _ = await a.acquire(
+        "g", "m1", [TP], max_records=2, max_bytes=1 << 20, wait_ms=0, start_at="earliest"
+    )
+    assert [(d.record.offset, d.deliveries) for d in got] == [(0, 1), (1, 1)]
+    # released: offered again at once, through the other replica, with its delivery count
+    refused, _ = await a.acknowledge("g", "m1", [Acknowledgement(TP, (0,), AckType.RELEASE, "flaky")])
+    assert not refused
+    got, _ = await b.acquire("g", "m2", [TP], max_records=1, max_bytes=1 << 20, wait_ms=0)
+    assert [(d.record.offset, d.deliveries) for d in got] == [(0, 2)]
+    # m1 still holds 1 until its lock expires; then m2 gets it
+    got, _ = await b.acquire("g", "m2", [TP], max_records=1, max_bytes=1 << 20, wait_ms=0)
+    assert [d.record.offset for d in got] == [2]
+    clock.now += LIMITS.lock_ms / 1000
+    got, _ = await b.acquire("g", "m2", [TP], max_records=2, max_bytes=1 << 20, wait_ms=0)
+    assert [(d.record.offset, d.deliveries) for d in got] == [(0, 3), (1, 2)]  # m2's locks expired too
+    refused, _ = await a.acknowledge("g", "m1", [Acknowledgement(TP, (1,), AckType.ACCEPT)])
+    assert refused == {TP: {1: NOT_HELD}}  # too late for m1
+    # offset 0's third delivery fails: archived, reported once with the worker's error
+    _, exhausted = await b.acknowledge(
+        "g", "m2", [Acknowledgement(TP, (0,), AckType.RELEASE, "still failing")]
+    )
+    assert [(tp, e.offset, e.deliveries, e.error) for tp, e in exhausted] == [(TP, 0, 3, "still failing")]
+    got, _ = await a.acquire("g", "m1", [TP], max_records=20, max_bytes=1 << 20, wait_ms=0)
+    assert 0 not in [d.record.offset for d in got]
+
+
+async def test_a_member_that_leaves_gives_back_what_it_held(
+    log: EmbeddedLog, coordinators: list[Coordinator]
+) -> None:
+    clock = Clock()
+    a, b = replicas(log, coordinators, clock)
+    got, _ = await a.acquire(
+        "g", "m1", [TP], max_records=5, max_bytes=1 << 20, wait_ms=0, start_at="earliest"
+    )
+    assert len(got) == 5
+    await a.leave("g", "m1", [TP])
+    got, _ = await b.acquire("g", "m2", [TP], max_records=5, max_bytes=1 << 20, wait_ms=0)
+    assert [(d.record.offset, d.deliveries) for d in got] == [(o, 2) for o in range(5)]
+
+
+async def test_start_at_latest_reads_only_what_comes_after_and_a_wait_ends_when_it_comes(
+    log: EmbeddedLog, coordinators: list[Coordinator]
+) -> None:
+    a, _ = replicas(log, coordinators, Clock())
+    got, _ = await a.acquire("late", "m1", [TP], max_records=5, max_bytes=1 << 20, wait_ms=0)
+    assert got == []  # the group starts at the end: the 20 records before are not its
+
+    async def produce_soon() -> None:
+        await asyncio.sleep(0.2)
+        await log.append(TP, [NewRecord(None, b"new")])
+
+    task = asyncio.create_task(produce_soon())
+    got, _ = await a.acquire("late", "m1", [TP], max_records=5, max_bytes=1 << 20, wait_ms=5000)
+    await task
+    assert [(d.record.offset, d.record.value) for d in got] == [(20, b"new")]
+
+
+async def test_reset_and_renew(log: EmbeddedLog, coordinators: list[Coordinator]) -> None:
+    clock = Clock()
+    a, _ = replicas(log, coordinators, clock)
+    got, _ = await a.acquire(
+        "g", "m1", [TP], max_records=2, max_bytes=1 << 20, wait_ms=0, start_at="earliest"
+    )
+    clock.now += 0.9
+    assert await a.renew("g", "m1", {TP: [0, 1, 7]}) == {TP: {7: NOT_HELD}}
+    clock.now += 0.9  # past the first lock, within the renewed one
+    refused, _ = await a.acknowledge("g", "m1", [Acknowledgement(TP, (0, 1), AckType.ACCEPT)])
+    assert not refused
+    await a.reset("g", [TP], {TP: 15})
+    got, _ = await a.acquire("g", "m1", [TP], max_records=10, max_bytes=1 << 20, wait_ms=0)
+    assert [d.record.offset for d in got] == list(range(15, 20))

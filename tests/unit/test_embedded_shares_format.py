@@ -1,0 +1,101 @@
+"""The embedded coordinator's share-state files, read and written without a coordinator.
+
+What the coordinator does with them (writes, crashes, compaction) is tested in
+``test_embedded_coordinator.py``; this is the format alone.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from service.adapters.embedded.offsets_format import OFFSETS, commit_frame
+from service.adapters.embedded.shares_format import DELETED, SHARES, ShareStates, write_frame
+from service.core.models import TopicPartition
+from service.errors import BackendError
+
+TP = TopicPartition
+_TEXT = st.text(st.characters(codec=None, exclude_categories=()), max_size=20)  # surrogates too
+_GROUP = st.dictionaries(
+    st.builds(TopicPartition, _TEXT, st.integers(0, 2**31 - 1)),
+    st.tuples(st.binary(max_size=50), st.integers(0, 2**63 - 1)),
+    min_size=1,
+    max_size=5,
+)
+
+
+@given(st.dictionaries(_TEXT, _GROUP, max_size=4), st.integers(0, 2**64 - 1))
+def test_a_snapshot_reads_back_what_was_written(states: ShareStates, next_seq: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / SHARES.snapshot_name
+        path.write_bytes(SHARES.snapshot_bytes(next_seq, states))
+        read: ShareStates = {}
+        assert SHARES.read_snapshot(path, read) == next_seq
+    assert read == states
+
+
+def test_a_large_group_takes_several_snapshot_frames(tmp_path: Path) -> None:
+    big = b"x" * (300 << 10)
+    states: ShareStates = {"sg": {TP("t", p): (big, p) for p in range(10)}, "small": {TP("u", 0): (b"{}", 0)}}
+    data = SHARES.snapshot_bytes(7, states)
+    assert int.from_bytes(data[13:17], "big") == 4  # frames: 3 for "sg" (4, 4 and 2 states), 1 for "small"
+    path = tmp_path / SHARES.snapshot_name
+    path.write_bytes(data)
+    read: ShareStates = {}
+    assert SHARES.read_snapshot(path, read) == 7
+    assert read == states
+
+
+def test_a_journal_replays_writes_and_deletes_in_order_and_stops_at_a_torn_tail(tmp_path: Path) -> None:
+    first = write_frame("sg", [(TP("t", 0), b'{"n":1}', 0), (TP("t", 1), b'{"n":1}', 0)])
+    second = write_frame("sg", [(TP("t", 0), b'{"n":2}', 1), (TP("t", 1), b"", DELETED)])
+    full = SHARES.journal_header + first + second
+    path = tmp_path / SHARES.journal_name(0)
+    for cut in range(len(SHARES.journal_header) + len(first), len(full) + 1):
+        path.write_bytes(full[:cut])
+        states: ShareStates = {}
+        intact, size = SHARES.replay_journal(path, states)
+        if cut == len(full):
+            assert (intact, states) == (cut, {"sg": {TP("t", 0): (b'{"n":2}', 1)}})
+        else:  # the second write is not there at all: never acknowledged
+            assert (intact, size) == (len(SHARES.journal_header) + len(first), cut)
+            assert states == {"sg": {TP("t", 0): (b'{"n":1}', 0), TP("t", 1): (b'{"n":1}', 0)}}
+
+
+def test_a_group_whose_last_state_is_deleted_is_gone(tmp_path: Path) -> None:
+    path = tmp_path / SHARES.journal_name(0)
+    path.write_bytes(
+        SHARES.journal_header
+        + write_frame("sg", [(TP("t", 0), b"{}", 0)])
+        + write_frame("sg", [(TP("t", 0), b"", DELETED), (TP("t", 9), b"", DELETED)])
+    )
+    states: ShareStates = {}
+    SHARES.replay_journal(path, states)
+    assert states == {}
+
+
+def test_share_and_offsets_journals_are_told_apart(tmp_path: Path) -> None:
+    for seq in (3, 1):
+        (tmp_path / SHARES.journal_name(seq)).write_bytes(SHARES.journal_header)
+        (tmp_path / OFFSETS.journal_name(seq)).write_bytes(OFFSETS.journal_header)
+    assert SHARES.list_journals(tmp_path) == [
+        (1, tmp_path / SHARES.journal_name(1)),
+        (3, tmp_path / SHARES.journal_name(3)),
+    ]
+    assert [seq for seq, _ in OFFSETS.list_journals(tmp_path)] == [1, 3]
+    # An offsets journal read as a share journal (or the other way round) is refused, not misread.
+    offsets = tmp_path / OFFSETS.journal_name(5)
+    offsets.write_bytes(OFFSETS.journal_header + commit_frame("g", [(TP("t", 0), 1)]))
+    with pytest.raises(BackendError, match=r"share states journal .* is not a brokergate journal"):
+        SHARES.replay_journal(offsets, {})
+
+
+def test_a_payload_that_passes_its_crc_but_does_not_parse_is_damage(tmp_path: Path) -> None:
+    path = tmp_path / SHARES.journal_name(0)
+    path.write_bytes(SHARES.journal_header + commit_frame("g", [(TP("t", 0), 1)]))  # an offsets payload
+    with pytest.raises(BackendError, match="is damaged"):
+        SHARES.replay_journal(path, {})
