@@ -6,8 +6,8 @@ PORT   ?= 8082
 
 # Debian packages the tests use: curl runs the README walk-through, zookeeper and redis-server
 # are the real servers of the coordinator and sessions suites (Java 17, which ZooKeeper and Spark
-# run on, comes with the machine).
-SYSTEM_PACKAGES := curl zookeeper redis-server nginx
+# run on, comes with the machine), chromium and chromium-driver the browser of the web console's.
+SYSTEM_PACKAGES := curl zookeeper redis-server nginx chromium chromium-driver
 
 .PHONY: run test lint unit bench openapi clean system-packages
 

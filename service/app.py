@@ -34,8 +34,10 @@ from .adapters.registry import HttpSchemaRegistry
 from .api import acls, consumers, ops, registry, topics, v3
 from .api.access import Authorize, check_rules
 from .api.auth import ALWAYS_OPEN, Authenticate, open_paths
+from .api.crosssite import CrossSiteGuard
 from .api.fastpath import ProduceFastPath
 from .api.http import BODY_MODELS, JSONBody, error_response
+from .api.streams import socket as stream_socket
 from .core.audit import AUDIT
 from .core.ports import Coordinator, Log, Sessions
 from .core.quotas import Quotas
@@ -46,6 +48,7 @@ from .metrics import Metrics
 from .security.tokens import KeySet, TokenRules, TokenVerifier
 from .security.users import UsersFile, Verifier
 from .settings import Settings
+from .ui import console_router
 
 log = logging.getLogger("brokergate")
 
@@ -265,6 +268,9 @@ def create_app(settings: Settings, ports: tuple[Log, Coordinator, Sessions] | No
     )
     for router in (ops.router, topics.router, consumers.router, v3.router, acls.router, registry.router):
         app.include_router(router)
+    app.include_router(stream_socket.router)  # the WebSocket stream (no OpenAPI: it is no HTTP operation)
+    if settings.ui:
+        app.include_router(console_router(read_only=settings.ui_read_only))
     app.add_exception_handler(GatewayError, _gateway_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
@@ -288,6 +294,7 @@ def create_app(settings: Settings, ports: tuple[Log, Coordinator, Sessions] | No
             certificates=settings.tls_principal if "mtls" in settings.auth_methods else None,
         )
     app.add_middleware(RawPathGuard)  # before any routing, the fast path's included
+    app.add_middleware(CrossSiteGuard, advertised_url=settings.advertised_url)  # a browser's, first
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.add_middleware(OneLineStartupErrors)
     # Built now rather than at the first ASGI call: a produce route the fast path cannot serve

@@ -18,6 +18,7 @@ from starlette.types import Scope
 
 from .core.acl import Access
 from .core.consumers import ConsumerService, InstanceLimits
+from .core.credit import CreditLimits
 from .core.groups import GroupManager
 from .core.idempotency import IdempotencyGuard
 from .core.partitioner import Partitioner
@@ -26,6 +27,7 @@ from .core.producer import ProduceService
 from .core.quotas import Quotas
 from .core.schemas.registry import RegistryLimits, SchemaRegistry
 from .core.schemas.serde import Serde
+from .core.streams import StreamLimits, StreamService
 from .core.topics import TopicService
 from .core.waits import OpenWaits
 from .metrics import Metrics
@@ -47,6 +49,7 @@ class Gateway:
     producer: ProduceService
     groups: GroupManager
     consumers: ConsumerService
+    streams: StreamService  # SSE and WebSocket streams over the consumers and topics
     idempotency: IdempotencyGuard
     access: Access  # who may do what: the ACL bindings, or everything when authorization is off
     # the embedded schema registry, whose API /schema-registry serves; None with an external registry
@@ -93,6 +96,18 @@ class Gateway:
             waits=waits,
             reserved={settings.schema_registry_topic: "the schema registry's records"},
         )
+        consumers = ConsumerService(
+            log,
+            coordinator,
+            sessions,
+            groups,
+            topics,
+            quotas,
+            draining=draining,
+            limits=InstanceLimits(settings.max_instances_per_group, settings.max_instances),
+            waits=waits,
+            serde=serde,
+        )
         return cls(
             settings=settings,
             log=log,
@@ -103,17 +118,14 @@ class Gateway:
             topics=topics,
             producer=ProduceService(log, topics, Partitioner(), quotas),
             groups=groups,
-            consumers=ConsumerService(
-                log,
-                coordinator,
-                sessions,
-                groups,
+            consumers=consumers,
+            streams=StreamService(
+                consumers,
                 topics,
-                quotas,
-                draining=draining,
-                limits=InstanceLimits(settings.max_instances_per_group, settings.max_instances),
-                waits=waits,
+                quotas=quotas,
                 serde=serde,
+                limits=stream_limits(settings),
+                draining=draining,
             ),
             idempotency=IdempotencyGuard(
                 sessions, window_ms=settings.idempotency_window_ms, wait_ms=settings.idempotency_wait_ms
@@ -126,6 +138,19 @@ class Gateway:
             draining=draining,
             loop=asyncio.get_running_loop(),
         )
+
+
+def stream_limits(settings: Settings) -> StreamLimits:
+    """The bounds of the streams the settings ask for (``max_open_streams``, ``stream_*``)."""
+    return StreamLimits(
+        open=settings.max_open_streams,
+        heartbeat_ms=settings.stream_heartbeat_ms,
+        lifetime_ms=settings.stream_max_lifetime_ms,
+        send_timeout_ms=settings.stream_send_timeout_ms,
+        batch_bytes=settings.stream_max_batch_bytes,
+        message_bytes=settings.stream_max_message_bytes,
+        credit=CreditLimits(settings.stream_max_credit_records, settings.stream_max_credit_bytes),
+    )
 
 
 def schema_registry(

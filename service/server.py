@@ -86,6 +86,9 @@ def server_config(app: FastAPI, settings: Settings, **options: Any) -> uvicorn.C
         http=protocol,
         access_log=False,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+        ws_max_size=settings.stream_max_message_bytes,  # a larger WebSocket message is refused (1009) unread
+        # Stream batches are large JSON: compressing each costs more CPU than it saves on a network.
+        ws_per_message_deflate=False,
         **tls,
         **options,
     )

@@ -82,6 +82,43 @@ class Settings(BaseSettings):
     reaper_interval_ms: int = Field(1000, ge=50)
     metadata_refresh_ms: int = Field(2000, ge=50)
 
+    # push streams: Server-Sent Events and WebSockets over consumer instances and partitions
+    max_open_streams: int = Field(
+        1_000, ge=1, description="Most SSE and WebSocket streams open at once (503 + Retry-After beyond)."
+    )
+    stream_heartbeat_ms: int = Field(
+        15_000, ge=100, description="An idle SSE stream sends a ': keep-alive' comment this often."
+    )
+    stream_max_lifetime_ms: int = Field(
+        0,
+        ge=0,
+        description="A stream ends (end event, reason error, 50301) once open this long, so that its "
+        "client authenticates again; 0: no limit.",
+    )
+    stream_send_timeout_ms: int = Field(
+        30_000,
+        ge=100,
+        description="A stream whose client takes nothing of what is sent for this long is closed.",
+    )
+    stream_max_batch_bytes: int = Field(
+        1024 * 1024,
+        ge=1,
+        description="Most record bytes one stream event or message carries (a larger record comes alone).",
+    )
+    stream_max_credit_records: int = Field(
+        100_000, ge=1, description="Most records a WebSocket client may have granted and not yet received."
+    )
+    stream_max_credit_bytes: int = Field(
+        64 * 1024 * 1024,
+        ge=1,
+        description="Most record bytes a WebSocket client may have granted and not yet received.",
+    )
+    stream_max_message_bytes: int = Field(
+        1024 * 1024,
+        ge=1024,
+        description="Largest WebSocket message a client may send (closed with 1009 beyond).",
+    )
+
     # authentication
     auth: str = Field(
         "",
@@ -93,6 +130,16 @@ class Settings(BaseSettings):
     )
     docs_open: bool = Field(True, description="With auth on: /docs and /openapi.json need no credentials.")
     metrics_open: bool = Field(False, description="With auth on: /metrics answers without credentials.")
+
+    # the web console at /ui: a client of the public API, so it grants nothing the API does not
+    ui: bool = Field(
+        True, description="Serve the web console at /ui (with auth on, it needs credentials too)."
+    )
+    ui_read_only: bool = Field(
+        False,
+        description="The console hides creating and deleting topics and producing; the API itself is "
+        "governed by the ACLs.",
+    )
 
     # TLS between clients and the gateway
     tls_cert: Path | None = Field(

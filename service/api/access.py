@@ -16,12 +16,17 @@ route requires is read in one place, next to the others. A rule names:
 
 A rule without needs is open to every authenticated principal (the cluster's id and brokers, as
 Kafka's metadata gives them to every client; the schema registry's reads and compatibility
-checks, as schemas are read by every client that decodes a record); ``/metrics`` and the
+checks, as schemas are read by every client that decodes a record; the web console's files,
+as the console only calls routes ruled here); ``/metrics`` and the
 documentation are also open to anyone when their setting opens them (``Authenticate``'s open
 paths). Three decisions of the core are not routes' and so not here: a pattern covers only topics
 the member may DESCRIBE, a produce auto-creates a topic only for a principal that may CREATE it
 (on the topic or the cluster), and a consumer instance is reached only by the principal that
 created it (404 for anyone else).
+
+A WebSocket route's key is ``"WS /path/template"``. ``Authorize`` checks its needs before the
+handshake is accepted (a refusal is the handshake's 403, with Confluent's body); what it does
+with each message the route checks as the REST route doing the same would (its ``named``).
 
 ``create_app`` refuses to start if a route has no rule (``UnruledRoute``), and
 tests/integration/test_authorization.py proves, for every route of the app, that a principal
@@ -34,14 +39,16 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from fastapi import Request
+import orjson
 from fastapi.routing import RouteContext, iter_route_contexts
-from starlette.routing import BaseRoute, Match
+from starlette.requests import HTTPConnection
+from starlette.routing import BaseRoute, Match, WebSocketRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from api_schemas.formats import V2
 from service.core.acl import CLUSTER_NAME, Caller, Decision, Operation, ResourceType
 from service.core.rules import topic_of_subject
-from service.errors import Forbidden
+from service.errors import Forbidden, GatewayError
 from service.gateway import gateway_of
 
 from .auth import principal_of
@@ -103,6 +110,9 @@ RULES: Final[dict[str, Rule]] = {
     "GET /healthz": Rule(),
     "GET /readyz": Rule(),
     "GET /": Rule(),
+    # the web console's static files: the page only calls the API, whose rules decide the rest
+    "GET /ui": Rule(),
+    "GET /ui/{asset}": Rule(),
     "GET /brokers": Rule(),
     "GET /metrics": Rule(needs=(_on(CLUSTER, DESCRIBE),)),  # it names every topic and group
     "GET /v3/clusters": Rule(),
@@ -133,6 +143,8 @@ RULES: Final[dict[str, Rule]] = {
     f"POST {INSTANCE}/assignments": Rule(needs=(GROUP_READ,), named=(_on(TOPIC, READ),)),
     f"GET {INSTANCE}/assignments": Rule(needs=(GROUP_DESCRIBE,)),
     f"GET {INSTANCE}/records": Rule(needs=(GROUP_READ,), named=(_on(TOPIC, READ),)),
+    # the instance's WebSocket stream: its polls READ, its commits too; its produces WRITE
+    f"WS {INSTANCE}/records": Rule(needs=(GROUP_READ,), named=(_on(TOPIC, READ), _on(TOPIC, WRITE))),
     f"POST {INSTANCE}/offsets": Rule(needs=(GROUP_READ,), named=(_on(TOPIC, READ),)),
     f"GET {INSTANCE}/offsets": Rule(needs=(GROUP_DESCRIBE,), named=(_on(TOPIC, DESCRIBE),)),
     f"POST {INSTANCE}/positions": Rule(needs=(GROUP_READ,), named=(_on(TOPIC, DESCRIBE),)),
@@ -186,7 +198,9 @@ class UnruledRoute(RuntimeError):
 
 
 def route_keys(route: RouteContext) -> list[str]:
-    """The ``RULES`` keys of a route: one per method (HEAD goes with GET)."""
+    """The ``RULES`` keys of a route: one per method (HEAD goes with GET); ``WS`` for a WebSocket."""
+    if isinstance(route.original_route, WebSocketRoute):
+        return [f"WS {route.path}"]
     methods = sorted(getattr(route, "methods", None) or ()) or ["GET"]
     return [f"{method} {route.path}" for method in methods if method != "HEAD"]
 
@@ -205,8 +219,8 @@ def caller_of(scope: Scope) -> Caller:
     return Caller(principal_of(scope), client[0] if client else None)
 
 
-async def decision_of(request: Request) -> Decision:
-    """What the caller of ``request`` may do (made once per request)."""
+async def decision_of(request: HTTPConnection) -> Decision:
+    """What the caller of ``request`` (or of a WebSocket) may do (made once per request)."""
     scope = request.scope
     decision: Decision | None = scope.get(_DECISION)
     if decision is None:
@@ -215,14 +229,14 @@ async def decision_of(request: Request) -> Decision:
     return decision
 
 
-async def check_topics(request: Request, topics: Iterable[str], operation: Operation) -> Decision:
+async def check_topics(request: HTTPConnection, topics: Iterable[str], operation: Operation) -> Decision:
     """``Forbidden`` unless the caller may ``operation`` every topic of ``topics``."""
     decision = await decision_of(request)
     decision.check(TOPIC, topics, operation)
     return decision
 
 
-async def visible(request: Request, resource: ResourceType, names: Iterable[str]) -> list[str]:
+async def visible(request: HTTPConnection, resource: ResourceType, names: Iterable[str]) -> list[str]:
     """The names of ``names`` the caller may DESCRIBE, in order."""
     decision = await decision_of(request)
     return [n for n in names if decision.may(resource, n, DESCRIBE)]
@@ -236,8 +250,9 @@ class _Ruled:
 
 class Authorize:
     """Checks the path's needs of the route a request is for, before the route (or the produce fast
-    path) runs: 403 with Confluent's body (40301) if the caller lacks one. A request no route takes
-    goes on, to be answered 404 or 405."""
+    path) runs: 403 with Confluent's body (40301) if the caller lacks one; for a WebSocket, before
+    its handshake is accepted (``refuse_handshake``). A request no route takes goes on, to be
+    answered 404 or 405."""
 
     def __init__(self, app: ASGIApp, *, routes: Sequence[BaseRoute], open_paths: Collection[str]) -> None:
         self.app = app
@@ -248,7 +263,7 @@ class Authorize:
             self._by_head.setdefault(_head(route.path or "/"), []).append(_Ruled(route, RULES[key]))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in self.open:
+        if scope["type"] not in ("http", "websocket") or scope["path"] in self.open:
             await self.app(scope, receive, send)
             return
         for ruled in self._by_head.get(_head(scope["path"]), ()):
@@ -260,10 +275,28 @@ class Authorize:
                     try:
                         _check_path(decision, ruled.rule.needs, child["path_params"])
                     except Forbidden as exc:
-                        await error_response(403, exc.error_code, exc.message)(scope, receive, send)
+                        if scope["type"] == "websocket":
+                            await refuse_handshake(scope, send, exc)
+                        else:
+                            await error_response(403, exc.error_code, exc.message)(scope, receive, send)
                         return
                 break
         await self.app(scope, receive, send)
+
+
+async def refuse_handshake(scope: Scope, send: Send, error: GatewayError) -> None:
+    """Refuse a WebSocket handshake with ``error``: its status and Confluent's body, with Retry-After
+    when it has one, where the server can answer a handshake with a response (ASGI's WebSocket
+    denial response, which uvicorn offers); a bare 403 (a close before accepting) where it cannot."""
+    if "websocket.http.response" not in scope.get("extensions", {}):
+        await send({"type": "websocket.close", "code": 1008, "reason": error.message[:120]})
+        return
+    body = orjson.dumps({"error_code": int(error.error_code), "message": error.message})
+    headers = [(b"content-type", V2.encode()), (b"content-length", str(len(body)).encode())]
+    if error.retry_after is not None:
+        headers.append((b"retry-after", str(max(1, round(error.retry_after))).encode()))
+    await send({"type": "websocket.http.response.start", "status": error.http_status, "headers": headers})
+    await send({"type": "websocket.http.response.body", "body": body})
 
 
 def _check_path(decision: Decision, needs: Iterable[Need], params: dict[str, str]) -> None:

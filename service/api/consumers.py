@@ -23,6 +23,7 @@ from .http import body_doc, no_content, parse, parse_optional, public_base, reco
 from .http import v2 as v2_response
 from .quotas import client_of
 from .responses import CONSUMER_ERRORS, THROTTLED
+from .streams.sse import EVENT_STREAM_DOC, LastEventId, instance_events, wants_events
 
 router = APIRouter(prefix="/consumers/{group}", tags=["consumers"])
 GW = Annotated[Gateway, Depends(get_gateway)]
@@ -171,7 +172,10 @@ async def get_assignments(group: str, instance: str, request: Request, gw: GW) -
     INSTANCE + "/records",
     operation_id="pollRecords",
     responses={
-        200: {"model": list[v2.ConsumerRecord], **records_doc(_RECORDS)},
+        200: {
+            "model": list[v2.ConsumerRecord],
+            "content": {**records_doc(_RECORDS)["content"], **EVENT_STREAM_DOC},
+        },
         **CONSUMER_ERRORS,
         **THROTTLED,
     },
@@ -187,8 +191,16 @@ async def poll(
     max_bytes: Annotated[
         int | None, Query(description="Byte budget; a bigger record still comes alone.")
     ] = None,
+    last_event_id: LastEventId = None,
 ) -> Response:
-    """Long-poll for records: returns as soon as some are available, or empty at `timeout`."""
+    """Long-poll for records: returns as soon as some are available, or empty at `timeout`.
+
+    With `Accept: text/event-stream`, the records as Server-Sent Events, as they arrive.
+    """
+    if wants_events(request):
+        return await instance_events(
+            request, gw, group, instance, max_bytes=max_bytes, last_event_id=last_event_id
+        )
     s = gw.settings
     if timeout is not None:
         timeout = min(timeout, s.consumer_max_timeout_ms)

@@ -14,7 +14,7 @@ the core services charge the buckets.
 
 from __future__ import annotations
 
-from fastapi import Request
+from starlette.requests import HTTPConnection
 
 from service.core.quotas import Quotas, client_id
 
@@ -23,7 +23,7 @@ from .auth import ANONYMOUS, principal_of
 __all__ = ["client_of", "identity_of"]
 
 
-def identity_of(request: Request, header: str) -> str | None:
+def identity_of(request: HTTPConnection, header: str) -> str | None:
     """Who the request says it is, hashed: its authenticated principal when there is one (which
     it cannot dodge by changing a header), else its API key in ``header``; None if neither."""
     principal = principal_of(request.scope)
@@ -33,7 +33,7 @@ def identity_of(request: Request, header: str) -> str | None:
     return client_id(api_key, None) if api_key else None
 
 
-def client_of(request: Request, quotas: Quotas) -> str:
+def client_of(request: HTTPConnection, quotas: Quotas) -> str:
     """The bucket name part of the request's client: ``identity_of``, else its address."""
     peer = request.client
     return identity_of(request, quotas.header) or client_id(None, peer.host if peer else None)

@@ -1,4 +1,11 @@
-"""v2 topic resources: metadata, produce, partition offsets, and the native stateless read."""
+"""v2 topic resources: metadata, produce, partition offsets, and the native stateless read.
+
+Produce is two steps every producer shares, the REST routes and the WebSocket stream alike
+(``streams.socket``): ``records_of`` reads a body's records within the record limits (encoded
+with their schemas in a schema format), ``store_records`` appends them, charged to the produce
+quotas, and renders the v2 response. The stateless read answers Server-Sent Events when asked
+(``streams.sse``).
+"""
 
 from __future__ import annotations
 
@@ -23,7 +30,7 @@ from api_schemas.formats import (
 )
 from api_schemas.records import ParsedProduce, encode_produce, parse_produce, schema_choice
 from service.core.acl import Decision, ResourceType
-from service.core.models import PlainFormat, SchemaFormat, TopicInfo, TopicPartition
+from service.core.models import EmbeddedFormat, PlainFormat, SchemaFormat, TopicInfo, TopicPartition
 from service.core.producer import ProduceOutcome
 from service.core.rules import MAX_OFFSET
 from service.core.schemas.serde import SCHEMA_TYPES, Writer
@@ -35,6 +42,7 @@ from .http import V2, body_doc, loads, read_body, records_doc, records_response
 from .http import v2 as v2_response
 from .quotas import client_of, identity_of
 from .responses import ERRORS, PRODUCE_ERRORS, THROTTLED
+from .streams.sse import EVENT_STREAM_DOC, LastEventId, partition_events, wants_events
 
 router = APIRouter(tags=["topics"])
 GW = Annotated[Gateway, Depends(get_gateway)]
@@ -108,31 +116,13 @@ async def serve_produce(
     if key is not None:
         fingerprint = hashlib.sha256(b"\0".join([request.url.path.encode(), fmt.encode(), body])).hexdigest()
         idempotent = (key, fingerprint)
-    s = gw.settings
-    limits = (s.max_record_bytes, s.max_records_per_request, s.max_headers_per_record)
     who = await decision_of(request)  # for a topic the produce would create
-    schema_ids: tuple[int | None, int | None] = (None, None)
-    if is_schema_format(fmt):
-        parsed, schema_ids = await _encode(body, fmt, topic, gw, who, limits)
-    elif len(body) < OFF_LOOP_BYTES:
-        parsed = _parse(body, fmt, limits)
-    else:  # the record loop yields the interpreter to the event loop every few milliseconds there
-        parsed = await asyncio.to_thread(_parse, body, fmt, limits)
+    parsed, schema_ids = await records_of(body, fmt, topic, gw, who)
     del body  # peak memory: the body is not needed once its records are
 
     async def produce() -> bytes:
-        results = await gw.producer.produce(
-            topic,
-            parsed.records,
-            parsed.partitions,
-            partition=partition,
-            client=client_of(request, gw.quotas) if gw.quotas.produce else "",
-            who=who,
-        )
-        metrics = gw.metrics
-        metrics.produced_records.labels(topic).inc(len(parsed.records))
-        metrics.produced_bytes.labels(topic).inc(parsed.payload_bytes)
-        return orjson.dumps(produce_body(results, *schema_ids))
+        client = client_of(request, gw.quotas) if gw.quotas.produce else ""
+        return await store_records(gw, topic, partition, parsed, schema_ids, client=client, who=who)
 
     if idempotent is None:
         return Response(await produce(), media_type=V2)
@@ -140,6 +130,46 @@ async def serve_produce(
     return Response(
         response, media_type=V2, headers={"Idempotency-Replayed": "true" if replayed else "false"}
     )
+
+
+SchemaIds = tuple[int | None, int | None]  # the key and value schemas' ids of a schema-format produce
+
+
+async def records_of(
+    body: bytes, fmt: EmbeddedFormat, topic: str, gw: Gateway, who: Decision, data: Any = None
+) -> tuple[ParsedProduce, SchemaIds]:
+    """The records of a produce ``body`` (``data``: its JSON, if already parsed) in ``fmt``, within
+    the record limits; in a schema format encoded with their schemas (an inline schema registered
+    first, which may create ``topic`` if ``who`` may), with the schemas' ids."""
+    s = gw.settings
+    limits = (s.max_record_bytes, s.max_records_per_request, s.max_headers_per_record)
+    if is_schema_format(fmt):
+        return await _encode(body, fmt, topic, gw, who, limits, data)
+    if len(body) < OFF_LOOP_BYTES:
+        return _parse(body, fmt, limits, data), (None, None)
+    # the record loop yields the interpreter to the event loop every few milliseconds there
+    return await asyncio.to_thread(_parse, body, fmt, limits, data), (None, None)
+
+
+async def store_records(
+    gw: Gateway,
+    topic: str,
+    partition: int | None,
+    parsed: ParsedProduce,
+    schema_ids: SchemaIds,
+    *,
+    client: str,
+    who: Decision,
+) -> bytes:
+    """Append ``parsed`` to ``topic`` (all to ``partition``, if given) for ``client``, charged to
+    its produce quotas; the v2 produce response's JSON."""
+    results = await gw.producer.produce(
+        topic, parsed.records, parsed.partitions, partition=partition, client=client, who=who
+    )
+    metrics = gw.metrics
+    metrics.produced_records.labels(topic).inc(len(parsed.records))
+    metrics.produced_bytes.labels(topic).inc(parsed.payload_bytes)
+    return orjson.dumps(produce_body(results, *schema_ids))
 
 
 # A produce body this big or bigger is parsed in a worker thread.
@@ -151,8 +181,9 @@ OFF_LOOP_BYTES = 256 * 1024
 OFF_LOOP_SCHEMA_BYTES = 32 * 1024
 
 
-def _parse(body: bytes, fmt: PlainFormat, limits: tuple[int, int, int]) -> ParsedProduce:
-    data = loads(body, records=True)
+def _parse(body: bytes, fmt: PlainFormat, limits: tuple[int, int, int], data: Any = None) -> ParsedProduce:
+    if data is None:
+        data = loads(body, records=True)
     if fmt == "json" and holds_float(data):
         data = loads_exact(body)  # numbers as the client wrote them, never rounded
     max_record_bytes, max_records, max_headers = limits
@@ -162,12 +193,19 @@ def _parse(body: bytes, fmt: PlainFormat, limits: tuple[int, int, int]) -> Parse
 
 
 async def _encode(
-    body: bytes, fmt: SchemaFormat, topic: str, gw: Gateway, who: Decision, limits: tuple[int, int, int]
-) -> tuple[ParsedProduce, tuple[int | None, int | None]]:
+    body: bytes,
+    fmt: SchemaFormat,
+    topic: str,
+    gw: Gateway,
+    who: Decision,
+    limits: tuple[int, int, int],
+    data: Any = None,
+) -> tuple[ParsedProduce, SchemaIds]:
     """The records of a body in a schema format, each key and value encoded with its schema (an
     inline schema registered first), and the schemas' ids."""
     big = len(body) >= OFF_LOOP_SCHEMA_BYTES
-    data = await asyncio.to_thread(loads, body, records=True) if big else loads(body, records=True)
+    if data is None:
+        data = await asyncio.to_thread(loads, body, records=True) if big else loads(body, records=True)
     choice = schema_choice(data)
     # The topic first (created if it may be): no schema is registered for a topic that cannot be.
     await gw.topics.for_produce(topic, who)
@@ -280,11 +318,14 @@ async def partition_offsets(topic: str, partition: int, gw: GW) -> Response:
     return v2_response({"beginning_offset": begin, "end_offset": end})
 
 
+_READ_DOC = records_doc({"$ref": "#/components/schemas/ReadRecords"})
+
+
 @router.get(
     "/topics/{topic}/partitions/{partition}/records",
     operation_id="readPartition",
     responses={
-        200: {"model": v2.ReadRecords, **records_doc({"$ref": "#/components/schemas/ReadRecords"})},
+        200: {"model": v2.ReadRecords, "content": {**_READ_DOC["content"], **EVENT_STREAM_DOC}},
         **ERRORS,
         **THROTTLED,
     },
@@ -299,16 +340,39 @@ async def read_partition(
         int | None, Query(ge=1, description="Byte budget; one record is always returned.")
     ] = None,
     timeout: Annotated[int, Query(ge=0, description="Long-poll wait in ms when nothing is there yet.")] = 0,
+    format_: Annotated[
+        EmbeddedFormat | None,
+        Query(
+            alias="format",
+            description="The embedded format, instead of Accept (which a browser's EventSource cannot "
+            "set to a Kafka media type); default binary.",
+        ),
+    ] = None,
+    last_event_id: LastEventId = None,
 ) -> Response:
     """Stateless read by offset: no consumer instance, no group (native extension).
 
-    The Accept header picks the embedded format (binary by default).
+    The Accept header, or `format`, picks the embedded format (binary by default). With
+    `Accept: text/event-stream`, the records from `offset` on as Server-Sent Events, as they arrive.
     """
-    allowed = accept_formats(request.headers.get("accept"))
-    if allowed is not None and not allowed:
-        raise NotAcceptable("Accept one of " + ", ".join(content_type_for(f) for f in FORMATS))
-    fmt = "binary" if allowed is None else next(f for f in FORMATS if f in allowed)
     tp = TopicPartition(topic, partition)
+    if wants_events(request):
+        return await partition_events(
+            request,
+            gw,
+            tp,
+            format_ or "binary",
+            offset=offset,
+            max_bytes=max_bytes,
+            last_event_id=last_event_id,
+        )
+    allowed = accept_formats(request.headers.get("accept"))
+    if allowed is not None and (not allowed or (format_ is not None and format_ not in allowed)):
+        raise NotAcceptable("Accept one of " + ", ".join(content_type_for(f) for f in FORMATS))
+    if format_ is not None:
+        fmt: EmbeddedFormat = format_
+    else:
+        fmt = "binary" if allowed is None else next(f for f in FORMATS if f in allowed)
     quotas = gw.quotas
     client = ""
     if quotas.consume:

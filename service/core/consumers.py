@@ -10,17 +10,26 @@ continuously since the generation they were read in.
 An instance belongs to the principal that created it: a request of anyone else (but a super
 user) is answered as if the instance did not exist. Methods take the request's ``Decision``
 as ``who``; None is the gateway itself (the reaper), which may reach every instance.
+
+Push streams (``streams``) are loops of ``take``: a poll without a place among the open
+long-polls (a stream holds one of its own), bounded in records and, exactly, in bytes for a
+client's credit, whose wait ends early when the stream is woken; it tells what the instance
+owned and where it stood before and after, so a stream can report a rebalance and carry the
+positions a client resumes from (``resume``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import time
 import uuid
+from bisect import bisect_right
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 
 from service.errors import (
     BackendUnavailable,
@@ -39,6 +48,7 @@ from .models import (
     InstanceConfig,
     InstanceState,
     Member,
+    PartitionData,
     Record,
     Subscription,
     TopicPartition,
@@ -59,6 +69,64 @@ _IDLE_SLICE_S = 0.1
 
 # Records per partition, in fetch order.
 Polled = list[tuple[TopicPartition, list[Record]]]
+
+
+@dataclass(frozen=True, slots=True)
+class Blocked:
+    """The record a poll bounded exactly in bytes could not hand out: alone, it weighs more than
+    the bytes allowed (a stream's client must grant more credit to get past it)."""
+
+    tp: TopicPartition
+    offset: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """What one poll took, and the instance as the poll saw it: the partitions it owned, where
+    each stood before the records (``before``) and after them (``after``), and its lease.
+    ``weight`` is what the records weigh (``Record.size``), when the poll had to count it."""
+
+    format: EmbeddedFormat
+    polled: Polled
+    partitions: tuple[TopicPartition, ...]
+    before: dict[TopicPartition, int]
+    after: dict[TopicPartition, int]
+    lease_ms: int
+    blocked: Blocked | None = None
+    weight: int | None = None
+
+
+class Allowance:
+    """How many more records, and (``exact``) bytes, a bounded poll may hand out; ``spent``: the
+    bytes it handed out."""
+
+    __slots__ = ("bytes", "exact", "records", "spent")
+
+    def __init__(self, records: int | None, byte_limit: int | None) -> None:
+        self.records = records
+        self.bytes = byte_limit
+        self.exact = byte_limit is not None
+        self.spent = 0
+
+    def take(self, records: list[Record]) -> list[Record]:
+        """The leading ``records`` that fit, spent from the allowance."""
+        end = len(records) if self.records is None else min(len(records), self.records)
+        if self.bytes is not None and end:
+            # each record's size (``Record.size``; a record without headers is weighed inline), the
+            # running totals, and where they pass the bytes left: a batch is thousands of records
+            totals = list(
+                accumulate(
+                    r.size if r.headers else len(r.key or b"") + len(r.value or b"") for r in records[:end]
+                )
+            )
+            end = bisect_right(totals, self.bytes)  # sizes are never negative: totals only grow
+            spent = totals[end - 1] if end else 0
+            self.spent += spent
+            self.bytes -= spent
+        if self.records is not None:
+            self.records -= end
+        return records if end == len(records) else records[:end]
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,7 +389,46 @@ class ConsumerService:
         fails with TOPIC_AUTHORIZATION_FAILED): an ACL taken away ends the reading at once.
         """
         with self._waits.enter():
-            return await self._poll(group, name, timeout_ms, max_bytes, accept, client, who)
+            batch = await self._poll(group, name, timeout_ms, max_bytes, accept, client, who)
+        return batch.format, batch.polled
+
+    async def take(
+        self,
+        group: str,
+        name: str,
+        *,
+        timeout_ms: int,
+        max_bytes: int,
+        max_records: int | None = None,
+        byte_limit: int | None = None,
+        wake: asyncio.Event | None = None,
+        client: str = "",
+        who: Decision | None = None,
+    ) -> Batch:
+        """One poll of a push stream: ``poll`` in the instance's own format, without a place among
+        the open long-polls (a stream holds one of its own), telling what the instance owned.
+
+        At most ``max_records`` records; with ``byte_limit`` at most that many bytes in all, exactly
+        (``Record.size``): a record that alone weighs more is not handed out, and with nothing else
+        to hand out the poll answers at once with it as ``blocked``. ``max_records=0`` takes
+        nothing and answers at once: what the instance owns and where it stands (its positions
+        filled), its lease renewed; not charged to a quota, as it reads nothing. The wait ends
+        early, with nothing taken, when ``wake`` is set or the gateway drains: the fetch is dropped
+        before any position moved, so nothing is lost.
+        """
+        if max_records is not None and max_records < 0:
+            raise ValueError("a bounded poll takes no fewer than no records")
+        return await self._poll(
+            group,
+            name,
+            timeout_ms,
+            max_bytes,
+            None,
+            client,
+            who,
+            allowance=None if max_records is None and byte_limit is None else (max_records, byte_limit),
+            wake=wake,
+        )
 
     async def _poll(
         self,
@@ -332,7 +439,10 @@ class ConsumerService:
         accept: set[EmbeddedFormat] | None,
         client: str,
         who: Decision | None,
-    ) -> tuple[EmbeddedFormat, Polled]:
+        *,
+        allowance: tuple[int | None, int | None] | None = None,
+        wake: asyncio.Event | None = None,
+    ) -> Batch:
         state = await self._load(group, name, who)
         fmt = state.config.format
         if accept is not None and fmt not in accept:
@@ -340,7 +450,8 @@ class ConsumerService:
         wait_ms = state.config.request_timeout_ms if timeout_ms is None or timeout_ms < 0 else timeout_ms
         deadline = self.now_ms() + wait_ms
         quotas = self._quotas
-        admitted = not quotas.consume
+        peek = allowance is not None and allowance[0] == 0  # a stream asking where it stands
+        admitted = not quotas.consume or peek
         while True:
             owned, generation = await self._view(state)
             if who is not None:
@@ -349,16 +460,23 @@ class ConsumerService:
                 await quotas.admit_consume(client, {tp.topic for tp in owned})
                 admitted = True
             changed = await self._fill_positions(state, owned)
-            remaining = 0 if self._draining.is_set() else max(0, deadline - self.now_ms())
+            # a stream woken takes nothing more (its client may be gone); a long-poll answers what is there
+            skip = peek or (wake is not None and (wake.is_set() or self._draining.is_set()))
+            woken = skip or self._draining.is_set()
+            remaining = 0 if woken else max(0, deadline - self.now_ms())
             polled: Polled = []
             undecodable: ConversionError | None = None
-            if owned:
-                positions = {tp: state.positions[tp] for tp in owned}
-                data = await self._log.fetch(
+            blocked: Blocked | None = None
+            positions = {tp: state.positions[tp] for tp in owned}
+            left = None
+            if owned and not skip:
+                left = None if allowance is None else Allowance(*allowance)
+                data = await self._fetch(
                     positions,
                     max_bytes=max_bytes,
                     max_wait_ms=min(remaining, _WAIT_SLICE_MS),
                     min_bytes=state.config.fetch_min_bytes,
+                    wake=wake,
                 )
                 for tp, part in data.items():
                     if positions[tp] < part.log_start_offset:  # retention removed what we were at
@@ -366,16 +484,25 @@ class ConsumerService:
                         changed = True
                     elif part.records:
                         records = part.records
-                        if fmt in SCHEMA_TYPES:  # the position moves past what decodes, no further
+                        if left is not None:
+                            records = left.take(records)
+                            if not records and not polled and blocked is None and left.exact:
+                                head = part.records[0]
+                                blocked = Blocked(tp, head.offset, head.size)
+                        if records and fmt in SCHEMA_TYPES:  # the position moves past what decodes only
                             records, error = await self._decode(fmt, tp, records)
                             undecodable = undecodable or error
                         if records:
                             polled.append((tp, records))
                             state.positions[tp] = records[-1].offset + 1
                             changed = True
+                if polled:
+                    blocked = None
+                woken = woken or self._draining.is_set() or (wake is not None and wake.is_set())
             if undecodable is not None and not polled:
                 raise undecodable
-            elif remaining:
+            elif remaining and not polled and blocked is None and not woken:
+                # nothing owned, or a fetch that answered early with nothing: not a busy loop
                 await asyncio.sleep(min(remaining / 1000, _IDLE_SLICE_S))
             if polled and generation is not None:
                 # A rebalance during the wait: never hand out a partition the instance lost.
@@ -391,11 +518,47 @@ class ConsumerService:
                 await self._touch(state)
             if polled and state.config.auto_commit:
                 await self._auto_commit(state, {tp for tp, _ in polled}, generation)
-            if polled or self.now_ms() >= deadline or self._draining.is_set():
-                if quotas.consume:
+            if polled or blocked or woken or self.now_ms() >= deadline or self._draining.is_set():
+                if quotas.consume and not peek:
                     await quotas.consumed(client, polled)
-                return fmt, polled
+                after = {tp: state.positions[tp] for tp in owned if tp in state.positions}
+                lease = state.config.instance_timeout_ms
+                # what the allowance counted (decoding a schema format may keep fewer records than it took)
+                counted = left is not None and left.exact and fmt not in SCHEMA_TYPES
+                weight = left.spent if counted and left is not None else None
+                return Batch(fmt, polled, tuple(owned), positions, after, lease, blocked, weight)
             state = await self._load(group, name, who)
+
+    async def _fetch(
+        self,
+        positions: dict[TopicPartition, int],
+        *,
+        max_bytes: int,
+        max_wait_ms: int,
+        min_bytes: int,
+        wake: asyncio.Event | None,
+    ) -> dict[TopicPartition, PartitionData]:
+        """The log's fetch; with ``wake``, dropped (nothing fetched) once it or the drain is set.
+
+        A fetch only reads, so dropping one moves nothing: what it would have read is read again.
+        """
+        fetch = self._log.fetch(positions, max_bytes=max_bytes, max_wait_ms=max_wait_ms, min_bytes=min_bytes)
+        if wake is None or max_wait_ms <= 0:
+            return await fetch
+        fetching = asyncio.ensure_future(fetch)
+        waiters = (asyncio.ensure_future(wake.wait()), asyncio.ensure_future(self._draining.wait()))
+        try:
+            await asyncio.wait((fetching, *waiters), return_when=asyncio.FIRST_COMPLETED)
+            if fetching.done():
+                return fetching.result()
+            return {}
+        finally:
+            for task in (fetching, *waiters):
+                if not task.done():
+                    task.cancel()
+            if not fetching.done():
+                with contextlib.suppress(asyncio.CancelledError):
+                    await fetching
 
     async def _decode(
         self, fmt: str, tp: TopicPartition, records: list[Record]
@@ -517,6 +680,30 @@ class ConsumerService:
                 state.positions[tp] = found if found is not None else (await self._log.offsets(tp))[1]
 
         await self._mutate(group, name, change, who)
+
+    async def resume(
+        self,
+        group: str,
+        name: str,
+        positions: Mapping[TopicPartition, int],
+        *,
+        who: Decision | None = None,
+    ) -> InstanceConfig:
+        """Seek the partitions of ``positions`` the instance owns now to them, and return its
+        configuration: where a stream picks up from the cursor its client last received. A
+        partition it no longer owns is left alone (it is another member's to move now); with
+        ``who``, each topic moved must allow ``who`` to READ it, as the stream will."""
+        for tp, off in positions.items():
+            if off < 0:
+                raise InvalidPayload(f"Offset {off} for partition {tp} is negative.")
+
+        async def change(state: InstanceState, owned: list[TopicPartition]) -> None:
+            targets = {tp: off for tp, off in positions.items() if tp in owned}
+            if who is not None:
+                who.check(ResourceType.TOPIC, {tp.topic for tp in targets}, Operation.READ)
+            state.positions.update(targets)
+
+        return (await self._mutate(group, name, change, who)).config
 
 
 def _require_owned(

@@ -82,11 +82,14 @@ class TopicService:
         return await self._log.offsets(tp)
 
     async def read(
-        self, tp: TopicPartition, offset: int, *, max_bytes: int, max_wait_ms: int
+        self, tp: TopicPartition, offset: int, *, max_bytes: int, max_wait_ms: int, counted: bool = True
     ) -> PartitionData:
         """A stateless read at ``offset``: at once if records are there, else when some arrive or after
-        ``max_wait_ms``. It waits in slices, so a gateway that drains answers within one."""
+        ``max_wait_ms``. It waits in slices, so a gateway that drains answers within one. It takes a
+        place among the open long-polls unless not ``counted`` (a stream's: it holds one of its own)."""
         await self.check_partition(tp)
+        if not counted:
+            return await self._read(tp, offset, max_bytes, max_wait_ms)
         with self._waits.enter():
             return await self._read(tp, offset, max_bytes, max_wait_ms)
 

@@ -14,17 +14,18 @@ from service.errors import BackendUnavailable
 
 
 class OpenWaits:
-    """At most ``limit`` waiting requests at once, on this replica."""
+    """At most ``limit`` waiting requests (or open streams: ``what`` names them) at once, on this replica."""
 
-    def __init__(self, limit: int = 1_000) -> None:
+    def __init__(self, limit: int = 1_000, what: str = "open long-polls and reads") -> None:
         self.limit = limit
+        self.what = what
         self.open = 0
 
     @contextmanager
     def enter(self) -> Iterator[None]:
         if self.open >= self.limit:
             raise BackendUnavailable(
-                f"This gateway already holds {self.limit} open long-polls and reads; retry shortly.",
+                f"This gateway already holds {self.limit} {self.what}; retry shortly.",
                 retry_after=1,
             )
         self.open += 1

@@ -8,7 +8,10 @@ fails this test: no route can slip past. Listings are proven to show only what m
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import itertools
+import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +20,8 @@ from urllib.parse import quote
 
 import httpx
 import pytest
+import websockets
+from websockets.exceptions import InvalidStatus
 
 from service.api.access import RULES, Need, UnruledRoute, check_rules
 from service.app import create_app
@@ -80,6 +85,8 @@ SAMPLES: dict[str, Sample] = {
     "GET /healthz": Sample(),
     "GET /readyz": Sample(),
     "GET /": Sample(),
+    "GET /ui": Sample(),
+    "GET /ui/{asset}": Sample(),
     "GET /brokers": Sample(),
     "GET /metrics": Sample(),
     "GET /v3/clusters": Sample(),
@@ -111,6 +118,8 @@ SAMPLES: dict[str, Sample] = {
     f"POST {INSTANCE}/assignments": Sample(setup="fresh", body=_partitions),
     f"GET {INSTANCE}/assignments": Sample(setup="assigned"),
     f"GET {INSTANCE}/records": Sample(setup="assigned", query={"timeout": "0"}),
+    # a session that produces a record and is sent it (``_socket``)
+    f"WS {INSTANCE}/records": Sample(setup="assigned"),
     f"POST {INSTANCE}/offsets": Sample(
         setup="assigned", body=lambda n: {"offsets": [{"topic": n.topic, "partition": 0, "offset": 0}]}
     ),
@@ -183,6 +192,9 @@ OPEN_TO_ANY = {
     "GET /healthz",
     "GET /readyz",
     "GET /",
+    # the web console's files: what the console then asks of the API is ruled there
+    "GET /ui",
+    "GET /ui/{asset}",
     "GET /brokers",
     "GET /v3/clusters",
     f"GET {V3}",
@@ -337,12 +349,48 @@ def _request(key: str, sample: Sample, names: Names) -> tuple[str, str, dict[str
         subject=quote(names.subject, safe=""),
         version=1,
         id=1,
+        asset="main.js",
     )
     kwargs: dict[str, Any] = {"params": sample.query}
     if sample.body is not None:
         kwargs["json"] = sample.body(names)
         kwargs["headers"] = {"Content-Type": sample.content_type}
     return method, path, kwargs
+
+
+async def _call(alice: httpx.AsyncClient, method: str, path: str, kwargs: dict[str, Any]) -> httpx.Response:
+    """The sample request; a WebSocket route's session (``_socket``) as if it were one."""
+    if method == "WS":
+        return await _socket(str(alice.base_url).replace("http", "ws", 1) + path)
+    return await alice.request(method, path, **kwargs)
+
+
+async def _socket(url: str) -> httpx.Response:
+    """Alice's WebSocket stream of her instance: it produces a record to the instance's partition
+    and waits to be sent it. Its outcome as an HTTP answer: a refused handshake as it is, an
+    error or end message with its Confluent body (403 for 40301), 200 once the record came."""
+    credentials = base64.b64encode(f"{ALICE[0]}:{ALICE[1]}".encode()).decode()
+    try:
+        async with websockets.connect(
+            url, additional_headers={"Authorization": f"Basic {credentials}"}
+        ) as ws:
+            await ws.send(json.dumps({"type": "credit", "records": 10, "bytes": 1 << 20}))
+            assigned = None
+            async with asyncio.timeout(20):
+                async for raw in ws:
+                    message = json.loads(raw)
+                    if message["type"] == "rebalance" and assigned is None:
+                        assigned = message["partitions"][0]
+                        produce = {"type": "produce", "id": "p", "format": "binary", **assigned}
+                        await ws.send(json.dumps({**produce, "records": [{"value": b64("v")}]}))
+                    elif message.get("error_code") is not None:
+                        status = 403 if message["error_code"] == 40301 else 400
+                        return httpx.Response(status, json={k: message[k] for k in ("error_code", "message")})
+                    elif message["type"] == "records":
+                        return httpx.Response(200, json=message["records"])
+    except InvalidStatus as exc:
+        return httpx.Response(exc.response.status_code, content=bytes(exc.response.body or b""))
+    raise AssertionError(f"{url}: the session ended without an outcome")
 
 
 def test_every_route_has_a_rule_and_a_sample() -> None:
@@ -377,13 +425,13 @@ async def test_no_route_answers_2xx_without_every_operation_its_rule_names(
             for need in needs:
                 if need != missing:
                     await acls.grant("User:alice", *_resource_of(need, names, sample), need.operation)
-            r = await alice.request(method, path, **kwargs)
+            r = await _call(alice, method, path, kwargs)
             assert r.status_code == 403, f"{key} without {missing}: {r.status_code} {r.text}"
             assert r.json()["error_code"] == 40301
             await acls.revoke_all("User:alice")
         for need in needs:
             await acls.grant("User:alice", *_resource_of(need, names, sample), need.operation)
-        r = await alice.request(method, path, **kwargs)
+        r = await _call(alice, method, path, kwargs)
         assert 200 <= r.status_code < 300, f"{key} with {needs}: {r.status_code} {r.text}"
         if rule.shows is not None:
             # Shown only once it may be described: the topic (or the group) of the sample.

@@ -1,0 +1,397 @@
+"""The WebSocket stream of a consumer instance: push, acknowledgement and produce on one connection.
+
+``ws(s)://…/consumers/{group}/instances/{instance}/records`` speaks the protocol of
+``api_schemas.streams`` (version 1, JSON text messages). A connection is a ``Session`` of three
+tasks:
+
+- **delivery** owns the instance: it runs the stream's polls as far as the client's ``Credit``
+  allows (``service.core.credit``: never more records nor bytes than granted), and between two
+  polls the client's commits and seeks, so that their answers and the records arrive in the
+  order they happened. With no credit left it polls nothing, yet keeps the instance alive and
+  reports a rebalance (``InstanceStream.pause``);
+- **reception** reads the client's messages: credit is counted at once and wakes delivery;
+  commits and seeks are queued for delivery (and wake it); produces are queued for
+- **production**, which stores them one at a time, in the order sent, through the REST
+  produce's own machinery (``topics.records_of``, ``topics.store_records``): the same record
+  limits, produce quotas and topic auto-creation rules.
+
+Each ACL decision is made when a message is acted on, with the bindings of that moment, as the
+REST route doing the same would make it: READ on the instance's topics for every poll (the
+core's), READ on the topics a commit names, DESCRIBE on those a seek names, WRITE on a
+produce's topic (CREATE if it would create it). GROUP READ on the group was the handshake's
+(``access.Authorize``), which also refuses an unauthenticated handshake (``auth``).
+
+What a careless or hostile client gets:
+
+- a handshake past ``max_open_streams``: 503 with Retry-After, the Confluent body;
+- a message that is not JSON, not a known message or not valid: an ``error`` (42206) with the
+  message's ``id`` when it has one, and the connection goes on;
+- a message over ``stream_max_message_bytes``: closed with 1009 (uvicorn's frame limit, set to
+  the same by ``server.server_config``, refuses it before it is buffered whole);
+- credit past the server's maxima: an ``error`` (42206) naming them, the grant ignored;
+- a client that stops reading: every send waits for its connection to drain (uvicorn's flow
+  control), so the gateway holds one message for it, and after ``stream_send_timeout_ms``
+  without progress the connection is dropped; commands and produces it keeps sending wait in
+  queues of ``_QUEUED``, then in its own TCP connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+from collections.abc import Coroutine
+from contextlib import ExitStack
+from datetime import datetime
+from typing import Any, Final
+
+import orjson
+from fastapi import APIRouter, WebSocket
+from pydantic import ValidationError
+from starlette.websockets import WebSocketDisconnect
+
+from api_schemas import streams as wire
+from service.core.acl import Operation, ResourceType
+from service.core.consumers import Blocked
+from service.core.credit import Credit
+from service.core.cursors import parse_positions, render_positions
+from service.core.models import TopicPartition
+from service.core.rules import check_topic
+from service.core.streams import End, Event, Opened, Rebalance, Records
+from service.errors import ErrorCode, GatewayError, InvalidPayload, PayloadTooLarge
+from service.gateway import Gateway, gateway_of
+
+from .. import topics
+from ..access import caller_of, refuse_handshake
+from ..http import describe_validation
+from ..quotas import client_of
+from .sse import end_body, render_array
+
+log = logging.getLogger(__name__)
+
+router = APIRouter(prefix="/consumers/{group}", tags=["consumers"])
+
+_QUEUED: Final = 16  # commands, and produces, a client may have waiting
+_PARSE_OFF_LOOP: Final = 256 * 1024  # a message this big or bigger is parsed in a worker thread
+_PAUSE_S: Final = 60.0  # how long delivery waits for credit before it looks again (woken earlier)
+# Close codes (RFC 6455): the end message says why; these say it to the WebSocket layer.
+_NORMAL, _GOING_AWAY, _POLICY, _TOO_BIG, _SERVER_ERROR = 1000, 1001, 1008, 1009, 1011
+
+
+@router.websocket("/instances/{instance}/records")
+async def instance_socket(websocket: WebSocket, group: str, instance: str) -> None:
+    """The instance's records pushed as credit allows, with commit, seek and produce (not in the
+    OpenAPI document, which cannot describe a WebSocket: see the README's Streaming section)."""
+    await Session(websocket, gateway_of(websocket.scope), group, instance).run()
+
+
+class _Gone(Exception):
+    """The client is gone, or took nothing for the send timeout."""
+
+
+class Session:
+    """One WebSocket connection to a consumer instance's stream (see the module docstring).
+
+    Collaborators: the ``InstanceStream`` (polls, pauses, the cursor), ``ConsumerService`` for
+    commits and seeks, the REST produce's machinery, the client's ``Credit``.
+    """
+
+    def __init__(self, websocket: WebSocket, gw: Gateway, group: str, instance: str) -> None:
+        self.ws = websocket
+        self.gw = gw
+        self.group = group
+        self.instance = instance
+        self.limits = gw.streams.limits
+        self.credit = Credit(self.limits.credit)
+        self.commands: asyncio.Queue[wire.Commit | wire.Seek] = asyncio.Queue(_QUEUED)
+        self.produces: asyncio.Queue[tuple[wire.Produce, bytes, object]] = asyncio.Queue(_QUEUED)
+        self.decide = functools.partial(gw.access.decision, caller_of(websocket.scope))
+        quotas = gw.quotas
+        self.produce_client = client_of(websocket, quotas) if quotas.produce else ""
+        consume_client = client_of(websocket, quotas) if quotas.consume else ""
+        self.stream = gw.streams.instance(group, instance, decide=self.decide, client=consume_client)
+        self._sending = asyncio.Lock()
+        self._closed = False
+        self._needs = 0  # credit bytes the next record needs: alone it weighs more than is left
+        self._told: dict[TopicPartition, int] = {}  # the cursor the client was last sent
+        self._starved = False  # delivery waits for credit
+
+    async def run(self) -> None:
+        with ExitStack() as slot:
+            try:
+                cursor = parse_positions(self.ws.query_params.get("cursor", ""), what="cursor")
+                slot.enter_context(self.gw.streams.slot())
+                opening = await self.stream.open(cursor)
+            except GatewayError as exc:  # refused as the poll would be: before the handshake
+                await refuse_handshake(self.ws.scope, self.ws.send, exc)
+                return
+            offered = self.ws.scope.get("subprotocols") or ()
+            await self.ws.accept(subprotocol=wire.SUBPROTOCOL if wire.SUBPROTOCOL in offered else None)
+            await self._serve(opening)
+
+    async def _serve(self, opening: list[Event]) -> None:
+        limits = self.limits
+        caps = {
+            "credit_records": limits.credit.records,
+            "credit_bytes": limits.credit.bytes,
+            "message_bytes": limits.message_bytes,
+            "batch_bytes": limits.batch_bytes,
+        }
+        receiving = asyncio.ensure_future(self._guarded(self._receive()))
+        producing = asyncio.ensure_future(self._guarded(self._produce()))
+        try:
+            await self._send(wire.hello(self.group, self.instance, self.stream.format, caps))
+            await self._deliver(opening)
+        except _Gone:
+            log.info("stream of %r/%s: the client is gone or took nothing", self.group, self.instance)
+        except Exception:
+            log.exception("stream of %r/%s failed", self.group, self.instance)
+            with contextlib.suppress(_Gone):
+                await self._end(End("error", GatewayError()))
+        finally:
+            self.stream.close()
+            for task in (receiving, producing):
+                task.cancel()
+            await asyncio.gather(receiving, producing, return_exceptions=True)
+
+    async def _guarded(self, task: Coroutine[Any, Any, None]) -> None:
+        """Run a task of the session; whatever ends it ends the stream too."""
+        try:
+            await task
+        except _Gone:
+            pass
+        finally:
+            self.stream.close()
+
+    # --- delivery ----------------------------------------------------------------------
+
+    async def _deliver(self, opening: list[Event]) -> None:
+        stream, credit, limits = self.stream, self.credit, self.limits
+        if not await self._tell(opening):  # the partitions, and where each starts
+            return
+        while not stream.closed:
+            stream.wake.clear()
+            while not self.commands.empty():
+                await self._command(self.commands.get_nowait())
+            end = stream.ended()
+            if end is not None:
+                await self._end(end)
+                return
+            if credit.open and credit.bytes >= self._needs:
+                events = await stream.step(
+                    max_bytes=min(limits.batch_bytes, credit.bytes),
+                    max_records=credit.records,
+                    byte_limit=credit.bytes,
+                )
+            else:
+                self._starved = True  # a grant wakes it now (not before: it would cut a poll short)
+                try:
+                    events = await stream.pause(_PAUSE_S)
+                finally:
+                    self._starved = False
+            if not await self._tell(events):
+                return
+
+    async def _tell(self, events: list[Event]) -> bool:
+        """Send the client what ``events`` say; False once one ended the stream."""
+        for event in events:
+            if isinstance(event, Records):
+                count, size = event.count, event.weight()
+                self.credit.spend(count, size)
+                self._needs = 0
+                try:
+                    array = render_array(event)
+                except GatewayError as exc:  # a record the format cannot show: the client must seek past it
+                    await self._end(End("error", exc))
+                    return False
+                counter = self.gw.metrics.consumed_records
+                for tp, records in event.polled:
+                    counter.labels(tp.topic).inc(len(records))
+                self._told = event.positions
+                cursor = render_positions(event.positions)
+                await self._send(wire.records(cursor, event.positions, size, array))
+            elif isinstance(event, (Opened, Rebalance)):
+                self._needs = 0
+                partitions = tuple(sorted(event.positions)) if isinstance(event, Opened) else event.partitions
+                self._told = event.positions
+                cursor = render_positions(event.positions)
+                await self._send(wire.rebalance(partitions, event.positions, cursor))
+            elif isinstance(event, Blocked):
+                await self._blocked(event)
+            elif isinstance(event, End):
+                await self._end(event)
+                return False
+        return True
+
+    async def _blocked(self, event: Blocked) -> None:
+        """The next record weighs more than the byte credit left: say so, and wait for more."""
+        self._needs = event.size
+        most = self.limits.credit.bytes
+        remedy = (
+            "grant more bytes"
+            if event.size <= most
+            else f"that is over the most credit allowed ({most} bytes): seek past it, or poll for it"
+        )
+        message = (
+            f"The next record of {event.tp} (offset {event.offset}) holds {event.size} bytes, more than "
+            f"the {self.credit.bytes} bytes of credit left; {remedy}."
+        )
+        await self._send(wire.error(None, int(ErrorCode.PAYLOAD_TOO_LARGE), message))
+
+    async def _end(self, end: End) -> None:
+        told = self._told  # where the client stood: the cursor to resume from
+        await self._send(wire.end(end.reason, render_positions(told), told, end_body(end)))
+        if end.reason == "shutdown":
+            code = _GOING_AWAY
+        elif end.reason == "deleted":
+            code = _NORMAL
+        else:
+            code = _SERVER_ERROR if end.error is None or end.error.http_status >= 500 else _POLICY
+        await self._close(code, end.reason)
+
+    async def _command(self, command: wire.Commit | wire.Seek) -> None:
+        """A commit or a seek, as its REST route does it; answered, or an ``error`` with its id."""
+        consumers = self.gw.consumers
+        try:
+            who = await self.decide()
+            if isinstance(command, wire.Commit):
+                offsets = None
+                if command.offsets is not None:
+                    offsets = {TopicPartition(o.topic, o.partition): o.offset for o in command.offsets}
+                    who.check(ResourceType.TOPIC, {tp.topic for tp in offsets}, Operation.READ)
+                done = await consumers.commit(self.group, self.instance, offsets, who=who)
+                await self._send(wire.committed(command.id, done))
+                return
+            named = [
+                *(o.topic for o in command.offsets or ()),
+                *(t.topic for t in command.timestamps or ()),
+                *(p.topic for p in command.beginning or ()),
+                *(p.topic for p in command.end or ()),
+            ]
+            if not named:
+                raise InvalidPayload("Give 'offsets', 'timestamps', 'beginning' or 'end'.")
+            who.check(ResourceType.TOPIC, named, Operation.DESCRIBE)
+            group, name = self.group, self.instance
+            if command.offsets:
+                targets = {TopicPartition(o.topic, o.partition): o.offset for o in command.offsets}
+                await consumers.seek(group, name, targets, who=who)
+            if command.timestamps:
+                times = {
+                    TopicPartition(t.topic, t.partition): _millis(t.timestamp) for t in command.timestamps
+                }
+                await consumers.seek_to_timestamps(group, name, times, who=who)
+            for edge, end in ((command.beginning, False), (command.end, True)):
+                if edge:
+                    tps = [TopicPartition(p.topic, p.partition) for p in edge]
+                    await consumers.seek_to(group, name, tps, end=end, who=who)
+            self._needs = 0
+            stream = self.stream
+            events = await stream.peek()  # where it stands now: the cursor a reconnect takes
+            self._told = stream.positions
+            await self._send(wire.seeked(command.id, render_positions(stream.positions), stream.positions))
+            await self._tell([e for e in events if not isinstance(e, End)])
+        except GatewayError as exc:
+            await self._send(wire.error(command.id, int(exc.error_code), exc.message))
+
+    # --- reception ---------------------------------------------------------------------
+
+    async def _receive(self) -> None:
+        limit = self.limits.message_bytes
+        while True:
+            message = await self.ws.receive()
+            if message["type"] == "websocket.disconnect":
+                raise _Gone
+            raw = message.get("bytes")
+            if raw is None:
+                raw = (message.get("text") or "").encode("utf-8", "surrogatepass")
+            if len(raw) > limit:
+                refusal = PayloadTooLarge(f"A message is at most {limit} bytes; this one is {len(raw)}.")
+                await self._send(wire.error(None, int(refusal.error_code), refusal.message))
+                await self._close(_TOO_BIG, "message too big")
+                raise _Gone
+            await self._take(raw)
+
+    async def _take(self, raw: bytes) -> None:
+        """Act on one message of the client, or answer why it cannot be."""
+        data: object = None
+        try:
+            try:
+                data = (
+                    orjson.loads(raw)
+                    if len(raw) < _PARSE_OFF_LOOP
+                    else await asyncio.to_thread(orjson.loads, raw)
+                )
+            except orjson.JSONDecodeError as exc:
+                raise InvalidPayload(f"A message must be a JSON object: {exc}") from None
+            try:
+                message = wire.CLIENT_MESSAGE.validate_python(data)
+            except ValidationError as exc:
+                raise InvalidPayload(describe_validation(exc)) from None
+            if isinstance(message, wire.Credit):
+                self.credit.grant(message.records, message.bytes)
+                if self._starved:
+                    self.stream.wake.set()
+            elif isinstance(message, wire.Produce):
+                await self.produces.put((message, raw, data))
+            else:
+                await self.commands.put(message)
+                self.stream.wake.set()
+        except GatewayError as exc:
+            await self._send(wire.error(wire.request_id(data), int(exc.error_code), exc.message))
+
+    # --- production --------------------------------------------------------------------
+
+    async def _produce(self) -> None:
+        gw = self.gw
+        while True:
+            message, raw, data = await self.produces.get()
+            try:
+                topic = check_topic(message.topic)
+                who = await self.decide()
+                who.check(ResourceType.TOPIC, (topic,), Operation.WRITE)
+                fmt = message.format or self.stream.format
+                parsed, schema_ids = await topics.records_of(raw, fmt, topic, gw, who, data)
+                del raw, data
+                body = await topics.store_records(
+                    gw, topic, message.partition, parsed, schema_ids, client=self.produce_client, who=who
+                )
+                await self._send(wire.produced(message.id, body))
+            except GatewayError as exc:
+                await self._send(wire.error(message.id, int(exc.error_code), exc.message))
+
+    # --- the connection ----------------------------------------------------------------
+
+    async def _send(self, data: bytes) -> None:
+        """Send one message once the client took enough of the last: ``_Gone`` if it is gone, or
+        took nothing for the send timeout."""
+        async with self._sending:
+            if self._closed:
+                raise _Gone
+            try:
+                async with asyncio.timeout(self.limits.send_timeout_ms / 1000):
+                    await self.ws.send({"type": "websocket.send", "text": data.decode()})
+            except (TimeoutError, OSError, RuntimeError, WebSocketDisconnect) as exc:
+                self._closed = True  # gone, stalled, or closed already (starlette's RuntimeError)
+                raise _Gone from exc
+
+    async def _close(self, code: int, reason: str) -> None:
+        async with self._sending:
+            if self._closed:
+                return
+            self._closed = True
+            try:
+                async with asyncio.timeout(self.limits.send_timeout_ms / 1000):
+                    await self.ws.close(code, reason)
+            except (TimeoutError, OSError, RuntimeError, WebSocketDisconnect):
+                pass
+
+
+def _millis(ts: int | datetime) -> int:
+    if isinstance(ts, datetime):
+        if ts.tzinfo is None:
+            raise InvalidPayload("An ISO 8601 timestamp needs a time zone (e.g. 'Z').")
+        return int(ts.timestamp() * 1000)
+    if ts < 0:
+        raise InvalidPayload(f"Timestamp {ts} is out of range.")
+    return ts

@@ -1,0 +1,119 @@
+"""The web console at ``/ui``: its static files, read from the package once, served with a strict CSP.
+
+The console is a client of the public API and nothing more: the page calls the same routes any
+client calls, with the browser's credentials, so it can show or change only what the API lets
+that principal see or change. This router serves its files and nothing else:
+
+- ``GET /ui``: the page (``index.html``), with ``ui_read_only`` written into it;
+- ``GET /ui/{asset}``: its scripts, style sheet and icon, by file name (one path segment, so no
+  name reaches outside the console's directory; an unknown name is 404).
+
+Every file is read at start and answered from memory with an ``ETag`` (304 when the browser has
+it), ``Cache-Control: no-cache`` (a new version of the gateway is picked up at once) and the
+headers a careful console sends: a ``Content-Security-Policy`` that runs only the console's own
+scripts (no inline script, no ``eval``) and lets it talk only to its own origin, no framing, no
+MIME sniffing, no referrer. The routes are left out of the OpenAPI document: they are no API.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from importlib import resources
+from typing import Final
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from service.errors import NotFound
+
+PREFIX: Final = "/ui"
+PAGE: Final = "index.html"
+READ_ONLY_MARK: Final = "{{read_only}}"  # in index.html: where the setting goes
+
+MEDIA_TYPES: Final = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".svg": "image/svg+xml",
+}
+
+SECURITY_HEADERS: Final = {
+    "Content-Security-Policy": "; ".join(
+        (
+            "default-src 'none'",
+            "script-src 'self'",
+            "style-src 'self'",
+            "img-src 'self'",
+            "connect-src 'self'",
+            "base-uri 'none'",
+            "form-action 'none'",
+            "frame-ancestors 'none'",
+        )
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Cross-Origin-Opener-Policy": "same-origin",
+    "Cross-Origin-Resource-Policy": "same-origin",
+    "Cache-Control": "no-cache",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Asset:
+    """One file of the console, as served."""
+
+    body: bytes
+    media_type: str
+    etag: str
+
+    @classmethod
+    def of(cls, name: str, body: bytes) -> Asset:
+        suffix = name[name.rfind(".") :]
+        return cls(body, MEDIA_TYPES[suffix], '"' + hashlib.sha256(body).hexdigest()[:32] + '"')
+
+    def response(self, request: Request) -> Response:
+        headers = {**SECURITY_HEADERS, "ETag": self.etag}
+        if self.etag in _etags(request.headers.get("if-none-match")):
+            return Response(status_code=304, headers=headers)
+        return Response(self.body, media_type=self.media_type, headers=headers)
+
+
+def _etags(header: str | None) -> set[str]:
+    return {tag.strip().removeprefix("W/") for tag in (header or "").split(",")}
+
+
+def load_assets(*, read_only: bool) -> dict[str, Asset]:
+    """The console's files by name (the package's ``static`` directory), the page's setting filled in."""
+    assets: dict[str, Asset] = {}
+    for entry in (resources.files(__package__) / "static").iterdir():
+        name = entry.name
+        if not entry.is_file() or name[name.rfind(".") :] not in MEDIA_TYPES:
+            continue
+        body = entry.read_bytes()
+        if name == PAGE:
+            body = body.replace(READ_ONLY_MARK.encode(), b"true" if read_only else b"false")
+        assets[name] = Asset.of(name, body)
+    if PAGE not in assets:
+        raise RuntimeError(f"the console's {PAGE} is not in the package: reinstall brokergate")
+    return assets
+
+
+def console_router(*, read_only: bool) -> APIRouter:
+    """The routes of the console; ``read_only`` hides what would create, delete or produce."""
+    assets = load_assets(read_only=read_only)
+    router = APIRouter(include_in_schema=False)
+
+    @router.get(PREFIX)
+    async def console(request: Request) -> Response:
+        return assets[PAGE].response(request)
+
+    @router.get(PREFIX + "/{asset}")
+    async def console_asset(asset: str, request: Request) -> Response:
+        found = assets.get(asset)
+        if found is None or asset == PAGE:  # the page only at /ui: its relative links resolve there
+            raise NotFound(f"Not found: {PREFIX}/{asset}")
+        return found.response(request)
+
+    return router

@@ -1,0 +1,56 @@
+// The console's pages by the URL's fragment: #/topics, #/topics/<t>/<tab>, #/groups, #/groups/<g>.
+// A page is ``{key, update(route), close()}``: moving within a page (a topic's tabs) updates it,
+// so a live tail keeps running; leaving it closes it (its streams and timers end).
+
+import { get } from "./api.js";
+import { clear } from "./dom.js";
+import { groupPage, groupsPage } from "./groups.js";
+import { topicPage, topicsPage } from "./topics.js";
+
+const view = document.getElementById("view");
+let page = null;
+
+export function parseRoute(hash) {
+  const [path, search = ""] = hash.replace(/^#/, "").split("?", 2);
+  const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
+  return { parts, query: new URLSearchParams(search) };
+}
+
+function pageFor(route) {
+  const [section, name] = route.parts;
+  if (section === "groups" && name !== undefined) return { key: `group:${name}`, open: () => groupPage(name) };
+  if (section === "groups") return { key: "groups", open: () => groupsPage() };
+  if (section === "topics" && name !== undefined) return { key: `topic:${name}`, open: () => topicPage(name) };
+  return { key: "topics", open: () => topicsPage() };
+}
+
+function show() {
+  const route = parseRoute(location.hash);
+  const wanted = pageFor(route);
+  for (const link of document.querySelectorAll("[data-nav]")) {
+    link.classList.toggle("active", link.dataset.nav === (route.parts[0] || "topics"));
+  }
+  if (page && page.key === wanted.key) {
+    page.update(route);
+    return;
+  }
+  if (page) page.close();
+  page = { key: wanted.key, ...wanted.open() };
+  clear(view).append(page.element);
+  page.update(route);
+}
+
+async function showCluster() {
+  const where = document.getElementById("cluster");
+  try {
+    const clusters = await get("/v3/clusters");
+    where.textContent = `cluster ${clusters.data[0].cluster_id}`;
+  } catch {
+    where.textContent = ""; // the page says what went wrong with its own calls
+  }
+}
+
+window.addEventListener("hashchange", show);
+if (!location.hash) history.replaceState(null, "", "#/topics");
+show();
+showCluster();

@@ -1,0 +1,192 @@
+"""The web console in a real browser: Debian's Chromium, headless, on a ``brokergate serve``.
+
+What a user does in it: create a topic, produce through the form and find the record in the
+record browser (by offset, by time, by searching the page) and in the live tail, and watch a
+consumer group's lag move as it commits. Other clients act through the API meanwhile, as they
+would. The pages are saved as screenshots along the way (see conftest).
+"""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+from selenium.webdriver.support.expected_conditions import alert_is_present
+
+from tests.e2e.gateway_process import GatewayProcess
+
+from .api import commit, create_topic, fetch, join, produce
+from .browser import Browser
+
+ITEMS = ["lamp", "desk", "chair", "shelf", "rug", "mirror"]
+
+
+def test_create_a_topic_in_the_form(browser: Browser, console: GatewayProcess, api: httpx.Client, name: str):
+    browser.open(f"{console.url}/ui")
+    browser.fill("#create-topic input[name=topic_name]", name)
+    browser.fill("#create-topic input[name=partitions_count]", "3")
+    browser.click("#create-topic button[type=submit]")
+    browser.wait_text("#topics-page .notice", f"Created topic {name}.")
+    row = browser.find(f'tr[data-topic="{name}"]')
+    assert re.search(rf"{name}\s+3\s+1\s+0", row.text), row.text  # partitions, replication, records
+    browser.screenshot("topics")
+
+    browser.click(f'tr[data-topic="{name}"] a')
+    browser.find(f'#topic-page[data-topic="{name}"] #partitions tr[data-partition="2"]')
+    for partition in range(3):  # beginning and end offsets, records
+        cells = browser.text(f'#partitions tr[data-partition="{partition}"]').split()
+        assert cells[3:6] == ["0", "0", "0"], cells
+    partitions = api.get(f"/topics/{name}/partitions").json()
+    assert [p["partition"] for p in partitions] == [0, 1, 2]
+
+
+def test_produce_through_the_form_then_find_the_record(
+    browser: Browser, console: GatewayProcess, api: httpx.Client
+):
+    name = "orders"  # plain names (the module has a gateway of its own): the README shows this page
+    create_topic(api, name)
+    produce(
+        api,
+        name,
+        [
+            {
+                "key": f"sku-{i}",
+                "value": {"item": item, "qty": i + 1},
+                "headers": [{"name": "source", "value": "YXBp"}],
+            }
+            for i, item in enumerate(ITEMS)
+        ],
+    )
+    browser.open(f"{console.url}/ui#/topics/{name}/produce")
+    browser.fill("#produce textarea[name=key]", '"alice"')
+    # a 64-bit id a double would round: stored, and shown, as typed
+    browser.fill("#produce textarea[name=value]", '{"item": "book", "qty": 1, "id": 12345678901234567891}')
+    browser.fill("#produce textarea[name=headers]", "trace: t-1")
+    browser.click("#produce button[type=submit]")
+    browser.wait_text("#produce-status", "Stored in partition 0 at offset 6.")
+    browser.wait_text('#partitions tr[data-partition="0"]', "7")  # the end offset moved
+
+    stored = api.get(
+        f"/topics/{name}/partitions/0/records",
+        params={"offset": 6},
+        headers={"Accept": "application/vnd.kafka.json.v2+json"},
+    )
+    assert '"id":12345678901234567891' in stored.text
+    assert stored.json()["records"][0]["key"] == "alice"
+    assert stored.json()["records"][0]["headers"] == [{"name": "trace", "value": "dC0x"}]
+
+    browser.click("#produce-status a")  # "Show it": the record browser at its offset
+    row = browser.find('#records-panel tr[data-offset="6"]')
+    assert '"alice"' in row.text and "trace: t-1" in row.text and "12345678901234567891" in row.text, row.text
+
+    browser.choose("#browse select[name=from]", "oldest")
+    browser.click("#browse button[type=submit]")
+    browser.find('#records-panel tr[data-offset="0"]')
+    assert "source: api" in browser.text('#records-panel tr[data-offset="0"]')
+    assert len(browser.all("#records-panel tbody tr")) == 7
+    browser.screenshot("records")
+
+    browser.fill("#records-panel input[name=search]", "BOOK")
+    browser.wait_text("#matches", "1 of 7 records in this page match")
+    assert [r.get_attribute("data-offset") for r in browser.all("#records-panel tbody tr")] == ["6"]
+    browser.fill("#records-panel input[name=search]", "sku-3")
+    browser.wait_text("#matches", "1 of 7")
+    assert [r.get_attribute("data-offset") for r in browser.all("#records-panel tbody tr")] == ["3"]
+    browser.fill("#records-panel input[name=search]", "nothing like it")
+    browser.wait_text("#matches", "0 of 7")
+
+
+def test_browse_from_a_time(browser: Browser, console: GatewayProcess, api: httpx.Client, name: str):
+    create_topic(api, name)
+    start = 1_767_225_600_000  # 2026-01-01 00:00 UTC; a record a minute
+    produce(api, name, [{"value": {"minute": i}, "timestamp": start + i * 60_000} for i in range(6)])
+    browser.open(f"{console.url}/ui#/topics/{name}/records")
+    browser.find('#records-panel tr[data-offset="5"]')
+    browser.choose("#browse select[name=from]", "time")
+    # 00:02:30 in the browser's own time zone, as a person would type it
+    local = browser.driver.execute_script(
+        "const at = arguments[0]; const d = new Date(at);"
+        "return new Date(at - d.getTimezoneOffset() * 60000).toISOString().slice(0, 19)",
+        start + 150_000,
+    )
+    browser.set_value("#browse input[name=time]", local)
+    browser.click("#browse button[type=submit]")
+    browser.wait(
+        lambda: browser.visible('#records-panel tr[data-offset="0"]') is None, "the page to start later"
+    )
+    offsets = [r.get_attribute("data-offset") for r in browser.all("#records-panel tbody tr")]
+    assert offsets == ["3", "4", "5"], offsets
+    assert "2026-01-01 00:03:00.000 UTC" in browser.text('#records-panel tr[data-offset="3"]')
+
+
+def test_the_live_tail_shows_what_the_form_produces(
+    browser: Browser, console: GatewayProcess, api: httpx.Client, name: str
+):
+    create_topic(api, name, partitions=2)
+    browser.open(f"{console.url}/ui#/topics/{name}/tail")
+    browser.wait(lambda: len(browser.all("#tail-form input[name=partition]")) == 2, "a box per partition")
+    browser.click("#tail-form button[name=toggle]")
+    browser.wait(
+        lambda: len(re.findall("live", browser.text(".streams"))) == 2, "both partitions' streams to open"
+    )
+
+    browser.click('.tabs a[data-tab="produce"]')  # the tail keeps running behind the other tab
+    browser.choose("#produce select[name=partition]", "1")
+    browser.fill("#produce textarea[name=key]", '"bob"')
+    browser.fill("#produce textarea[name=value]", '{"item": "kettle"}')
+    browser.click("#produce button[type=submit]")
+    browser.wait_text("#produce-status", "Stored in partition 1 at offset 0.")
+    produce(api, name, [{"value": {"item": "teapot"}, "partition": 0}])
+
+    browser.click('.tabs a[data-tab="tail"]')
+    row = browser.find('#tail tr[data-partition="1"][data-offset="0"]')
+    assert '"bob"' in row.text and "kettle" in row.text, row.text
+    assert "teapot" in browser.find('#tail tr[data-partition="0"][data-offset="0"]').text
+    browser.screenshot("tail")
+    browser.click("#tail-form button[name=toggle]")  # stop
+    browser.wait(lambda: not browser.text(".streams"), "the streams to close")
+
+
+def test_a_groups_lag_moves_as_it_commits(browser: Browser, console: GatewayProcess, api: httpx.Client):
+    name, group = "payments", "billing"  # plain names, as for the records: the README shows this page
+    create_topic(api, name, partitions=2)
+    produce(api, name, [{"key": f"k{i}", "value": {"n": i}} for i in range(6)])
+    member = join(api, group, name)
+    fetch(api, member, 6)
+
+    browser.open(f"{console.url}/ui#/groups/{group}")
+    browser.wait_text("#group-about", "total lag 6")
+    members = browser.text("#members")
+    assert "m1" in members and f"{name}/0" in members and f"{name}/1" in members, members
+    assert "none" in browser.text(f'#lags tr[data-topic="{name}"]')  # nothing committed yet
+
+    produce(api, name, [{"key": f"k{i}", "value": {"n": i}} for i in range(6, 10)])
+    browser.click("button[name=refresh]")
+    browser.wait_text("#group-about", "total lag 10")
+    commit(api, member)  # the six it fetched
+    browser.click("button[name=refresh]")
+    browser.wait_text("#group-about", "total lag 4")
+    fetch(api, member, 4)
+    commit(api, member)
+    browser.click("button[name=refresh]")
+    browser.wait_text("#group-about", "total lag 0")
+    assert sum(int(cell.text) for cell in browser.all("#lags td.lag")) == 0
+    browser.wait(lambda: len(browser.all("#lag-chart circle.dot")) >= 4, "four samples in the chart")
+    assert "since this page opened" in browser.text("#chart-caption")
+    browser.screenshot("group")
+
+    browser.click('a[data-nav="groups"]')
+    row = browser.find(f'#groups-page tr[data-group="{group}"]')
+    assert "Stable" in row.text, row.text
+
+
+def test_delete_a_topic(browser: Browser, console: GatewayProcess, api: httpx.Client, name: str):
+    create_topic(api, name)
+    browser.open(f"{console.url}/ui#/topics")
+    browser.click(f'tr[data-topic="{name}"] button.danger')
+    alert = browser.wait(lambda: alert_is_present()(browser.driver), "the confirmation")
+    assert name in alert.text
+    alert.accept()
+    browser.wait_text("#topics-page .notice", f"Deleted topic {name}.")
+    browser.wait(lambda: browser.visible(f'tr[data-topic="{name}"]') is None, "the row to go")
+    assert api.get(f"/topics/{name}").status_code == 404

@@ -1,0 +1,148 @@
+"""The pure parts of push streams: cursors, credit, and the bound a stream's poll hands out within."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from api_schemas import streams as wire
+from service.core.consumers import Allowance
+from service.core.credit import Credit, CreditLimits
+from service.core.cursors import parse_offset, parse_positions, render_positions
+from service.core.models import Record, TopicPartition
+from service.errors import InvalidPayload
+
+TP = TopicPartition
+
+topics = st.from_regex(r"[a-zA-Z0-9._-]{1,20}", fullmatch=True).filter(lambda t: t not in (".", ".."))
+positions = st.dictionaries(
+    st.builds(TP, topics, st.integers(0, 2**31 - 1)), st.integers(0, 2**63 - 1), max_size=20
+)
+
+
+@given(positions)
+def test_a_cursor_reads_back_as_the_positions_it_was_written_from(found: dict[TopicPartition, int]) -> None:
+    assert parse_positions(render_positions(found)) == found
+
+
+def test_a_cursor_is_topic_partition_offset_in_partition_order() -> None:
+    assert render_positions({TP("b", 0): 3, TP("a", 1): 7, TP("a", 0): 5}) == "a:0:5,a:1:7,b:0:3"
+    assert render_positions({}) == ""
+    assert parse_positions("  ") == {}
+    assert parse_offset("42") == 42
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "orders:0",  # no offset
+        "orders:0:1:2",
+        "or/ders:0:1",  # not a topic name
+        "orders:-1:5",
+        "orders:0:+5",
+        "orders:0:1_000",
+        "orders:0:٣",  # a digit of another script
+        "orders:0:99999999999999999999",  # past int64
+        "orders:2147483648:0",  # past int32
+        "orders:0:1,orders:0:2",  # one partition twice
+        "orders:0:1,",
+    ],
+)
+def test_a_malformed_cursor_is_a_422_naming_where_it_came_from(text: str) -> None:
+    with pytest.raises(InvalidPayload, match="Last-Event-ID"):
+        parse_positions(text, what="Last-Event-ID")
+
+
+@pytest.mark.parametrize("text", ["", "-1", "x", "1.5", "9223372036854775808"])
+def test_a_malformed_offset_cursor_is_a_422(text: str) -> None:
+    with pytest.raises(InvalidPayload):
+        parse_offset(text)
+
+
+def test_credit_is_spent_by_what_is_sent_and_never_passes_what_was_granted() -> None:
+    credit = Credit(CreditLimits(records=100, bytes=1000))
+    assert not credit.open
+    credit.grant(10, 0)
+    assert not credit.open  # records without bytes send nothing
+    credit.grant(0, 500)
+    assert credit.open and (credit.records, credit.bytes) == (10, 500)
+    credit.spend(4, 200)
+    assert (credit.records, credit.bytes) == (6, 300)
+    with pytest.raises(ValueError):
+        credit.spend(7, 1)
+    credit.spend(6, 300)
+    assert not credit.open
+    assert (credit.granted_records, credit.sent_records, credit.granted_bytes, credit.sent_bytes) == (
+        10,
+        10,
+        500,
+        500,
+    )
+
+
+def test_a_grant_past_the_maxima_is_refused_whole() -> None:
+    credit = Credit(CreditLimits(records=100, bytes=1000))
+    credit.grant(60, 600)
+    with pytest.raises(InvalidPayload, match="at most 100 records and 1000 bytes"):
+        credit.grant(50, 10)
+    assert (credit.records, credit.bytes) == (60, 600)  # nothing of it was added
+    with pytest.raises(InvalidPayload):
+        credit.grant(-1, 0)
+    credit.grant(40, 400)
+    assert (credit.records, credit.bytes) == (100, 1000)
+
+
+def _records(*sizes: int) -> list[Record]:
+    return [Record(i, 0, None, b"x" * size) for i, size in enumerate(sizes)]
+
+
+def test_a_bounded_poll_takes_the_leading_records_within_both_bounds() -> None:
+    left = Allowance(3, None)
+    assert [r.offset for r in left.take(_records(1, 1, 1, 1))] == [0, 1, 2]
+    assert left.take(_records(1)) == [] and left.records == 0
+
+    left = Allowance(None, 10)
+    assert [r.offset for r in left.take(_records(4, 4, 4))] == [0, 1]
+    assert left.bytes == 2
+    assert left.take(_records(3)) == []  # alone over what is left: not handed out
+    assert [r.offset for r in left.take(_records(2, 0))] == [0, 1]
+    assert left.bytes == 0
+
+    left = Allowance(5, 100)
+    assert [r.offset for r in left.take(_records(10, 10))] == [0, 1]
+    assert (left.records, left.bytes) == (3, 80)
+
+
+@given(st.lists(st.integers(0, 50), max_size=30), st.integers(1, 40), st.integers(0, 400))
+def test_a_bounded_poll_never_hands_out_more_than_allowed(sizes: list[int], most: int, budget: int) -> None:
+    left = Allowance(most, budget)
+    taken = left.take(_records(*sizes))
+    assert len(taken) <= most and sum(r.size for r in taken) <= budget
+    assert taken == _records(*sizes)[: len(taken)]  # a prefix: positions move past what is taken only
+    if len(taken) < len(sizes) and len(taken) < most:
+        assert sum(r.size for r in taken) + sizes[len(taken)] > budget  # stopped only by a bound
+
+
+def test_client_messages_are_checked_and_server_messages_are_versioned() -> None:
+    credit = wire.CLIENT_MESSAGE.validate_python({"v": 1, "type": "credit", "records": 5, "bytes": 10})
+    assert isinstance(credit, wire.Credit) and (credit.records, credit.bytes) == (5, 10)
+    commit = wire.CLIENT_MESSAGE.validate_python({"type": "commit", "id": "c1"})
+    assert isinstance(commit, wire.Commit) and commit.offsets is None and commit.id == "c1"
+    for bad in (
+        {"type": "credit", "records": -1},
+        {"v": 2, "type": "credit"},
+        {"type": "fly"},
+        {"records": 1},
+        {"type": "produce", "records": []},  # no topic
+        ["credit"],
+    ):
+        with pytest.raises(ValueError):
+            wire.CLIENT_MESSAGE.validate_python(bad)
+    assert wire.request_id({"id": 7}) == 7 and wire.request_id({"id": True}) is None
+    assert wire.request_id({"id": "x" * 201}) is None and wire.request_id("garbage") is None
+    message = wire.records("t:0:2", {TP("t", 0): 2}, 6, b"[]")
+    assert message.startswith(b'{"v":1,"type":"records","cursor":"t:0:2"') and message.endswith(
+        b',"records":[]}'
+    )
+    assert wire.produced("p", b'{"offsets":[]}') == b'{"v":1,"type":"produced","id":"p","offsets":[]}'
