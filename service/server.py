@@ -20,7 +20,9 @@ accepting connections and waits for the requests in flight, up to its graceful-s
 timeout, before the app hears of it. A long-poll would hold that wait for its whole
 timeout and then be cut off. Told at once (``service.app.begin_drain``), long-polls and
 stateless reads answer with what they have, produces in flight finish, and the process exits
-well inside a Kubernetes grace period.
+well inside a Kubernetes grace period. Streams end by themselves with a final event; uvicorn
+closes WebSockets as its shutdown begins, so that begins once they did (``STREAMS_DRAIN_S`` at
+most).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import resource
+import socket
 from dataclasses import dataclass
 from http import HTTPStatus
 from types import FrameType
@@ -38,6 +41,7 @@ import uvicorn
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
 from .api.auth import PEER_KEY
 from .api.http import error_response
@@ -49,6 +53,7 @@ from .settings import Settings
 log = logging.getLogger("brokergate")
 
 GRACEFUL_SHUTDOWN_S = 10
+STREAMS_DRAIN_S = 2.0  # how long a stop waits for streams to send their final event
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +89,7 @@ def server_config(app: FastAPI, settings: Settings, **options: Any) -> uvicorn.C
         host=settings.host,
         port=settings.port,
         http=protocol,
+        ws=GatewayWebSocketProtocol,
         access_log=False,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
         ws_max_size=settings.stream_max_message_bytes,  # a larger WebSocket message is refused (1009) unread
@@ -102,6 +108,12 @@ class DrainingServer(uvicorn.Server):
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         begin_drain(self._app)
         super().handle_exit(sig, frame)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        gateway = getattr(self._app.state, "gateway", None)
+        if gateway is not None:  # before uvicorn closes the WebSockets: their ``end`` goes out first
+            await gateway.streams.drained(STREAMS_DRAIN_S)
+        await super().shutdown(sockets)
 
 
 def raise_fd_limit() -> tuple[int, int]:
@@ -210,6 +222,17 @@ class GatewayProtocol(HttpToolsProtocol):
         """uvicorn's answer to bytes that are not HTTP (or to headers past the limit), as JSON."""
         self.transport.write(self._refusal or _answer(400, ErrorCode.BAD_REQUEST, msg))
         self.transport.close()
+
+
+class GatewayWebSocketProtocol(WebSocketsSansIOProtocol):
+    """uvicorn's WebSocket protocol, told that a handshake refused with a response (ASGI's denial
+    response: the gateway's 403, 404 or 503 with Confluent's body) was answered: uvicorn's own
+    logs an error after each, as if the app had not answered, which a client could repeat at will."""
+
+    async def send(self, message: Any) -> None:
+        await super().send(message)
+        if message["type"] == "websocket.http.response.body" and not message.get("more_body", False):
+            self.handshake_complete = True
 
 
 # The app of a connection past MAX_CONNECTIONS: each request on it is answered so, then it closes.

@@ -31,6 +31,7 @@ and own heartbeats, send timeouts and, for the WebSocket, the client's ``credit`
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
@@ -409,18 +410,33 @@ class StreamService:
         self._draining = draining or asyncio.Event()
         self._clock = clock
         self._open = OpenWaits(self.limits.open, "open streams")
+        self._none_open = asyncio.Event()  # set while no stream is open
+        self._none_open.set()
 
     @property
     def open(self) -> int:
         """Streams open now on this replica."""
         return self._open.open
 
+    async def drained(self, timeout_s: float) -> bool:
+        """Wait until every stream ended (they end by themselves once the gateway drains, each
+        with its final event), at most ``timeout_s``; whether they all did."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout_s):
+                await self._none_open.wait()
+        return not self._open.open
+
     @contextmanager
     def slot(self) -> Iterator[None]:
         """A place among the open streams while the block runs: ``BackendUnavailable`` (503 with
         Retry-After) past ``max_open_streams``."""
-        with self._open.enter():
-            yield
+        try:
+            with self._open.enter():
+                self._none_open.clear()
+                yield
+        finally:
+            if not self._open.open:
+                self._none_open.set()
 
     def instance(self, group: str, name: str, *, decide: Decide, client: str = "") -> InstanceStream:
         return InstanceStream(

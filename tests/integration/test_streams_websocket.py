@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import logging
 import re
 import socket
 from collections.abc import AsyncIterator
@@ -65,16 +66,18 @@ async def test_the_gateway_never_sends_more_than_the_credit_granted(
         assert await _quiet(ws) == []  # no credit, no records
         outstanding_records = outstanding_bytes = 0
         seen: list[tuple[int, int]] = []
+        blocked = 0
         for _ in range(100):
             if len(seen) == len(sizes):
                 break
-            await send(ws, "credit", records=4, bytes=150)
-            outstanding_records += 4
-            outstanding_bytes += 150
-            for message in await _quiet(ws):
+            await send(ws, "credit", records=5, bytes=250)
+            outstanding_records += 5
+            outstanding_bytes += 250
+            for message in await _quiet(ws, 0.2):
                 if message["type"] == "error":  # the next record alone weighs more than is left
                     assert message["error_code"] == 41301 and "grant more bytes" in message["message"]
                     assert "id" not in message
+                    blocked += 1
                     continue
                 assert message["type"] == "records", message
                 weight = sum(len(r["value"]) for r in message["records"])
@@ -84,6 +87,7 @@ async def test_the_gateway_never_sends_more_than_the_credit_granted(
                 outstanding_bytes -= weight
                 seen.extend((r["partition"], r["offset"]) for r in message["records"])
         assert sorted(seen) == sorted((i % 2, i // 2) for i in range(len(sizes)))  # each once
+        assert blocked  # some record came when what was left did not hold it
         assert message["cursor"] == f"{name}:0:30,{name}:1:30"
 
 
@@ -268,9 +272,20 @@ async def test_streams_past_the_bound_are_refused(bounded: RunningGateway, name:
         assert json.loads(response.body)["error_code"] == 50301
 
 
+class _Lines(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
 async def test_a_handshake_is_refused_as_the_poll_would_be(client: httpx.AsyncClient, name: str) -> None:
     await create_topic(client, name, 1)
     base = await _instance(client, name)
+    server_log = _Lines()
+    logging.getLogger("uvicorn.error").addHandler(server_log)
     for url, status, code in (
         (socket_url(base.rsplit("/", 1)[0] + "/nobody"), 404, 40403),
         (socket_url(base, cursor="garbage"), 422, 42206),
@@ -280,6 +295,9 @@ async def test_a_handshake_is_refused_as_the_poll_would_be(client: httpx.AsyncCl
                 pass
         assert refused.value.response.status_code == status
         assert json.loads(refused.value.response.body)["error_code"] == code
+    await asyncio.sleep(0.3)  # the server is done with the connections it refused
+    logging.getLogger("uvicorn.error").removeHandler(server_log)
+    assert not server_log.lines  # answered, and the server knows it: nothing to log
 
 
 async def test_a_second_member_rebalances_and_a_cursor_resumes_exactly(

@@ -161,6 +161,8 @@ class Session:
             await task
         except _Gone:
             pass
+        except Exception:
+            log.exception("stream of %r/%s: a task failed", self.group, self.instance)
         finally:
             self.stream.close()
 

@@ -233,7 +233,7 @@ def records_event(event: Records, cursor: bytes) -> bytes:
     """``event: records`` with its cursor and the records' JSON array. Rendered whole (a batch is
     bounded by ``stream_max_batch_bytes``) before any of it is sent, so that a record its format
     cannot show (``ConversionError``) never leaves half an event behind."""
-    return b"event: records\nid: " + cursor + b"\ndata: " + render_array(event) + b"\n\n"
+    return b"".join((b"event: records\nid: ", cursor, b"\ndata: ", render_array(event), b"\n\n"))
 
 
 # One slice: the whole array at once (``render_slices`` then skips measuring where to cut).
