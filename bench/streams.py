@@ -10,7 +10,7 @@ or ``--bootstrap``), it starts ``brokergate serve`` and measures, on that one ga
                three ways: long-polling ``GET …/records`` (1 MB per poll), the Server-Sent
                Events stream of the same route, and the WebSocket stream (a window of 4 MiB
                of credit, renewed as records arrive). The clients count records without decoding them:
-               the figure is the gateway's;
+               the figure is the gateway's, and so is its CPU time per record (from /proc);
   latency      produce -> delivery, p50 and p99: one record produced (one POST, fsync on the
                embedded log) while a consumer waits, until that consumer has it; the three ways;
   a client     records/s of a Python client that parses what it receives (orjson, and base64
@@ -159,9 +159,16 @@ class Consumers:
                 await ws.send(orjson.dumps(renew).decode())
 
 
+def cpu_seconds(pid: int) -> float:
+    """The CPU time a process has used (user and system), from Linux's /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class Bench:
-    def __init__(self, port: int, records: int, size: int, rounds: int, samples: int) -> None:
+    def __init__(self, port: int, pid: int, records: int, size: int, rounds: int, samples: int) -> None:
         self.port = port
+        self.pid = pid  # the gateway's, whose CPU time per record is measured
         self.url = f"http://127.0.0.1:{port}"
         self.records = records
         self.size = size
@@ -170,6 +177,7 @@ class Bench:
         self.http = httpx.AsyncClient(base_url=self.url, timeout=60)
         self.consumers = Consumers(port)
         self.rates: dict[str, list[float]] = {}  # per way, a rate per round
+        self.cpu: dict[str, list[float]] = {}  # per way, the gateway's CPU µs per record, per round
 
     async def fill(self, topic: str) -> None:
         await create_topic(self.http, topic)
@@ -181,9 +189,11 @@ class Bench:
     async def rate(self, label: str, topic: str, read: Callable[[str, int], Awaitable[None]]) -> float:
         """Records/s of a new instance reading ``records`` of ``topic`` with ``read``."""
         path = await subscribed(self.http, f"bench-{label.replace(' ', '-')}-{time.monotonic_ns()}", topic)
+        cpu = cpu_seconds(self.pid)
         start = time.perf_counter()
         await read(path, self.records)
         elapsed = time.perf_counter() - start
+        self.cpu.setdefault(label, []).append((cpu_seconds(self.pid) - cpu) / self.records * 1e6)
         await self.http.delete(path)
         return self.records / elapsed
 
@@ -215,7 +225,8 @@ class Bench:
             base = "long-poll, parsed (httpx)" if "parsed" in label else "long-poll"
             print(
                 f"  {label:<28} {rate:>10,.0f} rec/s {rate * self.size / 1e6:>7.1f} MB/s   "
-                f"x long-poll {self.ratio(label, base):5.2f}",
+                f"x long-poll {self.ratio(label, base):5.2f}   "
+                f"gateway {statistics.median(self.cpu[label]):4.2f} µs CPU/record",
                 flush=True,
             )
         if reference is not None:
@@ -346,7 +357,7 @@ async def main() -> None:
                 try:
                     where = log if bootstrap is None else f"kafka://{bootstrap}"
                     print(f"\n== brokergate on the {where} log ==", flush=True)
-                    await Bench(port, records, args.size, rounds, samples).run(bootstrap)
+                    await Bench(port, gateway.pid, records, args.size, rounds, samples).run(bootstrap)
                 finally:
                     gateway.terminate()
                     gateway.wait(15)
