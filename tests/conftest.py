@@ -73,10 +73,11 @@ class RunningGateway:
 
 
 async def start_gateway(
-    data_dir: Path, *, verify: ssl.SSLContext | bool = True, **overrides: object
+    data_dir: Path, *, verify: ssl.SSLContext | bool = True, ws: str | None = None, **overrides: object
 ) -> RunningGateway:
     """A gateway of ``Settings(**overrides)``; over HTTPS when ``tls_cert`` is among them, its
-    client then verifying with ``verify`` (a context with the test CA, maybe a client certificate)."""
+    client then verifying with ``verify`` (a context with the test CA, maybe a client certificate);
+    ``ws`` names another WebSocket protocol of uvicorn's than the gateway's."""
     port = free_port()
     fast_workers: dict[str, object] = {"reaper_interval_ms": 100, "metadata_refresh_ms": 200}
     settings = Settings(
@@ -85,7 +86,10 @@ async def start_gateway(
         data_dir=data_dir,
         **{**fast_workers, **overrides},  # type: ignore[arg-type]
     )
-    server = uvicorn.Server(server_config(create_app(settings), settings, log_level="warning", lifespan="on"))
+    config = server_config(create_app(settings), settings, log_level="warning", lifespan="on")
+    if ws is not None:
+        config.ws = ws
+    server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
     for _ in range(500):
         if server.started:

@@ -192,6 +192,30 @@ async def test_a_message_over_the_limit_closes_the_socket(tmp_path: Path, name: 
         await gw.stop()
 
 
+@pytest.mark.parametrize("protocol", ["gateway", "uvicorn"])
+async def test_messages_of_every_length_arrive_whole(tmp_path: Path, name: str, protocol: str) -> None:
+    """A batch of a few bytes, of more than 125 and of more than 65535 (the three lengths a frame's
+    header encodes), on the gateway's WebSocket protocol, which writes a batch's parts as they are,
+    and on uvicorn's own, under which the stream sends ASGI's ``text``."""
+    gw = await start_gateway(tmp_path / "data", ws=None if protocol == "gateway" else "websockets-sansio")
+    try:
+        await create_topic(gw.client, name, 1)
+        sizes = (1, 200, 70_000)
+        await produce(gw.client, name, [{"value": "x" * size} for size in sizes])
+        base = await _instance(gw.client, name, reset="earliest")
+        async with connect(socket_url(base), max_size=None) as ws:
+            await _opened(ws)
+            for size in sizes:  # one record at a time: each its own message
+                await send(ws, "credit", records=1, bytes=size)
+                message = await receive(ws, "records")
+                assert [len(r["value"]) for r in message["records"]] == [size]
+            await send(ws, "commit", id="c")
+            assert (await receive(ws, "committed"))["id"] == "c"
+    finally:
+        await gw.client.aclose()
+        await gw.stop()
+
+
 @pytest.fixture
 async def bounded(tmp_path: Path) -> AsyncIterator[RunningGateway]:
     """One stream at most, and a client that takes nothing for a second is dropped."""

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from websockets.frames import Frame, Opcode
+from websockets.streams import StreamReader
 
 from api_schemas import streams as wire
 from service.core.consumers import Allowance
@@ -12,6 +15,7 @@ from service.core.credit import Credit, CreditLimits
 from service.core.cursors import parse_offset, parse_positions, render_positions
 from service.core.models import Record, TopicPartition
 from service.errors import InvalidPayload
+from service.server import text_frame_header
 
 TP = TopicPartition
 
@@ -141,8 +145,28 @@ def test_client_messages_are_checked_and_server_messages_are_versioned() -> None
             wire.CLIENT_MESSAGE.validate_python(bad)
     assert wire.request_id({"id": 7}) == 7 and wire.request_id({"id": True}) is None
     assert wire.request_id({"id": "x" * 201}) is None and wire.request_id("garbage") is None
-    message = wire.records("t:0:2", {TP("t", 0): 2}, 6, b"[]")
-    assert message.startswith(b'{"v":1,"type":"records","cursor":"t:0:2"') and message.endswith(
-        b',"records":[]}'
-    )
+    message = b"".join(wire.records("t:0:2", {TP("t", 0): 2}, 6, b"[]"))
+    assert orjson.loads(message) == {
+        "v": 1,
+        "type": "records",
+        "cursor": "t:0:2",
+        "positions": [{"topic": "t", "partition": 0, "offset": 2}],
+        "bytes": 6,
+        "records": [],
+    }
     assert wire.produced("p", b'{"offsets":[]}') == b'{"v":1,"type":"produced","id":"p","offsets":[]}'
+
+
+@pytest.mark.parametrize("length", [0, 1, 125, 126, 65_535, 65_536, 3 * 1024 * 1024])
+def test_a_text_frame_header_is_what_the_websocket_library_reads(length: int) -> None:
+    payload = b"x" * length
+    reader = StreamReader()
+    reader.feed_data(text_frame_header(length) + payload)
+    parser = Frame.parse(reader.read_exact, mask=False, max_size=None)
+    try:
+        next(parser)
+    except StopIteration as done:
+        frame = done.value
+    else:
+        raise AssertionError("the header and payload do not make a whole frame")
+    assert frame.opcode is Opcode.TEXT and frame.fin and frame.data == payload

@@ -72,6 +72,10 @@ log = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/consumers/{group}", tags=["consumers"])
 
+# An ASGI extension the gateway's server offers (``service.server.GatewayWebSocketProtocol``): a
+# ``websocket.send`` may carry ``text_parts``, byte strings that together are the UTF-8 text of
+# one message, sent as they are. Under another server messages go as ASGI's ``text``.
+TEXT_PARTS: Final = "brokergate.websocket.text_parts"
 _QUEUED: Final = 16  # commands, and produces, a client may have waiting
 _PARSE_OFF_LOOP: Final = 256 * 1024  # a message this big or bigger is parsed in a worker thread
 _PAUSE_S: Final = 60.0  # how long delivery waits for credit before it looks again (woken earlier)
@@ -364,15 +368,22 @@ class Session:
 
     # --- the connection ----------------------------------------------------------------
 
-    async def _send(self, data: bytes) -> None:
-        """Send one message once the client took enough of the last: ``_Gone`` if it is gone, or
-        took nothing for the send timeout."""
+    async def _send(self, data: bytes | tuple[bytes, ...]) -> None:
+        """Send one message (its bytes, or its parts in order) once the client took enough of the
+        last: ``_Gone`` if it is gone, or took nothing for the send timeout."""
+        if TEXT_PARTS in self.ws.scope.get("extensions", {}):
+            message = {"type": "websocket.send", "text_parts": (data,) if isinstance(data, bytes) else data}
+        else:
+            message = {
+                "type": "websocket.send",
+                "text": (data if isinstance(data, bytes) else b"".join(data)).decode(),
+            }
         async with self._sending:
             if self._closed:
                 raise _Gone
             try:
                 async with asyncio.timeout(self.limits.send_timeout_ms / 1000):
-                    await self.ws.send({"type": "websocket.send", "text": data.decode()})
+                    await self.ws.send(message)
             except (TimeoutError, OSError, RuntimeError, WebSocketDisconnect) as exc:
                 self._closed = True  # gone, stalled, or closed already (starlette's RuntimeError)
                 raise _Gone from exc
