@@ -19,8 +19,10 @@ from service.adapters.embedded.log import EmbeddedLog
 from service.adapters.zookeeper import ZooKeeperCoordinator
 from service.core.models import NewRecord, TopicPartition
 from service.core.ports import Coordinator
+from service.core.shares.dead_letters import DeadLetters
 from service.core.shares.service import Acknowledgement, ShareGroups
 from service.core.shares.state import NOT_HELD, AckType, ShareLimits
+from service.core.topics import TopicService
 from tests.integration.zookeeper.conftest import (
     CONNECT_TIMEOUT_MS,
     REQUEST_TIMEOUT_MS,
@@ -186,3 +188,66 @@ async def test_reset_and_renew(log: EmbeddedLog, coordinators: list[Coordinator]
     await a.reset("g", [TP], {TP: 15})
     got, _ = await a.acquire("g", "m1", [TP], max_records=10, max_bytes=1 << 20, wait_ms=0)
     assert [d.record.offset for d in got] == list(range(15, 20))
+
+
+async def test_a_record_out_of_attempts_is_copied_to_the_dead_letter_topic_once(
+    log: EmbeddedLog, coordinators: list[Coordinator]
+) -> None:
+    """Released by members of two replicas until the limit: one copy, with where it came from and
+    the last error; a copy that cannot be written waits, counted, until a sweep writes it."""
+    clock = Clock()
+    topics = TopicService(log, auto_create=True, default_partitions=1)
+    parked = ShareLimits(max_in_flight=50, delivery_limit=2, lock_ms=1000, park=True)
+    a, b = (
+        ShareGroups(log, c, limits=parked, dead_letters=DeadLetters(log, topics, "{group}.dlq"), clock=clock)
+        for c in coordinators
+    )
+    for attempt, groups in enumerate((a, b)):
+        got, _ = await groups.acquire(
+            "g", f"m{attempt}", [TP], max_records=1, max_bytes=1 << 20, wait_ms=0, start_at="earliest"
+        )
+        assert [(d.record.offset, d.deliveries) for d in got] == [(0, attempt + 1)]
+        await groups.acknowledge(
+            "g", f"m{attempt}", [Acknowledgement(TP, (0,), AckType.RELEASE, error=f"boom {attempt}")]
+        )
+    copies = (await log.fetch({TopicPartition("g.dlq", 0): 0}, max_bytes=1 << 20, max_wait_ms=0))[
+        TopicPartition("g.dlq", 0)
+    ].records
+    assert [(c.value, dict(c.headers)) for c in copies] == [
+        (
+            b"job-0",
+            {
+                "dlq.group": b"g",
+                "dlq.topic": b"jobs",
+                "dlq.partition": b"0",
+                "dlq.offset": b"0",
+                "dlq.delivery.count": b"2",
+                "dlq.error": b"boom 1",
+            },
+        )
+    ]
+    [report] = await a.describe("g")
+    assert (report.start, report.archiving) == (1, 0)  # buried: done
+
+    # A copy that cannot be written (no legal topic name) stays archiving, and holds the start.
+    for groups in (a, b):
+        assert groups.dead_letters is not None
+        groups.dead_letters.template = "{group}/dlq"
+    for _ in range(2):
+        got, _ = await a.acquire("g", "m", [TP], max_records=1, max_bytes=1 << 20, wait_ms=0)
+        assert [d.record.offset for d in got] == [1]
+        await a.acknowledge("g", "m", [Acknowledgement(TP, (1,), AckType.RELEASE)])
+    [report] = await a.describe("g")
+    assert (report.start, report.archiving) == (1, 1)
+    for groups in (a, b):
+        assert groups.dead_letters is not None
+        groups.dead_letters.template = "{group}.dlq"
+    assert await b.sweep() == 0  # its claim holds yet
+    clock.now += 1.0
+    assert await b.sweep() == 1 and await a.sweep() == 0  # claimed by one, written once
+    copies = (await log.fetch({TopicPartition("g.dlq", 0): 0}, max_bytes=1 << 20, max_wait_ms=0))[
+        TopicPartition("g.dlq", 0)
+    ].records
+    assert [(c.offset, dict(c.headers)["dlq.offset"]) for c in copies] == [(0, b"0"), (1, b"1")]
+    [report] = await a.describe("g")
+    assert (report.start, report.archiving) == (2, 0)

@@ -8,22 +8,33 @@ both read the same version, one store wins, and the other reads again and takes 
 So a record is never held by two members while its lock holds, and a crash loses nothing a
 member was told it holds or settled: the coordinator has it.
 
-Collaborators: the ``Log`` (records, offsets), the ``Coordinator`` (stored states), the clock.
+With ``DeadLetters``, a record out of delivery attempts is kept ``ARCHIVING`` (``ShareLimits.park``)
+by the store that archived it; the operation that stored it then writes its dead-letter copy
+and buries it (a second store). Only the winner of a store learns what it archived, so a copy
+is written once however many replicas race; one whose writer died or failed is claimed again
+by ``sweep`` (the reaper's) once its claim expired.
+
+Collaborators: the ``Log`` (records, offsets), the ``Coordinator`` (stored states),
+``DeadLetters``, the clock.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from service.errors import BackendUnavailable
+from service.errors import BackendUnavailable, GatewayError
 
 from ..models import Record, TopicPartition
 from ..ports import Coordinator, Log
+from .dead_letters import DeadLetters
 from .state import AckType, Exhausted, ShareLimits, SharePartition
+
+log = logging.getLogger(__name__)
 
 StartAt = Literal["earliest", "latest"]
 
@@ -60,6 +71,7 @@ class PartitionReport:
     end: int
     available: int
     acquired: int
+    archiving: int
     lag: int
 
 
@@ -72,12 +84,18 @@ class ShareGroups:
         coordinator: Coordinator,
         *,
         limits: ShareLimits | None = None,
+        dead_letters: DeadLetters | None = None,
         clock: Callable[[], float] = time.time,
         draining: asyncio.Event | None = None,
     ) -> None:
         self._log = log
         self._coordinator = coordinator
         self.limits = limits or ShareLimits()
+        if (dead_letters is not None) != self.limits.park:
+            raise ValueError(
+                "records are parked (ShareLimits.park) exactly when there are dead letters to write"
+            )
+        self.dead_letters = dead_letters
         self._clock = clock
         self._draining = draining or asyncio.Event()
 
@@ -105,6 +123,7 @@ class ShareGroups:
             delivered, exhausted, states = await self._acquire_once(
                 group, member, tps, max_records, max_bytes, start_at
             )
+            await self._bury(group, exhausted)
             remaining = deadline - self.now_ms()
             if delivered or exhausted or remaining <= 0 or self._draining.is_set():
                 return delivered, exhausted
@@ -130,7 +149,9 @@ class ShareGroups:
 
         results = await self._update(group, list(by_tp), apply)
         refusals = {tp: refused for tp, (refused, _) in results.items() if refused}
-        return refusals, [(tp, e) for tp, (_, gone) in results.items() for e in gone]
+        exhausted = [(tp, e) for tp, (_, gone) in results.items() for e in gone]
+        await self._bury(group, exhausted)
+        return refusals, exhausted
 
     async def renew(
         self, group: str, member: str, offsets: Mapping[TopicPartition, Collection[int]]
@@ -149,10 +170,36 @@ class ShareGroups:
         """``member`` is gone: what it held is available again (or archived at the limit)."""
 
         def apply(sp: SharePartition, tp: TopicPartition, now: int) -> list[Exhausted]:
-            return sp.release_member(member)
+            return sp.release_member(member, now)
 
         results = await self._update(group, list(tps), apply, only_stored=True)
-        return [(tp, e) for tp, gone in results.items() for e in gone]
+        exhausted = [(tp, e) for tp, gone in results.items() for e in gone]
+        await self._bury(group, exhausted)
+        return exhausted
+
+    async def sweep(self) -> int:
+        """Write the dead-letter copies nobody wrote (their writer crashed or failed, and their
+        claim expired), in every share group; how many. The reaper's, on every replica."""
+        if self.dead_letters is None:
+            return 0
+        written = 0
+        for group in await self._coordinator.share_groups():
+            stored = await self._coordinator.share_states(group)
+            now = self.now_ms()
+            late = [
+                tp
+                for tp, (data, _) in stored.items()
+                if any(r[1] == "ARCHIVING" and r[4] <= now for r in data["records"])
+            ]
+            if not late:
+                continue
+            claimed = await self._update(
+                group, late, lambda sp, tp, now: sp.claim_archiving(now), only_stored=True
+            )
+            items = [(tp, e) for tp, gone in claimed.items() for e in gone]
+            await self._bury(group, items)
+            written += len(items)
+        return written
 
     # --- operators ----------------------------------------------------------------------------
 
@@ -167,7 +214,13 @@ class ShareGroups:
             counts = sp.counts()
             reports.append(
                 PartitionReport(
-                    tp, sp.start, sp.end, counts["available"], counts["acquired"], sp.lag(log_end)
+                    tp,
+                    sp.start,
+                    sp.end,
+                    counts["available"],
+                    counts["acquired"],
+                    counts["archiving"],
+                    sp.lag(log_end),
                 )
             )
         return reports
@@ -255,6 +308,49 @@ class ShareGroups:
             if not updates or await self._coordinator.store_share_states(group, updates):
                 return delivered, exhausted, {tp: sp for tp, (sp, _) in states.items()}
         raise BackendUnavailable(f"Share group {group!r}: every attempt to acquire raced another; retry.")
+
+    async def _bury(self, group: str, items: Sequence[tuple[TopicPartition, Exhausted]]) -> None:
+        """Write the dead-letter copies of ``items`` (records this replica archived and holds the
+        claim on), then bury them. A copy that fails stays ``ARCHIVING`` for ``sweep``."""
+        dead_letters = self.dead_letters
+        if dead_letters is None or not items:
+            return
+        by_tp: dict[TopicPartition, list[Exhausted]] = {}
+        for tp, one in items:
+            by_tp.setdefault(tp, []).append(one)
+        written: dict[TopicPartition, list[int]] = {}
+        for tp, exhausted in by_tp.items():
+            try:
+                records = await self._read(tp, sorted(e.offset for e in exhausted))
+                await dead_letters.write(
+                    group, tp, [(records[e.offset], e) for e in exhausted if e.offset in records]
+                )
+            except GatewayError as exc:
+                log.warning(
+                    "share group %r: dead-letter copies of %s not written (retried later): %s", group, tp, exc
+                )
+                continue
+            written[tp] = [e.offset for e in exhausted]  # a record retention removed has no copy to write
+
+        def apply(sp: SharePartition, tp: TopicPartition, now: int) -> None:
+            sp.bury(written[tp])
+
+        if written:
+            await self._update(group, list(written), apply, only_stored=True)
+
+    async def _read(self, tp: TopicPartition, offsets: Sequence[int]) -> dict[int, Record]:
+        """The records of ``tp`` at ``offsets`` (ascending) that the log still holds."""
+        found: dict[int, Record] = {}
+        wanted, sought = list(offsets), set(offsets)
+        while wanted:
+            part = (await self._log.fetch({tp: wanted[0]}, max_bytes=1024 * 1024, max_wait_ms=0))[tp]
+            if not part.records:
+                wanted.pop(0)  # gone from the log (or never there)
+                continue
+            last = part.records[-1].offset
+            found.update((r.offset, r) for r in part.records if r.offset in sought)
+            wanted = [o for o in wanted if o > last]
+        return found
 
     async def _wait(self, states: Mapping[TopicPartition, SharePartition], wait_ms: int) -> None:
         """Wait up to ``wait_ms`` for records past every partition's end, or the first lock expiry."""

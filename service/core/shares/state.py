@@ -8,14 +8,19 @@ offset but a state per record. ``SharePartition`` keeps it:
   *in flight*, held in ``records``;
 - an in-flight record is ``AVAILABLE`` (to be delivered again) or ``ACQUIRED`` by one member
   until its lock expires, with the number of times it was delivered. Done records (accepted, or
-  archived: rejected, or out of delivery attempts) leave ``records`` at once.
+  archived: rejected, or out of delivery attempts) leave ``records`` at once — except, with
+  ``ShareLimits.park``, a record out of delivery attempts: it stays ``ARCHIVING`` until its
+  dead-letter copy is written (``bury``), so that neither a crash nor a failed copy loses it.
 
 ``acquire`` hands a member the available records first, then new ones from the log, never more
 in flight than ``ShareLimits.max_in_flight`` (Kafka's ``group.share.partition.max.record.locks``).
 ``acknowledge`` ACCEPTs (done), RELEASEs (available again now) or REJECTs (archived) what a
 member holds. A lock that expires makes its record available again. A record released or
 expired after ``ShareLimits.delivery_limit`` deliveries is archived instead and reported as
-``Exhausted``, for the dead-letter copy.
+``Exhausted``, for the dead-letter copy. An ``ARCHIVING`` record carries a claim, as a lock: the
+operation that archived it holds it for ``lock_ms`` to write the copy; past it, anyone may
+``claim_archiving`` it and write the copy (a crash came between): a copy is written once unless
+a writer dies between writing it and burying the record.
 
 Pure logic, no I/O: the caller reads the log, keeps the state through the Coordinator port
 (``to_json`` / ``from_json``) and says what time it is.
@@ -32,6 +37,7 @@ from typing import Any, Final
 class Delivery(StrEnum):
     AVAILABLE = "AVAILABLE"
     ACQUIRED = "ACQUIRED"
+    ARCHIVING = "ARCHIVING"  # out of delivery attempts; its dead-letter copy is not written yet
 
 
 class AckType(StrEnum):
@@ -50,6 +56,7 @@ class ShareLimits:
     max_in_flight: int = 2000
     delivery_limit: int = 5
     lock_ms: int = 30_000
+    park: bool = False  # records out of delivery attempts wait ARCHIVING for their dead-letter copy
 
 
 @dataclass(slots=True)
@@ -59,7 +66,7 @@ class InFlight:
     state: Delivery
     deliveries: int
     owner: str | None = None  # the member holding it, while ACQUIRED
-    lock_until_ms: int = 0
+    lock_until_ms: int = 0  # ACQUIRED: when its lock expires; ARCHIVING: when its claim does
     error: str | None = None  # the last error text a member gave when it released the record
 
 
@@ -165,7 +172,7 @@ class SharePartition:
                 del self.records[offset]
             else:
                 record.error = error[:MAX_ERROR_CHARS] if error is not None else record.error
-                gone = self._make_available(offset, record)
+                gone = self._make_available(offset, record, now_ms)
                 if gone is not None:
                     exhausted.append(gone)
         self._advance()
@@ -182,13 +189,33 @@ class SharePartition:
                 record.lock_until_ms = now_ms + self.limits.lock_ms
         return refused
 
-    def release_member(self, member: str) -> list[Exhausted]:
+    def release_member(self, member: str, now_ms: int) -> list[Exhausted]:
         """Make everything ``member`` holds available again (it left, or was deleted)."""
-        return self._release(lambda record: record.owner == member)
+        return self._release(lambda record: record.owner == member, now_ms)
 
     def expire(self, now_ms: int) -> list[Exhausted]:
         """Release every lock that has expired by ``now_ms``."""
-        return self._release(lambda record: record.lock_until_ms <= now_ms)
+        return self._release(lambda record: record.lock_until_ms <= now_ms, now_ms)
+
+    # --- the dead-letter copy (``park``) ------------------------------------------------------
+
+    def claim_archiving(self, now_ms: int) -> list[Exhausted]:
+        """The ``ARCHIVING`` records whose claim expired (their copy was never written: a crash, a
+        failed write), claimed again for ``lock_ms``: the caller stores this, then writes them."""
+        claimed = []
+        for offset, record in self.records.items():
+            if record.state is Delivery.ARCHIVING and record.lock_until_ms <= now_ms:
+                record.lock_until_ms = now_ms + self.limits.lock_ms
+                claimed.append(Exhausted(offset, record.deliveries, record.error))
+        return claimed
+
+    def bury(self, offsets: Iterable[int]) -> None:
+        """The dead-letter copies of ``offsets`` are written: those records are done."""
+        for offset in offsets:
+            record = self.records.get(offset)
+            if record is not None and record.state is Delivery.ARCHIVING:
+                del self.records[offset]
+        self._advance()
 
     # --- what operators do --------------------------------------------------------------------
 
@@ -211,8 +238,10 @@ class SharePartition:
 
     def counts(self) -> dict[str, int]:
         """Records in flight by delivery state."""
-        acquired = sum(1 for r in self.records.values() if r.state is Delivery.ACQUIRED)
-        return {"available": len(self.records) - acquired, "acquired": acquired}
+        counts = dict.fromkeys(("available", "acquired", "archiving"), 0)
+        for record in self.records.values():
+            counts[record.state.value.lower()] += 1
+        return counts
 
     def next_expiry(self) -> int | None:
         """When the first lock held now expires (ms), or None if none is held."""
@@ -263,19 +292,24 @@ class SharePartition:
             return None
         return record if record.lock_until_ms > now_ms else None
 
-    def _make_available(self, offset: int, record: InFlight) -> Exhausted | None:
-        """A record back from a member: available again, or archived at the delivery limit."""
+    def _make_available(self, offset: int, record: InFlight, now_ms: int) -> Exhausted | None:
+        """A record back from a member: available again, or archived at the delivery limit
+        (``ARCHIVING``, claimed by whoever stores this, with ``park``)."""
         if record.deliveries >= self.limits.delivery_limit:
-            del self.records[offset]
+            if self.limits.park:
+                record.state, record.owner = Delivery.ARCHIVING, None
+                record.lock_until_ms = now_ms + self.limits.lock_ms
+            else:
+                del self.records[offset]
             return Exhausted(offset, record.deliveries, record.error)
         record.state, record.owner, record.lock_until_ms = Delivery.AVAILABLE, None, 0
         return None
 
-    def _release(self, which: Callable[[InFlight], bool]) -> list[Exhausted]:
+    def _release(self, which: Callable[[InFlight], bool], now_ms: int) -> list[Exhausted]:
         exhausted: list[Exhausted] = []
         for offset, record in list(self.records.items()):
             if record.state is Delivery.ACQUIRED and which(record):
-                gone = self._make_available(offset, record)
+                gone = self._make_available(offset, record, now_ms)
                 if gone is not None:
                     exhausted.append(gone)
         self._advance()

@@ -22,15 +22,18 @@ LIMITS = ShareLimits(max_in_flight=6, delivery_limit=3, lock_ms=100)
 
 
 class ShareModel(RuleBasedStateMachine):
+    limits = LIMITS
+
     @initialize(offsets=st.lists(st.integers(0, 40), min_size=1, max_size=25, unique=True).map(sorted))
     def start(self, offsets: list[int]) -> None:
         self.log = offsets
-        self.state = SharePartition(0, limits=LIMITS)
+        self.state = SharePartition(0, limits=self.limits)
         self.now = 0
         self.held: dict[int, tuple[str, int]] = {}  # offset -> (member, lock until)
         self.deliveries: dict[int, int] = {}
         self.done: set[int] = set()  # accepted, rejected or archived
         self.archived: list[int] = []  # at the delivery limit, in the order reported
+        self.archiving: dict[int, int] = {}  # parked: offset -> until when its claim holds
 
     # --- the model's own bookkeeping --------------------------------------------------------
 
@@ -41,9 +44,12 @@ class ShareModel(RuleBasedStateMachine):
     def _returned(self, offset: int) -> None:
         """A record back from a member: archived at the limit, else available."""
         del self.held[offset]
-        if self.deliveries[offset] >= LIMITS.delivery_limit:
-            self.done.add(offset)
+        if self.deliveries[offset] >= self.limits.delivery_limit:
             self.archived.append(offset)
+            if self.limits.park:  # until its dead-letter copy is written
+                self.archiving[offset] = self.now + self.limits.lock_ms
+            else:
+                self.done.add(offset)
 
     def _expire_model(self) -> list[int]:
         expired = sorted(o for o, (_, until) in self.held.items() if until <= self.now)
@@ -71,7 +77,7 @@ class ShareModel(RuleBasedStateMachine):
             assert holder is None or holder[1] <= self.now, f"{got.offset} is {holder[0]}'s until {holder[1]}"
             self.deliveries[got.offset] = self.deliveries.get(got.offset, 0) + 1
             assert got == Acquired(got.offset, self.deliveries[got.offset])
-            self.held[got.offset] = (member, self.now + LIMITS.lock_ms)
+            self.held[got.offset] = (member, self.now + self.limits.lock_ms)
 
     @rule(
         member=st.sampled_from(MEMBERS),
@@ -104,13 +110,13 @@ class ShareModel(RuleBasedStateMachine):
         for offset in mine:
             if self._holds(member, offset):
                 assert offset not in refused
-                self.held[offset] = (member, self.now + LIMITS.lock_ms)
+                self.held[offset] = (member, self.now + self.limits.lock_ms)
             else:
                 assert refused[offset] == NOT_HELD
 
     @rule(member=st.sampled_from(MEMBERS))
     def member_leaves(self, member: str) -> None:
-        exhausted = self.state.release_member(member)
+        exhausted = self.state.release_member(member, self.now)
         before = len(self.archived)
         for offset in sorted(o for o, (m, _) in self.held.items() if m == member):
             self._returned(offset)
@@ -122,12 +128,29 @@ class ShareModel(RuleBasedStateMachine):
         exhausted = self.state.expire(self.now)
         self._check_exhausted([e.offset for e in exhausted], self._expire_model())
 
+    @rule(wait=st.integers(0, 200))
+    def archiving_claimed_again(self, wait: int) -> None:
+        self.now += wait
+        self.time_passes(0)
+        claimed = self.state.claim_archiving(self.now)
+        expected = sorted(o for o, until in self.archiving.items() if until <= self.now)
+        assert [e.offset for e in claimed] == expected
+        for offset in expected:
+            self.archiving[offset] = self.now + self.limits.lock_ms
+
+    @rule(pick=st.lists(st.integers(0, 40), max_size=6, unique=True))
+    def buried(self, pick: list[int]) -> None:
+        self.state.bury(pick)
+        for offset in pick:
+            if self.archiving.pop(offset, None) is not None:
+                self.done.add(offset)
+
     # --- what must always hold -------------------------------------------------------------
 
     @invariant()
     def nothing_lost_and_bounds_kept(self) -> None:
         state = self.state
-        assert len(state.records) <= LIMITS.max_in_flight
+        assert len(state.records) <= self.limits.max_in_flight
         assert state.start == (min(state.records) if state.records else state.end)
         for offset in self.log:
             if offset < state.end:  # acquired once: done, or in flight
@@ -140,22 +163,28 @@ class ShareModel(RuleBasedStateMachine):
                 assert (record.owner, record.lock_until_ms) == self.held[offset]
             else:
                 assert offset not in self.held
+            if record.state is Delivery.ARCHIVING:
+                assert record.lock_until_ms == self.archiving[offset]
+            else:
+                assert offset not in self.archiving
         assert len(self.archived) == len(set(self.archived))  # archived, and reported, once
 
     @invariant()
     def survives_its_stored_form(self) -> None:
-        assert SharePartition.from_json(self.state.to_json(), LIMITS) == self.state
+        assert SharePartition.from_json(self.state.to_json(), self.limits) == self.state
 
     def teardown(self) -> None:
         """At least once: members that accept what they get finish the log, whatever came before."""
         if not hasattr(self, "log"):
             return
-        for _ in range(len(self.log) * LIMITS.delivery_limit + 10):
-            self.now += LIMITS.lock_ms  # every lock held so far expires
+        for _ in range(len(self.log) * self.limits.delivery_limit + 10):
+            self.now += self.limits.lock_ms  # every lock held so far expires
             fresh = [o for o in self.log if o >= self.state.end]
             taken, _ = self.state.acquire("drain", self.now, max_records=100, log_offsets=fresh)
             refused, _ = self.state.acknowledge("drain", [t.offset for t in taken], AckType.ACCEPT, self.now)
             assert not refused
+            self.state.claim_archiving(self.now)
+            self.state.bury(list(self.state.records))  # the dead-letter copies are written
             if not self.state.records and self.state.end > self.log[-1]:
                 return
         pytest.fail(f"the log was not finished: {self.state!r}")
@@ -163,6 +192,16 @@ class ShareModel(RuleBasedStateMachine):
 
 TestShareModel = ShareModel.TestCase
 TestShareModel.settings = settings(max_examples=300, stateful_step_count=40, deadline=None)
+
+
+class ParkedShareModel(ShareModel):
+    """The same, with records out of delivery attempts parked for their dead-letter copy."""
+
+    limits = ShareLimits(max_in_flight=6, delivery_limit=3, lock_ms=100, park=True)
+
+
+TestParkedShareModel = ParkedShareModel.TestCase
+TestParkedShareModel.settings = settings(max_examples=300, stateful_step_count=40, deadline=None)
 
 
 def test_gaps_in_the_log_are_done_and_the_start_moves_past_them() -> None:
