@@ -12,23 +12,27 @@ import json
 import os
 import pty
 import select
-import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import pytest
 import trustme
 
+from tests.e2e import tool_process
 from tests.e2e.gateway_process import GatewayProcess, authorizing_gateway
 from tests.e2e.tls_front import TLSFront
+from tests.e2e.tool_process import bg, ok, rows, tool_env
 
 ALICE, ALICE_PW = "alice", "alice's secret pw"
 BOB, BOB_PW = "bob", "bob's secret pw"
 AS_ALICE = ("--user", ALICE, "--password", ALICE_PW)
 ALICE_ENV = {"BROKERGATE_USER": ALICE, "BROKERGATE_PASSWORD": ALICE_PW}
+# A refusal's error is the last line on stderr, whatever a tool said before it.
+refused = partial(tool_process.refused, alone=False)
 
 
 @pytest.fixture(scope="module")
@@ -37,46 +41,6 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess
     gw = authorizing_gateway(data, {ALICE: ALICE_PW, BOB: BOB_PW}, ALICE)
     yield gw
     gw.stop()
-
-
-def tool_env(gw: GatewayProcess, extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The test's environment without any BROKERGATE_ setting of its own, pointed at ``gw``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BROKERGATE_")}
-    return {**env, "BROKERGATE_URL": gw.url, **(extra or {})}
-
-
-def bg(
-    gw: GatewayProcess, *args: str, stdin: str = "", env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    """``brokergate ARGS`` in a session of its own: no terminal to prompt at."""
-    return subprocess.run(
-        [sys.executable, "-m", "service", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=tool_env(gw, env),
-        start_new_session=True,
-    )
-
-
-def ok(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == 0, result.stderr
-    assert "Traceback" not in result.stderr
-    return result.stdout
-
-
-def refused(result: subprocess.CompletedProcess[str], status: int, needle: str) -> str:
-    assert result.returncode == status, (result.stdout, result.stderr)
-    lines = result.stderr.strip().splitlines()
-    assert lines and lines[-1].startswith("brokergate: error:") and needle in lines[-1], result.stderr
-    assert "Traceback" not in result.stderr
-    return lines[-1]
-
-
-def table(out: str) -> list[list[str]]:
-    """The rows of a table printed by a tool, header left out."""
-    return [line.split() for line in out.splitlines()[1:]]
 
 
 def at_terminal(
@@ -155,10 +119,10 @@ def test_added_bindings_are_listed_as_a_table_and_as_json(gateway, name):
         for who in ("User:bob", "User:carol")
         for op in ("READ", "DESCRIBE")
     }
-    assert {tuple(row) for row in table(out)} == expected and len(table(out)) == 8
+    assert {tuple(row) for row in rows(out)} == expected and len(rows(out)) == 8
 
     listed = ok(bg(gateway, "acls", "list", *AS_ALICE, "--topic", name))
-    assert {tuple(row) for row in table(listed)} == {b for b in expected if b[0] == "TOPIC"}
+    assert {tuple(row) for row in rows(listed)} == {b for b in expected if b[0] == "TOPIC"}
 
     as_json = json.loads(
         ok(bg(gateway, "acls", "list", *AS_ALICE, "--principal", "User:carol", "--output", "json"))
@@ -193,10 +157,10 @@ def test_a_prefixed_binding_and_the_pattern_type_filters(gateway, name):
         )
     )
     binding = ["TOPIC", prefix, "PREFIXED", "User:bob", "DENY", "WRITE", "10.0.0.1"]
-    assert table(out) == [binding]
+    assert rows(out) == [binding]
 
     def listed(*flags: str) -> list[list[str]]:
-        return table(ok(bg(gateway, "acls", "list", *AS_ALICE, *flags)))
+        return rows(ok(bg(gateway, "acls", "list", *AS_ALICE, *flags)))
 
     assert listed("--topic", prefix) == []  # kafka-acls's default: LITERAL bindings of that name
     assert listed("--topic", prefix, "--resource-pattern-type", "prefixed") == [binding]
@@ -242,11 +206,11 @@ def test_remove_force_deletes_what_the_filter_selects_and_prints_it(gateway, nam
         ("User:bob", "READ"),
         ("User:bob", "WRITE"),
     ]
-    assert table(ok(bg(gateway, "acls", "list", *AS_ALICE, "--topic", name))) == [
+    assert rows(ok(bg(gateway, "acls", "list", *AS_ALICE, "--topic", name))) == [
         ["TOPIC", name, "LITERAL", "User:carol", "ALLOW", "READ", "*"]
     ]
     again = bg(gateway, "acls", "remove", *AS_ALICE, "--topic", name, "--principal", "User:bob", "--force")
-    assert table(ok(again)) == [] and "nothing removed" in again.stderr
+    assert rows(ok(again)) == [] and "nothing removed" in again.stderr
 
 
 def test_remove_without_force_refuses_when_stdin_is_not_a_terminal(gateway, name):
@@ -256,7 +220,7 @@ def test_remove_without_force_refuses_when_stdin_is_not_a_terminal(gateway, name
         2,
         "stdin is not a terminal: add --force",
     )
-    assert len(table(ok(bg(gateway, "acls", "list", *AS_ALICE, "--topic", name)))) == 1
+    assert len(rows(ok(bg(gateway, "acls", "list", *AS_ALICE, "--topic", name)))) == 1
 
 
 def test_remove_shows_the_bindings_and_asks_at_a_terminal(gateway, name):
@@ -264,10 +228,10 @@ def test_remove_shows_the_bindings_and_asks_at_a_terminal(gateway, name):
     remove = ["acls", "remove", *AS_ALICE, "--topic", name]
     status, shown = at_terminal(gateway, remove, [("(y/n)", "n")])
     assert status == 1 and "User:bob" in shown and "nothing removed" in shown
-    assert len(table(ok(bg(gateway, "acls", "list", *AS_ALICE, "--topic", name)))) == 1
+    assert len(rows(ok(bg(gateway, "acls", "list", *AS_ALICE, "--topic", name)))) == 1
     status, shown = at_terminal(gateway, remove, [("Remove these 1 ACL binding(s)? (y/n)", "y")])
     assert status == 0, shown
-    assert table(ok(bg(gateway, "acls", "list", *AS_ALICE, "--topic", name))) == []
+    assert rows(ok(bg(gateway, "acls", "list", *AS_ALICE, "--topic", name))) == []
 
 
 def test_a_user_the_bindings_do_not_allow_is_told_so_until_a_binding_does(gateway, name):
@@ -317,7 +281,7 @@ def test_every_tool_works_with_a_user_and_password(gateway, name, how):
     lags = json.loads(run("groups", "lag", "--group", f"{name}-g", "--output", "json"))
     assert sum(r["current_offset"] for r in lags) == 3
     run("acls", "add", "--allow-principal", "User:bob", "--operation", "READ", "--topic", name)
-    assert len(table(run("acls", "list", "--topic", name))) == 1
+    assert len(rows(run("acls", "list", "--topic", name))) == 1
 
 
 @pytest.mark.parametrize(
@@ -354,7 +318,7 @@ def test_password_from_stdin_and_its_conflicts(gateway, name, tmp_path):
         "--password-stdin",
         stdin=f"{ALICE_PW}\n",
     )
-    assert table(ok(produced))[0][:3] == [name, "2", "0"]
+    assert rows(ok(produced))[0][:3] == [name, "2", "0"]
     refused(
         bg(
             gateway,

@@ -8,9 +8,7 @@ schemas command sends. The tools run as separate processes, without a terminal.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.gateway_process import GatewayProcess, authorizing_gateway
+from tests.e2e.tool_process import bg, ok, refused, rows
 
 ALICE, ALICE_PW = "alice", "alice's secret pw"
 BOB, BOB_PW = "bob", "bob's secret pw"
@@ -58,35 +57,6 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess
     gw.stop()
 
 
-def bg(gw: GatewayProcess, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    """``brokergate ARGS`` against ``gw``, with no BROKERGATE_ setting of the test's own."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BROKERGATE_")}
-    return subprocess.run(
-        [sys.executable, "-m", "service", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**env, "BROKERGATE_URL": gw.url},
-        start_new_session=True,
-    )
-
-
-def ok(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == 0, result.stderr
-    assert "Traceback" not in result.stderr
-    return result.stdout
-
-
-def refused(result: subprocess.CompletedProcess[str], status: int, needle: str) -> str:
-    """The one line on stderr of a command that ended with ``status``; it holds ``needle``."""
-    assert result.returncode == status, (result.stdout, result.stderr)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("brokergate: error: "), result.stderr
-    assert needle in lines[0], lines[0]
-    return lines[0]
-
-
 def sr(gw: GatewayProcess, *args: str) -> subprocess.CompletedProcess[str]:
     """``brokergate schemas ARGS``."""
     return bg(gw, "schemas", *args)
@@ -100,11 +70,6 @@ def register(gw: GatewayProcess, subject: str, schema_file: str, *more: str) -> 
 
 def as_json(result: subprocess.CompletedProcess[str]) -> Any:
     return json.loads(ok(result))
-
-
-def rows(out: str) -> list[list[str]]:
-    """The rows of a table printed by a tool, header left out."""
-    return [line.split() for line in out.splitlines()[1:]]
 
 
 def write(tmp_path: Path, name: str, text: str) -> str:

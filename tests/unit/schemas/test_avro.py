@@ -20,23 +20,20 @@ from service.core.schemas.model import (
     Compatibility,
     ConversionError,
     InvalidSchema,
-    ParsedSchema,
-    Schema,
     SchemaReference,
     SchemaType,
     compatibility_errors,
 )
+from tests.unit.schemas.helpers import Parser
 
-AVRO = AvroFormat()
 
-
-def parse(
-    schema: Any, references: dict[str, ParsedSchema] | None = None, refs: tuple[SchemaReference, ...] = ()
-) -> AvroSchema:
+def _text(schema: Any) -> str:
     # A str is schema text, unless it is a bare type name: then it is that name as a JSON string.
     bare = isinstance(schema, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", schema)
-    text = schema if isinstance(schema, str) and not bare else json.dumps(schema)
-    return AVRO.parse(Schema(SchemaType.AVRO, text, refs), references or {})
+    return schema if isinstance(schema, str) and not bare else json.dumps(schema)
+
+
+parse = Parser(AvroFormat(), SchemaType.AVRO, _text)
 
 
 def record(name: str, *fields: dict[str, Any], **extra: Any) -> dict[str, Any]:
@@ -224,8 +221,7 @@ def test_what_a_reader_or_user_sees_changes_the_canonical_text(change: dict[str,
 # --- reading rules --------------------------------------------------------------------------------
 
 
-def readable(reader: Any, writer: Any) -> list[str]:
-    return parse(reader).reading_errors(parse(writer))
+readable = parse.reading_errors
 
 
 @pytest.mark.parametrize(

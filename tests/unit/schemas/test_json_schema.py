@@ -11,26 +11,18 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from service.core.schemas.json_schema import MAX_COMPARISONS, JsonSchema, JsonSchemaFormat
+from service.core.schemas.json_schema import MAX_COMPARISONS, JsonSchemaFormat
 from service.core.schemas.model import (
     Compatibility,
     ConversionError,
     InvalidSchema,
-    ParsedSchema,
-    Schema,
     SchemaReference,
     SchemaType,
     compatibility_errors,
 )
+from tests.unit.schemas.helpers import Parser
 
-JSON_SCHEMA = JsonSchemaFormat()
-
-
-def parse(
-    document: Any, references: dict[str, ParsedSchema] | None = None, refs: tuple[SchemaReference, ...] = ()
-) -> JsonSchema:
-    text = document if isinstance(document, str) else json.dumps(document)
-    return JSON_SCHEMA.parse(Schema(SchemaType.JSON, text, refs), references or {})
+parse = Parser(JsonSchemaFormat(), SchemaType.JSON)
 
 
 def obj(properties: dict[str, Any], required: list[str] | None = None, **extra: Any) -> dict[str, Any]:
@@ -130,8 +122,7 @@ def test_canonical_text_is_sorted_and_compact() -> None:
 # --- compatibility --------------------------------------------------------------------------------
 
 
-def errors(reader: Any, writer: Any) -> list[str]:
-    return parse(reader).reading_errors(parse(writer))
+errors = parse.reading_errors
 
 
 @pytest.mark.parametrize(

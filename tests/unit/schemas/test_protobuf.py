@@ -16,26 +16,18 @@ from service.core.schemas.model import (
     Compatibility,
     ConversionError,
     InvalidSchema,
-    ParsedSchema,
-    Schema,
     SchemaReference,
     SchemaType,
     compatibility_errors,
 )
 from service.core.schemas.protobuf import (
     ProtobufFormat,
-    ProtobufSchema,
     read_message_indexes,
     write_message_indexes,
 )
+from tests.unit.schemas.helpers import Parser
 
-PROTOBUF = ProtobufFormat()
-
-
-def parse(
-    text: str, references: dict[str, ParsedSchema] | None = None, refs: tuple[SchemaReference, ...] = ()
-) -> ProtobufSchema:
-    return PROTOBUF.parse(Schema(SchemaType.PROTOBUF, text, refs), references or {})
+parse = Parser(ProtobufFormat(), SchemaType.PROTOBUF)
 
 
 def proto3(body: str, package: str = "demo") -> str:
@@ -193,8 +185,7 @@ def test_changes_change_the_canonical_text(other: str) -> None:
 # --- compatibility --------------------------------------------------------------------------------
 
 
-def errors(reader: str, writer: str) -> list[str]:
-    return parse(reader).reading_errors(parse(writer))
+errors = parse.reading_errors
 
 
 @pytest.mark.parametrize(
@@ -307,7 +298,7 @@ def test_confluent_compatible_changes(writer: str, reader: str) -> None:
 )
 def test_confluent_incompatible_changes(writer: str, reader: str, message: str) -> None:
     package = "other" if "package" in message else "demo"
-    found = parse(proto3(reader, package)).reading_errors(parse(proto3(writer)))
+    found = errors(proto3(reader, package), proto3(writer))
     assert any(re.search(message, e) for e in found), found
 
 
