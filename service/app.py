@@ -31,7 +31,7 @@ from workers.retention import retention
 
 from .adapters.factory import build_ports, build_quota_store, quota_limits
 from .adapters.registry import HttpSchemaRegistry
-from .api import acls, consumers, ops, registry, topics, v3
+from .api import acls, consumers, ops, registry, share_groups, topics, v3
 from .api.access import Authorize, check_rules
 from .api.auth import ALWAYS_OPEN, Authenticate, open_paths
 from .api.crosssite import CrossSiteGuard
@@ -232,7 +232,9 @@ def create_app(settings: Settings, ports: tuple[Log, Coordinator, Sessions] | No
                 stack.push_async_callback(registry.stop)
             app.state.gateway = gateway
             workers = [
-                reaper(gateway.consumers, metrics, settings.reaper_interval_ms),
+                reaper(
+                    gateway.consumers, gateway.share_consumers.shares, metrics, settings.reaper_interval_ms
+                ),
                 retention(log_port, metrics, settings.retention_check_ms),
                 metadata_watcher(gateway.groups, settings.metadata_refresh_ms, wake=gateway.metadata_changed),
             ]
@@ -266,7 +268,8 @@ def create_app(settings: Settings, ports: tuple[Log, Coordinator, Sessions] | No
         lifespan=lifespan,
         default_response_class=JSONBody,
     )
-    for router in (ops.router, topics.router, consumers.router, v3.router, acls.router, registry.router):
+    routers = (ops.router, topics.router, consumers.router, v3.router, acls.router, registry.router)
+    for router in (*routers, share_groups.router, share_groups.admin):
         app.include_router(router)
     app.include_router(stream_socket.router)  # the WebSocket stream (no OpenAPI: it is no HTTP operation)
     if settings.ui:

@@ -27,6 +27,10 @@ from .core.producer import ProduceService
 from .core.quotas import Quotas
 from .core.schemas.registry import RegistryLimits, SchemaRegistry
 from .core.schemas.serde import Serde
+from .core.shares.consumers import ShareAdmin, ShareConsumers
+from .core.shares.dead_letters import DeadLetters
+from .core.shares.service import ShareGroups
+from .core.shares.state import ShareLimits
 from .core.streams import StreamLimits, StreamService
 from .core.topics import TopicService
 from .core.waits import OpenWaits
@@ -49,6 +53,8 @@ class Gateway:
     producer: ProduceService
     groups: GroupManager
     consumers: ConsumerService
+    share_consumers: ShareConsumers  # share groups' consumers (KIP-932), over ``ShareGroups``
+    share_admin: ShareAdmin  # share groups as an administrator sees them
     streams: StreamService  # SSE and WebSocket streams over the consumers and topics
     idempotency: IdempotencyGuard
     access: Access  # who may do what: the ACL bindings, or everything when authorization is off
@@ -96,6 +102,23 @@ class Gateway:
             waits=waits,
             reserved={settings.schema_registry_topic: "the schema registry's records"},
         )
+        instance_limits = InstanceLimits(settings.max_instances_per_group, settings.max_instances)
+        template = settings.share_dead_letter_topic
+        shares = ShareGroups(
+            log,
+            coordinator,
+            limits=ShareLimits(
+                max_in_flight=settings.share_partition_max_record_locks,
+                delivery_limit=settings.share_delivery_attempt_limit,
+                lock_ms=settings.share_record_lock_duration_ms,
+                park=bool(template),
+            ),
+            dead_letters=DeadLetters(log, topics, template) if template else None,
+            draining=draining,
+        )
+        share_consumers = ShareConsumers(
+            log, coordinator, sessions, shares, quotas, limits=instance_limits, waits=waits
+        )
         consumers = ConsumerService(
             log,
             coordinator,
@@ -104,9 +127,10 @@ class Gateway:
             topics,
             quotas,
             draining=draining,
-            limits=InstanceLimits(settings.max_instances_per_group, settings.max_instances),
+            limits=instance_limits,
             waits=waits,
             serde=serde,
+            shares=share_consumers,
         )
         return cls(
             settings=settings,
@@ -119,6 +143,8 @@ class Gateway:
             producer=ProduceService(log, topics, Partitioner(), quotas),
             groups=groups,
             consumers=consumers,
+            share_consumers=share_consumers,
+            share_admin=ShareAdmin(coordinator, sessions, shares, log),
             streams=StreamService(
                 consumers,
                 topics,

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from .core.rules import valid_topic
 from .core.schemas.model import Compatibility
 from .core.schemas.serde import SubjectNameStrategy
 
@@ -117,6 +118,48 @@ class Settings(BaseSettings):
         1024 * 1024,
         ge=1024,
         description="Largest WebSocket message a client may send (closed with 1009 beyond).",
+    )
+
+    # share groups (KIP-932): queues with per-record acknowledgement
+    share_record_lock_duration_ms: int = Field(
+        30_000,
+        ge=100,
+        le=3_600_000,
+        description="How long a share consumer holds a record it acquired before it is delivered again "
+        "(Kafka's group.share.record.lock.duration.ms).",
+    )
+    share_delivery_attempt_limit: int = Field(
+        5,
+        ge=2,
+        le=10,
+        description="Deliveries of a record before it is archived (group.share.delivery.attempt.limit).",
+    )
+    share_partition_max_record_locks: int = Field(
+        2000,
+        ge=100,
+        le=10_000,
+        description="Most records in flight per share-partition (group.share.partition.max.record.locks).",
+    )
+    share_dead_letter_topic: str = Field(
+        "",
+        max_length=300,
+        description="Where records out of delivery attempts are copied, {group} and {topic} standing for "
+        "the share group and the record's topic (e.g. '{group}.dlq'); empty: they are only archived.",
+    )
+    share_max_records: int = Field(
+        500, ge=1, le=10_000, description="Most records one share-consumer poll acquires (max_records)."
+    )
+    share_max_groups: int = Field(
+        1_000, ge=1, description="Most share groups with stored state (409 beyond)."
+    )
+    share_max_partitions: int = Field(
+        10_000, ge=1, description="Most partitions with stored state per share group (409 beyond)."
+    )
+    share_max_state_bytes: int = Field(
+        512 * 1024,
+        ge=16 * 1024,
+        le=900 * 1024,
+        description="Largest stored state of one share-partition (its records in flight and their errors).",
     )
 
     # authentication
@@ -510,6 +553,16 @@ class Settings(BaseSettings):
     def _sessions_scheme(cls, v: str) -> str:
         if v != "embedded" and not v.startswith(("redis://", "rediss://")):
             raise ValueError("sessions must be 'embedded' or 'redis://host:port/db' (rediss:// for TLS)")
+        return v
+
+    @field_validator("share_dead_letter_topic")
+    @classmethod
+    def _dead_letter_topic(cls, v: str) -> str:
+        if v and not valid_topic(v.replace("{group}", "g").replace("{topic}", "t")):
+            raise ValueError(
+                "share_dead_letter_topic must make a topic name ([a-zA-Z0-9._-]) of the group's and the "
+                "topic's, e.g. '{group}.dlq'"
+            )
         return v
 
     @field_validator("schema_registry")

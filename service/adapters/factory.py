@@ -10,6 +10,8 @@ from service.core.ports import Coordinator, Log, QuotaStore, Sessions
 from service.core.quotas import QuotaLimits
 from service.settings import Settings
 
+from .share_states import ShareStoreLimits
+
 REDIS_SCHEMES = ("redis://", "rediss://")
 
 
@@ -45,11 +47,20 @@ def build_log(settings: Settings) -> Log:
     raise BackendNotAvailable(f"log backend {settings.log!r} has no adapter")
 
 
+def share_store_limits(settings: Settings) -> ShareStoreLimits:
+    """How much share-group state a coordinator keeps (the ``share_max_*`` settings)."""
+    return ShareStoreLimits(
+        max_groups=settings.share_max_groups,
+        max_partitions=settings.share_max_partitions,
+        max_state_bytes=settings.share_max_state_bytes,
+    )
+
+
 def build_coordinator(settings: Settings) -> Coordinator:
     if settings.coordinator == "embedded":
         from .embedded.coordinator import EmbeddedCoordinator
 
-        return EmbeddedCoordinator(settings.data_dir)
+        return EmbeddedCoordinator(settings.data_dir, share_limits=share_store_limits(settings))
     if settings.coordinator.startswith("zookeeper://"):
         from .zookeeper import ZooKeeperCoordinator
         from .zookeeper.security import DigestCredentials
@@ -64,6 +75,7 @@ def build_coordinator(settings: Settings) -> Coordinator:
                 # in-process sessions die with this replica: so must its members
                 ephemeral_members=settings.sessions == "embedded",
                 credentials=DigestCredentials.from_settings(settings),
+                share_limits=share_store_limits(settings),
             )
         except ValueError as exc:  # a malformed URL or bad credentials: one line for the CLI
             raise BackendNotAvailable(str(exc)) from exc

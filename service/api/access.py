@@ -98,6 +98,7 @@ GROUP_READ: Final = _on(GROUP, READ, "group")
 GROUP_DESCRIBE: Final = _on(GROUP, DESCRIBE, "group")
 TOPIC_DESCRIBE: Final = _on(TOPIC, DESCRIBE, "topic")
 INSTANCE: Final = "/consumers/{group}/instances/{instance}"
+SHARE: Final = "/share-groups/{group}/consumers"
 V3: Final = "/v3/clusters/{cluster_id}"
 SR: Final = "/schema-registry"
 
@@ -150,6 +151,22 @@ RULES: Final[dict[str, Rule]] = {
     f"POST {INSTANCE}/positions": Rule(needs=(GROUP_READ,), named=(_on(TOPIC, DESCRIBE),)),
     f"POST {INSTANCE}/positions/beginning": Rule(needs=(GROUP_READ,), named=(_on(TOPIC, DESCRIBE),)),
     f"POST {INSTANCE}/positions/end": Rule(needs=(GROUP_READ,), named=(_on(TOPIC, DESCRIBE),)),
+    # share consumers: Kafka's ShareGroupHeartbeat, ShareFetch and ShareAcknowledge need READ on
+    # the group and on the topics
+    f"POST {SHARE}": Rule(needs=(GROUP_READ,)),
+    f"DELETE {SHARE}/{{instance}}": Rule(needs=(GROUP_READ,)),
+    f"POST {SHARE}/{{instance}}/subscription": Rule(needs=(GROUP_READ,), named=(_on(TOPIC, READ),)),
+    f"GET {SHARE}/{{instance}}/subscription": Rule(needs=(GROUP_DESCRIBE,)),
+    f"DELETE {SHARE}/{{instance}}/subscription": Rule(needs=(GROUP_READ,)),
+    f"GET {SHARE}/{{instance}}/records": Rule(needs=(GROUP_READ,), named=(_on(TOPIC, READ),)),
+    f"POST {SHARE}/{{instance}}/records": Rule(needs=(GROUP_READ,), named=(_on(TOPIC, READ),)),
+    f"POST {SHARE}/{{instance}}/acknowledgements": Rule(needs=(GROUP_READ,), named=(_on(TOPIC, READ),)),
+    # share groups, as an administrator sees them (DescribeShareGroups, AlterShareGroupOffsets,
+    # DeleteShareGroups)
+    f"GET {V3}/share-groups": Rule(shows=GROUP),
+    f"GET {V3}/share-groups/{{group}}": Rule(needs=(GROUP_DESCRIBE,)),
+    f"POST {V3}/share-groups/{{group}}/reset": Rule(needs=(GROUP_READ,), named=(_on(TOPIC, READ),)),
+    f"DELETE {V3}/share-groups/{{group}}": Rule(needs=(_on(GROUP, DELETE, "group"),)),
     # groups, as an administrator sees them
     f"GET {V3}/consumer-groups": Rule(shows=GROUP),
     f"GET {V3}/consumer-groups/{{group}}": Rule(needs=(GROUP_DESCRIBE,)),

@@ -30,6 +30,7 @@ from bisect import bisect_right
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
+from typing import Protocol
 
 from service.errors import (
     BackendUnavailable,
@@ -129,6 +130,15 @@ class Allowance:
         return records if end == len(records) else records[:end]
 
 
+class ShareKinds(Protocol):
+    """What consumer instances need of share groups (``shares.consumers.ShareConsumers``): whether a
+    group is one, and to release what an expired share consumer held."""
+
+    async def in_use(self, group: str) -> bool: ...
+
+    async def left(self, state: InstanceState) -> None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class InstanceLimits:
     """How many consumer instances may exist, per group and in all (``max_instances_*`` settings)."""
@@ -154,6 +164,7 @@ class ConsumerService:
         waits: OpenWaits | None = None,
         serde: Serde | None = None,
         clock: Callable[[], float] = time.time,
+        shares: ShareKinds | None = None,
     ) -> None:
         self._log = log
         self._coordinator = coordinator
@@ -167,6 +178,7 @@ class ConsumerService:
         self._waits = waits or OpenWaits()
         self._serde = serde
         self._clock = clock
+        self._shares = shares
 
     def now_ms(self) -> int:
         return int(self._clock() * 1000)
@@ -190,6 +202,10 @@ class ConsumerService:
                 f"This gateway holds {self._limits.total} consumer instances, the most allowed; "
                 "delete one (or let it expire) first."
             )
+        if self._shares is not None and await self._shares.in_use(group):
+            raise IllegalState(
+                f"Group {group!r} is a share group; a group is a consumer group or a share group, not both."
+            )
         now = self.now_ms()
         state = InstanceState(
             group=group, name=name, config=config, created_ms=now, last_seen_ms=now, owner=owner
@@ -211,11 +227,19 @@ class ConsumerService:
         await self._remove(group, name)
 
     async def expire(self) -> int:
-        """Remove every instance whose lease ran out; returns how many."""
+        """Remove every instance whose lease ran out, share consumers too; returns how many."""
         expired = await self._sessions.expired(self.now_ms())
         for group, name in expired:
             log.info("consumer %r/%s expired", group, name)
-            await self._remove(group, name)
+            try:
+                state = await self._sessions.load(group, name)
+            except ConsumerInstanceNotFound:
+                continue  # removed meanwhile
+            if state.config.kind == "share" and self._shares is not None:
+                await self._sessions.delete(group, name)
+                await self._shares.left(state)
+            else:
+                await self._remove(group, name)
         return len(expired)
 
     async def _remove(self, group: str, name: str) -> None:
@@ -225,8 +249,9 @@ class ConsumerService:
 
     async def _load(self, group: str, name: str, who: Decision | None) -> InstanceState:
         state = await self._sessions.load(group, name)
-        if who is not None and not who.owns(state.owner):
-            raise ConsumerInstanceNotFound()  # not a 403: whose instances exist is nobody else's business
+        if state.config.kind != "consumer" or (who is not None and not who.owns(state.owner)):
+            # not a 403: whose instances exist is nobody else's business; a share consumer is not here
+            raise ConsumerInstanceNotFound()
         if state.expires_ms < self.now_ms():
             await self._remove(group, name)
             raise ConsumerInstanceNotFound()

@@ -16,6 +16,7 @@ from .rules import record_size
 Header = tuple[str, bytes | None]
 
 OffsetReset = Literal["earliest", "latest", "none"]
+InstanceKind = Literal["consumer", "share"]
 # The v2 API's embedded formats: how keys and values travel in JSON. The plain ones carry bytes
 # (base64, JSON text, UTF-8 text); the schema ones carry JSON stored in the schema-registry wire format.
 PlainFormat = Literal["binary", "json", "string"]
@@ -190,6 +191,7 @@ class InstanceConfig:
     request_timeout_ms: int = 1000
     instance_timeout_ms: int = 300_000
     strategy: str = "balanced"
+    kind: InstanceKind = "consumer"  # a share group's consumer ("share") reads as KIP-932's do
 
 
 @dataclass(slots=True)

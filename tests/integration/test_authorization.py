@@ -67,9 +67,14 @@ def _partitions(n: Names) -> dict[str, Any]:
     return {"partitions": [{"topic": n.topic, "partition": 0}]}
 
 
+def _acknowledgements(n: Names) -> dict[str, Any]:
+    return {"acknowledgements": [{"topic": n.topic, "partition": 0, "offsets": [0], "type": "renew"}]}
+
+
 _RECORDS = Sample(body=lambda n: {"records": [{"value": b64("v")}]}, content_type=BINARY)
 _V3 = "application/json"
 INSTANCE = "/consumers/{group}/instances/{instance}"
+SHARE = "/share-groups/{group}/consumers"
 V3 = "/v3/clusters/{cluster_id}"
 SR = "/schema-registry"
 _SR_TYPE = "application/vnd.schemaregistry.v1+json"
@@ -129,6 +134,22 @@ SAMPLES: dict[str, Sample] = {
     ),
     f"POST {INSTANCE}/positions/beginning": Sample(setup="assigned", body=_partitions),
     f"POST {INSTANCE}/positions/end": Sample(setup="assigned", body=_partitions),
+    f"POST {SHARE}": Sample(body=lambda n: {"name": "another", "format": "binary"}),
+    f"DELETE {SHARE}/{{instance}}": Sample(setup="share"),
+    f"POST {SHARE}/{{instance}}/subscription": Sample(setup="share", body=lambda n: {"topics": [n.topic]}),
+    f"GET {SHARE}/{{instance}}/subscription": Sample(setup="share"),
+    f"DELETE {SHARE}/{{instance}}/subscription": Sample(setup="share-subscribed"),
+    f"GET {SHARE}/{{instance}}/records": Sample(setup="share-subscribed", query={"timeout": "0"}),
+    f"POST {SHARE}/{{instance}}/records": Sample(
+        setup="share-subscribed", query={"timeout": "0"}, body=_acknowledgements
+    ),
+    f"POST {SHARE}/{{instance}}/acknowledgements": Sample(setup="share-subscribed", body=_acknowledgements),
+    f"GET {V3}/share-groups": Sample(setup="share-subscribed"),
+    f"GET {V3}/share-groups/{{group}}": Sample(setup="share-subscribed"),
+    f"POST {V3}/share-groups/{{group}}/reset": Sample(
+        setup="share-read", body=lambda n: {"to": "earliest", "topics": [n.topic]}, content_type=_V3
+    ),
+    f"DELETE {V3}/share-groups/{{group}}": Sample(setup="share-read"),
     f"GET {V3}/consumer-groups": Sample(setup="subscribed"),
     f"GET {V3}/consumer-groups/{{group}}": Sample(setup="subscribed"),
     f"GET {V3}/consumer-groups/{{group}}/lags": Sample(setup="subscribed"),
@@ -202,6 +223,7 @@ OPEN_TO_ANY = {
     "GET /topics",
     f"GET {V3}/topics",
     f"GET {V3}/consumer-groups",
+    f"GET {V3}/share-groups",
     # the schema registry's reads and checks: schemas are read by every client that decodes
     f"GET {SR}/",
     f"GET {SR}/schemas/types",
@@ -322,6 +344,10 @@ async def _set_up(gw: RunningGateway, alice: httpx.AsyncClient, acls: Acls, name
         return
     await acls.grant("User:alice", ResourceType.GROUP, names.group, Operation.READ)
     await acls.grant("User:alice", ResourceType.TOPIC, names.topic, Operation.READ)
+    if setup.startswith("share"):
+        await _share_set_up(alice, names, setup)
+        await acls.revoke_all("User:alice")
+        return
     r = await alice.post(
         f"/consumers/{names.group}", json={"name": names.instance}, headers={"Content-Type": V2}
     )
@@ -336,6 +362,26 @@ async def _set_up(gw: RunningGateway, alice: httpx.AsyncClient, acls: Acls, name
         )
         assert r.status_code == 204, r.text
     await acls.revoke_all("User:alice")
+
+
+async def _share_set_up(alice: httpx.AsyncClient, names: Names, setup: str) -> None:
+    """``share``: alice's share consumer; ``share-subscribed``: subscribed to the topic;
+    ``share-read``: that consumer read the topic and is gone (a group with state, no consumers)."""
+    r = await alice.post(
+        f"/share-groups/{names.group}/consumers",
+        json={"name": names.instance, "share.auto.offset.reset": "earliest"},
+        headers={"Content-Type": V2},
+    )
+    assert r.status_code == 200, r.text
+    base = f"/share-groups/{names.group}/consumers/{names.instance}"
+    if setup == "share":
+        return
+    r = await alice.post(f"{base}/subscription", json={"topics": [names.topic]}, headers={"Content-Type": V2})
+    assert r.status_code == 204, r.text
+    r = await alice.get(f"{base}/records", params={"timeout": "0"})
+    assert r.status_code == 200, r.text
+    if setup == "share-read":
+        assert (await alice.delete(base)).status_code == 204
 
 
 def _request(key: str, sample: Sample, names: Names) -> tuple[str, str, dict[str, Any]]:

@@ -36,6 +36,7 @@ def _copy_config(c: InstanceConfig) -> InstanceConfig:
         c.request_timeout_ms,
         c.instance_timeout_ms,
         c.strategy,
+        c.kind,
     )
 
 

@@ -42,6 +42,7 @@ def encode_state(state: InstanceState) -> bytes:
                 "request_timeout_ms": c.request_timeout_ms,
                 "instance_timeout_ms": c.instance_timeout_ms,
                 "strategy": c.strategy,
+                "kind": c.kind,
             },
             "created_ms": state.created_ms,
             "owner": state.owner,
@@ -89,6 +90,7 @@ def decode_state(
                 c["request_timeout_ms"],
                 c["instance_timeout_ms"],
                 c["strategy"],
+                c.get("kind", "consumer"),  # stored before share consumers
             ),
             int(doc["created_ms"]),
             int(last_seen_ms),

@@ -165,9 +165,12 @@ class ShareGroups:
         return {tp: refused for tp, refused in results.items() if refused}
 
     async def leave(
-        self, group: str, member: str, tps: Sequence[TopicPartition]
+        self, group: str, member: str, tps: Sequence[TopicPartition] | None = None
     ) -> list[tuple[TopicPartition, Exhausted]]:
-        """``member`` is gone: what it held is available again (or archived at the limit)."""
+        """``member`` is gone: what it held of ``tps`` (of every partition the group has a state
+        of when None) is available again (or archived at the limit)."""
+        if tps is None:
+            tps = list(await self._coordinator.share_states(group))
 
         def apply(sp: SharePartition, tp: TopicPartition, now: int) -> list[Exhausted]:
             return sp.release_member(member, now)

@@ -14,13 +14,13 @@ offset but a state per record. ``SharePartition`` keeps it:
 
 ``acquire`` hands a member the available records first, then new ones from the log, never more
 in flight than ``ShareLimits.max_in_flight`` (Kafka's ``group.share.partition.max.record.locks``).
-``acknowledge`` ACCEPTs (done), RELEASEs (available again now) or REJECTs (archived) what a
-member holds. A lock that expires makes its record available again. A record released or
-expired after ``ShareLimits.delivery_limit`` deliveries is archived instead and reported as
-``Exhausted``, for the dead-letter copy. An ``ARCHIVING`` record carries a claim, as a lock: the
-operation that archived it holds it for ``lock_ms`` to write the copy; past it, anyone may
-``claim_archiving`` it and write the copy (a crash came between): a copy is written once unless
-a writer dies between writing it and burying the record.
+``acknowledge`` ACCEPTs (done), RELEASEs (available again now), REJECTs (archived) or RENEWs
+(locked a while longer) what a member holds. A lock that expires makes its record available
+again. A record released or expired after ``ShareLimits.delivery_limit`` deliveries is archived
+instead and reported as ``Exhausted``, for the dead-letter copy. An ``ARCHIVING`` record carries
+a claim, as a lock: the operation that archived it holds it for ``lock_ms`` to write the copy;
+past it, anyone may ``claim_archiving`` it and write the copy (a crash came between): a copy is
+written once unless a writer dies between writing it and burying the record.
 
 Pure logic, no I/O: the caller reads the log, keeps the state through the Coordinator port
 (``to_json`` / ``from_json``) and says what time it is.
@@ -41,11 +41,13 @@ class Delivery(StrEnum):
 
 
 class AckType(StrEnum):
-    """What a member says of a record it holds: done, deliver it again, or never deliver it again."""
+    """What a member says of a record it holds: done, deliver it again, never deliver it again, or
+    (Kafka's RENEW, KIP-1222) keep it a full lock duration longer."""
 
     ACCEPT = "ACCEPT"
     RELEASE = "RELEASE"
     REJECT = "REJECT"
+    RENEW = "RENEW"
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +172,8 @@ class SharePartition:
                 refused[offset] = NOT_HELD
             elif kind is AckType.ACCEPT or kind is AckType.REJECT:
                 del self.records[offset]
+            elif kind is AckType.RENEW:
+                record.lock_until_ms = now_ms + self.limits.lock_ms
             else:
                 record.error = error[:MAX_ERROR_CHARS] if error is not None else record.error
                 gone = self._make_available(offset, record, now_ms)

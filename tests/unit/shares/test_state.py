@@ -96,6 +96,8 @@ class ShareModel(RuleBasedStateMachine):
                 continue
             if kind is AckType.RELEASE:
                 self._returned(offset)
+            elif kind is AckType.RENEW:
+                self.held[offset] = (member, self.now + self.limits.lock_ms)
             else:
                 del self.held[offset]
                 self.done.add(offset)
