@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Mapping
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from deploy.local.gateway import GatewayReplica
+from deploy.local.kafka_broker import TansuBroker
+from deploy.local.redis_server import RedisServer
+from deploy.local.zookeeper_server import ZooKeeperServer
 
 
 class GatewayProcess(GatewayReplica):
@@ -42,3 +48,40 @@ def authorizing_gateway(data_dir: Path, users: Mapping[str, str], super_user: st
         assert added.returncode == 0, added.stderr
     env = {"BROKERGATE_AUTHORIZE": "true", "BROKERGATE_SUPER_USERS": f"User:{super_user}"}
     return GatewayProcess(data_dir, "--auth", "basic", env=env).start()
+
+
+@dataclass(frozen=True)
+class Replicas:
+    """Two started gateway processes sharing one Kafka log, one ZooKeeper (in ``chroot``) and one Redis."""
+
+    first: GatewayProcess
+    second: GatewayProcess
+    zookeeper: ZooKeeperServer
+    chroot: str
+
+
+@contextmanager
+def two_replicas(tmp_path: Path, env: Mapping[str, str] | None = None) -> Iterator[Replicas]:
+    """``Replicas`` (gw-a and gw-b) with ``env`` added to their settings; stopped at the end."""
+    chroot = f"/t-{uuid.uuid4().hex[:12]}"
+    with (
+        TansuBroker(tmp_path / "tansu") as broker,
+        ZooKeeperServer(tmp_path / "zookeeper") as zookeeper,
+        RedisServer(tmp_path / "redis") as redis,
+    ):
+        shared = {
+            "BROKERGATE_LOG": broker.url,
+            "BROKERGATE_COORDINATOR": zookeeper.url + chroot,
+            "BROKERGATE_SESSIONS": redis.url,
+            "BROKERGATE_KAFKA_IDEMPOTENCE": "false",  # Tansu 0.6 lacks InitProducerId
+            "BROKERGATE_ZOOKEEPER_SESSION_TIMEOUT_MS": "1500",
+            "BROKERGATE_REAPER_INTERVAL_MS": "200",
+            **(env or {}),
+        }
+        first = GatewayProcess(tmp_path / "a", env={**shared, "BROKERGATE_NODE_ID": "gw-a"}).start()
+        second = GatewayProcess(tmp_path / "b", env={**shared, "BROKERGATE_NODE_ID": "gw-b"}).start()
+        try:
+            yield Replicas(first, second, zookeeper, chroot)
+        finally:
+            first.stop()
+            second.stop()

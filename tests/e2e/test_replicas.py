@@ -16,36 +16,16 @@ import pytest
 from kazoo.client import KazooClient
 
 from deploy.local.kafka_broker import TansuBroker
-from deploy.local.redis_server import RedisServer
 from deploy.local.zookeeper_server import ZooKeeperServer
 from service.client import Consumer, GatewayClient
-from tests.e2e.gateway_process import GatewayProcess
+from tests.e2e.gateway_process import GatewayProcess, two_replicas
 from tests.helpers import wait_for
 
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[tuple[GatewayProcess, GatewayProcess, ZooKeeperServer, str]]:
-    chroot = f"/t-{uuid.uuid4().hex[:12]}"
-    with (
-        TansuBroker(tmp_path / "tansu") as broker,
-        ZooKeeperServer(tmp_path / "zookeeper") as zookeeper,
-        RedisServer(tmp_path / "redis") as redis,
-    ):
-        env = {
-            "BROKERGATE_LOG": broker.url,
-            "BROKERGATE_COORDINATOR": zookeeper.url + chroot,
-            "BROKERGATE_SESSIONS": redis.url,
-            "BROKERGATE_KAFKA_IDEMPOTENCE": "false",  # Tansu 0.6 lacks InitProducerId
-            "BROKERGATE_ZOOKEEPER_SESSION_TIMEOUT_MS": "1500",
-            "BROKERGATE_REAPER_INTERVAL_MS": "200",
-        }
-        first = GatewayProcess(tmp_path / "a", env={**env, "BROKERGATE_NODE_ID": "gw-a"}).start()
-        second = GatewayProcess(tmp_path / "b", env={**env, "BROKERGATE_NODE_ID": "gw-b"}).start()
-        try:
-            yield first, second, zookeeper, chroot
-        finally:
-            first.stop()
-            second.stop()
+    with two_replicas(tmp_path) as r:
+        yield r.first, r.second, r.zookeeper, r.chroot
 
 
 def leader(zookeeper: ZooKeeperServer, chroot: str) -> str:
