@@ -119,3 +119,37 @@ def test_readme_schemas_walkthrough(tmp_path):
         assert '"value":{"id":"p-2","amount":99.0},"partition":0,"offset":1,' in out
     finally:
         gw.stop()
+
+
+def share_groups_walkthrough() -> str:
+    text = README.read_text()
+    start = text.index("### A walk-through: a job queue")
+    section = text[start : text.index("\n## ", start + 1)]
+    return "\n".join(re.findall(r"```sh\n(.*?)```", section, re.S))
+
+
+def test_readme_share_groups_walkthrough(tmp_path):
+    """Two workers of a share group split three jobs, one is released and comes back to the other
+    with its second delivery, and the group ends with nothing in flight."""
+    gw = GatewayProcess(tmp_path / "data").start()
+    try:
+        cluster = walkthrough().splitlines()[0]  # the CLUSTER=… line of the first walk-through
+        assert cluster.startswith("CLUSTER=")
+        script = "set -euo pipefail\n" + f"{cluster}\n{share_groups_walkthrough()}".replace(
+            "localhost:8082", f"127.0.0.1:{gw.port}"
+        )
+        result = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr + gw.output()
+        out = result.stdout
+        assert '"value":{"job":1},"partition":0,"offset":0,' in out and '"value":{"job":3},' in out
+        assert re.search(
+            r'"value":\{"job":2\},"partition":0,"offset":1,"timestamp":\d+,"headers":\[\],"delivery_count":2\}\]',
+            out,
+        )
+        assert out.count('{"refused":[]}') == 2
+        assert (
+            '"start_offset":3,"end_offset":3,"available":0,"acquired":0,"archiving":0,"lag":0}],"lag":0}'
+            in out
+        )
+    finally:
+        gw.stop()
