@@ -251,3 +251,34 @@ async def test_a_record_out_of_attempts_is_copied_to_the_dead_letter_topic_once(
     assert [(c.offset, dict(c.headers)["dlq.offset"]) for c in copies] == [(0, b"0"), (1, b"1")]
     [report] = await a.describe("g")
     assert (report.start, report.archiving) == (2, 0)
+
+
+class CountingCoordinator:
+    """A coordinator that counts the share-state reads made through it."""
+
+    def __init__(self, inner: Coordinator) -> None:
+        self.inner = inner
+        self.reads = 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    async def share_states(self, *args: object, **kw: object) -> object:
+        self.reads += 1
+        return await self.inner.share_states(*args, **kw)  # type: ignore[arg-type]
+
+
+async def test_a_poll_on_a_full_window_waits_instead_of_spinning(
+    log: EmbeddedLog, coordinators: list[Coordinator]
+) -> None:
+    """Every record a partition may have in flight is held: another member's poll waits out its
+    time (or the first lock's expiry) with a few reads of the state, not thousands."""
+    counting = CountingCoordinator(coordinators[0])
+    groups = ShareGroups(log, counting, limits=ShareLimits(max_in_flight=5, lock_ms=60_000))  # type: ignore[arg-type]
+    got, _ = await groups.acquire(
+        "full", "m1", [TP], max_records=10, max_bytes=1 << 20, wait_ms=0, start_at="earliest"
+    )
+    assert len(got) == 5
+    counting.reads = 0
+    got, _ = await groups.acquire("full", "m2", [TP], max_records=10, max_bytes=1 << 20, wait_ms=600)
+    assert got == [] and counting.reads <= 5, counting.reads

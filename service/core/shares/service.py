@@ -287,8 +287,8 @@ class ShareGroups:
             befores = {tp: sp.to_json() for tp, (sp, _) in states.items()}
             for tp, (sp, _) in states.items():  # expired locks first: their records are available
                 exhausted += [(tp, e) for e in sp.expire(now)]
-            # Records to redeliver are at the window's start, new ones at its end.
-            positions = {tp: sp.start if sp.has_available() else sp.end for tp, (sp, _) in states.items()}
+            # Records to deliver again are in the window, new ones past its end.
+            positions = {tp: sp.first_available(default=sp.end) for tp, (sp, _) in states.items()}
             data = await self._log.fetch(positions, max_bytes=max_bytes, max_wait_ms=0) if positions else {}
             for tp, (sp, version) in states.items():
                 before = befores[tp]
@@ -362,8 +362,11 @@ class ShareGroups:
             wait_ms = max(0, min(wait_ms, min(expiries) - self.now_ms() + 1))
         if wait_ms <= 0:
             return
-        if states:
-            await self._log.fetch({tp: sp.end for tp, sp in states.items()}, max_bytes=1, max_wait_ms=wait_ms)
+        # New records matter only where the window has room: a full one waits for a lock to expire,
+        # or for the next slice (another member may settle meanwhile), never on records it cannot take.
+        room = {tp: sp.end for tp, sp in states.items() if len(sp.records) < self.limits.max_in_flight}
+        if room:
+            await self._log.fetch(room, max_bytes=1, max_wait_ms=wait_ms)
         else:
             await asyncio.sleep(wait_ms / 1000)
 

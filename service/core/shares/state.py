@@ -256,6 +256,10 @@ class SharePartition:
     def has_available(self) -> bool:
         return any(r.state is Delivery.AVAILABLE for r in self.records.values())
 
+    def first_available(self, *, default: int) -> int:
+        """The lowest offset of an available record, or ``default`` if none is."""
+        return next((o for o, r in self.records.items() if r.state is Delivery.AVAILABLE), default)
+
     def lag(self, log_end: int) -> int:
         """Records not done yet: in flight, and not yet acquired up to the log's end."""
         return len(self.records) + max(0, log_end - self.end)
