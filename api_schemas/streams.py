@@ -49,7 +49,7 @@ from collections.abc import Mapping
 from typing import Annotated, Any, Final, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, TypeAdapter
 
 from service.core.models import EmbeddedFormat, TopicPartition
 from service.core.rules import MAX_OFFSET
@@ -59,7 +59,8 @@ from .v2 import TopicPartitionOffset, TopicPartitionRef, TopicPartitionTimestamp
 VERSION: Final = 1
 SUBPROTOCOL: Final = "brokergate.v1"
 
-RequestId = Annotated[str, Field(max_length=200)] | int
+# Strict: a JSON true or 1.0 is no id (an answer must carry the id as the client sent it).
+RequestId = Annotated[str, Field(max_length=200)] | StrictInt
 
 
 class _Message(BaseModel):

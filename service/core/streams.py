@@ -2,9 +2,10 @@
 
 A stream is a loop of the reads the pull API already has — ``ConsumerService.take`` (a poll of
 the instance) and ``TopicService.read`` (the stateless read) — so whatever a poll does holds for
-every batch a stream sends: the ACL check, with the bindings of now rather than of the stream's
-start; the consume quotas; rebalance generations; the instance's lease; auto-commit; decoding
-the schema formats. What a stream adds:
+every batch a stream sends: the ACL checks of the poll's route and of the core (READ on the
+group and on its topics), with the bindings of now rather than of the stream's start; the
+consume quotas; rebalance generations; the instance's lease; auto-commit; decoding the schema
+formats. What a stream adds:
 
 - **Events beyond records**, in the order the client must learn them: where the stream starts
   (``Opened``: the positions of every partition the instance owns, before anything was sent), a
@@ -16,13 +17,18 @@ the schema formats. What a stream adds:
   Retry-After beyond), apart from the long-polls' own bound, which stream polls do not take.
 - **Waits that end early.** A stream's poll waits on the log until records arrive, the stream's
   ``wake`` is set (a command or credit from its client, the client gone) or the gateway drains.
-  The fetch is dropped then, before any position moved, so ending early never loses a record
-  and a drain ends every stream within milliseconds.
+  The fetch is dropped then, and done with before the poll returns, before any position moved,
+  so ending early never loses a record, leaves no read behind, and a drain ends every stream
+  within milliseconds.
 - **Throttling that does not end it.** A poll a quota refuses (``Throttled``) makes the stream
   wait the Retry-After, keeping the instance alive, and go on: what a client of the pull API
   does when it retries.
 - **A lifetime**, if ``lifetime_ms`` is set: past it the stream ends (``error``, 50301 with
-  Retry-After 0), for deployments that want long-lived clients to authenticate again.
+  Retry-After 0), for deployments that want long-lived clients to authenticate again; no wait of
+  the stream (a pause for credit or for a quota) lasts past it.
+
+What every stream is made with — whose it is and the replica's bounds — is one ``StreamContext``,
+which ``StreamService`` builds for each stream it opens.
 
 The transports (``service.api.streams``: Server-Sent Events and the WebSocket) render the events
 and own heartbeats, send timeouts and, for the WebSocket, the client's ``credit``.
@@ -33,11 +39,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Final, Literal, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
 from service.errors import BackendUnavailable, ConsumerInstanceNotFound, GatewayError, Throttled
 
@@ -77,6 +84,20 @@ class StreamLimits:
     batch_bytes: int = 1024 * 1024
     message_bytes: int = 1024 * 1024
     credit: CreditLimits = field(default_factory=CreditLimits)
+
+
+@dataclass(frozen=True, slots=True)
+class StreamContext:
+    """What every stream is made with: whose it is (``decide``, what its caller may do by the
+    bindings of now; ``client``, whom the consume quotas charge, "" without them) and what the
+    replica bounds it with (its ``limits``, the gateway's ``draining`` event, which ends every
+    stream, and the ``clock`` its lifetime and pauses are measured by)."""
+
+    decide: Decide
+    client: str
+    limits: StreamLimits
+    draining: asyncio.Event
+    clock: Clock = time.monotonic
 
 
 # --- events ----------------------------------------------------------------------------
@@ -134,20 +155,16 @@ Event = Opened | Rebalance | Records | Blocked | End
 
 
 class _Stream:
-    """What every stream has: its wake-up, its end, and waits that a wake or the drain cut short."""
+    """What every stream has: its context, its wake-up, its end, and waits that a wake, the drain
+    or the end of its lifetime cut short."""
 
-    def __init__(
-        self, *, decide: Decide, client: str, limits: StreamLimits, draining: asyncio.Event, clock: Clock
-    ) -> None:
+    def __init__(self, context: StreamContext) -> None:
         # Set to end the current wait at once (a command or credit of the client, the client gone).
         self.wake = asyncio.Event()
         self.closed = False
-        self._decide = decide
-        self._client = client
-        self._limits = limits
-        self._draining = draining
-        self._clock = clock
-        self._started = clock()
+        self._ctx = context
+        lifetime = context.limits.lifetime_ms
+        self._expires = context.clock() + lifetime / 1000 if lifetime else math.inf
 
     def close(self) -> None:
         """The client is gone: the current wait ends and nothing more is taken."""
@@ -156,41 +173,57 @@ class _Stream:
 
     def ended(self) -> End | None:
         """Why the stream must end now, if it must: the gateway drains, or its lifetime is over."""
-        if self._draining.is_set():
+        if self._ctx.draining.is_set():
             return End(SHUTDOWN)
-        lifetime = self._limits.lifetime_ms
-        if lifetime and (self._clock() - self._started) * 1000 >= lifetime:
+        if self._ctx.clock() >= self._expires:
             message = (
-                f"The stream was open for the longest time a stream may be ({lifetime} ms); "
-                "reconnect to go on from its last position."
+                f"The stream was open for the longest time a stream may be ({self._ctx.limits.lifetime_ms} "
+                "ms); reconnect to go on from its last position."
             )
             return End(ERROR, BackendUnavailable(message, retry_after=0))
         return None
 
+    def _until(self, seconds: float) -> float:
+        """When a wait of ``seconds`` from now must end: then, or at the end of the stream's lifetime."""
+        return min(self._ctx.clock() + seconds, self._expires)
+
     def _throttled_for(self, exc: Throttled) -> float:
         """How long to wait before polling again after a quota refused a poll: its Retry-After, but
         no longer than a heartbeat, so that the transport can show the client the stream lives."""
-        return min(exc.retry_after or 1.0, self._limits.heartbeat_ms / 1000)
+        return min(exc.retry_after or 1.0, self._ctx.limits.heartbeat_ms / 1000)
 
     async def _unless_woken(self, work: Awaitable[T]) -> T | None:
-        """``work``'s result, or None if the stream is woken or the gateway drains first (``work``
-        is cancelled then: only for work that changes nothing, a read)."""
+        """``work``'s result, or None if the stream is woken or the gateway drains first: ``work``
+        is cancelled then, and done with before this returns (only for work that changes nothing,
+        a read)."""
         doing = asyncio.ensure_future(work)
-        waiters = (asyncio.ensure_future(self.wake.wait()), asyncio.ensure_future(self._draining.wait()))
         try:
-            await asyncio.wait((doing, *waiters), return_when=asyncio.FIRST_COMPLETED)
+            await self._woken_or(doing)
             return doing.result() if doing.done() else None
         finally:
-            for task in (doing, *waiters):
-                task.cancel()
+            if not doing.done():
+                doing.cancel()
+                try:
+                    await doing
+                except asyncio.CancelledError:
+                    current = asyncio.current_task()
+                    if current is not None and current.cancelling():
+                        raise  # this stream's own task is cancelled as well
 
     async def _sleep(self, seconds: float) -> None:
-        """``seconds``, or less if the stream is woken or the gateway drains."""
-        if seconds <= 0 or self.wake.is_set() or self._draining.is_set():
+        """``seconds``, or less if the stream is woken, the gateway drains or its lifetime ends."""
+        seconds = self._until(seconds) - self._ctx.clock()
+        if seconds > 0:
+            await self._woken_or(timeout=seconds)
+
+    async def _woken_or(self, *work: asyncio.Future[Any], timeout: float | None = None) -> None:
+        """Until one of ``work`` is done, the stream is woken or the gateway drains (or ``timeout``)."""
+        draining = self._ctx.draining
+        if self.wake.is_set() or draining.is_set():
             return
-        waiters = (asyncio.ensure_future(self.wake.wait()), asyncio.ensure_future(self._draining.wait()))
+        waiters = (asyncio.ensure_future(self.wake.wait()), asyncio.ensure_future(draining.wait()))
         try:
-            await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait((*work, *waiters), timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         finally:
             for waiter in waiters:
                 waiter.cancel()
@@ -203,19 +236,8 @@ class InstanceStream(_Stream):
     and, for each, the next offset it has not been sent (its cursor).
     """
 
-    def __init__(
-        self,
-        consumers: ConsumerService,
-        group: str,
-        name: str,
-        *,
-        decide: Decide,
-        client: str,
-        limits: StreamLimits,
-        draining: asyncio.Event,
-        clock: Clock,
-    ) -> None:
-        super().__init__(decide=decide, client=client, limits=limits, draining=draining, clock=clock)
+    def __init__(self, consumers: ConsumerService, group: str, name: str, context: StreamContext) -> None:
+        super().__init__(context)
         self.group = group
         self.name = name
         self.format: EmbeddedFormat = "binary"
@@ -228,8 +250,9 @@ class InstanceStream(_Stream):
         """Seek the instance to ``cursor`` (the partitions of it the instance owns), learn its
         ``format`` and where it starts (``Opened``, the first events to tell). What a poll would
         be refused for is raised here, before anything is sent: the instance is not there or not
-        the caller's (40403), the caller may not READ its topics (40301), a backend is down."""
-        config = await self._consumers.resume(self.group, self.name, cursor, who=await self._decide())
+        the caller's (40403), the caller may not READ its group or its topics (40301), a backend
+        is down."""
+        config = await self._consumers.resume(self.group, self.name, cursor, who=await self._ctx.decide())
         self.format = config.format
         self._lease_ms = config.instance_timeout_ms
         events = await self.peek()
@@ -249,9 +272,12 @@ class InstanceStream(_Stream):
         """One poll and what the client must be told of it, in order; nothing after an idle wait.
 
         ``max_records`` and ``byte_limit`` bound the batch (``ConsumerService.take``); a record
-        alone over ``byte_limit`` is answered as ``Blocked``.
+        alone over ``byte_limit`` is answered as ``Blocked``. The caller must be let READ the
+        group, as the poll's route asks of every poll, and its topics (the core's check).
         """
         try:
+            who = await self._ctx.decide()
+            who.check(ResourceType.GROUP, (self.group,), Operation.READ)
             batch = await self._consumers.take(
                 self.group,
                 self.name,
@@ -260,8 +286,8 @@ class InstanceStream(_Stream):
                 max_records=max_records,
                 byte_limit=byte_limit,
                 wake=self.wake,
-                client=self._client,
-                who=await self._decide(),
+                client=self._ctx.client,
+                who=who,
             )
         except Throttled as exc:
             return await self.pause(self._throttled_for(exc))
@@ -293,16 +319,17 @@ class InstanceStream(_Stream):
 
     async def pause(self, seconds: float) -> list[Event]:
         """Wait up to ``seconds`` without reading (for a quota, or for the client's credit), less if
-        woken or the gateway drains. Meanwhile the instance is looked at every second or so
-        (``peek``): its lease renewed as a poll would, and what changed returned at once (a
-        rebalance, its end)."""
-        deadline = self._clock() + seconds
-        while not (self.wake.is_set() or self._draining.is_set()):
-            left = deadline - self._clock()
+        woken, the gateway drains or the stream's lifetime ends. Meanwhile the instance is looked
+        at every second or so (``peek``): its lease renewed as a poll would, and what changed
+        returned at once (a rebalance, its end)."""
+        deadline = self._until(seconds)
+        draining = self._ctx.draining
+        while not (self.wake.is_set() or draining.is_set()):
+            left = deadline - self._ctx.clock()
             if left <= 0:
                 break
             await self._sleep(min(left, STEP_WAIT_MS / 1000, self._lease_ms / 3000))
-            if self.wake.is_set() or self._draining.is_set():
+            if self.wake.is_set() or draining.is_set():
                 break
             events = await self.peek()
             if events:
@@ -323,14 +350,9 @@ class PartitionStream(_Stream):
         tp: TopicPartition,
         offset: int,
         fmt: EmbeddedFormat,
-        *,
-        decide: Decide,
-        client: str,
-        limits: StreamLimits,
-        draining: asyncio.Event,
-        clock: Clock,
+        context: StreamContext,
     ) -> None:
-        super().__init__(decide=decide, client=client, limits=limits, draining=draining, clock=clock)
+        super().__init__(context)
         self.tp = tp
         self.offset = offset
         self.format = fmt
@@ -341,19 +363,18 @@ class PartitionStream(_Stream):
     async def step(self, *, max_bytes: int, wait_ms: int = STEP_WAIT_MS) -> list[Event]:
         """One read from ``offset``: its records with the offset after them, or nothing after an
         idle wait. READ on the topic is checked every time, as the stateless read's route does."""
-        tp = self.tp
-        quotas = self._quotas
+        tp, quotas, client = self.tp, self._quotas, self._ctx.client
         try:
-            (await self._decide()).check(ResourceType.TOPIC, (tp.topic,), Operation.READ)
+            (await self._ctx.decide()).check(ResourceType.TOPIC, (tp.topic,), Operation.READ)
             if quotas.consume:
-                await quotas.admit_consume(self._client, (tp.topic,))
+                await quotas.admit_consume(client, (tp.topic,))
             read = self._topics.read(tp, self.offset, max_bytes=max_bytes, max_wait_ms=wait_ms, counted=False)
             part = await self._unless_woken(read)
             if part is None:  # the client is gone, or the gateway drains
                 return []
             records = part.records
             if quotas.consume:
-                await quotas.consumed(self._client, [(tp, records)])
+                await quotas.consumed(client, [(tp, records)])
             if records and self.format in SCHEMA_TYPES:
                 records = await self._decode(records)
         except Throttled as exc:
@@ -439,30 +460,16 @@ class StreamService:
                 self._none_open.set()
 
     def instance(self, group: str, name: str, *, decide: Decide, client: str = "") -> InstanceStream:
-        return InstanceStream(
-            self._consumers,
-            group,
-            name,
-            decide=decide,
-            client=client,
-            limits=self.limits,
-            draining=self._draining,
-            clock=self._clock,
-        )
+        """The stream of consumer instance ``name`` of ``group``, for the caller ``decide`` decides."""
+        return InstanceStream(self._consumers, group, name, self._context(decide, client))
 
     def partition(
         self, tp: TopicPartition, offset: int, fmt: EmbeddedFormat, *, decide: Decide, client: str = ""
     ) -> PartitionStream:
+        """The stream of ``tp`` from ``offset`` on, in ``fmt``, for the caller ``decide`` decides."""
         return PartitionStream(
-            self._topics,
-            self._quotas,
-            self._serde,
-            tp,
-            offset,
-            fmt,
-            decide=decide,
-            client=client,
-            limits=self.limits,
-            draining=self._draining,
-            clock=self._clock,
+            self._topics, self._quotas, self._serde, tp, offset, fmt, self._context(decide, client)
         )
+
+    def _context(self, decide: Decide, client: str) -> StreamContext:
+        return StreamContext(decide, client, self.limits, self._draining, self._clock)

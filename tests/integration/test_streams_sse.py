@@ -4,7 +4,8 @@ What a client of ``EventSource`` (or ``curl -N``) sees: records produced after t
 a cursor in every ``id:`` that a reconnect resumes from exactly, heartbeats while idle, a
 rebalance event when the group changes, an ``end`` event when the instance goes, the instance
 kept alive by its stream and left in place when the stream closes; the stateless stream with
-``?format=``; the bound on open streams; quotas, authentication and ACLs as for polls.
+``?format=``; the bound on open streams; quotas, authentication and ACLs (of the group and of
+its topics, with the bindings of the moment) as for polls.
 """
 
 from __future__ import annotations
@@ -281,6 +282,17 @@ async def test_authentication_and_acls_decide_streams_as_they_decide_polls(tmp_p
             event = await stream.next(timeout=10)
             assert event.event == "end", event
             assert event.json()["reason"] == "error" and event.json()["error_code"] == 40301
+
+        # READ on the group, which a poll needs too, taken away: the stream ends as well.
+        assert (await admin.post(acls, json=binding("TOPIC", name, "READ"))).status_code == 201
+        async with events(alice, f"{base}/records") as stream:
+            await admin.request("DELETE", acls, params={"resource_type": "GROUP", "principal": "User:alice"})
+            event = await stream.next(timeout=10)
+            assert event.event == "end", event
+            assert (event.json()["reason"], event.json()["error_code"]) == ("error", 40301)
+            assert f"group 'g-{name}'" in event.json()["message"]
+        r = await alice.get(f"{base}/records", params={"timeout": 0})
+        assert r.status_code == 403  # as the poll is refused
     finally:
         await alice.aclose()
         await admin.aclose()

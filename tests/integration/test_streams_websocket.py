@@ -4,7 +4,8 @@ What a client sees, careful or not: never more records or bytes than it granted,
 seeks answered in order with the records, produce with offsets back, an answer to every bad
 message without losing the connection, a too-large message refused, a client that never reads
 holding one batch and then dropped, the bound on open streams, the handshake refused as a poll
-would be, a rebalance, a resume from a cursor, and the produce quota.
+would be, a rebalance, a resume from a cursor, the lifetime, ACLs taken away mid-stream, and the
+produce quota.
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
+from service.api import topics as topics_api
 from service.security.users import add_user
 from tests.conftest import RunningGateway, start_gateway
-from tests.helpers import BINARY, V2, consumer, create_topic, produce, subscribe
+from tests.helpers import BINARY, STRING, V2, consumer, create_topic, produce, subscribe
 from tests.stream_client import receive, send, socket_url
 
 
@@ -174,6 +176,75 @@ async def test_a_bad_message_is_answered_and_the_stream_goes_on(client: httpx.As
         assert (await receive(ws, "error"))["error_code"] == 42206
         await send(ws, "credit", records=10, bytes=1000)  # still streaming
         assert [r["value"] for r in (await receive(ws, "records"))["records"]] == ["v"]
+
+
+async def test_a_seek_to_a_timestamp_out_of_range_is_refused(client: httpx.AsyncClient, name: str) -> None:
+    await create_topic(client, name, 1)
+    base = await _instance(client, name, reset="earliest")
+    await produce(client, name, [{"value": "v"}])
+    async with connect(socket_url(base)) as ws:
+        await _opened(ws)
+        for request, timestamp in (
+            ("past-int64", 1 << 63),  # what the log stores a timestamp in cannot hold it
+            ("before-1970", "1969-12-31T23:59:59.999Z"),  # -1 ms: Kafka's "latest"
+        ):
+            at = [{"topic": name, "partition": 0, "timestamp": timestamp}]
+            await send(ws, "seek", id=request, timestamps=at)
+            refused = await receive(ws, "error")
+            assert (refused["id"], refused["error_code"]) == (request, 42206), refused
+        await send(ws, "credit", records=10, bytes=1000)  # the stream goes on, from where it was
+        assert [r["offset"] for r in (await receive(ws, "records"))["records"]] == [0]
+
+
+async def test_a_produce_that_fails_unexpectedly_is_answered_and_the_stream_goes_on(
+    client: httpx.AsyncClient, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await create_topic(client, name, 1)
+    base = await _instance(client, name)
+
+    async def broken(*args: Any, **kwargs: Any) -> bytes:
+        raise RuntimeError("a bug of the gateway's")
+
+    async with connect(socket_url(base)) as ws:
+        await _opened(ws)
+        with monkeypatch.context() as patched:
+            patched.setattr(topics_api, "store_records", broken)
+            await send(ws, "produce", id="p1", topic=name, records=[{"value": "x"}])
+            failed = await receive(ws, "error")
+        assert (failed["id"], failed["error_code"]) == ("p1", 50001)  # as the REST produce's 500
+        await send(ws, "produce", id="p2", topic=name, records=[{"value": "y"}])
+        assert (await receive(ws, "produced"))["id"] == "p2"
+
+
+async def test_a_produce_being_stored_when_the_stream_ends_is_stored_and_answered_first(
+    client: httpx.AsyncClient, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await create_topic(client, name, 2)
+    base = await _instance(client, name)
+    storing, stored = asyncio.Event(), asyncio.Event()
+    store_records = topics_api.store_records
+
+    async def slow(*args: Any, **kwargs: Any) -> bytes:
+        storing.set()
+        await stored.wait()
+        return await store_records(*args, **kwargs)
+
+    monkeypatch.setattr(topics_api, "store_records", slow)
+    async with connect(socket_url(base)) as ws:
+        await _opened(ws)
+        records = [{"value": "a", "partition": 0}, {"value": "b", "partition": 1}]
+        await send(ws, "produce", id="p", topic=name, records=records)
+        await storing.wait()
+        await send(ws, "produce", id="queued", topic=name, records=[{"value": "c"}])
+        assert (await client.delete(base)).status_code == 204  # the stream ends at its next look
+        await asyncio.sleep(1.5)
+        stored.set()
+        produced = await receive(ws)
+        assert (produced["type"], produced["id"]) == ("produced", "p"), produced
+        assert (await receive(ws, "end"))["reason"] == "deleted"
+    for partition, value in ((0, "a"), (1, "b")):  # stored whole; the one queued behind it not at all
+        r = await client.get(f"/topics/{name}/partitions/{partition}/records", headers={"Accept": STRING})
+        assert [record["value"] for record in r.json()["records"]] == [value]
 
 
 async def test_a_message_over_the_limit_closes_the_socket(tmp_path: Path, name: str) -> None:
@@ -350,6 +421,67 @@ async def test_a_second_member_rebalances_and_a_cursor_resumes_exactly(
         assert len(rebalance["partitions"]) == 1
         [kept] = rebalance["partitions"]
         assert rebalance["cursor"] == f"{name}:{kept['partition']}:3"
+
+
+async def test_a_stream_without_credit_still_ends_at_its_lifetime(tmp_path: Path, name: str) -> None:
+    gw = await start_gateway(tmp_path / "data", stream_max_lifetime_ms=600)
+    try:
+        await create_topic(gw.client, name, 1)
+        base = await _instance(gw.client, name)
+        async with connect(socket_url(base)) as ws:
+            await _opened(ws)  # and no credit: the gateway waits for some
+            end = await receive(ws, "end", timeout=5)
+            assert (end["reason"], end["error_code"]) == ("error", 50301)
+            assert "longest time" in end["message"]
+            with pytest.raises(ConnectionClosed):
+                await ws.recv()
+            assert ws.close_code == 1011
+    finally:
+        await gw.client.aclose()
+        await gw.stop()
+
+
+async def test_acls_taken_away_mid_stream_refuse_commands_and_end_it(tmp_path: Path, name: str) -> None:
+    users = tmp_path / "users"
+    add_user(users, "alice", "alice-pw")
+    add_user(users, "admin", "admin-pw")
+    gw = await start_gateway(
+        tmp_path / "data", auth="basic", users_file=users, authorize=True, super_users="User:admin"
+    )
+    admin = gw.client
+    admin.auth = httpx.BasicAuth("admin", "admin-pw")
+    alice = httpx.AsyncClient(base_url=gw.url, auth=httpx.BasicAuth("alice", "alice-pw"))
+    acls = f"/v3/clusters/{(await admin.get('/v3/clusters')).json()['data'][0]['cluster_id']}/acls"
+    try:
+        await create_topic(admin, name, 1)
+        for resource, what in (("GROUP", f"g-{name}"), ("TOPIC", name)):
+            binding = {
+                "resource_type": resource,
+                "resource_name": what,
+                "pattern_type": "LITERAL",
+                "principal": "User:alice",
+                "host": "*",
+                "operation": "READ",
+                "permission": "ALLOW",
+            }
+            assert (await admin.post(acls, json=binding)).status_code == 201
+        base = await _instance(alice, name, reset="earliest")
+        credentials = {"Authorization": "Basic " + base64.b64encode(b"alice:alice-pw").decode()}
+        async with connect(socket_url(base), additional_headers=credentials) as ws:
+            await _opened(ws)
+            await send(ws, "commit", id="c1")
+            assert (await receive(ws, "committed"))["id"] == "c1"
+            # READ on the group, which the REST poll and commit need, taken away mid-stream
+            await admin.request("DELETE", acls, params={"resource_type": "GROUP", "principal": "User:alice"})
+            await send(ws, "commit", id="c2")
+            refused = await receive(ws, "error")
+            assert (refused["id"], refused["error_code"]) == ("c2", 40301), refused
+            end = await receive(ws, "end")
+            assert (end["reason"], end["error_code"]) == ("error", 40301), end
+    finally:
+        await alice.aclose()
+        await admin.aclose()
+        await gw.stop()
 
 
 async def test_authentication_and_the_produce_quota_hold_for_sockets(tmp_path: Path, name: str) -> None:

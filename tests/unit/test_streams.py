@@ -1,6 +1,13 @@
-"""The pure parts of push streams: cursors, credit, and the bound a stream's poll hands out within."""
+"""The pure parts of push streams: cursors, credit, and the bound a stream's poll hands out within;
+and how a stream waits, with its collaborators faked: an idle event stream polls once a heartbeat,
+a stream woken mid-read leaves no read behind."""
 
 from __future__ import annotations
+
+import asyncio
+from contextlib import aclosing
+from types import SimpleNamespace
+from typing import Any, cast
 
 import orjson
 import pytest
@@ -10,11 +17,16 @@ from websockets.frames import Frame, Opcode
 from websockets.streams import StreamReader
 
 from api_schemas import streams as wire
-from service.core.consumers import Allowance
+from service.api.streams.sse import KEEP_ALIVE, _chunks, partition_cursor
+from service.core.acl import ALLOW_ALL, Decision
+from service.core.consumers import Allowance, ConsumerService
 from service.core.credit import Credit, CreditLimits
 from service.core.cursors import parse_offset, parse_positions, render_positions
-from service.core.models import Record, TopicPartition
+from service.core.models import PartitionData, Record, TopicPartition
+from service.core.streams import End, Event, StreamService
+from service.core.topics import TopicService
 from service.errors import InvalidPayload
+from service.gateway import Gateway
 from service.server import text_frame_header
 
 TP = TopicPartition
@@ -139,6 +151,8 @@ def test_client_messages_are_checked_and_server_messages_are_versioned() -> None
         {"type": "fly"},
         {"records": 1},
         {"type": "produce", "records": []},  # no topic
+        {"type": "commit", "id": True},  # an id is a string or an integer: its answer carries it as sent
+        {"type": "seek", "id": 1.0},
         ["credit"],
     ):
         with pytest.raises(ValueError):
@@ -170,3 +184,70 @@ def test_a_text_frame_header_is_what_the_websocket_library_reads(length: int) ->
     else:
         raise AssertionError("the header and payload do not make a whole frame")
     assert frame.opcode is Opcode.TEXT and frame.fin and frame.data == payload
+
+
+async def _allow_all() -> Decision:
+    return ALLOW_ALL
+
+
+class _Idle:
+    """A stream with nothing to send, for ``_chunks``."""
+
+    closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+    def ended(self) -> End | None:
+        return None
+
+
+async def test_an_idle_event_stream_polls_once_a_heartbeat_not_in_a_loop() -> None:
+    waits: list[int] = []
+
+    async def step(wait_ms: int) -> list[Event]:  # a poll that finds nothing: it waits its time
+        waits.append(wait_ms)
+        await asyncio.sleep(wait_ms / 1000)
+        return []
+
+    heartbeat = SimpleNamespace(stream_heartbeat_ms=200)
+    gw = cast(Gateway, SimpleNamespace(settings=heartbeat, metrics=SimpleNamespace(consumed_records=None)))
+    beats = 0
+    async with aclosing(_chunks(gw, _Idle(), step, partition_cursor)) as chunks:
+        async for chunk in chunks:
+            assert chunk == KEEP_ALIVE
+            beats += 1
+            if beats == 3:
+                break
+    # each poll waits until the heartbeat is due (a second at most), not a few dozen that return at once
+    assert len(waits) <= 2 * beats, (len(waits), waits[:10])
+
+
+class _Topics:
+    """A log whose read waits for records that never come, and takes a moment to let go of its
+    fetch when it is cancelled (as a Kafka client returns its connection)."""
+
+    def __init__(self) -> None:
+        self.reading = asyncio.Event()
+        self.dropped = False
+
+    async def read(self, tp: TopicPartition, offset: int, **_: Any) -> PartitionData:
+        self.reading.set()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+            self.dropped = True
+        raise AssertionError("unreachable")
+
+
+async def test_a_stream_woken_mid_read_leaves_no_read_behind() -> None:
+    topics = _Topics()
+    service = StreamService(cast(ConsumerService, None), cast(TopicService, topics))
+    stream = service.partition(TP("t", 0), 0, "binary", decide=_allow_all)
+    stepping = asyncio.ensure_future(stream.step(max_bytes=100))
+    await topics.reading.wait()
+    stream.close()  # the client went away
+    assert await stepping == []
+    assert topics.dropped, "the read went on behind the stream that started it"

@@ -15,11 +15,17 @@ tasks:
   produce's own machinery (``topics.records_of``, ``topics.store_records``): the same record
   limits, produce quotas and topic auto-creation rules.
 
+Whatever a message asks, it is answered (a failure the REST route would answer with a 500 is an
+``error`` 50001, and the stream goes on) or, once the stream ends, not acted on: before ``end``
+reception stops and the produce being stored is finished and answered (``Session._settle``); a
+command or produce still queued is dropped unanswered.
+
 Each ACL decision is made when a message is acted on, with the bindings of that moment, as the
-REST route doing the same would make it: READ on the instance's topics for every poll (the
-core's), READ on the topics a commit names, DESCRIBE on those a seek names, WRITE on a
-produce's topic (CREATE if it would create it). GROUP READ on the group was the handshake's
-(``access.Authorize``), which also refuses an unauthenticated handshake (``auth``).
+REST route doing the same would make it: READ on the group and on the instance's topics for
+every poll (``InstanceStream.step``), READ on the group for a commit or a seek, and READ on the
+topics a commit names, DESCRIBE on those a seek names, WRITE on a produce's topic (CREATE if it
+would create it). The handshake was decided as the poll's route is (``access.Authorize``: GROUP
+READ), which also refuses an unauthenticated handshake (``auth``).
 
 What a careless or hostile client gets:
 
@@ -57,9 +63,9 @@ from service.core.consumers import Blocked
 from service.core.credit import Credit
 from service.core.cursors import parse_positions, render_positions
 from service.core.models import TopicPartition
-from service.core.rules import check_topic
+from service.core.rules import MAX_OFFSET, check_topic
 from service.core.streams import End, Event, Opened, Rebalance, Records
-from service.errors import ErrorCode, GatewayError, InvalidPayload, PayloadTooLarge
+from service.errors import GatewayError, InvalidPayload, PayloadTooLarge
 from service.gateway import Gateway, gateway_of
 
 from .. import topics
@@ -120,6 +126,8 @@ class Session:
         self._needs = 0  # credit bytes the next record needs: alone it weighs more than is left
         self._told: dict[TopicPartition, int] = {}  # the cursor the client was last sent
         self._starved = False  # delivery waits for credit
+        self._storing = False  # production stores a produce
+        self._tasks: tuple[asyncio.Future[None], ...] = ()  # reception and production
 
     async def run(self) -> None:
         with ExitStack() as slot:
@@ -142,8 +150,10 @@ class Session:
             "message_bytes": limits.message_bytes,
             "batch_bytes": limits.batch_bytes,
         }
-        receiving = asyncio.ensure_future(self._guarded(self._receive()))
-        producing = asyncio.ensure_future(self._guarded(self._produce()))
+        self._tasks = (
+            asyncio.ensure_future(self._guarded(self._receive())),
+            asyncio.ensure_future(self._guarded(self._produce())),
+        )
         try:
             await self._send(wire.hello(self.group, self.instance, self.stream.format, caps))
             await self._deliver(opening)
@@ -154,10 +164,18 @@ class Session:
             with contextlib.suppress(_Gone):
                 await self._end(End("error", GatewayError()))
         finally:
-            self.stream.close()
-            for task in (receiving, producing):
-                task.cancel()
-            await asyncio.gather(receiving, producing, return_exceptions=True)
+            await self._settle()
+
+    async def _settle(self) -> None:
+        """Stop the session's tasks: reception at once, production once the produce it stores is
+        stored and answered (a produce is never cut in two; none queued is started). So a
+        produce the client had no answer to before the ``end`` was not stored."""
+        self.stream.close()  # production starts no other produce
+        receiving, producing = self._tasks
+        receiving.cancel()
+        if not self._storing:
+            producing.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
 
     async def _guarded(self, task: Coroutine[Any, Any, None]) -> None:
         """Run a task of the session; whatever ends it ends the stream too."""
@@ -243,9 +261,11 @@ class Session:
             f"The next record of {event.tp} (offset {event.offset}) holds {event.size} bytes, more than "
             f"the {self.credit.bytes} bytes of credit left; {remedy}."
         )
-        await self._send(wire.error(None, int(ErrorCode.PAYLOAD_TOO_LARGE), message))
+        await self._refuse(None, PayloadTooLarge(message))
 
     async def _end(self, end: End) -> None:
+        """The last message, then the close: once the session's tasks are stopped (``_settle``)."""
+        await self._settle()
         told = self._told  # where the client stood: the cursor to resume from
         await self._send(wire.end(end.reason, render_positions(told), told, end_body(end)))
         if end.reason == "shutdown":
@@ -257,10 +277,12 @@ class Session:
         await self._close(code, end.reason)
 
     async def _command(self, command: wire.Commit | wire.Seek) -> None:
-        """A commit or a seek, as its REST route does it; answered, or an ``error`` with its id."""
+        """A commit or a seek, as its REST route does it (READ on the group first, as the route
+        asks of every request); answered, or an ``error`` with its id."""
         consumers = self.gw.consumers
         try:
             who = await self.decide()
+            who.check(ResourceType.GROUP, (self.group,), Operation.READ)
             if isinstance(command, wire.Commit):
                 offsets = None
                 if command.offsets is not None:
@@ -297,8 +319,13 @@ class Session:
             self._told = stream.positions
             await self._send(wire.seeked(command.id, render_positions(stream.positions), stream.positions))
             await self._tell([e for e in events if not isinstance(e, End)])
+        except _Gone:
+            raise
         except GatewayError as exc:
-            await self._send(wire.error(command.id, int(exc.error_code), exc.message))
+            await self._refuse(command.id, exc)
+        except Exception:  # a bug: answered as its REST route would answer it (500), the stream goes on
+            log.exception("stream of %r/%s: a %s failed", self.group, self.instance, command.type)
+            await self._refuse(command.id, GatewayError())
 
     # --- reception ---------------------------------------------------------------------
 
@@ -312,8 +339,8 @@ class Session:
             if raw is None:
                 raw = (message.get("text") or "").encode("utf-8", "surrogatepass")
             if len(raw) > limit:
-                refusal = PayloadTooLarge(f"A message is at most {limit} bytes; this one is {len(raw)}.")
-                await self._send(wire.error(None, int(refusal.error_code), refusal.message))
+                too_big = PayloadTooLarge(f"A message is at most {limit} bytes; this one is {len(raw)}.")
+                await self._refuse(None, too_big)
                 await self._close(_TOO_BIG, "message too big")
                 raise _Gone
             await self._take(raw)
@@ -343,15 +370,22 @@ class Session:
             else:
                 await self.commands.put(message)
                 self.stream.wake.set()
+        except _Gone:
+            raise
         except GatewayError as exc:
-            await self._send(wire.error(wire.request_id(data), int(exc.error_code), exc.message))
+            await self._refuse(wire.request_id(data), exc)
+        except Exception:  # a bug: answered as a REST request would be (500), the stream goes on
+            log.exception("stream of %r/%s: a message failed", self.group, self.instance)
+            await self._refuse(wire.request_id(data), GatewayError())
 
     # --- production --------------------------------------------------------------------
 
     async def _produce(self) -> None:
         gw = self.gw
-        while True:
+        while not self.stream.closed:
+            self._storing = False
             message, raw, data = await self.produces.get()
+            self._storing = True  # from here on the produce is finished, whatever else ends
             try:
                 topic = check_topic(message.topic)
                 who = await self.decide()
@@ -363,10 +397,19 @@ class Session:
                     gw, topic, message.partition, parsed, schema_ids, client=self.produce_client, who=who
                 )
                 await self._send(wire.produced(message.id, body))
+            except _Gone:
+                raise
             except GatewayError as exc:
-                await self._send(wire.error(message.id, int(exc.error_code), exc.message))
+                await self._refuse(message.id, exc)
+            except Exception:  # a bug: answered as the REST produce would be (500), the stream goes on
+                log.exception("stream of %r/%s: a produce failed", self.group, self.instance)
+                await self._refuse(message.id, GatewayError())
 
     # --- the connection ----------------------------------------------------------------
+
+    async def _refuse(self, request: Any, exc: GatewayError) -> None:
+        """An ``error`` answering the client's message ``request`` (its id; None: about the stream)."""
+        await self._send(wire.error(request, int(exc.error_code), exc.message))
 
     async def _send(self, data: bytes | tuple[bytes, ...]) -> None:
         """Send one message (its bytes, or its parts in order) once the client took enough of the
@@ -401,10 +444,15 @@ class Session:
 
 
 def _millis(ts: int | datetime) -> int:
+    """A seek's timestamp in milliseconds since the epoch, from 0 to what the log stores (int64):
+    ``InvalidPayload`` beyond, rather than a timestamp a log cannot take or reads as another
+    (Kafka's -1 is "latest")."""
     if isinstance(ts, datetime):
         if ts.tzinfo is None:
             raise InvalidPayload("An ISO 8601 timestamp needs a time zone (e.g. 'Z').")
-        return int(ts.timestamp() * 1000)
-    if ts < 0:
-        raise InvalidPayload(f"Timestamp {ts} is out of range.")
-    return ts
+        millis = int(ts.timestamp() * 1000)
+    else:
+        millis = ts
+    if not 0 <= millis <= MAX_OFFSET:
+        raise InvalidPayload(f"Timestamp {ts} is out of range: from 1970 on, in milliseconds.")
+    return millis

@@ -39,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import math
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import ExitStack, aclosing
@@ -226,7 +227,8 @@ async def _chunks(
             yield end_event(end)
             return
         due = quiet_since + heartbeat - time.monotonic()
-        events = await step(int(max(0.0, min(due, STEP_WAIT_MS / 1000)) * 1000))
+        # up to the heartbeat, rounded up: a wait cut short of it would poll again at once, idle
+        events = await step(max(0, math.ceil(min(due, STEP_WAIT_MS / 1000) * 1000)))
 
 
 def records_event(event: Records, cursor: bytes) -> bytes:
