@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated
 from urllib.parse import quote
 
@@ -14,12 +13,20 @@ from api_schemas.formats import accept_formats, content_type_for
 from service.core.acl import Operation
 from service.core.assignors import STRATEGIES
 from service.core.models import InstanceConfig, Subscription, TopicPartition
-from service.core.rules import MAX_OFFSET
 from service.errors import InvalidConsumerConfig, InvalidPayload
 from service.gateway import Gateway, get_gateway
 
 from .access import check_topics, decision_of
-from .http import body_doc, no_content, parse, parse_optional, public_base, records_doc, records_response
+from .http import (
+    body_doc,
+    no_content,
+    parse,
+    parse_optional,
+    public_base,
+    records_doc,
+    records_response,
+    timestamp_millis,
+)
 from .http import v2 as v2_response
 from .quotas import client_of
 from .responses import CONSUMER_ERRORS, THROTTLED
@@ -268,16 +275,6 @@ async def committed(group: str, instance: str, request: Request, gw: GW) -> Resp
     )
 
 
-def _millis(ts: int | datetime) -> int:
-    if isinstance(ts, datetime):
-        if ts.tzinfo is None:
-            raise InvalidPayload("An ISO 8601 timestamp needs a time zone (e.g. 'Z').")
-        return int(ts.timestamp() * 1000)
-    if not 0 <= ts <= MAX_OFFSET:
-        raise InvalidPayload(f"Timestamp {ts} is out of range.")
-    return ts
-
-
 @router.post(
     INSTANCE + "/positions",
     operation_id="seek",
@@ -296,7 +293,9 @@ async def seek(group: str, instance: str, request: Request, gw: GW) -> Response:
         offsets = {TopicPartition(o.topic, o.partition): o.offset for o in req.offsets}
         await gw.consumers.seek(group, instance, offsets, who=who)
     if req.timestamps:
-        targets = {TopicPartition(t.topic, t.partition): _millis(t.timestamp) for t in req.timestamps}
+        targets = {
+            TopicPartition(t.topic, t.partition): timestamp_millis(t.timestamp) for t in req.timestamps
+        }
         await gw.consumers.seek_to_timestamps(group, instance, targets, who=who)
     return no_content()
 

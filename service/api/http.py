@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterable
+from datetime import datetime
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -22,6 +23,7 @@ from pydantic import BaseModel, ValidationError
 from api_schemas.formats import FORMATS, V2, content_type_for, media_type
 from api_schemas.records import render_slices
 from service.core.models import EmbeddedFormat, Record, TopicPartition
+from service.core.rules import MAX_OFFSET
 from service.errors import ConversionError, InvalidPayload, PayloadTooLarge, UnsupportedMediaType
 from service.gateway import gateway_of
 
@@ -258,3 +260,18 @@ def body_doc(
     if len(content) > 1:
         body["description"] = "Required: one of these media types picks the embedded format."
     return {"requestBody": body}
+
+
+def timestamp_millis(ts: int | datetime) -> int:
+    """A seek's timestamp in milliseconds since the epoch, from 0 to what a log stores (int64):
+    ``InvalidPayload`` beyond, rather than a timestamp a log cannot take or reads as another
+    (Kafka's -1 is "latest")."""
+    if isinstance(ts, datetime):
+        if ts.tzinfo is None:
+            raise InvalidPayload("An ISO 8601 timestamp needs a time zone (e.g. 'Z').")
+        millis = int(ts.timestamp() * 1000)
+    else:
+        millis = ts
+    if not 0 <= millis <= MAX_OFFSET:
+        raise InvalidPayload(f"Timestamp {ts} is out of range: from 1970 on, in milliseconds.")
+    return millis

@@ -253,6 +253,12 @@ async def test_seek_to_timestamp(client, name):
     )
     assert r.status_code == 204
     assert [r["value"] for r in await poll_until(client, base, 2)] == ["v3", "v4"]
+    # before 1970 (Kafka would read -1 as "latest"), or past what a log stores: refused
+    for bad in ("1969-12-31T23:59:59Z", 2**63, -5, "2020-01-01T00:00:00"):
+        r = await client.post(
+            f"{base}/positions", json={"timestamps": [{**tp, "timestamp": bad}]}, headers=headers
+        )
+        assert r.status_code == 422 and r.json()["error_code"] == 42206, (bad, r.text)
 
 
 @pytest.mark.broker_lacks(LATEST_GAP)

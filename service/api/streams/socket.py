@@ -49,7 +49,6 @@ import functools
 import logging
 from collections.abc import Coroutine
 from contextlib import ExitStack
-from datetime import datetime
 from typing import Any, Final
 
 import orjson
@@ -63,14 +62,14 @@ from service.core.consumers import Blocked
 from service.core.credit import Credit
 from service.core.cursors import parse_positions, render_positions
 from service.core.models import TopicPartition
-from service.core.rules import MAX_OFFSET, check_topic
+from service.core.rules import check_topic
 from service.core.streams import End, Event, Opened, Rebalance, Records
 from service.errors import GatewayError, InvalidPayload, PayloadTooLarge
 from service.gateway import Gateway, gateway_of
 
 from .. import topics
 from ..access import caller_of, refuse_handshake
-from ..http import describe_validation
+from ..http import describe_validation, timestamp_millis
 from ..quotas import client_of
 from .sse import end_body, render_array
 
@@ -306,7 +305,8 @@ class Session:
                 await consumers.seek(group, name, targets, who=who)
             if command.timestamps:
                 times = {
-                    TopicPartition(t.topic, t.partition): _millis(t.timestamp) for t in command.timestamps
+                    TopicPartition(t.topic, t.partition): timestamp_millis(t.timestamp)
+                    for t in command.timestamps
                 }
                 await consumers.seek_to_timestamps(group, name, times, who=who)
             for edge, end in ((command.beginning, False), (command.end, True)):
@@ -441,18 +441,3 @@ class Session:
                     await self.ws.close(code, reason)
             except (TimeoutError, OSError, RuntimeError, WebSocketDisconnect):
                 pass
-
-
-def _millis(ts: int | datetime) -> int:
-    """A seek's timestamp in milliseconds since the epoch, from 0 to what the log stores (int64):
-    ``InvalidPayload`` beyond, rather than a timestamp a log cannot take or reads as another
-    (Kafka's -1 is "latest")."""
-    if isinstance(ts, datetime):
-        if ts.tzinfo is None:
-            raise InvalidPayload("An ISO 8601 timestamp needs a time zone (e.g. 'Z').")
-        millis = int(ts.timestamp() * 1000)
-    else:
-        millis = ts
-    if not 0 <= millis <= MAX_OFFSET:
-        raise InvalidPayload(f"Timestamp {ts} is out of range: from 1970 on, in milliseconds.")
-    return millis
