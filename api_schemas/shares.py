@@ -34,7 +34,7 @@ class CreateShareConsumerRequest(BaseModel):
     model_config = ConfigDict(populate_by_name=True, extra="ignore")
 
     name: str | None = None
-    format: Literal["binary", "json", "string"] = "binary"
+    format: Literal["binary", "json", "string", "avro", "jsonschema", "protobuf"] = "binary"
     auto_offset_reset: Literal["earliest", "latest"] | None = Field(
         None,
         alias="share.auto.offset.reset",

@@ -117,7 +117,7 @@ class Gateway:
             draining=draining,
         )
         share_consumers = ShareConsumers(
-            log, coordinator, sessions, shares, quotas, limits=instance_limits, waits=waits
+            log, coordinator, sessions, shares, quotas, limits=instance_limits, waits=waits, serde=serde
         )
         consumers = ConsumerService(
             log,

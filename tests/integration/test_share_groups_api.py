@@ -4,6 +4,8 @@ or hostile client gets."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,7 @@ from tests.conftest import start_gateway
 from tests.helpers import V2, cluster_id, consumer, create_topic, produce
 
 JSON = "application/vnd.kafka.json.v2+json"
+AVRO = "application/vnd.kafka.avro.v2+json"
 STRING = "application/vnd.kafka.string.v2+json"
 
 
@@ -225,7 +228,7 @@ async def test_bad_acknowledgements_get_a_4xx_and_change_nothing(
 
 async def test_bad_consumers_and_subscriptions(client: httpx.AsyncClient, name: str) -> None:
     for body in (
-        {"format": "avro"},
+        {"format": "xml"},
         {"share.auto.offset.reset": "none"},
         {"consumer.instance.timeout.ms": 10},
     ):
@@ -295,6 +298,55 @@ async def test_records_out_of_attempts_go_to_the_dead_letter_topic(tmp_path: Pat
         assert copy["value"] == "poison"
         headers = {h["name"]: h["value"] for h in copy["headers"]}
         assert headers["dlq.offset"] and headers["dlq.delivery.count"] and "h" in headers
+    finally:
+        await gw.client.aclose()
+        await gw.stop()
+
+
+async def test_a_schema_format_is_decoded_and_a_record_that_does_not_decode_is_released_with_why(
+    tmp_path: Path, name: str
+) -> None:
+    """Avro values come as JSON; a value that is not Avro is not handed out: released with the
+    reason each time, until it is out of attempts and copied to the dead-letter topic with it."""
+    gw = await start_gateway(
+        tmp_path / "data", share_dead_letter_topic="{topic}.dlq", share_delivery_attempt_limit=2
+    )
+    try:
+        client = gw.client
+        await create_topic(client, name, 1)
+        schema = json.dumps({"type": "record", "name": "Job", "fields": [{"name": "n", "type": "int"}]})
+        r = await client.post(
+            f"/topics/{name}",
+            json={"value_schema": schema, "records": [{"value": {"n": 1}}]},
+            headers={"Content-Type": AVRO},
+        )
+        assert r.status_code == 200, r.text
+        await produce(client, name, [{"value": "not avro"}])
+        r = await client.post(
+            f"/topics/{name}",
+            json={"value_schema": schema, "records": [{"value": {"n": 3}}]},
+            headers={"Content-Type": AVRO},
+        )
+        assert r.status_code == 200, r.text
+        base = await share_consumer(client, name, format="avro")
+        await share_subscribe(client, base, name)
+        values = []
+        for _ in range(4):
+            r = await client.get(f"{base}/records", params={"timeout": 200}, headers={"Accept": AVRO})
+            assert r.status_code == 200, r.text
+            values += [(x["offset"], x["value"]) for x in r.json()]
+            await settle(client, base, *ack(r.json(), "accept")) if r.json() else None
+        assert values == [(0, {"n": 1}), (2, {"n": 3})]
+        r = await client.get(
+            f"/topics/{name}.dlq/partitions/0/records", params={"offset": 0}, headers={"Accept": STRING}
+        )
+        [copy] = r.json()["records"]
+        headers = {h["name"]: base64.b64decode(h["value"]) for h in copy["headers"]}
+        assert (
+            copy["value"] == "not avro"
+            and headers["dlq.offset"] == b"1"
+            and b"cannot be read as AVRO" in headers["dlq.error"]
+        )
     finally:
         await gw.client.aclose()
         await gw.stop()

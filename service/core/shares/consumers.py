@@ -17,6 +17,7 @@ Collaborators: ``Sessions`` (the instances), ``ShareGroups`` (the delivery state
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -39,11 +40,12 @@ from ..models import EmbeddedFormat, InstanceConfig, InstanceState, Subscription
 from ..ports import Coordinator, Log, Sessions
 from ..quotas import Quotas
 from ..rules import check_group, check_instance, check_topic
+from ..schemas.serde import SCHEMA_TYPES, Serde
 from ..waits import OpenWaits
 from .service import Acknowledgement, Delivered, PartitionReport, ShareGroups, StartAt
-from .state import NOT_HELD
+from .state import NOT_HELD, AckType
 
-PLAIN_FORMATS: Final = ("binary", "json", "string")
+_DECODE_ON_LOOP: Final = 200  # records of a schema format decoded on the event loop; more in a thread
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +70,7 @@ class ShareConsumers:
         *,
         limits: InstanceLimits | None = None,
         waits: OpenWaits | None = None,
+        serde: Serde | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._log = log
@@ -77,6 +80,7 @@ class ShareConsumers:
         self._quotas = quotas or Quotas.off()
         self._limits = limits or InstanceLimits()
         self._waits = waits or OpenWaits()
+        self._serde = serde
         self._clock = clock
 
     def now_ms(self) -> int:
@@ -89,8 +93,10 @@ class ShareConsumers:
     ) -> InstanceState:
         check_group(group)
         name = check_instance(name) if name else f"share-consumer-{uuid.uuid4()}"
-        if config.format not in PLAIN_FORMATS:
-            raise InvalidConsumerConfig(f"A share consumer reads the {', '.join(PLAIN_FORMATS)} formats.")
+        if config.format in SCHEMA_TYPES and self._serde is None:
+            raise InvalidConsumerConfig(
+                f"The {config.format} format needs a schema registry, and there is none."
+            )
         if config.auto_offset_reset not in ("earliest", "latest"):
             raise InvalidConsumerConfig("A share group starts at the 'earliest' or 'latest' offsets.")
         instances = await self._sessions.instances(group)
@@ -225,6 +231,8 @@ class ShareConsumers:
                 start_at="earliest" if config.auto_offset_reset == "earliest" else "latest",
             )
             await self._sessions.touch(group, name, self.now_ms())
+            if delivered and config.format in SCHEMA_TYPES:
+                delivered = await self._decode(group, name, config.format, delivered)
             if self._quotas.consume:
                 by_tp: dict[TopicPartition, list[Delivered]] = {}
                 for d in delivered:
@@ -246,6 +254,38 @@ class ShareConsumers:
         refused = [Refusal(tp, o, why) for tp, offsets in refusals.items() for o, why in offsets.items()]
         await self._sessions.touch(state.group, state.name, self.now_ms())
         return sorted(refused, key=lambda r: (r.tp, r.offset))
+
+    async def _decode(
+        self, group: str, name: str, fmt: EmbeddedFormat, delivered: list[Delivered]
+    ) -> list[Delivered]:
+        """``delivered`` with keys and values decoded by their schemas; a record that does not
+        decode is released at once with why (so it goes to the group's other consumers, and is
+        archived, with its dead-letter copy, at the delivery limit) rather than handed out."""
+        serde = self._serde
+        assert serde is not None  # refused at creation otherwise
+        await serde.prepare(d.record for d in delivered)
+        schema_type = SCHEMA_TYPES[fmt]
+
+        def decode_all() -> tuple[list[Delivered], list[Acknowledgement]]:
+            good: list[Delivered] = []
+            bad: list[Acknowledgement] = []
+            for d in delivered:
+                where = f"{d.tp.topic!r} partition {d.tp.partition}"
+                decoded = serde.decode(schema_type, [d.record], where=where)
+                if decoded.records:
+                    good.append(Delivered(d.tp, decoded.records[0], d.deliveries))
+                else:
+                    why = decoded.error.message if decoded.error is not None else "cannot be decoded"
+                    bad.append(Acknowledgement(d.tp, (d.record.offset,), AckType.RELEASE, why))
+            return good, bad
+
+        if len(delivered) > _DECODE_ON_LOOP:
+            good, bad = await asyncio.to_thread(decode_all)
+        else:
+            good, bad = decode_all()
+        if bad:
+            await self.shares.acknowledge(group, name, bad)
+        return good
 
 
 @dataclass(frozen=True, slots=True)
