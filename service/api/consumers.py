@@ -15,6 +15,7 @@ from service.core.assignors import STRATEGIES
 from service.core.models import InstanceConfig, Subscription, TopicPartition
 from service.errors import InvalidConsumerConfig, InvalidPayload
 from service.gateway import Gateway, get_gateway
+from service.settings import Settings
 
 from .access import check_topics, decision_of
 from .http import (
@@ -54,17 +55,7 @@ def _config(req: v2.CreateConsumerRequest | None, gw: Gateway) -> InstanceConfig
         config.auto_commit = str(req.auto_commit_enable).lower() == "true"
     if req.fetch_min_bytes is not None:
         config.fetch_min_bytes = max(1, int(req.fetch_min_bytes))
-    if req.consumer_request_timeout_ms is not None:
-        config.request_timeout_ms = min(int(req.consumer_request_timeout_ms), s.consumer_max_timeout_ms)
-    if req.consumer_instance_timeout_ms is not None:
-        timeout = int(req.consumer_instance_timeout_ms)
-        most = s.consumer_max_instance_timeout_ms
-        if not 1000 <= timeout <= most:
-            raise InvalidConsumerConfig(
-                f"consumer.instance.timeout.ms must be between 1000 and {most}: "
-                "an instance nobody polls must be reaped in bounded time."
-            )
-        config.instance_timeout_ms = timeout
+    set_timeouts(config, s, req.consumer_request_timeout_ms, req.consumer_instance_timeout_ms)
     if req.partition_assignment_strategy is not None:
         if req.partition_assignment_strategy not in STRATEGIES:
             raise InvalidConsumerConfig(
@@ -73,6 +64,24 @@ def _config(req: v2.CreateConsumerRequest | None, gw: Gateway) -> InstanceConfig
             )
         config.strategy = req.partition_assignment_strategy
     return config
+
+
+def set_timeouts(
+    config: InstanceConfig, s: Settings, request_ms: int | str | None, instance_ms: int | str | None
+) -> None:
+    """``consumer.request.timeout.ms`` (capped at the most a poll waits) and
+    ``consumer.instance.timeout.ms`` (refused beyond what the settings allow) into ``config``."""
+    if request_ms is not None:
+        config.request_timeout_ms = min(int(request_ms), s.consumer_max_timeout_ms)
+    if instance_ms is not None:
+        timeout = int(instance_ms)
+        most = s.consumer_max_instance_timeout_ms
+        if not 1000 <= timeout <= most:
+            raise InvalidConsumerConfig(
+                f"consumer.instance.timeout.ms must be between 1000 and {most}: "
+                "an instance nobody polls must be reaped in bounded time."
+            )
+        config.instance_timeout_ms = timeout
 
 
 def _base_uri(request: Request, group: str, instance: str) -> str:

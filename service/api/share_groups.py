@@ -27,10 +27,11 @@ from service.core.rules import check_topic
 from service.core.shares.consumers import GroupReport
 from service.core.shares.service import Acknowledgement, Delivered, StartAt
 from service.core.shares.state import AckType
-from service.errors import InvalidConsumerConfig, InvalidPayload, NotFound
+from service.errors import InvalidPayload, NotFound
 from service.gateway import Gateway, get_gateway
 
 from .access import check_topics, decision_of, visible
+from .consumers import set_timeouts
 from .http import body_doc, no_content, parse, parse_optional, public_base, records_doc
 from .http import v2 as v2_response
 from .http import v3 as v3_response
@@ -60,16 +61,7 @@ def _config(req: wire.CreateShareConsumerRequest | None, gw: Gateway) -> Instanc
     config.format = req.format
     if req.auto_offset_reset is not None:
         config.auto_offset_reset = req.auto_offset_reset
-    if req.consumer_request_timeout_ms is not None:
-        config.request_timeout_ms = min(req.consumer_request_timeout_ms, s.consumer_max_timeout_ms)
-    if req.consumer_instance_timeout_ms is not None:
-        most = s.consumer_max_instance_timeout_ms
-        if not 1000 <= req.consumer_instance_timeout_ms <= most:
-            raise InvalidConsumerConfig(
-                f"consumer.instance.timeout.ms must be between 1000 and {most}: "
-                "a consumer nobody polls must be reaped in bounded time."
-            )
-        config.instance_timeout_ms = req.consumer_instance_timeout_ms
+    set_timeouts(config, s, req.consumer_request_timeout_ms, req.consumer_instance_timeout_ms)
     return config
 
 

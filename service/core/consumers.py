@@ -146,6 +146,21 @@ class InstanceLimits:
     per_group: int = 1_000
     total: int = 10_000
 
+    def check(self, group: str, in_group: int, total: int, *, what: str = "Consumer group") -> None:
+        """``IllegalState`` (409) unless one more instance fits beside ``in_group`` of ``group`` and
+        ``total`` in all. Bounded, as Kafka bounds a group (group.max.size): counted, then created,
+        so concurrent creates may pass a bound by as many as run at once; never by more."""
+        if in_group >= self.per_group:
+            raise IllegalState(
+                f"{what} {group!r} has {self.per_group} instances, the most allowed; "
+                "delete one (or let it expire) first."
+            )
+        if total >= self.total:
+            raise IllegalState(
+                f"This gateway holds {self.total} consumer instances, the most allowed; "
+                "delete one (or let it expire) first."
+            )
+
 
 class ConsumerService:
     """The consumer-instance façade the API calls; collaborators: the three ports and the group manager."""
@@ -190,18 +205,7 @@ class ConsumerService:
     ) -> InstanceState:
         check_group(group)
         name = check_instance(name) if name else f"rest-consumer-{uuid.uuid4()}"
-        # Bounded, as Kafka bounds a group (group.max.size): counted, then created, so concurrent
-        # creates may pass a bound by as many as run at once; never by more.
-        if await self._sessions.count(group) >= self._limits.per_group:
-            raise IllegalState(
-                f"Consumer group {group!r} has {self._limits.per_group} instances, the most allowed; "
-                "delete one (or let it expire) first."
-            )
-        if await self._sessions.count() >= self._limits.total:
-            raise IllegalState(
-                f"This gateway holds {self._limits.total} consumer instances, the most allowed; "
-                "delete one (or let it expire) first."
-            )
+        self._limits.check(group, await self._sessions.count(group), await self._sessions.count())
         if self._shares is not None and await self._shares.in_use(group):
             raise IllegalState(
                 f"Group {group!r} is a share group; a group is a consumer group or a share group, not both."

@@ -105,16 +105,7 @@ class ShareConsumers:
                 f"Group {group!r} is a consumer group (it has instances, members or committed offsets); "
                 "a group is a consumer group or a share group, not both."
             )
-        if len(instances) >= self._limits.per_group:
-            raise IllegalState(
-                f"Share group {group!r} has {self._limits.per_group} consumers, the most allowed; "
-                "delete one (or let it expire) first."
-            )
-        if await self._sessions.count() >= self._limits.total:
-            raise IllegalState(
-                f"This gateway holds {self._limits.total} consumer instances, the most allowed; "
-                "delete one (or let it expire) first."
-            )
+        self._limits.check(group, len(instances), await self._sessions.count(), what="Share group")
         config.kind = "share"
         now = self.now_ms()
         state = InstanceState(
