@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Annotated, Any, Final, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 from service.core.models import EmbeddedFormat
 from service.core.rules import MAX_OFFSET
@@ -60,9 +60,9 @@ class Acknowledgement(BaseModel):
 
     topic: Annotated[str, StringConstraints(max_length=300)]
     partition: int = Field(ge=0, le=2**31 - 1)
-    type: Literal["accept", "release", "reject", "renew", "ACCEPT", "RELEASE", "REJECT", "RENEW"] = Field(
+    type: Literal["accept", "release", "reject", "renew"] = Field(
         description="accept: done; release: deliver it again now; reject: never deliver it again; "
-        "renew: keep holding it a full lock duration longer."
+        "renew: keep holding it a full lock duration longer (in any case: Kafka's are ACCEPT, …)."
     )
     offsets: list[Offset] | None = Field(None, max_length=MAX_ACKNOWLEDGED)
     first_offset: Offset | None = None
@@ -70,6 +70,11 @@ class Acknowledgement(BaseModel):
     error: Annotated[str, StringConstraints(max_length=MAX_ERROR_TEXT)] | None = Field(
         None, description="Why it failed (release, reject): kept with the record for its dead-letter copy."
     )
+
+    @field_validator("type", mode="before")
+    @classmethod
+    def _any_case(cls, v: object) -> object:
+        return v.lower() if isinstance(v, str) else v
 
     @model_validator(mode="after")
     def _one_way(self) -> Acknowledgement:

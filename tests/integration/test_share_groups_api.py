@@ -131,7 +131,7 @@ async def test_release_reject_renew_and_what_is_not_held(client: httpx.AsyncClie
     r = await client.post(
         f"{b}/records",
         params={"timeout": 300},
-        json={"acknowledgements": [{"topic": name, "partition": 0, "offsets": [0, 3], "type": "accept"}]},
+        json={"acknowledgements": [{"topic": name, "partition": 0, "offsets": [0, 3], "type": "ACCEPT"}]},
         headers={"Content-Type": V2, "Accept": STRING},
     )
     assert r.status_code == 200, r.text

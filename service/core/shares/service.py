@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import weakref
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -96,6 +97,10 @@ class ShareGroups:
                 "records are parked (ShareLimits.park) exactly when there are dead letters to write"
             )
         self.dead_letters = dead_letters
+        # A lock per group with states being changed on this replica: its members' changes wait
+        # their turn instead of racing one another to the coordinator's compare-and-set (which
+        # still settles races with other replicas).
+        self._turns: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         self._clock = clock
         self._draining = draining or asyncio.Event()
 
@@ -234,19 +239,20 @@ class ShareGroups:
         """Start the group over on ``tps`` at the earliest or latest offsets, or the given ones:
         nothing in flight, everything before done (like ``kafka-share-groups --reset-offsets``;
         the caller makes sure no member is active)."""
-        for _ in range(_MAX_RACES):
-            stored = await self._coordinator.share_states(group, tps)
-            updates: dict[TopicPartition, tuple[dict[str, Any], int]] = {}
-            for tp in tps:
-                begin, end = await self._log.offsets(tp)
-                if isinstance(to, Mapping):
-                    offset = min(max(to[tp], begin), end)
-                else:
-                    offset = begin if to == "earliest" else end
-                version = stored[tp][1] if tp in stored else -1
-                updates[tp] = (SharePartition(offset, limits=self.limits).to_json(), version)
-            if await self._coordinator.store_share_states(group, updates):
-                return
+        async with self._turn(group):  # one writer of the group's states at a time here
+            for _ in range(_MAX_RACES):
+                stored = await self._coordinator.share_states(group, tps)
+                updates: dict[TopicPartition, tuple[dict[str, Any], int]] = {}
+                for tp in tps:
+                    begin, end = await self._log.offsets(tp)
+                    if isinstance(to, Mapping):
+                        offset = min(max(to[tp], begin), end)
+                    else:
+                        offset = begin if to == "earliest" else end
+                    version = stored[tp][1] if tp in stored else -1
+                    updates[tp] = (SharePartition(offset, limits=self.limits).to_json(), version)
+                if await self._coordinator.store_share_states(group, updates):
+                    return
         raise BackendUnavailable(f"Share group {group!r} changed under every reset; retry.")
 
     # --- internals ----------------------------------------------------------------------------
@@ -278,39 +284,48 @@ class ShareGroups:
         max_bytes: int,
         start_at: StartAt,
     ) -> tuple[list[Delivered], list[tuple[TopicPartition, Exhausted]], dict[TopicPartition, SharePartition]]:
-        for _ in range(_MAX_RACES):
-            states = await self._states(group, tps, start_at)
-            now = self.now_ms()
-            delivered: list[Delivered] = []
-            exhausted: list[tuple[TopicPartition, Exhausted]] = []
-            updates: dict[TopicPartition, tuple[dict[str, Any], int]] = {}
-            befores = {tp: sp.to_json() for tp, (sp, _) in states.items()}
-            for tp, (sp, _) in states.items():  # expired locks first: their records are available
-                exhausted += [(tp, e) for e in sp.expire(now)]
-            # Records to deliver again are in the window, new ones past its end.
-            positions = {tp: sp.first_available(default=sp.end) for tp, (sp, _) in states.items()}
-            data = await self._log.fetch(positions, max_bytes=max_bytes, max_wait_ms=0) if positions else {}
-            for tp, (sp, version) in states.items():
-                before = befores[tp]
-                part = data.get(tp)
-                records = {r.offset: r for r in part.records} if part is not None else {}
-                if part is not None:
-                    sp.truncate(part.log_start_offset)
-                taken, gone = sp.acquire(
-                    member,
-                    now,
-                    max_records=max_records - len(delivered),
-                    log_offsets=[o for o in records if o >= sp.end],
-                    readable=records,
+        async with self._turn(group):  # one writer of the group's states at a time here
+            for _ in range(_MAX_RACES):
+                states = await self._states(group, tps, start_at)
+                now = self.now_ms()
+                delivered: list[Delivered] = []
+                exhausted: list[tuple[TopicPartition, Exhausted]] = []
+                updates: dict[TopicPartition, tuple[dict[str, Any], int]] = {}
+                befores = {tp: sp.to_json() for tp, (sp, _) in states.items()}
+                for tp, (sp, _) in states.items():  # expired locks first: their records are available
+                    exhausted += [(tp, e) for e in sp.expire(now)]
+                # Records to deliver again are in the window, new ones past its end.
+                positions = {tp: sp.first_available(default=sp.end) for tp, (sp, _) in states.items()}
+                data = (
+                    await self._log.fetch(positions, max_bytes=max_bytes, max_wait_ms=0) if positions else {}
                 )
-                delivered += [Delivered(tp, records[t.offset], t.deliveries) for t in taken]
-                exhausted += [(tp, e) for e in gone]
-                after = sp.to_json()
-                if after != before or version == -1:
-                    updates[tp] = (after, version)
-            if not updates or await self._coordinator.store_share_states(group, updates):
-                return delivered, exhausted, {tp: sp for tp, (sp, _) in states.items()}
+                for tp, (sp, version) in states.items():
+                    before = befores[tp]
+                    part = data.get(tp)
+                    records = {r.offset: r for r in part.records} if part is not None else {}
+                    if part is not None:
+                        sp.truncate(part.log_start_offset)
+                    taken, gone = sp.acquire(
+                        member,
+                        now,
+                        max_records=max_records - len(delivered),
+                        log_offsets=[o for o in records if o >= sp.end],
+                        readable=records,
+                    )
+                    delivered += [Delivered(tp, records[t.offset], t.deliveries) for t in taken]
+                    exhausted += [(tp, e) for e in gone]
+                    after = sp.to_json()
+                    if after != before or version == -1:
+                        updates[tp] = (after, version)
+                if not updates or await self._coordinator.store_share_states(group, updates):
+                    return delivered, exhausted, {tp: sp for tp, (sp, _) in states.items()}
         raise BackendUnavailable(f"Share group {group!r}: every attempt to acquire raced another; retry.")
+
+    def _turn(self, group: str) -> asyncio.Lock:
+        lock = self._turns.get(group)
+        if lock is None:
+            lock = self._turns[group] = asyncio.Lock()
+        return lock
 
     async def _bury(self, group: str, items: Sequence[tuple[TopicPartition, Exhausted]]) -> None:
         """Write the dead-letter copies of ``items`` (records this replica archived and holds the
@@ -381,23 +396,24 @@ class ShareGroups:
         """Apply ``apply`` to the stored state of each of ``tps`` and store the changes at once,
         again from fresh states if another writer stored first. Partitions without a stored state
         have nothing in flight: ``apply`` sees an empty state there (unless ``only_stored``)."""
-        for _ in range(_MAX_RACES):
-            stored = await self._coordinator.share_states(group, tps)
-            now = self.now_ms()
-            results: dict[TopicPartition, Any] = {}
-            updates: dict[TopicPartition, tuple[dict[str, Any], int]] = {}
-            for tp in tps:
-                if tp in stored:
-                    data, version = stored[tp]
-                    sp = SharePartition.from_json(data, self.limits)
-                elif only_stored:
-                    continue
-                else:
-                    sp, version = SharePartition(0, limits=self.limits), -1
-                before = sp.to_json()
-                results[tp] = apply(sp, tp, now)
-                if version != -1 and sp.to_json() != before:
-                    updates[tp] = (sp.to_json(), version)
-            if not updates or await self._coordinator.store_share_states(group, updates):
-                return results
+        async with self._turn(group):  # one writer of the group's states at a time here
+            for _ in range(_MAX_RACES):
+                stored = await self._coordinator.share_states(group, tps)
+                now = self.now_ms()
+                results: dict[TopicPartition, Any] = {}
+                updates: dict[TopicPartition, tuple[dict[str, Any], int]] = {}
+                for tp in tps:
+                    if tp in stored:
+                        data, version = stored[tp]
+                        sp = SharePartition.from_json(data, self.limits)
+                    elif only_stored:
+                        continue
+                    else:
+                        sp, version = SharePartition(0, limits=self.limits), -1
+                    before = sp.to_json()
+                    results[tp] = apply(sp, tp, now)
+                    if version != -1 and sp.to_json() != before:
+                        updates[tp] = (sp.to_json(), version)
+                if not updates or await self._coordinator.store_share_states(group, updates):
+                    return results
         raise BackendUnavailable(f"Share group {group!r} changed under every attempt; retry.")
