@@ -1,12 +1,12 @@
 """The ``brokergate`` command.
 
 ``brokergate serve`` runs the gateway under uvicorn (uvloop + httptools when
-installed), over HTTPS with ``--tls-cert``; ``topics``, ``produce``, ``consume``, ``groups``,
-``acls`` and ``schemas`` are the console tools of ``service.tools``; ``users`` manages the HTTP Basic
-credentials file; ``worker spark`` runs a Spark batch job on an interval
-(``workers.spark``). Every flag falls back to ``BROKERGATE_<FLAG>`` and then to the
-default in ``Settings``. Configuration mistakes end in one line on stderr and
-exit status 2, never a traceback.
+installed), over HTTPS with ``--tls-cert``; ``topics``, ``produce``, ``consume`` (``--share-group``:
+as a consumer of a share group), ``groups``, ``share-groups``, ``acls`` and ``schemas`` are the
+console tools of ``service.tools``; ``users`` manages the HTTP Basic credentials file;
+``worker spark`` runs a Spark batch job on an interval (``workers.spark``). Every flag falls
+back to ``BROKERGATE_<FLAG>`` and then to the default in ``Settings``. Configuration mistakes
+end in one line on stderr and exit status 2, never a traceback.
 """
 
 from __future__ import annotations

@@ -17,6 +17,11 @@ the registry's own rule (``check_subject``) before anything is sent, and one tha
 or holds a ``/`` (no path can name it) is refused here too. ``produce_with_schemas`` produces
 JSON records in a schema format (``avro``, ``jsonschema``, ``protobuf``).
 
+Share groups (the gateway's KIP-932 extension): ``share_consumer`` creates a ``ShareConsumer``,
+whose records carry their ``delivery_count`` and which settles what it holds with
+``Acknowledgement``s (on their own, or piggy-backed on its next poll); ``share_groups``,
+``share_group``, ``reset_share_group`` and ``delete_share_group`` administer the groups.
+
 Credentials and TLS are the constructor's: HTTP Basic (``auth=(user, password)``) or a
 Bearer ``token``, the CA certificates to verify the gateway with (``verify``), and a client
 certificate for mutual TLS (``cert``). A TLS handshake that fails says why in its
@@ -30,7 +35,7 @@ import ssl
 from collections.abc import Generator, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, Self
 from urllib.parse import quote
 
 import httpx
@@ -43,6 +48,8 @@ from service.errors import InvalidSubject
 
 REGISTRY: Final = "/schema-registry"
 LATEST: Final = "latest"
+# The header of a share consumer's piggy-backed poll: how many of its acknowledgements were refused.
+REFUSED_HEADER: Final = "Brokergate-Acknowledgements-Refused"
 
 Version = int | Literal["latest"]
 
@@ -93,6 +100,48 @@ class Record:
     key: Any
     value: Any
     headers: list[tuple[str, bytes | None]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class ShareRecord(Record):
+    """A record a share consumer acquired: ``delivery_count`` is 1 on its first delivery, more when
+    a consumer before released it or held it past its lock."""
+
+    delivery_count: int = 1
+
+
+AckType = Literal["accept", "release", "reject", "renew"]
+
+
+@dataclass(frozen=True, slots=True)
+class Acknowledgement:
+    """What a share consumer says of records of one partition it holds: ``accept`` (done),
+    ``release`` (deliver again now), ``reject`` (never again), ``renew`` (hold them longer)."""
+
+    topic: str
+    partition: int
+    offsets: tuple[int, ...]
+    type: AckType = "accept"
+    error: str | None = None  # why it failed (release, reject): kept for the dead-letter copy
+
+    def as_dict(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "topic": self.topic,
+            "partition": self.partition,
+            "offsets": list(self.offsets),
+            "type": self.type,
+        }
+        if self.error is not None:
+            body["error"] = self.error
+        return body
+
+
+def acknowledgements(records: Iterable[Record], type: AckType = "accept") -> list[Acknowledgement]:
+    """One acknowledgement of ``type`` per partition of ``records``, in the order they came."""
+    offsets: dict[tuple[str, int], list[int]] = {}
+    for r in records:
+        offsets.setdefault((r.topic, r.partition), []).append(r.offset)
+    return [Acknowledgement(t, p, tuple(o), type) for (t, p), o in offsets.items()]
 
 
 class BearerAuth(httpx.Auth):
@@ -194,6 +243,11 @@ class GatewayClient:
     # --- plumbing ------------------------------------------------------------------
 
     def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        """The JSON answer to a request (None if it has no body); ``ClientError`` if refused."""
+        return _json(self.send(method, path, **kwargs))
+
+    def send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """The answer to a request, its headers for the reading; ``ClientError`` if refused."""
         try:
             response = self._http.request(method, path, **kwargs)
         except httpx.TransportError as exc:
@@ -208,9 +262,7 @@ class GatewayClient:
             except ValueError:
                 code, message = 0, response.text or response.reason_phrase
             raise ClientError(response.status_code, code, message)
-        if response.status_code == 204 or not response.content:
-            return None
-        return response.json()
+        return response
 
     def cluster_id(self) -> str:
         return str(self.request("GET", "/v3/clusters")["data"][0]["cluster_id"])
@@ -338,6 +390,58 @@ class GatewayClient:
         check_group(group)
         return list(self.request("GET", self._v3("consumer-groups", group, "lags"))["data"])
 
+    # --- share groups --------------------------------------------------------------
+
+    def share_consumer(self, group: str, **config: Any) -> ShareConsumer:
+        """Create a consumer of share group ``group``; ``config`` keys are the gateway's, with '_'
+        for '.' (``format``, ``share_auto_offset_reset``: where the group starts a partition it
+        has never read, ``consumer_request_timeout_ms``...)."""
+        check_group(group)
+        body = {k.replace("_", "."): v for k, v in config.items()}
+        if "name" in body:
+            check_instance(body["name"])
+        created = self.request(
+            "POST", url_path("share-groups", group, "consumers"), json=body, headers={"Content-Type": V2}
+        )
+        return ShareConsumer(self, group, created["instance_id"], body.get("format", "binary"))
+
+    def share_groups(self) -> list[dict[str, Any]]:
+        return list(self.request("GET", self._v3("share-groups"))["data"])
+
+    def share_group(self, group: str) -> dict[str, Any]:
+        """The group's consumers, and per partition its start and end offsets, records in flight
+        by state, and lag."""
+        check_group(group)
+        return dict(self.request("GET", self._v3("share-groups", group)))
+
+    def reset_share_group(
+        self,
+        group: str,
+        *,
+        to: Literal["earliest", "latest"] | None = None,
+        topics: Iterable[str] | None = None,
+        offsets: Iterable[tuple[str, int, int]] | None = None,
+    ) -> dict[str, Any]:
+        """Start the group over ``to`` the earliest or latest offsets of ``topics`` (None: every
+        topic it has read), or at ``(topic, partition, offset)``s; the group as it is then. Only
+        a group without consumers can be reset (409)."""
+        check_group(group)
+        if (to is None) == (offsets is None):
+            raise ValueError("reset a share group to earliest or latest, or to offsets: one of them")
+        body: dict[str, Any] = {}
+        if offsets is not None:
+            body["offsets"] = [{"topic": check_topic(t), "partition": p, "offset": o} for t, p, o in offsets]
+        else:
+            body["to"] = to
+            if topics is not None:
+                body["topics"] = [check_topic(t) for t in topics]
+        return dict(self.request("POST", self._v3("share-groups", group, "reset"), json=body))
+
+    def delete_share_group(self, group: str) -> None:
+        """Forget the group's delivery states; only a group without consumers (409)."""
+        check_group(group)
+        self.request("DELETE", self._v3("share-groups", group))
+
     # --- ACLs ----------------------------------------------------------------------
 
     def acls(self, selected: AclFilter | None = None) -> list[AclBinding]:
@@ -425,6 +529,12 @@ class GatewayClient:
         return str(self.request("PUT", path, json={"compatibility": level})["compatibility"])
 
 
+def _json(response: httpx.Response) -> Any:
+    if response.status_code == 204 or not response.content:
+        return None
+    return response.json()
+
+
 def registry_path(*segments: str | int) -> str:
     """The path of the registry's resource named by ``segments`` (each encoded as ``url_path`` does)."""
     return REGISTRY + url_path(*segments)
@@ -478,15 +588,66 @@ def acl_params(selected: AclFilter) -> dict[str, str]:
     return params
 
 
-class Consumer:
+class _Instance:
+    """What a consumer instance and a share consumer have in common: an address, and an end."""
+
+    def __init__(self, client: GatewayClient, path: str, fmt: str) -> None:
+        self.client = client
+        self.path = path
+        self.format = fmt
+
+    def _records(self, method: str, params: dict[str, int], **kwargs: Any) -> httpx.Response:
+        headers = {"Accept": data_type(self.format), **kwargs.pop("headers", {})}
+        return self.client.send(method, f"{self.path}/records", params=params, headers=headers, **kwargs)
+
+    def delete(self) -> None:
+        self.client.request("DELETE", self.path, headers={"Content-Type": V2})
+
+    @contextmanager
+    def deleted_on_exit(self) -> Iterator[Self]:
+        """Delete the instance when the block ends, however it ends (Ctrl-C included)."""
+        try:
+            yield self
+        finally:
+            try:
+                self.delete()
+            except ClientError:
+                pass
+
+
+def _fields(r: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of a ``Record``, from a record of the v2 API."""
+    return {
+        "topic": r["topic"],
+        "partition": r["partition"],
+        "offset": r["offset"],
+        "timestamp": r["timestamp"],
+        "key": r["key"],
+        "value": r["value"],
+        "headers": [
+            (h["name"], None if h["value"] is None else base64.b64decode(h["value"])) for h in r["headers"]
+        ],
+    }
+
+
+def _poll_params(timeout_ms: int, max_bytes: int | None, max_records: int | None = None) -> dict[str, int]:
+    params: dict[str, int] = {"timeout": timeout_ms}
+    if max_bytes is not None:
+        params["max_bytes"] = max_bytes
+    if max_records is not None:
+        params["max_records"] = max_records
+    return params
+
+
+class Consumer(_Instance):
     """A consumer instance of a group, as created through ``GatewayClient.consumer``."""
 
     def __init__(self, client: GatewayClient, group: str, instance: str, fmt: str) -> None:
-        self.client = client
+        super().__init__(
+            client, url_path("consumers", check_group(group), "instances", check_instance(instance)), fmt
+        )
         self.group = group
         self.instance = instance
-        self.format = fmt
-        self.path = url_path("consumers", check_group(group), "instances", check_instance(instance))
 
     def subscribe(self, *topics: str, pattern: str | None = None) -> None:
         body: dict[str, Any] = {"topic_pattern": pattern} if pattern else {"topics": list(topics)}
@@ -511,27 +672,8 @@ class Consumer:
         )
 
     def poll(self, timeout_ms: int = 1000, max_bytes: int | None = None) -> list[Record]:
-        params: dict[str, int] = {"timeout": timeout_ms}
-        if max_bytes is not None:
-            params["max_bytes"] = max_bytes
-        body = self.client.request(
-            "GET", f"{self.path}/records", params=params, headers={"Accept": data_type(self.format)}
-        )
-        return [
-            Record(
-                r["topic"],
-                r["partition"],
-                r["offset"],
-                r["timestamp"],
-                r["key"],
-                r["value"],
-                [
-                    (h["name"], None if h["value"] is None else base64.b64decode(h["value"]))
-                    for h in r["headers"]
-                ],
-            )
-            for r in body
-        ]
+        body = _json(self._records("GET", _poll_params(timeout_ms, max_bytes)))
+        return [Record(**_fields(r)) for r in body]
 
     def commit(self, offsets: Iterable[tuple[str, int, int]] | None = None) -> list[dict[str, Any]]:
         """Commit ``(topic, partition, last processed offset)``s, or everything polled when None."""
@@ -540,16 +682,61 @@ class Consumer:
             kwargs["json"] = {"offsets": [{"topic": t, "partition": p, "offset": o} for t, p, o in offsets]}
         return list(self.client.request("POST", f"{self.path}/offsets", **kwargs) or [])
 
-    def delete(self) -> None:
-        self.client.request("DELETE", self.path, headers={"Content-Type": V2})
 
-    @contextmanager
-    def deleted_on_exit(self) -> Iterator[Consumer]:
-        """Delete the instance when the block ends, however it ends (Ctrl-C included)."""
-        try:
-            yield self
-        finally:
-            try:
-                self.delete()
-            except ClientError:
-                pass
+class ShareConsumer(_Instance):
+    """A consumer of a share group, as created through ``GatewayClient.share_consumer``: it
+    shares its topics' partitions with the group's other consumers, record by record. Each record
+    it polls is its own under an acquisition lock until it settles it (``acknowledge``, or
+    piggy-backed: ``acknowledge_and_poll``) or the lock expires; deleting it gives back at once
+    what it holds.
+    """
+
+    def __init__(self, client: GatewayClient, group: str, instance: str, fmt: str) -> None:
+        super().__init__(
+            client, url_path("share-groups", check_group(group), "consumers", check_instance(instance)), fmt
+        )
+        self.group = group
+        self.instance = instance
+
+    def subscribe(self, *topics: str) -> None:
+        body = {"topics": [check_topic(t) for t in topics]}
+        self.client.request("POST", f"{self.path}/subscription", json=body, headers={"Content-Type": V2})
+
+    def subscription(self) -> list[str]:
+        return list(self.client.request("GET", f"{self.path}/subscription")["topics"])
+
+    def poll(
+        self, timeout_ms: int = 1000, *, max_records: int | None = None, max_bytes: int | None = None
+    ) -> list[ShareRecord]:
+        """Acquire records: new ones, released ones, and those whose lock expired."""
+        return self.acknowledge_and_poll((), timeout_ms, max_records=max_records, max_bytes=max_bytes)[0]
+
+    def acknowledge_and_poll(
+        self,
+        acks: Iterable[Acknowledgement],
+        timeout_ms: int = 1000,
+        *,
+        max_records: int | None = None,
+        max_bytes: int | None = None,
+    ) -> tuple[list[ShareRecord], int]:
+        """Settle ``acks``, then poll, in one round trip: the records, and how many of the
+        acknowledgements were refused (``acknowledge`` says which and why)."""
+        body = [a.as_dict() for a in acks]
+        params = _poll_params(timeout_ms, max_bytes, max_records)
+        if body:
+            response = self._records(
+                "POST", params, json={"acknowledgements": body}, headers={"Content-Type": V2}
+            )
+        else:
+            response = self._records("GET", params)
+        records = [ShareRecord(**_fields(r), delivery_count=r["delivery_count"]) for r in _json(response)]
+        return records, int(response.headers.get(REFUSED_HEADER, 0))
+
+    def acknowledge(self, acks: Iterable[Acknowledgement]) -> list[dict[str, Any]]:
+        """Settle ``acks``; those refused (``topic``, ``partition``, ``offset``, ``message``): the
+        records the consumer does not hold (its lock expired, or they were settled already)."""
+        body = {"acknowledgements": [a.as_dict() for a in acks]}
+        answer = self.client.request(
+            "POST", f"{self.path}/acknowledgements", json=body, headers={"Content-Type": V2}
+        )
+        return list(answer["refused"])

@@ -1,10 +1,11 @@
 """Command-line tools in the spirit of Kafka's console tools, against any brokergate endpoint.
 
-``brokergate topics|produce|consume|groups|acls|schemas`` — built on ``service.client``; ``acls``
-is ``service.acl_tool``'s, ``schemas`` (and the schemas ``produce`` takes in a schema format)
-``service.schema_tool``'s, and the options they all share (URL, output, credentials, TLS) are
-``service.console``'s. Human output is aligned tables, ``--output json`` is for scripts;
-errors are one line on stderr with an exit status:
+``brokergate topics|produce|consume|groups|share-groups|acls|schemas`` — built on
+``service.client``; ``acls`` is ``service.acl_tool``'s, ``schemas`` (and the schemas ``produce``
+takes in a schema format) ``service.schema_tool``'s, ``share-groups`` and the loop of ``consume
+--share-group`` ``service.share_tool``'s, and the options they all share (URL, output,
+credentials, TLS) are ``service.console``'s. Human output is aligned tables, ``--output json``
+is for scripts; errors are one line on stderr with an exit status:
 
 - 1: refused — by the gateway (401: credentials refused or missing; 403: not allowed; any
   other error answer), by the gateway's own name rules before anything was sent, or at
@@ -32,8 +33,8 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any, Protocol
 
-from . import acl_tool, schema_tool
-from .client import ClientError, Consumer, GatewayClient, ProducedOffset
+from . import acl_tool, schema_tool, share_tool
+from .client import ClientError, Consumer, GatewayClient, ProducedOffset, Record, ShareRecord
 from .console import Credentials, ToolError, add_common_options, connect, credentials, emit, terminal_prompt
 from .core.rules import check_group, check_topic
 from .errors import ErrorCode, GatewayError
@@ -281,7 +282,11 @@ def _show(record: Any) -> str:
     return record if isinstance(record, str) else json.dumps(record)
 
 
-def _print_record(args: argparse.Namespace, r: Any) -> None:
+def _print_record(args: argparse.Namespace, r: Record, *, with_topic: bool = False) -> None:
+    """One record on one line: tab-separated, or JSON with ``--output json``. A share consumer's
+    record shows its delivery count wherever its offset is shown; ``with_topic``: its topic too
+    (several topics are read).
+    """
     # A schema format's keys and values are printed as JSON, strings too: lines produce reads again.
     show = json.dumps if args.format in SCHEMA_FORMATS else _show
     value = r.value
@@ -290,25 +295,24 @@ def _print_record(args: argparse.Namespace, r: Any) -> None:
         value = None if value is None else base64.b64decode(value).decode("utf-8", "replace")
         key = None if key is None else base64.b64decode(key).decode("utf-8", "replace")
     if args.output == "json":
-        print(
-            json.dumps(
-                {
-                    "topic": r.topic,
-                    "partition": r.partition,
-                    "offset": r.offset,
-                    "timestamp": r.timestamp,
-                    "key": key,
-                    "value": value,
-                    "headers": [
-                        [k, None if v is None else v.decode("utf-8", "replace")] for k, v in r.headers
-                    ],
-                }
-            )
-        )
+        shown: dict[str, Any] = {
+            "topic": r.topic,
+            "partition": r.partition,
+            "offset": r.offset,
+            "timestamp": r.timestamp,
+            "key": key,
+            "value": value,
+            "headers": [[k, None if v is None else v.decode("utf-8", "replace")] for k, v in r.headers],
+        }
+        if isinstance(r, ShareRecord):
+            shown["delivery_count"] = r.delivery_count
+        print(json.dumps(shown), flush=True)
         return
     parts = []
     if args.print_offset:
-        parts.append(f"{r.partition}:{r.offset}")
+        parts.append(f"{r.topic}:{r.partition}:{r.offset}" if with_topic else f"{r.partition}:{r.offset}")
+        if isinstance(r, ShareRecord):
+            parts.append(f"delivery:{r.delivery_count}")
     if args.print_headers:
         parts.append(
             ",".join(f"{k}:{'' if v is None else v.decode('utf-8', 'replace')}" for k, v in r.headers)
@@ -356,12 +360,34 @@ def commit_owned(consumer: Committer, last: dict[tuple[str, int], int]) -> None:
         offsets = kept
 
 
-def cmd_consume(args: argparse.Namespace, client: GatewayClient) -> int:
+def check_consume(args: argparse.Namespace) -> None:
+    """``consume``'s usage, checked before any password is asked or request sent."""
+    if args.share_group is not None:
+        share_tool.check_consume(args)
+        return
+    if args.topics:
+        raise ToolError(
+            f"consume reads one --topic; topics as arguments ({' '.join(args.topics)}) go with --share-group",
+            2,
+        )
+    if args.topic is None:
+        raise ToolError("consume needs --topic (or --share-group GROUP TOPIC...)", 2)
     if args.offset is not None and args.partition is None:
         raise ToolError("--offset needs --partition", 2)
     check_topic(args.topic)
     if args.group is not None:
         check_group(args.group)
+
+
+def cmd_consume(args: argparse.Namespace, client: GatewayClient) -> int:
+    if args.share_group is not None:
+        several = len(share_tool.share_topics(args)) > 1
+        with _stop_signals() as stop:
+            shown = share_tool.consume(
+                args, client, stop, lambda r: _print_record(args, r, with_topic=several)
+            )
+        print(f"Processed a total of {shown} messages", file=sys.stderr)
+        return stop.status if stop.status is not None else 0
     group = args.group or f"brokergate-console-{uuid.uuid4().hex[:12]}"
     reset = "earliest" if args.from_beginning else "latest"
     consumer = client.consumer(group, format=args.format, auto_offset_reset=reset)
@@ -542,22 +568,36 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     produce.add_argument("--batch-size", type=int, default=BATCH)
     produce.set_defaults(run=cmd_produce)
 
-    consume = sub.add_parser("consume", parents=[common], help="print records as they arrive")
-    consume.add_argument("--topic", required=True)
+    consume = sub.add_parser(
+        "consume",
+        parents=[common],
+        help="print records as they arrive (--share-group: as a consumer of a share group)",
+        usage="brokergate consume [options] --topic TOPIC [--group GROUP | --partition P [--offset O]]\n"
+        "       brokergate consume [options] --share-group GROUP TOPIC [TOPIC ...]",
+    )
+    consume.add_argument("--topic", help="the topic to read (required but with --share-group)")
     consume.add_argument(
         "--group",
         help="consume as a member of this group, committing as it goes; a group without commits "
         "starts at the end unless --from-beginning",
     )
     consume.add_argument(
-        "--from-beginning", action="store_true", help="start where no commit says otherwise: the beginning"
+        "--from-beginning",
+        action="store_true",
+        help="start where no commit says otherwise: the beginning (--share-group: on the partitions the "
+        "group never read)",
     )
     consume.add_argument("--partition", type=int, help="read this partition only (assigned: no rebalance)")
     consume.add_argument("--offset", type=int, help="with --partition: start at this offset")
     consume.add_argument("--max-messages", type=int, help="stop after this many records")
     consume.add_argument("--timeout-ms", type=int, help="stop (status 0) after this long without a record")
     consume.add_argument("--print-key", action="store_true", help="print the key before the value")
-    consume.add_argument("--print-offset", action="store_true", help="print partition:offset first")
+    consume.add_argument(
+        "--print-offset",
+        action="store_true",
+        help="print partition:offset first; --share-group: then delivery:N, the record's delivery count "
+        "(and topic:partition:offset when it reads several topics)",
+    )
     consume.add_argument("--print-headers", action="store_true", help="print name:value,... or NO_HEADERS")
     consume.add_argument(
         "--format",
@@ -565,13 +605,15 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         default="string",
         help="the instance's format; avro, jsonschema and protobuf print keys and values decoded, as JSON",
     )
-    consume.set_defaults(run=cmd_consume)
+    share_tool.consume_options(consume)
+    consume.set_defaults(run=cmd_consume, check=check_consume)
 
     groups = sub.add_parser("groups", parents=[common], help="list groups, describe members and lag")
     groups.add_argument("action", choices=["list", "describe", "lag"])
     groups.add_argument("--group")
     groups.set_defaults(run=cmd_groups)
 
+    share_tool.add_parser(sub, common)
     acl_tool.add_parser(sub, common)
     schema_tool.add_parser(sub, common)
 
@@ -588,6 +630,9 @@ def run(args: argparse.Namespace) -> int:
         return _fail("produce reads its records from stdin: with --password-stdin, give them in --file", 2)
     creds = Credentials()
     try:
+        check = getattr(args, "check", None)
+        if check is not None:  # bad usage fails before a password is asked or a request sent
+            check(args)
         creds = credentials(args, os.environ, stdin=sys.stdin, ask=terminal_prompt())
         with connect(args, creds, os.environ) as client:
             status: int = args.run(args, client)
