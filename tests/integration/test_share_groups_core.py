@@ -11,6 +11,7 @@ import asyncio
 from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -282,3 +283,42 @@ async def test_a_poll_on_a_full_window_waits_instead_of_spinning(
     counting.reads = 0
     got, _ = await groups.acquire("full", "m2", [TP], max_records=10, max_bytes=1 << 20, wait_ms=600)
     assert got == [] and counting.reads <= 5, counting.reads
+
+
+async def test_a_full_partition_does_not_starve_the_others(
+    log: EmbeddedLog, coordinators: list[Coordinator]
+) -> None:
+    """Partition 0's window is full (held by m1) and has records past it; partition 1 has records:
+    a poll of m2 whose byte budget partition 0 alone would fill gets partition 1's, at once."""
+    groups = ShareGroups(log, coordinators[0], limits=ShareLimits(max_in_flight=5, lock_ms=60_000))
+    other = TopicPartition("jobs", 1)
+    await log.append(other, [NewRecord(None, f"other-{i}".encode()) for i in range(5)])
+    got, _ = await groups.acquire(
+        "busy", "m1", [TP], max_records=10, max_bytes=1 << 20, wait_ms=0, start_at="earliest"
+    )
+    assert len(got) == 5
+    for _ in range(5):  # whichever partition the log is read from first
+        got, _ = await groups.acquire(
+            "busy", "m2", [TP, other], max_records=1, max_bytes=20, wait_ms=2000, start_at="earliest"
+        )
+        assert [d.tp for d in got] == [other]
+
+
+async def test_an_acquisition_reads_a_bounded_slice_of_the_log(
+    log: EmbeddedLog, coordinators: list[Coordinator]
+) -> None:
+    """A poll with the largest byte budget still reads at most a slice of the log: what it does not
+    hand out would be read again by the next poll."""
+    budgets: list[int] = []
+    fetch = log.fetch
+
+    async def counted(positions: Any, *, max_bytes: int, **kw: Any) -> Any:
+        budgets.append(max_bytes)
+        return await fetch(positions, max_bytes=max_bytes, **kw)
+
+    log.fetch = counted  # type: ignore[method-assign]
+    groups = ShareGroups(log, coordinators[0], limits=LIMITS)
+    got, _ = await groups.acquire(
+        "slices", "m1", [TP], max_records=3, max_bytes=64 << 20, wait_ms=0, start_at="earliest"
+    )
+    assert len(got) == 3 and budgets and max(budgets) <= 1 << 20

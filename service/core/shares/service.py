@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
 import weakref
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
@@ -40,6 +41,9 @@ log = logging.getLogger(__name__)
 StartAt = Literal["earliest", "latest"]
 
 _WAIT_SLICE_MS: Final = 1000  # a wait for records is cut in slices of at most this long
+# The most one acquisition reads of the log: a poll hands out ``max_records`` at most, and whatever
+# is read beyond them is read again by the next poll (a record larger still comes alone).
+_FETCH_BYTES: Final = 1024 * 1024
 _MAX_RACES: Final = 50  # stores lost to another writer in a row before giving up (503)
 
 
@@ -294,11 +298,9 @@ class ShareGroups:
                 befores = {tp: sp.to_json() for tp, (sp, _) in states.items()}
                 for tp, (sp, _) in states.items():  # expired locks first: their records are available
                     exhausted += [(tp, e) for e in sp.expire(now)]
-                # Records to deliver again are in the window, new ones past its end.
-                positions = {tp: sp.first_available(default=sp.end) for tp, (sp, _) in states.items()}
-                data = (
-                    await self._log.fetch(positions, max_bytes=max_bytes, max_wait_ms=0) if positions else {}
-                )
+                positions = self._positions(states)
+                budget = min(max_bytes, _FETCH_BYTES)
+                data = await self._log.fetch(positions, max_bytes=budget, max_wait_ms=0) if positions else {}
                 for tp, (sp, version) in states.items():
                     before = befores[tp]
                     part = data.get(tp)
@@ -369,6 +371,23 @@ class ShareGroups:
             found.update((r.offset, r) for r in part.records if r.offset in sought)
             wanted = [o for o in wanted if o > last]
         return found
+
+    def _positions(
+        self, states: Mapping[TopicPartition, tuple[SharePartition, int]]
+    ) -> dict[TopicPartition, int]:
+        """Where to read each partition that can give a record now: its first available one (records
+        to deliver again are in the window, new ones past its end), or its end if its window has
+        room; a full window with nothing available is not read. From a partition picked at random
+        on: the log fills the byte budget partition by partition, so each gets its turn first."""
+        positions: dict[TopicPartition, int] = {}
+        for tp, (sp, _) in states.items():
+            if sp.has_available():
+                positions[tp] = sp.first_available(default=sp.end)
+            elif len(sp.records) < self.limits.max_in_flight:
+                positions[tp] = sp.end
+        order = list(positions)
+        first = random.randrange(len(order)) if order else 0
+        return {tp: positions[tp] for tp in order[first:] + order[:first]}
 
     async def _wait(self, states: Mapping[TopicPartition, SharePartition], wait_ms: int) -> None:
         """Wait up to ``wait_ms`` for records past every partition's end, or the first lock expiry."""
