@@ -295,14 +295,12 @@ class ShareGroups:
                 delivered: list[Delivered] = []
                 exhausted: list[tuple[TopicPartition, Exhausted]] = []
                 updates: dict[TopicPartition, tuple[dict[str, Any], int]] = {}
-                befores = {tp: sp.to_json() for tp, (sp, _) in states.items()}
                 for tp, (sp, _) in states.items():  # expired locks first: their records are available
                     exhausted += [(tp, e) for e in sp.expire(now)]
                 positions = self._positions(states)
                 budget = min(max_bytes, _FETCH_BYTES)
                 data = await self._log.fetch(positions, max_bytes=budget, max_wait_ms=0) if positions else {}
                 for tp, (sp, version) in states.items():
-                    before = befores[tp]
                     part = data.get(tp)
                     records = {r.offset: r for r in part.records} if part is not None else {}
                     if part is not None:
@@ -316,9 +314,8 @@ class ShareGroups:
                     )
                     delivered += [Delivered(tp, records[t.offset], t.deliveries) for t in taken]
                     exhausted += [(tp, e) for e in gone]
-                    after = sp.to_json()
-                    if after != before or version == -1:
-                        updates[tp] = (after, version)
+                    if sp.changes or version == -1:
+                        updates[tp] = (sp.to_json(), version)
                 if not updates or await self._coordinator.store_share_states(group, updates):
                     return delivered, exhausted, {tp: sp for tp, (sp, _) in states.items()}
         raise BackendUnavailable(f"Share group {group!r}: every attempt to acquire raced another; retry.")
@@ -429,9 +426,8 @@ class ShareGroups:
                         continue
                     else:
                         sp, version = SharePartition(0, limits=self.limits), -1
-                    before = sp.to_json()
                     results[tp] = apply(sp, tp, now)
-                    if version != -1 and sp.to_json() != before:
+                    if version != -1 and sp.changes:
                         updates[tp] = (sp.to_json(), version)
                 if not updates or await self._coordinator.store_share_states(group, updates):
                     return results

@@ -89,6 +89,8 @@ class Exhausted:
     error: str | None
 
 
+_DELIVERY: Final = {d.value: d for d in Delivery}  # a stored state's, read back (KeyError if unknown)
+
 # The most of a member's error text a record keeps: a full window of records with errors must fit
 # the coordinator's bound on a stored state.
 MAX_ERROR_CHARS: Final = 120
@@ -100,7 +102,7 @@ NOT_HELD: Final = "not acquired by this consumer (its lock expired, or it was ne
 class SharePartition:
     """The delivery state of one partition in one share group (see the module's docstring)."""
 
-    __slots__ = ("end", "limits", "records", "start")
+    __slots__ = ("changes", "end", "limits", "records", "start")
 
     def __init__(
         self,
@@ -111,6 +113,8 @@ class SharePartition:
         records: Mapping[int, InFlight] | None = None,
     ) -> None:
         self.limits = limits or ShareLimits()
+        # Changes made since this object was built: whether it must be stored again (0: no).
+        self.changes = 0
         self.start = start
         self.end = start if end is None else end
         self.records: dict[int, InFlight] = dict(sorted((records or {}).items()))
@@ -141,6 +145,7 @@ class SharePartition:
             if record.state is Delivery.AVAILABLE and (readable is None or offset in readable):
                 record.state, record.owner, record.lock_until_ms = Delivery.ACQUIRED, member, until
                 record.deliveries += 1
+                self.changes += 1
                 taken.append(Acquired(offset, record.deliveries))
         for offset in log_offsets:
             if len(taken) >= max_records or len(self.records) >= self.limits.max_in_flight:
@@ -149,6 +154,7 @@ class SharePartition:
                 continue  # already acquired once: the state above knows it
             self.records[offset] = InFlight(Delivery.ACQUIRED, 1, member, until)
             self.end = offset + 1  # offsets skipped on the way (gaps in the log) are done
+            self.changes += 1
             taken.append(Acquired(offset, 1))
         self._advance()
         return taken, exhausted
@@ -172,8 +178,10 @@ class SharePartition:
                 refused[offset] = NOT_HELD
             elif kind is AckType.ACCEPT or kind is AckType.REJECT:
                 del self.records[offset]
+                self.changes += 1
             elif kind is AckType.RENEW:
                 record.lock_until_ms = now_ms + self.limits.lock_ms
+                self.changes += 1
             else:
                 record.error = error[:MAX_ERROR_CHARS] if error is not None else record.error
                 gone = self._make_available(offset, record, now_ms)
@@ -191,6 +199,7 @@ class SharePartition:
                 refused[offset] = NOT_HELD
             else:
                 record.lock_until_ms = now_ms + self.limits.lock_ms
+                self.changes += 1
         return refused
 
     def release_member(self, member: str, now_ms: int) -> list[Exhausted]:
@@ -210,6 +219,7 @@ class SharePartition:
         for offset, record in self.records.items():
             if record.state is Delivery.ARCHIVING and record.lock_until_ms <= now_ms:
                 record.lock_until_ms = now_ms + self.limits.lock_ms
+                self.changes += 1
                 claimed.append(Exhausted(offset, record.deliveries, record.error))
         return claimed
 
@@ -219,6 +229,7 @@ class SharePartition:
             record = self.records.get(offset)
             if record is not None and record.state is Delivery.ARCHIVING:
                 del self.records[offset]
+                self.changes += 1
         self._advance()
 
     # --- what operators do --------------------------------------------------------------------
@@ -227,6 +238,7 @@ class SharePartition:
         """Start over at ``offset``: nothing in flight, everything before it done."""
         self.records.clear()
         self.start = self.end = offset
+        self.changes += 1
 
     def truncate(self, log_start: int) -> None:
         """Forget records the log no longer holds (retention removed them)."""
@@ -236,6 +248,7 @@ class SharePartition:
             del self.records[offset]
         self.end = max(self.end, log_start)
         self.start = log_start
+        self.changes += 1
         self._advance()
 
     # --- what describing needs ----------------------------------------------------------------
@@ -279,7 +292,7 @@ class SharePartition:
     @classmethod
     def from_json(cls, data: Mapping[str, Any], limits: ShareLimits | None = None) -> SharePartition:
         records = {
-            int(o): InFlight(Delivery(state), int(deliveries), owner, int(until), error)
+            int(o): InFlight(_DELIVERY[state], int(deliveries), owner, int(until), error)
             for o, state, deliveries, owner, until, error in data["records"]
         }
         return cls(int(data["start"]), limits=limits, end=int(data["end"]), records=records)
@@ -307,10 +320,13 @@ class SharePartition:
             if self.limits.park:
                 record.state, record.owner = Delivery.ARCHIVING, None
                 record.lock_until_ms = now_ms + self.limits.lock_ms
+                self.changes += 1
             else:
                 del self.records[offset]
+                self.changes += 1
             return Exhausted(offset, record.deliveries, record.error)
         record.state, record.owner, record.lock_until_ms = Delivery.AVAILABLE, None, 0
+        self.changes += 1
         return None
 
     def _release(self, which: Callable[[InFlight], bool], now_ms: int) -> list[Exhausted]:

@@ -172,6 +172,14 @@ class ShareModel(RuleBasedStateMachine):
         assert len(self.archived) == len(set(self.archived))  # archived, and reported, once
 
     @invariant()
+    def every_change_is_counted(self) -> None:
+        """What the state's stored form shows changed, ``changes`` counted: nothing goes unstored."""
+        stored = self.state.to_json()
+        if stored != getattr(self, "last_stored", None):
+            assert self.state.changes > getattr(self, "last_changes", -1)
+        self.last_stored, self.last_changes = stored, self.state.changes
+
+    @invariant()
     def survives_its_stored_form(self) -> None:
         assert SharePartition.from_json(self.state.to_json(), self.limits) == self.state
 
