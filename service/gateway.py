@@ -117,7 +117,15 @@ class Gateway:
             draining=draining,
         )
         share_consumers = ShareConsumers(
-            log, coordinator, sessions, shares, quotas, limits=instance_limits, waits=waits, serde=serde
+            log,
+            coordinator,
+            sessions,
+            shares,
+            quotas,
+            limits=instance_limits,
+            waits=waits,
+            serde=serde,
+            max_partitions=settings.share_max_partitions,
         )
         consumers = ConsumerService(
             log,

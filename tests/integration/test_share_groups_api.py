@@ -350,3 +350,23 @@ async def test_a_schema_format_is_decoded_and_a_record_that_does_not_decode_is_r
     finally:
         await gw.client.aclose()
         await gw.stop()
+
+
+async def test_a_subscription_over_more_partitions_than_a_group_may_read_is_refused(
+    tmp_path: Path, name: str
+) -> None:
+    """Every poll reads the state of each partition it may take from: their number is bounded."""
+    gw = await start_gateway(tmp_path / "data", share_max_partitions=3)
+    try:
+        client = gw.client
+        for topic in (f"{name}-a", f"{name}-b"):
+            await create_topic(client, topic, 2)
+        base = await share_consumer(client, name)
+        await share_subscribe(client, base, f"{name}-a")
+        assert await share_poll(client, base, timeout=0) == []
+        await share_subscribe(client, base, f"{name}-a", f"{name}-b")
+        r = await client.get(f"{base}/records", params={"timeout": 0}, headers={"Accept": STRING})
+        assert r.status_code == 409 and "more than 3 partitions" in r.json()["message"], r.text
+    finally:
+        await gw.client.aclose()
+        await gw.stop()

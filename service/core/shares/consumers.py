@@ -71,9 +71,11 @@ class ShareConsumers:
         limits: InstanceLimits | None = None,
         waits: OpenWaits | None = None,
         serde: Serde | None = None,
+        max_partitions: int = 10_000,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._log = log
+        self._max_partitions = max_partitions  # the most a group's subscription may cover
         self._coordinator = coordinator
         self._sessions = sessions
         self.shares = shares
@@ -178,6 +180,11 @@ class ShareConsumers:
             except TopicNotFound:
                 continue  # as Kafka's: a topic that does not exist (yet) gives nothing
             tps += (TopicPartition(topic, p.partition) for p in info.partitions)
+            if len(tps) > self._max_partitions:  # every poll reads each one's state
+                raise IllegalState(
+                    f"The subscribed topics have more than {self._max_partitions} partitions, the most "
+                    "one share group reads; subscribe to fewer."
+                )
         return tps
 
     # --- records ---------------------------------------------------------------------------
