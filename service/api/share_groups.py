@@ -27,7 +27,7 @@ from service.core.rules import check_topic
 from service.core.shares.consumers import GroupReport
 from service.core.shares.service import Acknowledgement, Delivered, StartAt
 from service.core.shares.state import AckType
-from service.errors import InvalidPayload, NotFound
+from service.errors import NotFound
 from service.gateway import Gateway, get_gateway
 
 from .access import check_topics, decision_of, visible
@@ -259,16 +259,16 @@ async def acknowledge(group: str, instance: str, request: Request, gw: GW) -> Re
 
 
 def _acks(req: wire.AcknowledgeRequest) -> tuple[Acknowledgement, ...]:
-    total = 0
-    acks = []
-    for a in req.acknowledgements:
-        offsets = a.offset_list()
-        total += len(offsets)
-        if total > wire.MAX_ACKNOWLEDGED:
-            raise InvalidPayload(f"One request settles at most {wire.MAX_ACKNOWLEDGED} offsets.")
-        tp = TopicPartition(check_topic(a.topic), a.partition)
-        acks.append(Acknowledgement(tp, offsets, AckType(a.type.upper()), a.error))
-    return tuple(acks)
+    """The body's acknowledgements (bounded to ``MAX_ACKNOWLEDGED`` offsets by its model)."""
+    return tuple(
+        Acknowledgement(
+            TopicPartition(check_topic(a.topic), a.partition),
+            a.offset_list(),
+            AckType(a.type.upper()),
+            a.error,
+        )
+        for a in req.acknowledgements
+    )
 
 
 # --- administration: v3 ---------------------------------------------------------------------
