@@ -20,6 +20,7 @@ from service.adapters.embedded.log import EmbeddedLog
 from service.adapters.zookeeper import ZooKeeperCoordinator
 from service.core.models import NewRecord, TopicPartition
 from service.core.ports import Coordinator
+from service.core.shares import service as share_service
 from service.core.shares.dead_letters import DeadLetters
 from service.core.shares.service import Acknowledgement, ShareGroups
 from service.core.shares.state import NOT_HELD, AckType, ShareLimits
@@ -322,3 +323,24 @@ async def test_an_acquisition_reads_a_bounded_slice_of_the_log(
         "slices", "m1", [TP], max_records=3, max_bytes=64 << 20, wait_ms=0, start_at="earliest"
     )
     assert len(got) == 3 and budgets and max(budgets) <= 1 << 20
+
+
+async def test_a_poll_waiting_on_a_full_window_wakes_when_a_member_here_settles(
+    log: EmbeddedLog, coordinators: list[Coordinator], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """m1 holds every record the window allows; m2 waits. m1 accepts one: m2 is woken at once (its
+    slice made long here, so only the wake can end its wait in time) and takes the next record."""
+    monkeypatch.setattr(share_service, "_WAIT_SLICE_MS", 60_000)
+    groups = ShareGroups(log, coordinators[0], limits=ShareLimits(max_in_flight=5, lock_ms=120_000))
+    got, _ = await groups.acquire(
+        "woken", "m1", [TP], max_records=10, max_bytes=1 << 20, wait_ms=0, start_at="earliest"
+    )
+    assert [d.record.offset for d in got] == [0, 1, 2, 3, 4]
+    waiting = asyncio.create_task(
+        groups.acquire("woken", "m2", [TP], max_records=10, max_bytes=1 << 20, wait_ms=60_000)
+    )
+    await asyncio.sleep(0.2)
+    assert not waiting.done()
+    await groups.acknowledge("woken", "m1", [Acknowledgement(TP, (0,), AckType.ACCEPT)])
+    got, _ = await asyncio.wait_for(waiting, 10)
+    assert [d.record.offset for d in got] == [5]

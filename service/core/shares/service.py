@@ -105,6 +105,8 @@ class ShareGroups:
         # their turn instead of racing one another to the coordinator's compare-and-set (which
         # still settles races with other replicas).
         self._turns: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        # Per group with members of this replica waiting for records: set when records are settled.
+        self._settled: dict[str, asyncio.Event] = {}
         self._clock = clock
         self._draining = draining or asyncio.Event()
 
@@ -136,7 +138,7 @@ class ShareGroups:
             remaining = deadline - self.now_ms()
             if delivered or exhausted or remaining <= 0 or self._draining.is_set():
                 return delivered, exhausted
-            await self._wait(states, min(remaining, _WAIT_SLICE_MS))
+            await self._wait(group, states, min(remaining, _WAIT_SLICE_MS))
 
     async def acknowledge(
         self, group: str, member: str, acks: Iterable[Acknowledgement]
@@ -386,20 +388,34 @@ class ShareGroups:
         first = random.randrange(len(order)) if order else 0
         return {tp: positions[tp] for tp in order[first:] + order[:first]}
 
-    async def _wait(self, states: Mapping[TopicPartition, SharePartition], wait_ms: int) -> None:
-        """Wait up to ``wait_ms`` for records past every partition's end, or the first lock expiry."""
+    async def _wait(self, group: str, states: Mapping[TopicPartition, SharePartition], wait_ms: int) -> None:
+        """Wait up to ``wait_ms`` for records past every partition's end, the first lock expiry, or
+        a member of this replica settling records of the group (a member of another notices at the
+        next slice)."""
         expiries = [e for sp in states.values() if (e := sp.next_expiry()) is not None]
         if expiries:
             wait_ms = max(0, min(wait_ms, min(expiries) - self.now_ms() + 1))
         if wait_ms <= 0:
             return
+        settled = self._settled.setdefault(group, asyncio.Event())
         # New records matter only where the window has room: a full one waits for a lock to expire,
-        # or for the next slice (another member may settle meanwhile), never on records it cannot take.
+        # or for a settlement, never on records it cannot take.
         room = {tp: sp.end for tp, sp in states.items() if len(sp.records) < self.limits.max_in_flight}
+        waits: list[asyncio.Future[Any]] = [asyncio.ensure_future(settled.wait())]
         if room:
-            await self._log.fetch(room, max_bytes=1, max_wait_ms=wait_ms)
-        else:
-            await asyncio.sleep(wait_ms / 1000)
+            waits.append(asyncio.ensure_future(self._log.fetch(room, max_bytes=1, max_wait_ms=wait_ms)))
+        try:
+            await asyncio.wait(waits, timeout=wait_ms / 1000, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in waits:
+                task.cancel()
+            await asyncio.gather(*waits, return_exceptions=True)  # a read cancelled is done with
+
+    def _settle(self, group: str) -> None:
+        """Records of ``group`` were settled here: wake this replica's members waiting for some."""
+        settled = self._settled.pop(group, None)
+        if settled is not None:
+            settled.set()
 
     async def _update(
         self,
@@ -430,5 +446,7 @@ class ShareGroups:
                     if version != -1 and sp.changes:
                         updates[tp] = (sp.to_json(), version)
                 if not updates or await self._coordinator.store_share_states(group, updates):
+                    if updates:
+                        self._settle(group)
                     return results
         raise BackendUnavailable(f"Share group {group!r} changed under every attempt; retry.")
