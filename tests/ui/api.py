@@ -58,3 +58,37 @@ def commit(api: httpx.Client, base: str) -> None:
     """Commits what the member fetched (an empty body, as the v2 API has it)."""
     r = api.post(f"{base}/offsets", headers={"Content-Type": V2})
     assert r.status_code == 200, r.text
+
+
+def share_consumer(api: httpx.Client, group: str, name: str, topic: str) -> str:
+    """A consumer of share group ``group`` reading ``topic`` from its start; its base path."""
+    r = api.post(
+        f"/share-groups/{group}/consumers",
+        json={"name": name, "format": "json", "share.auto.offset.reset": "earliest"},
+        headers={"Content-Type": V2},
+    )
+    assert r.status_code == 200, r.text
+    base = f"/share-groups/{group}/consumers/{name}"
+    r = api.post(f"{base}/subscription", json={"topics": [topic]}, headers={"Content-Type": V2})
+    assert r.status_code == 204, r.text
+    return base
+
+
+def acquire(api: httpx.Client, consumer: str, count: int) -> list[dict[str, Any]]:
+    """``count`` records acquired by ``consumer`` (and held: none settled)."""
+    r = api.get(
+        f"{consumer}/records", params={"timeout": 2000, "max_records": count}, headers={"Accept": JSON}
+    )
+    assert r.status_code == 200 and len(r.json()) == count, r.text
+    return list(r.json())
+
+
+def accept(api: httpx.Client, consumer: str, records: list[dict[str, Any]]) -> None:
+    acks = [
+        {"topic": r["topic"], "partition": r["partition"], "offsets": [r["offset"]], "type": "accept"}
+        for r in records
+    ]
+    r = api.post(
+        f"{consumer}/acknowledgements", json={"acknowledgements": acks}, headers={"Content-Type": V2}
+    )
+    assert r.status_code == 200 and r.json()["refused"] == [], r.text

@@ -1,8 +1,9 @@
 """The web console in a real browser: Debian's Chromium, headless, on a ``brokergate serve``.
 
 What a user does in it: create a topic, produce through the form and find the record in the
-record browser (by offset, by time, by searching the page) and in the live tail, and watch a
-consumer group's lag move as it commits. Other clients act through the API meanwhile, as they
+record browser (by offset, by time, by searching the page) and in the live tail, watch a
+consumer group's lag move as it commits, and a share group's records in flight as its consumers
+acquire and accept them. Other clients act through the API meanwhile, as they
 would. The pages are saved as screenshots along the way (see conftest).
 """
 
@@ -15,7 +16,7 @@ from selenium.webdriver.support.expected_conditions import alert_is_present
 
 from tests.e2e.gateway_process import GatewayProcess
 
-from .api import commit, create_topic, fetch, join, produce
+from .api import accept, acquire, commit, create_topic, fetch, join, produce, share_consumer
 from .browser import Browser
 
 ITEMS = ["lamp", "desk", "chair", "shelf", "rug", "mirror"]
@@ -190,3 +191,29 @@ def test_delete_a_topic(browser: Browser, console: GatewayProcess, api: httpx.Cl
     browser.wait_text("#topics-page .notice", f"Deleted topic {name}.")
     browser.wait(lambda: browser.visible(f'tr[data-topic="{name}"]') is None, "the row to go")
     assert api.get(f"/topics/{name}").status_code == 404
+
+
+def test_a_share_groups_records_in_flight_and_lag(
+    browser: Browser, console: GatewayProcess, api: httpx.Client
+):
+    name, group = "jobs", "workers"
+    create_topic(api, name)
+    produce(api, name, [{"value": {"job": i}} for i in range(5)])
+    worker = share_consumer(api, group, "w1", name)
+    held = acquire(api, worker, 3)
+
+    browser.open(f"{console.url}/ui#/share-groups/{group}")
+    browser.wait_text("#share-group-about", "3 records in flight, lag 5")
+    assert "w1" in browser.text("#share-consumers") and name in browser.text("#share-consumers")
+    row = browser.text(f'#share-partitions tr[data-topic="{name}"]')
+    assert row.split()[1:4] == ["0", "0", "3"], row  # partition, start offset, end offset
+    browser.screenshot("share-group")
+
+    accept(api, worker, held)
+    browser.click("button[name=refresh]")
+    browser.wait_text("#share-group-about", "0 records in flight, lag 2")
+    assert [cell.text for cell in browser.all("#share-partitions td.acquired")] == ["0"]
+
+    browser.click('a[data-nav="share-groups"]')
+    row_element = browser.find(f'#share-groups-page tr[data-group="{group}"]')
+    assert "Stable" in row_element.text and "w1" not in row_element.text, row_element.text

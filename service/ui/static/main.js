@@ -1,10 +1,12 @@
-// The console's pages by the URL's fragment: #/topics, #/topics/<t>/<tab>, #/groups, #/groups/<g>.
+// The console's pages by the URL's fragment: #/topics, #/topics/<t>/<tab>, #/groups, #/groups/<g>,
+// #/share-groups, #/share-groups/<g>.
 // A page is ``{key, update(route), close()}``: moving within a page (a topic's tabs) updates it,
 // so a live tail keeps running; leaving it closes it (its streams and timers end).
 
 import { get } from "./api.js";
 import { clear } from "./dom.js";
 import { groupPage, groupsPage } from "./groups.js";
+import { shareGroupPage, shareGroupsPage } from "./shares.js";
 import { topicPage, topicsPage } from "./topics.js";
 
 const view = document.getElementById("view");
@@ -20,6 +22,8 @@ function pageFor(route) {
   const [section, name] = route.parts;
   if (section === "groups" && name !== undefined) return { key: `group:${name}`, open: () => groupPage(name) };
   if (section === "groups") return { key: "groups", open: () => groupsPage() };
+  if (section === "share-groups" && name !== undefined) return { key: `share-group:${name}`, open: () => shareGroupPage(name) };
+  if (section === "share-groups") return { key: "share-groups", open: () => shareGroupsPage() };
   if (section === "topics" && name !== undefined) return { key: `topic:${name}`, open: () => topicPage(name) };
   return { key: "topics", open: () => topicsPage() };
 }
