@@ -17,60 +17,78 @@ the registry's own rule (``check_subject``) before anything is sent, and one tha
 or holds a ``/`` (no path can name it) is refused here too. ``produce_with_schemas`` produces
 JSON records in a schema format (``avro``, ``jsonschema``, ``protobuf``).
 
-Share groups (the gateway's KIP-932 extension): ``share_consumer`` creates a ``ShareConsumer``,
-whose records carry their ``delivery_count`` and which settles what it holds with
-``Acknowledgement``s (on their own, or piggy-backed on its next poll); ``share_groups``,
-``share_group``, ``reset_share_group`` and ``delete_share_group`` administer the groups.
+Consumers: ``consumer`` creates a ``Consumer``, an instance of a consumer group. Share groups (the
+gateway's KIP-932 extension): ``share_consumer`` creates a ``ShareConsumer``; ``share_groups``,
+``share_group``, ``reset_share_group`` and ``delete_share_group`` administer the groups. Both
+consumers, their records and ``Acknowledgement`` are ``service.client_consumers``'s.
 
 Credentials and TLS are the constructor's: HTTP Basic (``auth=(user, password)``) or a
 Bearer ``token``, the CA certificates to verify the gateway with (``verify``), and a client
 certificate for mutual TLS (``cert``). A TLS handshake that fails says why in its
 ``ClientError`` (an untrusted gateway certificate, a client certificate required or refused).
+The HTTP pieces under the client (``url_path``, ``ClientError``, ``BearerAuth``, ``tls_context``) are
+``service.client_http``'s.
+
+This module is the client's façade: it re-exports the names of both, so a program imports
+everything it uses from ``service.client``.
 """
 
 from __future__ import annotations
 
-import base64
-import ssl
-from collections.abc import Generator, Iterable, Iterator, Mapping
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Any, Final, Literal, Self
-from urllib.parse import quote
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Literal
 
 import httpx
 
 from api_schemas.formats import V2
+from service.client_consumers import (
+    REFUSED_HEADER,
+    Acknowledgement,
+    AckType,
+    Consumer,
+    Record,
+    ShareConsumer,
+    ShareRecord,
+    acknowledgements,
+)
+from service.client_http import BearerAuth, ClientError, _json, _tls_failure, data_type, tls_context, url_path
 from service.core.acl import AclBinding, AclFilter
 from service.core.rules import check_group, check_instance, check_subject, check_topic
 from service.core.schemas.model import Schema, SchemaType
 from service.errors import InvalidSubject
 
+__all__ = [
+    "LATEST",
+    "REFUSED_HEADER",
+    "REGISTRY",
+    "V2",
+    "AckType",
+    "Acknowledgement",
+    "BearerAuth",
+    "ClientError",
+    "Consumer",
+    "GatewayClient",
+    "ProducedOffset",
+    "Record",
+    "SchemaProduced",
+    "ShareConsumer",
+    "ShareRecord",
+    "Version",
+    "acknowledgements",
+    "acl_params",
+    "data_type",
+    "registry_path",
+    "registry_subject",
+    "schema_body",
+    "tls_context",
+    "url_path",
+]
+
 REGISTRY: Final = "/schema-registry"
 LATEST: Final = "latest"
-# The header of a share consumer's piggy-backed poll: how many of its acknowledgements were refused.
-REFUSED_HEADER: Final = "Brokergate-Acknowledgements-Refused"
 
 Version = int | Literal["latest"]
-
-
-def data_type(fmt: str) -> str:
-    return f"application/vnd.kafka.{fmt}.v2+json"
-
-
-def url_path(*segments: str | int) -> str:
-    """An absolute path of ``segments``, each percent-encoded into exactly one segment."""
-    return "".join("/" + quote(str(segment), safe="") for segment in segments)
-
-
-class ClientError(Exception):
-    """A request the gateway refused (status >= 400) or that never reached it (status 0)."""
-
-    def __init__(self, status: int, error_code: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.error_code = error_code
-        self.message = message
 
 
 @dataclass(slots=True)
@@ -89,119 +107,6 @@ class SchemaProduced:
     key_schema_id: int | None
     value_schema_id: int | None
     offsets: list[ProducedOffset]
-
-
-@dataclass(slots=True)
-class Record:
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-    key: Any
-    value: Any
-    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class ShareRecord(Record):
-    """A record a share consumer acquired: ``delivery_count`` is 1 on its first delivery, more when
-    a consumer before released it or held it past its lock."""
-
-    delivery_count: int = 1
-
-
-AckType = Literal["accept", "release", "reject", "renew"]
-
-
-@dataclass(frozen=True, slots=True)
-class Acknowledgement:
-    """What a share consumer says of records of one partition it holds: ``accept`` (done),
-    ``release`` (deliver again now), ``reject`` (never again), ``renew`` (hold them longer)."""
-
-    topic: str
-    partition: int
-    offsets: tuple[int, ...]
-    type: AckType = "accept"
-    error: str | None = None  # why it failed (release, reject): kept for the dead-letter copy
-
-    def as_dict(self) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "topic": self.topic,
-            "partition": self.partition,
-            "offsets": list(self.offsets),
-            "type": self.type,
-        }
-        if self.error is not None:
-            body["error"] = self.error
-        return body
-
-
-def acknowledgements(records: Iterable[Record], type: AckType = "accept") -> list[Acknowledgement]:
-    """One acknowledgement of ``type`` per partition of ``records``, in the order they came."""
-    offsets: dict[tuple[str, int], list[int]] = {}
-    for r in records:
-        offsets.setdefault((r.topic, r.partition), []).append(r.offset)
-    return [Acknowledgement(t, p, tuple(o), type) for (t, p), o in offsets.items()]
-
-
-class BearerAuth(httpx.Auth):
-    """``Authorization: Bearer <token>`` on every request."""
-
-    def __init__(self, token: str) -> None:
-        self._header = f"Bearer {token}"
-
-    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
-        request.headers["Authorization"] = self._header
-        yield request
-
-
-def tls_context(
-    verify: str | bool = True, cert: str | tuple[str, str] | None = None
-) -> ssl.SSLContext | bool:
-    """What httpx's ``verify`` takes: the CA certificates file ``verify`` names (``True``: the
-    system's; ``False``: no verification), with the client certificate ``cert`` (a PEM file
-    holding certificate and key, or ``(certificate, key)``) loaded for mutual TLS.
-
-    A file that cannot be used raises ``ValueError`` naming it and saying why.
-    """
-    if cert is None and not isinstance(verify, str):
-        return verify
-    if isinstance(verify, str):
-        try:
-            context = ssl.create_default_context(cafile=verify)
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"cannot use the CA certificates in {verify!r}: {_reason(exc)}") from exc
-    else:
-        context = httpx.create_ssl_context(verify=verify)
-    if cert is not None:
-        certfile, keyfile = (cert, None) if isinstance(cert, str) else cert
-        try:
-            context.load_cert_chain(certfile, keyfile)
-        except (OSError, ValueError) as exc:
-            named = repr(certfile) if keyfile is None else f"{certfile!r} with the key {keyfile!r}"
-            raise ValueError(f"cannot use the client certificate {named}: {_reason(exc)}") from exc
-    return context
-
-
-def _reason(exc: BaseException) -> str:
-    return str(getattr(exc, "strerror", None) or exc)
-
-
-def _tls_failure(exc: BaseException) -> str | None:
-    """What went wrong in the TLS handshake behind a transport error, if that is what failed."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, ssl.SSLCertVerificationError):
-            return f"its TLS certificate is not trusted ({seen.verify_message})"
-        if isinstance(seen, ssl.SSLError):
-            reason = str(seen.reason or seen)
-            if "CERTIFICATE_REQUIRED" in reason:
-                return "it requires a client certificate"
-            if any(r in reason for r in ("UNKNOWN_CA", "BAD_CERTIFICATE", "CERTIFICATE_UNKNOWN")):
-                return f"it refused the client certificate ({reason})"
-            return f"TLS failed ({reason})"
-        seen = seen.__cause__ or seen.__context__
-    return None
 
 
 class GatewayClient:
@@ -529,12 +434,6 @@ class GatewayClient:
         return str(self.request("PUT", path, json={"compatibility": level})["compatibility"])
 
 
-def _json(response: httpx.Response) -> Any:
-    if response.status_code == 204 or not response.content:
-        return None
-    return response.json()
-
-
 def registry_path(*segments: str | int) -> str:
     """The path of the registry's resource named by ``segments`` (each encoded as ``url_path`` does)."""
     return REGISTRY + url_path(*segments)
@@ -586,157 +485,3 @@ def acl_params(selected: AclFilter) -> dict[str, str]:
         if value is not None:
             params[name] = value
     return params
-
-
-class _Instance:
-    """What a consumer instance and a share consumer have in common: an address, and an end."""
-
-    def __init__(self, client: GatewayClient, path: str, fmt: str) -> None:
-        self.client = client
-        self.path = path
-        self.format = fmt
-
-    def _records(self, method: str, params: dict[str, int], **kwargs: Any) -> httpx.Response:
-        headers = {"Accept": data_type(self.format), **kwargs.pop("headers", {})}
-        return self.client.send(method, f"{self.path}/records", params=params, headers=headers, **kwargs)
-
-    def delete(self) -> None:
-        self.client.request("DELETE", self.path, headers={"Content-Type": V2})
-
-    @contextmanager
-    def deleted_on_exit(self) -> Iterator[Self]:
-        """Delete the instance when the block ends, however it ends (Ctrl-C included)."""
-        try:
-            yield self
-        finally:
-            try:
-                self.delete()
-            except ClientError:
-                pass
-
-
-def _fields(r: Mapping[str, Any]) -> dict[str, Any]:
-    """The fields of a ``Record``, from a record of the v2 API."""
-    return {
-        "topic": r["topic"],
-        "partition": r["partition"],
-        "offset": r["offset"],
-        "timestamp": r["timestamp"],
-        "key": r["key"],
-        "value": r["value"],
-        "headers": [
-            (h["name"], None if h["value"] is None else base64.b64decode(h["value"])) for h in r["headers"]
-        ],
-    }
-
-
-def _poll_params(timeout_ms: int, max_bytes: int | None, max_records: int | None = None) -> dict[str, int]:
-    params: dict[str, int] = {"timeout": timeout_ms}
-    if max_bytes is not None:
-        params["max_bytes"] = max_bytes
-    if max_records is not None:
-        params["max_records"] = max_records
-    return params
-
-
-class Consumer(_Instance):
-    """A consumer instance of a group, as created through ``GatewayClient.consumer``."""
-
-    def __init__(self, client: GatewayClient, group: str, instance: str, fmt: str) -> None:
-        super().__init__(
-            client, url_path("consumers", check_group(group), "instances", check_instance(instance)), fmt
-        )
-        self.group = group
-        self.instance = instance
-
-    def subscribe(self, *topics: str, pattern: str | None = None) -> None:
-        body: dict[str, Any] = {"topic_pattern": pattern} if pattern else {"topics": list(topics)}
-        self.client.request("POST", f"{self.path}/subscription", json=body, headers={"Content-Type": V2})
-
-    def assign(self, partitions: Iterable[tuple[str, int]]) -> None:
-        body = {"partitions": [{"topic": t, "partition": p} for t, p in partitions]}
-        self.client.request("POST", f"{self.path}/assignments", json=body, headers={"Content-Type": V2})
-
-    def assignment(self) -> list[tuple[str, int]]:
-        body = self.client.request("GET", f"{self.path}/assignments")
-        return [(p["topic"], p["partition"]) for p in body["partitions"]]
-
-    def seek(self, topic: str, partition: int, offset: int) -> None:
-        body = {"offsets": [{"topic": topic, "partition": partition, "offset": offset}]}
-        self.client.request("POST", f"{self.path}/positions", json=body, headers={"Content-Type": V2})
-
-    def seek_to_beginning(self, partitions: Iterable[tuple[str, int]]) -> None:
-        body = {"partitions": [{"topic": t, "partition": p} for t, p in partitions]}
-        self.client.request(
-            "POST", f"{self.path}/positions/beginning", json=body, headers={"Content-Type": V2}
-        )
-
-    def poll(self, timeout_ms: int = 1000, max_bytes: int | None = None) -> list[Record]:
-        body = _json(self._records("GET", _poll_params(timeout_ms, max_bytes)))
-        return [Record(**_fields(r)) for r in body]
-
-    def commit(self, offsets: Iterable[tuple[str, int, int]] | None = None) -> list[dict[str, Any]]:
-        """Commit ``(topic, partition, last processed offset)``s, or everything polled when None."""
-        kwargs: dict[str, Any] = {"headers": {"Content-Type": V2}}
-        if offsets is not None:
-            kwargs["json"] = {"offsets": [{"topic": t, "partition": p, "offset": o} for t, p, o in offsets]}
-        return list(self.client.request("POST", f"{self.path}/offsets", **kwargs) or [])
-
-
-class ShareConsumer(_Instance):
-    """A consumer of a share group, as created through ``GatewayClient.share_consumer``: it
-    shares its topics' partitions with the group's other consumers, record by record. Each record
-    it polls is its own under an acquisition lock until it settles it (``acknowledge``, or
-    piggy-backed: ``acknowledge_and_poll``) or the lock expires; deleting it gives back at once
-    what it holds.
-    """
-
-    def __init__(self, client: GatewayClient, group: str, instance: str, fmt: str) -> None:
-        super().__init__(
-            client, url_path("share-groups", check_group(group), "consumers", check_instance(instance)), fmt
-        )
-        self.group = group
-        self.instance = instance
-
-    def subscribe(self, *topics: str) -> None:
-        body = {"topics": [check_topic(t) for t in topics]}
-        self.client.request("POST", f"{self.path}/subscription", json=body, headers={"Content-Type": V2})
-
-    def subscription(self) -> list[str]:
-        return list(self.client.request("GET", f"{self.path}/subscription")["topics"])
-
-    def poll(
-        self, timeout_ms: int = 1000, *, max_records: int | None = None, max_bytes: int | None = None
-    ) -> list[ShareRecord]:
-        """Acquire records: new ones, released ones, and those whose lock expired."""
-        return self.acknowledge_and_poll((), timeout_ms, max_records=max_records, max_bytes=max_bytes)[0]
-
-    def acknowledge_and_poll(
-        self,
-        acks: Iterable[Acknowledgement],
-        timeout_ms: int = 1000,
-        *,
-        max_records: int | None = None,
-        max_bytes: int | None = None,
-    ) -> tuple[list[ShareRecord], int]:
-        """Settle ``acks``, then poll, in one round trip: the records, and how many of the
-        acknowledgements were refused (``acknowledge`` says which and why)."""
-        body = [a.as_dict() for a in acks]
-        params = _poll_params(timeout_ms, max_bytes, max_records)
-        if body:
-            response = self._records(
-                "POST", params, json={"acknowledgements": body}, headers={"Content-Type": V2}
-            )
-        else:
-            response = self._records("GET", params)
-        records = [ShareRecord(**_fields(r), delivery_count=r["delivery_count"]) for r in _json(response)]
-        return records, int(response.headers.get(REFUSED_HEADER, 0))
-
-    def acknowledge(self, acks: Iterable[Acknowledgement]) -> list[dict[str, Any]]:
-        """Settle ``acks``; those refused (``topic``, ``partition``, ``offset``, ``message``): the
-        records the consumer does not hold (its lock expired, or they were settled already)."""
-        body = {"acknowledgements": [a.as_dict() for a in acks]}
-        answer = self.client.request(
-            "POST", f"{self.path}/acknowledgements", json=body, headers={"Content-Type": V2}
-        )
-        return list(answer["refused"])
