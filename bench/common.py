@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import base64
+import os
 import subprocess
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -15,6 +18,7 @@ import orjson
 from api_schemas.formats import V2, content_type_for
 from bench.httpload import Connection
 from deploy.local.gateway import GatewayReplica
+from deploy.local.kafka_broker import TansuBroker
 
 BINARY = content_type_for("binary")
 
@@ -117,3 +121,47 @@ async def rest_consume(
         elapsed = time.perf_counter() - start
     await http.delete(instance)
     return count / elapsed
+
+
+def add_log_options(parser: argparse.ArgumentParser) -> None:
+    """The options that pick the logs a benchmark runs on (``on_each_log``)."""
+    parser.add_argument("--bootstrap", help="an existing Kafka broker (default: start Tansu)")
+    parser.add_argument("--no-kafka", action="store_true", help="the embedded log only")
+
+
+async def on_each_log(
+    args: argparse.Namespace, measure: Callable[[subprocess.Popen[bytes], int, str | None], Awaitable[None]]
+) -> None:
+    """``measure(gateway, port, bootstrap)`` on a fresh ``brokergate serve`` of the embedded log,
+    then of a Kafka log (Tansu, started and stopped here, or ``--bootstrap``) unless ``--no-kafka``;
+    ``bootstrap`` is None for the embedded log."""
+    logs: list[str | None] = [None]
+    broker = None
+    if not args.no_kafka:
+        bootstrap = args.bootstrap
+        if bootstrap is None:
+            broker = TansuBroker(Path(tempfile.mkdtemp(prefix="bench-tansu-"))).start()
+            bootstrap = broker.bootstrap
+        logs.append(bootstrap)
+    try:
+        for bootstrap in logs:
+            with tempfile.TemporaryDirectory() as tmp:
+                extra = () if bootstrap is None else ("--log", f"kafka://{bootstrap}")
+                env = {"BROKERGATE_KAFKA_IDEMPOTENCE": "false"} if broker is not None else None
+                gateway, port = start_gateway(Path(tmp), *extra, env=env)
+                try:
+                    where = "embedded" if bootstrap is None else f"kafka://{bootstrap}"
+                    print(f"\n== brokergate on the {where} log ==", flush=True)
+                    await measure(gateway, port, bootstrap)
+                finally:
+                    gateway.terminate()
+                    gateway.wait(15)
+    finally:
+        if broker is not None:
+            broker.stop()
+
+
+def cpu_seconds(pid: int) -> float:
+    """The CPU time a process has used (user and system), from Linux's /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

@@ -37,8 +37,8 @@ import asyncio
 import os
 import re
 import statistics
+import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from functools import partial
@@ -52,10 +52,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from api_schemas.formats import V2  # noqa: E402
-from bench.common import BINARY, create_topic, produce_body, start_gateway  # noqa: E402
+from bench.common import (  # noqa: E402
+    BINARY,
+    add_log_options,
+    cpu_seconds,
+    create_topic,
+    on_each_log,
+    produce_body,
+)
 from bench.httpload import Connection  # noqa: E402
-from bench.streams import cpu_seconds  # noqa: E402
-from deploy.local.kafka_broker import TansuBroker  # noqa: E402
 
 PARTITIONS = 2
 SHARE_CONSUMERS = (1, 4, 16)
@@ -332,44 +337,24 @@ async def main() -> None:
         "--no-max-bytes", action="store_true", help="share consumers poll with max_records alone"
     )
     parser.add_argument("--quick", action="store_true", help="20,000 records, 1 round")
-    parser.add_argument("--bootstrap", help="an existing Kafka broker (default: start Tansu)")
-    parser.add_argument("--no-kafka", action="store_true", help="the embedded log only")
+    add_log_options(parser)
     args = parser.parse_args()
     records, rounds = (20_000, 1) if args.quick else (args.records, args.rounds)
-    logs: list[str | None] = [None]
-    broker = None
-    if not args.no_kafka:
-        bootstrap = args.bootstrap
-        if bootstrap is None:
-            broker = TansuBroker(Path(tempfile.mkdtemp(prefix="bench-tansu-"))).start()
-            bootstrap = broker.bootstrap
-        logs.append(bootstrap)
-    try:
-        for bootstrap in logs:
-            with tempfile.TemporaryDirectory() as tmp:
-                extra = () if bootstrap is None else ("--log", f"kafka://{bootstrap}")
-                env = {"BROKERGATE_KAFKA_IDEMPOTENCE": "false"} if broker is not None else None
-                gateway, port = start_gateway(Path(tmp), *extra, env=env)
-                try:
-                    where = "embedded" if bootstrap is None else f"kafka://{bootstrap}"
-                    print(f"\n== brokergate on the {where} log ==", flush=True)
-                    bench = Bench(
-                        port,
-                        gateway.pid,
-                        records,
-                        args.size,
-                        rounds,
-                        args.max_records,
-                        args.seconds,
-                        share_max_bytes=not args.no_max_bytes,
-                    )
-                    await bench.run()
-                finally:
-                    gateway.terminate()
-                    gateway.wait(15)
-    finally:
-        if broker is not None:
-            broker.stop()
+
+    async def measure(gateway: subprocess.Popen[bytes], port: int, bootstrap: str | None) -> None:
+        bench = Bench(
+            port,
+            gateway.pid,
+            records,
+            args.size,
+            rounds,
+            args.max_records,
+            args.seconds,
+            share_max_bytes=not args.no_max_bytes,
+        )
+        await bench.run()
+
+    await on_each_log(args, measure)
 
 
 if __name__ == "__main__":

@@ -31,8 +31,8 @@ import asyncio
 import base64
 import os
 import statistics
+import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -45,9 +45,16 @@ from websockets.asyncio.client import connect
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.common import BINARY, create_topic, produce_body, start_gateway, subscribed  # noqa: E402
+from bench.common import (  # noqa: E402
+    BINARY,
+    add_log_options,
+    cpu_seconds,
+    create_topic,
+    on_each_log,
+    produce_body,
+    subscribed,
+)
 from bench.httpload import Connection  # noqa: E402
-from deploy.local.kafka_broker import TansuBroker  # noqa: E402
 
 EVENT_STREAM = "text/event-stream"
 # The WebSocket clients' window: four batches of the gateway's (1 MiB), so that it never waits for
@@ -157,12 +164,6 @@ class Consumers:
                     return
                 renew = {"v": 1, "type": "credit", "records": n, "bytes": size}
                 await ws.send(orjson.dumps(renew).decode())
-
-
-def cpu_seconds(pid: int) -> float:
-    """The CPU time a process has used (user and system), from Linux's /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class Bench:
@@ -336,34 +337,14 @@ async def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--samples", type=int, default=300)
     parser.add_argument("--quick", action="store_true", help="20,000 records, 1 round, 100 latency samples")
-    parser.add_argument("--bootstrap", help="an existing Kafka broker (default: start Tansu)")
-    parser.add_argument("--no-kafka", action="store_true", help="the embedded log only")
+    add_log_options(parser)
     args = parser.parse_args()
     records, rounds, samples = (20_000, 1, 100) if args.quick else (args.records, args.rounds, args.samples)
-    logs: list[tuple[str, str | None]] = [("embedded", None)]
-    broker = None
-    if not args.no_kafka:
-        bootstrap = args.bootstrap
-        if bootstrap is None:
-            broker = TansuBroker(Path(tempfile.mkdtemp(prefix="bench-tansu-"))).start()
-            bootstrap = broker.bootstrap
-        logs.append(("kafka", bootstrap))
-    try:
-        for log, bootstrap in logs:
-            with tempfile.TemporaryDirectory() as tmp:
-                extra = () if bootstrap is None else ("--log", f"kafka://{bootstrap}")
-                env = {"BROKERGATE_KAFKA_IDEMPOTENCE": "false"} if broker is not None else None
-                gateway, port = start_gateway(Path(tmp), *extra, env=env)
-                try:
-                    where = log if bootstrap is None else f"kafka://{bootstrap}"
-                    print(f"\n== brokergate on the {where} log ==", flush=True)
-                    await Bench(port, gateway.pid, records, args.size, rounds, samples).run(bootstrap)
-                finally:
-                    gateway.terminate()
-                    gateway.wait(15)
-    finally:
-        if broker is not None:
-            broker.stop()
+
+    async def measure(gateway: subprocess.Popen[bytes], port: int, bootstrap: str | None) -> None:
+        await Bench(port, gateway.pid, records, args.size, rounds, samples).run(bootstrap)
+
+    await on_each_log(args, measure)
 
 
 if __name__ == "__main__":
