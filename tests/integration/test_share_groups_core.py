@@ -183,7 +183,8 @@ async def test_reset_and_renew(log: EmbeddedLog, coordinators: list[Coordinator]
         "g", "m1", [TP], max_records=2, max_bytes=1 << 20, wait_ms=0, start_at="earliest"
     )
     clock.now += 0.9
-    assert await a.renew("g", "m1", {TP: [0, 1, 7]}) == {TP: {7: NOT_HELD}}
+    refused, _ = await a.acknowledge("g", "m1", [Acknowledgement(TP, (0, 1, 7), AckType.RENEW)])
+    assert refused == {TP: {7: NOT_HELD}}
     clock.now += 0.9  # past the first lock, within the renewed one
     refused, _ = await a.acknowledge("g", "m1", [Acknowledgement(TP, (0, 1), AckType.ACCEPT)])
     assert not refused

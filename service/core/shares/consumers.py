@@ -209,7 +209,7 @@ class ShareConsumers:
             state = await self._load(group, name, who)
             if accept is not None and state.config.format not in accept:
                 raise ConsumerFormatMismatch()
-            refused = await self.acknowledge(group, name, acks, who=who) if acks else []
+            refused = await self._settle(state, acks, who) if acks else []
             tps = await self._partitions(state)
             topics = {tp.topic for tp in tps}
             if who is not None:
@@ -246,11 +246,18 @@ class ShareConsumers:
         """Accept, release, reject or renew records the consumer holds; those it does not hold
         (any more) are refused, each on its own, and the rest applied."""
         state = await self._load(group, name, who)
+        refused = await self._settle(state, acks, who)
+        await self._sessions.touch(group, name, self.now_ms())
+        return refused
+
+    async def _settle(
+        self, state: InstanceState, acks: Sequence[Acknowledgement], who: Decision | None
+    ) -> list[Refusal]:
+        """``acks`` applied for the consumer of ``state``; the refused offsets, in order."""
         if who is not None:
             who.check(ResourceType.TOPIC, {a.tp.topic for a in acks}, Operation.READ)
-        refusals, _ = await self.shares.acknowledge(group, name, acks)
+        refusals, _ = await self.shares.acknowledge(state.group, state.name, acks)
         refused = [Refusal(tp, o, why) for tp, offsets in refusals.items() for o, why in offsets.items()]
-        await self._sessions.touch(state.group, state.name, self.now_ms())
         return sorted(refused, key=lambda r: (r.tp, r.offset))
 
     async def _decode(

@@ -25,7 +25,7 @@ import logging
 import random
 import time
 import weakref
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -164,29 +164,16 @@ class ShareGroups:
         await self._bury(group, exhausted)
         return refusals, exhausted
 
-    async def renew(
-        self, group: str, member: str, offsets: Mapping[TopicPartition, Collection[int]]
-    ) -> dict[TopicPartition, dict[int, str]]:
-        """Extend ``member``'s locks; the offsets refused per partition (with why)."""
-
-        def apply(sp: SharePartition, tp: TopicPartition, now: int) -> dict[int, str]:
-            return sp.renew(member, offsets[tp], now)
-
-        results = await self._update(group, list(offsets), apply)
-        return {tp: refused for tp, refused in results.items() if refused}
-
     async def leave(
         self, group: str, member: str, tps: Sequence[TopicPartition] | None = None
     ) -> list[tuple[TopicPartition, Exhausted]]:
         """``member`` is gone: what it held of ``tps`` (of every partition the group has a state
         of when None) is available again (or archived at the limit)."""
-        if tps is None:
-            tps = list(await self._coordinator.share_states(group))
 
         def apply(sp: SharePartition, tp: TopicPartition, now: int) -> list[Exhausted]:
             return sp.release_member(member, now)
 
-        results = await self._update(group, list(tps), apply, only_stored=True)
+        results = await self._update(group, None if tps is None else list(tps), apply, only_stored=True)
         exhausted = [(tp, e) for tp, gone in results.items() for e in gone]
         await self._bury(group, exhausted)
         return exhausted
@@ -198,17 +185,8 @@ class ShareGroups:
             return 0
         written = 0
         for group in await self._coordinator.share_groups():
-            stored = await self._coordinator.share_states(group)
-            now = self.now_ms()
-            late = [
-                tp
-                for tp, (data, _) in stored.items()
-                if any(r[1] == "ARCHIVING" and r[4] <= now for r in data["records"])
-            ]
-            if not late:
-                continue
             claimed = await self._update(
-                group, late, lambda sp, tp, now: sp.claim_archiving(now), only_stored=True
+                group, None, lambda sp, tp, now: sp.claim_archiving(now), only_stored=True
             )
             items = [(tp, e) for tp, gone in claimed.items() for e in gone]
             await self._bury(group, items)
@@ -380,9 +358,10 @@ class ShareGroups:
         on: the log fills the byte budget partition by partition, so each gets its turn first."""
         positions: dict[TopicPartition, int] = {}
         for tp, (sp, _) in states.items():
-            if sp.has_available():
-                positions[tp] = sp.first_available(default=sp.end)
-            elif len(sp.records) < self.limits.max_in_flight:
+            available = sp.first_available()
+            if available is not None:
+                positions[tp] = available
+            elif sp.has_room():
                 positions[tp] = sp.end
         order = list(positions)
         first = random.randrange(len(order)) if order else 0
@@ -400,7 +379,7 @@ class ShareGroups:
         settled = self._settled.setdefault(group, asyncio.Event())
         # New records matter only where the window has room: a full one waits for a lock to expire,
         # or for a settlement, never on records it cannot take.
-        room = {tp: sp.end for tp, sp in states.items() if len(sp.records) < self.limits.max_in_flight}
+        room = {tp: sp.end for tp, sp in states.items() if sp.has_room()}
         waits: list[asyncio.Future[Any]] = [asyncio.ensure_future(settled.wait())]
         if room:
             waits.append(asyncio.ensure_future(self._log.fetch(room, max_bytes=1, max_wait_ms=wait_ms)))
@@ -420,21 +399,22 @@ class ShareGroups:
     async def _update(
         self,
         group: str,
-        tps: list[TopicPartition],
+        tps: list[TopicPartition] | None,
         apply: Callable[[SharePartition, TopicPartition, int], Any],
         *,
         only_stored: bool = False,
     ) -> dict[TopicPartition, Any]:
-        """Apply ``apply`` to the stored state of each of ``tps`` and store the changes at once,
-        again from fresh states if another writer stored first. Partitions without a stored state
-        have nothing in flight: ``apply`` sees an empty state there (unless ``only_stored``)."""
+        """Apply ``apply`` to the stored state of each of ``tps`` (every partition the group has a
+        state of when None) and store the changes at once, again from fresh states if another
+        writer stored first. Partitions without a stored state have nothing in flight: ``apply``
+        sees an empty state there (unless ``only_stored``)."""
         async with self._turn(group):  # one writer of the group's states at a time here
             for _ in range(_MAX_RACES):
                 stored = await self._coordinator.share_states(group, tps)
                 now = self.now_ms()
                 results: dict[TopicPartition, Any] = {}
                 updates: dict[TopicPartition, tuple[dict[str, Any], int]] = {}
-                for tp in tps:
+                for tp in list(stored) if tps is None else tps:
                     if tp in stored:
                         data, version = stored[tp]
                         sp = SharePartition.from_json(data, self.limits)

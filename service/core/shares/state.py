@@ -148,7 +148,7 @@ class SharePartition:
                 self.changes += 1
                 taken.append(Acquired(offset, record.deliveries))
         for offset in log_offsets:
-            if len(taken) >= max_records or len(self.records) >= self.limits.max_in_flight:
+            if len(taken) >= max_records or not self.has_room():
                 break
             if offset < self.end:
                 continue  # already acquired once: the state above knows it
@@ -266,12 +266,13 @@ class SharePartition:
             (r.lock_until_ms for r in self.records.values() if r.state is Delivery.ACQUIRED), default=None
         )
 
-    def has_available(self) -> bool:
-        return any(r.state is Delivery.AVAILABLE for r in self.records.values())
+    def first_available(self) -> int | None:
+        """The lowest offset of an available record, or None if none is."""
+        return next((o for o, r in self.records.items() if r.state is Delivery.AVAILABLE), None)
 
-    def first_available(self, *, default: int) -> int:
-        """The lowest offset of an available record, or ``default`` if none is."""
-        return next((o for o, r in self.records.items() if r.state is Delivery.AVAILABLE), default)
+    def has_room(self) -> bool:
+        """Whether a new record may be acquired: fewer than ``max_in_flight`` are in flight."""
+        return len(self.records) < self.limits.max_in_flight
 
     def lag(self, log_end: int) -> int:
         """Records not done yet: in flight, and not yet acquired up to the log's end."""
