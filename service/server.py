@@ -2,15 +2,22 @@
 
 ``server_config`` is how the gateway is served, by ``brokergate serve`` and by the tests alike:
 
-- **Connections are a budget.** Past ``MAX_CONNECTIONS`` open at once, a new connection's
-  requests are answered 503 (Confluent's shape, with ``Retry-After``) and the connection is
-  closed, rather than queued or left to fail with EMFILE.
+- **Connections are a budget, fairly shared.** A connection counts from its TCP accept (before
+  any TLS handshake) until it closes, against ``MAX_CONNECTIONS`` and against its address's
+  share, ``MAX_CONNECTIONS_PER_ADDRESS`` (``core.fair``: one client cannot take what the others
+  need). Past either, the connection's requests are answered 503 (Confluent's shape, with
+  ``Retry-After``) and it is closed, rather than queued or left to fail with EMFILE; when the
+  process has almost no descriptor left, such a connection is closed at once unanswered, so
+  that accepting never fails and the connections being served keep theirs.
 - **Slow clients are cut off.** A request's headers must arrive within ``HEADER_TIMEOUT_MS`` of
   the connection opening or of the previous response (else 408, and the connection is
   closed), and may hold at most ``MAX_HEADER_BYTES`` of request line and headers (else 431).
-- **TLS when configured.** With ``tls_cert`` it serves HTTPS (``service.security.tls``), and a
-  client certificate the handshake verified is put in each request's scope (``PEER_KEY``), read
-  once per connection, for ``Authenticate``.
+- **TLS when configured.** With ``tls_cert`` it serves HTTPS (``service.security.tls``): the
+  protocol starts the handshake itself on the accepted connection, bounded by
+  ``TLS_HANDSHAKE_TIMEOUT_MS``, so a client that never finishes one is counted meanwhile and
+  closed after it. The client certificate the handshake verified is read once per connection
+  and put in the scope of each of its requests and of its WebSocket (``PEER_KEY``, by
+  ``_ConnectionState``, which both protocols share), for ``Authenticate``.
 - **Every answer is in the Confluent shape.** uvicorn's own plain-text answers (a request
   that is not HTTP, a request task cancelled at shutdown, an exception the app did not
   answer) become ``{"error_code": …, "message": …}``.
@@ -31,6 +38,7 @@ import asyncio
 import logging
 import resource
 import socket
+import ssl
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -47,11 +55,13 @@ from uvicorn.protocols.utils import ClientDisconnected
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from websockets.protocol import State as WebSocketState
 
+from .adapters.embedded.log.fds import descriptors_left
 from .api.auth import PEER_KEY
 from .api.http import error_response
 from .api.streams.socket import TEXT_PARTS
 from .app import begin_drain
-from .errors import ErrorCode
+from .core.fair import FairCounter, FairShare, Hold
+from .errors import BackendUnavailable, ErrorCode
 from .security.tls import PeerCertificate, server_context
 from .settings import Settings
 
@@ -61,15 +71,33 @@ GRACEFUL_SHUTDOWN_S = 10
 STREAMS_DRAIN_S = 2.0  # how long a stop waits for streams to send their final event
 
 
+# A connection refused when fewer descriptors than this are left is closed at once, unanswered:
+# what is left is for accepting (which must never fail with EMFILE) and for the connections served.
+SPARE_FDS = 32
+
+
 @dataclass(frozen=True, slots=True)
 class ConnectionLimits:
     max_connections: int
+    per_address: int
     header_timeout_s: float
     max_header_bytes: int
+    handshake_timeout_s: float
 
     @classmethod
     def of(cls, settings: Settings) -> ConnectionLimits:
-        return cls(settings.max_connections, settings.header_timeout_ms / 1000, settings.max_header_bytes)
+        return cls(
+            settings.max_connections,
+            settings.max_connections_per_address,
+            settings.header_timeout_ms / 1000,
+            settings.max_header_bytes,
+            settings.tls_handshake_timeout_ms / 1000,
+        )
+
+    def counter(self) -> FairCounter:
+        """The connections of one server: counted from their accept, per address."""
+        share = FairShare(self.max_connections, self.per_address, "connections")
+        return FairCounter(share, lambda reason: BackendUnavailable(f"{reason}; retry shortly."))
 
 
 def server_config(app: FastAPI, settings: Settings, **options: Any) -> uvicorn.Config:
@@ -77,8 +105,7 @@ def server_config(app: FastAPI, settings: Settings, **options: Any) -> uvicorn.C
     connection limits of ``settings``, over TLS when ``tls_cert`` is set; ``options`` are more
     ``uvicorn.Config`` arguments. A TLS file that cannot be used raises ``ValueError``."""
     limits = ConnectionLimits.of(settings)
-    protocol = type("GatewayProtocol", (GatewayProtocol,), {"limits": limits})
-    tls: dict[str, Any] = {}
+    context: ssl.SSLContext | None = None
     if settings.tls_cert is not None:
         password = settings.tls_key_password
         context = server_context(
@@ -88,7 +115,10 @@ def server_config(app: FastAPI, settings: Settings, **options: Any) -> uvicorn.C
             client_ca=settings.tls_client_ca,
             client_cert_required=settings.client_cert_required,
         )
-        tls = {"ssl_context_factory": lambda _config, _default: context}
+    # TLS is the protocol's, not the server's (``GatewayProtocol``): asyncio's own would hand the
+    # connection over only once its handshake is done, unbounded and uncounted until then.
+    attributes = {"limits": limits, "counter": limits.counter(), "tls": context}
+    protocol = type("GatewayProtocol", (GatewayProtocol,), attributes)
     return uvicorn.Config(
         LastResort(app),
         host=settings.host,
@@ -100,7 +130,6 @@ def server_config(app: FastAPI, settings: Settings, **options: Any) -> uvicorn.C
         ws_max_size=settings.stream_max_message_bytes,  # a larger WebSocket message is refused (1009) unread
         # Stream batches are large JSON: compressing each costs more CPU than it saves on a network.
         ws_per_message_deflate=False,
-        **tls,
         **options,
     )
 
@@ -151,26 +180,134 @@ class _HeadersTooLarge(Exception):
     """Stops the parser (httptools reports it as a parse error) when the headers pass the limit."""
 
 
-class GatewayProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol with the gateway's connection limits (``server_config``
-    makes a subclass that sets ``limits``)."""
+class _ConnectionState:
+    """What a connection keeps whichever protocol speaks on it, HTTP or (once upgraded) WebSocket:
+    its place among the connections, and the client certificate its handshake verified, put in
+    the scope of everything it asks (``_stamp``). One place for both protocols, so a WebSocket
+    can never be told less about its client than a request on the same connection."""
+
+    _hold: Hold | None = None
+    _peer: PeerCertificate | None = None
+
+    def _read_peer(self, transport: asyncio.BaseTransport) -> None:
+        self._peer = PeerCertificate.of(transport.get_extra_info("ssl_object"))
+
+    def _stamp(self, scope: Any) -> None:
+        if self._peer is not None:
+            scope[PEER_KEY] = self._peer
+
+    def _take_over(self, other: _ConnectionState) -> None:
+        """Carry on the connection ``other`` spoke on (a WebSocket upgrade): its place and peer."""
+        self._hold, other._hold = other._hold, None
+        self._peer = other._peer
+
+    def _release(self) -> None:
+        if self._hold is not None:
+            self._hold.release()
+            self._hold = None
+
+
+class GatewayProtocol(_ConnectionState, HttpToolsProtocol):
+    """uvicorn's httptools protocol with the gateway's connection limits and TLS (``server_config``
+    makes a subclass that sets ``limits``, the server's ``counter`` and its ``tls`` context).
+
+    A connection takes its place in ``counter`` when it is accepted; over TLS the handshake
+    follows (``loop.start_tls``, bounded in time), and only then is HTTP spoken on it.
+    """
 
     limits: ClassVar[ConnectionLimits]
+    counter: ClassVar[FairCounter]
+    tls: ClassVar[ssl.SSLContext | None]
+
+    _handshake: asyncio.Task[None] | None = None
+    _raw: asyncio.Transport | None = None  # accepted, its TLS handshake under way
+    _served = False  # HTTP is spoken on it (``_serve``)
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        peer = transport.get_extra_info("peername")
+        address = f"address {peer[0]}" if isinstance(peer, tuple) else "address local"
+        self._hold = self.counter.try_take(address)
+        self._refusal_reason = None if self._hold is not None else self.counter.refusal(address)
+        if self._hold is None and descriptors_left() < SPARE_FDS:
+            transport.abort()  # no descriptor to spare for an answer: keep them for those served
+            return
+        if self.tls is None:
+            self._serve(transport)
+            return
+        # Counted from now, handshake included; in ``connections`` so that a stop closes it too.
+        self._raw = transport
+        self._early: list[bytes] = []
+        self.connections.add(self)
+        transport.pause_reading()  # the ClientHello is the TLS layer's to read, not HTTP's
+        self._handshake = self.loop.create_task(self._start_tls(transport))
+
+    async def _start_tls(self, raw: asyncio.Transport) -> None:
+        assert self.tls is not None
+        try:
+            secured = await self.loop.start_tls(
+                raw, self, self.tls, server_side=True, ssl_handshake_timeout=self.limits.handshake_timeout_s
+            )
+        except (OSError, ssl.SSLError, TimeoutError, ConnectionError):
+            # Timed out, refused by the client or by the certificate check (start_tls closed it)
+            self._gone()
+            return
+        except asyncio.CancelledError:
+            self._gone()
+            raise
+        finally:
+            self._handshake = None
+        if secured is None or self._raw is None:  # lost as the handshake ended
+            self._gone()
+            return
+        self._raw = None
+        self._serve(secured)
+        early, self._early = self._early, []
+        for data in early:
+            self.data_received(data)
+
+    def data_received(self, data: bytes) -> None:
+        if self._raw is not None:  # decrypted as the handshake ended, before ``_serve`` ran
+            self._early.append(data)
+            return
+        super().data_received(data)
+
+    def _serve(self, transport: asyncio.Transport) -> None:
+        self._served = True
         super().connection_made(transport)
-        # Over TLS the handshake is done by now: the client certificate it verified, read once
-        self._peer = PeerCertificate.of(transport.get_extra_info("ssl_object"))
+        self._read_peer(transport)  # over TLS the handshake is done: read once per connection
         self._header_timer: asyncio.TimerHandle | None = None
         self._header_bytes = 0
         self._refusal: bytes | None = None
-        if len(self.connections) > self.limits.max_connections:
-            self.app = _OVER_CAPACITY
+        if self._refusal_reason is not None:
+            self.app = _over_capacity(self._refusal_reason)
         self._arm_header_timer()
 
+    def _gone(self) -> None:
+        """The connection ended before HTTP started on it."""
+        self._raw = None
+        self.connections.discard(self)
+        self._release()
+
     def connection_lost(self, exc: Exception | None) -> None:
+        if not self._served:  # lost before TLS was up, or refused unanswered: no HTTP on it
+            self._gone()
+            return
+        self._release()
         self._disarm_header_timer()
         super().connection_lost(exc)
+
+    def shutdown(self) -> None:
+        if self._raw is not None:  # still in its handshake
+            self._raw.abort()
+            return
+        super().shutdown()
+
+    def handle_websocket_upgrade(self) -> None:
+        self._disarm_header_timer()
+        super().handle_websocket_upgrade()
+        protocol = self.transport.get_protocol()
+        if isinstance(protocol, _ConnectionState):
+            protocol._take_over(self)
 
     # --- slow and large headers ---------------------------------------------------------
 
@@ -194,8 +331,7 @@ class GatewayProtocol(HttpToolsProtocol):
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._header_bytes = 0
-        if self._peer is not None:
-            self.scope[PEER_KEY] = self._peer  # type: ignore[typeddict-unknown-key]
+        self._stamp(self.scope)
 
     def on_url(self, url: bytes) -> None:
         self._count_header_bytes(len(url))
@@ -229,8 +365,9 @@ class GatewayProtocol(HttpToolsProtocol):
         self.transport.close()
 
 
-class GatewayWebSocketProtocol(WebSocketsSansIOProtocol):
-    """uvicorn's WebSocket protocol, with two changes:
+class GatewayWebSocketProtocol(_ConnectionState, WebSocketsSansIOProtocol):
+    """uvicorn's WebSocket protocol, on the connection ``GatewayProtocol`` accepted (its place
+    among the connections, its client certificate in the scope), with two changes:
 
     - a handshake refused with a response (ASGI's denial response: the gateway's 403, 404 or 503
       with Confluent's body) counts as answered: uvicorn's own logs an error after each, as if
@@ -241,11 +378,20 @@ class GatewayWebSocketProtocol(WebSocketsSansIOProtocol):
       copies in the WebSocket library, several times what the gateway spent rendering it.
     """
 
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self._read_peer(transport)  # the upgrade's own: ``_take_over`` hands over the rest after
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._release()
+        super().connection_lost(exc)
+
     def handle_connect(self, event: Any) -> None:
         super().handle_connect(event)
         scope = getattr(self, "scope", None)  # only an upgrade the library accepted has one
         if scope is not None:
             scope["extensions"][TEXT_PARTS] = {}
+            self._stamp(scope)
 
     async def send(self, message: Any) -> None:
         parts = message.get("text_parts") if message["type"] == "websocket.send" else None
@@ -274,14 +420,13 @@ def text_frame_header(length: int) -> bytes:
     return struct.pack("!BBQ", 0x81, 127, length)
 
 
-# The app of a connection past MAX_CONNECTIONS: each request on it is answered so, then it closes.
-_OVER_CAPACITY = error_response(
-    503,
-    ErrorCode.UNAVAILABLE,
-    "Too many connections to this gateway; retry shortly.",
-    retry_after=1,
-    headers={"Connection": "close"},
-)
+def _over_capacity(reason: str) -> ASGIApp:
+    """The app of a connection past MAX_CONNECTIONS or its address's share: each request on it is
+    answered so, then it closes."""
+    message = f"Too many connections to this gateway: {reason}; retry shortly."
+    return error_response(503, ErrorCode.UNAVAILABLE, message, retry_after=1, headers={"Connection": "close"})
+
+
 # What ``LastResort`` answers a request the app did not.
 _STOPPING = error_response(
     503, ErrorCode.UNAVAILABLE, "The gateway is stopping; retry.", headers={"Connection": "close"}

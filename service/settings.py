@@ -325,6 +325,15 @@ class Settings(BaseSettings):
         10_000, ge=1, description="Most records one produce request may carry (413 beyond)."
     )
     max_headers_per_record: int = Field(
+    max_connections_per_address: int = Field(
+        100,
+        ge=1,
+        description="Most of max_connections one client address may hold, counted from the TCP accept "
+        "(503 + Retry-After beyond); raise it when many clients come through one proxy address.",
+    )
+    tls_handshake_timeout_ms: int = Field(
+        10_000, ge=100, description="Time a TLS handshake has to finish (the connection is closed beyond)."
+    )
         100, ge=0, description="Most headers one record may carry (413 beyond)."
     )
 

@@ -26,9 +26,12 @@ async def small_gateway(tmp_path):
         await gw.stop()
 
 
-async def connect(gw: RunningGateway) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+async def connect(
+    gw: RunningGateway, source: str = "127.0.0.1"
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A raw connection to ``gw`` from the loopback address ``source`` (any 127.x.y.z is this host)."""
     url = urlsplit(gw.url)
-    return await asyncio.open_connection(url.hostname, url.port)
+    return await asyncio.open_connection(url.hostname, url.port, local_addr=(source, 0))
 
 
 async def answer(reader: asyncio.StreamReader) -> tuple[int, dict[str, str], dict]:
@@ -60,6 +63,37 @@ async def test_past_max_connections_a_connection_gets_a_confluent_503_and_is_clo
     await asyncio.sleep(0.1)
     r = await small_gateway.client.get("/topics")  # room again
     assert r.status_code == 200
+
+
+async def test_one_address_at_its_share_of_connections_does_not_stop_another(tmp_path):
+    gw = await start_gateway(
+        tmp_path / "gw", max_connections=10, max_connections_per_address=3, header_timeout_ms=5000
+    )
+    try:
+        # Three sockets from one address that never finish their headers: its whole share.
+        silent = [await connect(gw, "127.0.0.2") for _ in range(3)]
+        for _, writer in silent:
+            writer.write(b"GET /topics HTTP/1.1\r\n")
+        await asyncio.sleep(0.1)
+        reader, writer = await connect(gw, "127.0.0.2")
+        writer.write(get())
+        status, headers, body = await answer(reader)
+        assert status == 503 and headers["retry-after"] == "1" and body["error_code"] == 50301
+        assert "connections" in body["message"] and "one client" in body["message"]
+        reader, writer = await connect(gw, "127.0.0.3")  # another address is served meanwhile
+        writer.write(get())
+        assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 200")
+        writer.close()
+        for _, w in silent:
+            w.close()
+        await asyncio.sleep(0.1)
+        reader, writer = await connect(gw, "127.0.0.2")  # its share is free again
+        writer.write(get())
+        assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 200")
+        writer.close()
+    finally:
+        await gw.client.aclose()
+        await gw.stop()
 
 
 async def test_headers_slower_than_the_timeout_get_408_and_the_connection_is_closed(small_gateway):

@@ -6,6 +6,7 @@ the clients'. Every connection is a real TLS handshake on loopback.
 
 from __future__ import annotations
 
+import asyncio
 import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -13,13 +14,15 @@ from pathlib import Path
 import httpx
 import pytest
 import trustme
+from websockets.asyncio.client import connect
 
 from service.app import create_app
 from service.security.users import add_user
 from service.server import server_config
 from service.settings import Settings
 from tests.conftest import RunningGateway, start_gateway
-from tests.helpers import V2, create_topic
+from tests.helpers import V2, consumer, create_topic, produce, subscribe
+from tests.stream_client import receive, socket_url
 
 
 @pytest.fixture(scope="module")
@@ -139,6 +142,72 @@ async def test_with_mtls_beside_basic_a_certificate_or_a_password_does(tmp_path,
         assert r.headers.get_list("www-authenticate") == ['Basic realm="brokergate", charset="UTF-8"']
         r = await no_cert.post("/consumers/g", json={}, headers={"Content-Type": V2}, auth=("dave", "nope"))
         assert r.status_code == 401
+
+
+@pytest.mark.parametrize("auth", ["mtls", "mtls,basic"])
+async def test_a_client_certificate_opens_a_websocket_stream_as_it_does_a_request(
+    tmp_path, files, client_ca, gateways, auth
+):
+    users = tmp_path / "users"
+    add_user(users, "dave", "dave-pw")
+    frank = client_ca.issue_cert("frank@example.com", common_name="frank")
+    frank_ctx = context(files["ca"], frank)
+    gw = await start_gateway(
+        tmp_path / "data",
+        tls_cert=files["cert"],
+        tls_client_ca=files["client_ca"],
+        auth=auth,
+        users_file=users,
+        verify=frank_ctx,
+    )
+    gateways.append(gw)
+    await create_topic(gw.client, "t", 1)
+    await produce(gw.client, "t", [{"value": "over wss"}])
+    base = await consumer(gw.client, "g")  # frank's, by his certificate
+    await subscribe(gw.client, base, "t")
+    async with connect(socket_url(base), ssl=frank_ctx) as ws:  # the same certificate: frank again
+        await receive(ws, "hello")
+        await receive(ws, "rebalance")
+        await ws.send('{"v": 1, "type": "credit", "records": 10, "bytes": 10000}')
+        got = await receive(ws, "records")
+        assert [r["value"] for r in got["records"]] == ["over wss"]
+
+
+async def test_a_tls_handshake_is_counted_from_the_accept_and_bounded_in_time(tmp_path, files, gateways):
+    ca = context(files["ca"])
+    gw = await start_gateway(
+        tmp_path / "data",
+        tls_cert=files["cert"],
+        verify=ca,
+        max_connections=20,
+        max_connections_per_address=2,
+        tls_handshake_timeout_ms=600,
+    )
+    gateways.append(gw)
+    port = int(gw.url.rsplit(":", 1)[1])
+
+    async def tls_get(source: str) -> bytes:
+        """A whole answer to a GET over TLS from ``source``, to the close the 503 asks for."""
+        reader, writer = await asyncio.open_connection(
+            "127.0.0.1", port, ssl=ca, server_hostname="127.0.0.1", local_addr=(source, 0)
+        )
+        writer.write(b"GET /topics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        raw = await asyncio.wait_for(reader.read(), 5)
+        writer.close()
+        return raw
+
+    # Two raw TCP connections from one address: one silent, one stopping inside its ClientHello.
+    stalled = [
+        await asyncio.open_connection("127.0.0.1", port, local_addr=("127.0.0.2", 0)) for _ in range(2)
+    ]
+    stalled[1][1].write(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")
+    await asyncio.sleep(0.1)
+    refused = await tls_get("127.0.0.2")  # they hold its address's share while they handshake
+    assert refused.startswith(b"HTTP/1.1 503") and b'"error_code":50301' in refused, refused
+    assert (await tls_get("127.0.0.3")).startswith(b"HTTP/1.1 200")  # another address is served
+    for reader, _ in stalled:  # closed by the gateway once the handshake time is up (asyncio's own: 60 s)
+        assert await asyncio.wait_for(reader.read(), 5) == b""
+    assert (await tls_get("127.0.0.2")).startswith(b"HTTP/1.1 200")  # its share is free again
 
 
 def test_tls_files_that_cannot_be_used_stop_the_start_with_the_setting_named(tmp_path, files):

@@ -59,3 +59,8 @@ def check_room(topic: str, new_partitions: int, *, cache_spare: int = SEALED_FDS
             f"connections, {cache_spare} for reading sealed segments). Use fewer partitions, or raise "
             "the limit and restart."
         )
+
+
+def descriptors_left() -> int:
+    """How many more descriptors this process may open now (``fd_limit`` less ``open_fds``)."""
+    return fd_limit() - open_fds()

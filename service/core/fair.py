@@ -1,0 +1,123 @@
+"""Fair shares of the limits every client shares: connections, consumer instances, streams, long-polls.
+
+A limit meant for everyone (``max_connections``, ``max_instances``, ``max_open_streams``,
+``max_open_polls``) is no use if one client can take all of it: everyone else is then refused
+while that client holds what it took. So each of them is a ``FairShare``: at most ``total`` in
+all, and at most ``share`` by any one holder (a principal; an address where there is none yet,
+or where everyone is the anonymous principal). One decision, ``FairShare.refusal``, says
+whether one more fits; ``FairCounter`` keeps the counts where they live in this process
+(connections, streams, polls), and the consumer instances ask the same decision with the
+counts the sessions store keeps, shared by every replica (``consumers.InstanceLimits``).
+
+Collaborators: ``acl.Caller`` (who holds), and the callers' own errors: a refusal is said
+once here, and raised as what the limit answers (503 with Retry-After, or 409).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from service.errors import GatewayError
+
+from .acl import ANONYMOUS, Caller
+
+__all__ = ["FairCounter", "FairShare", "Hold", "holder_of"]
+
+
+def holder_of(caller: Caller) -> str:
+    """Whose share a request draws on: its principal, or its address when it has none of its own
+    (authentication off: every caller is the one anonymous principal)."""
+    if caller.principal != ANONYMOUS or caller.host is None:
+        return caller.principal
+    return f"address {caller.host}"
+
+
+@dataclass(frozen=True, slots=True)
+class FairShare:
+    """At most ``total`` of ``what`` in all, and at most ``share`` of them held by one holder."""
+
+    total: int
+    share: int
+    what: str
+
+    def refusal(self, mine: int, everyone: int) -> str | None:
+        """Why one more does not fit beside ``mine`` of the holder's and ``everyone``'s in all
+        (None: it fits). The whole limit is named first: a holder at its share when everything
+        is taken is told the gateway is full, which it is."""
+        if everyone >= self.total:
+            return f"This gateway holds {self.total} {self.what}, the most allowed"
+        if mine >= self.share:
+            return (
+                f"You already hold {self.share} {self.what}, the most one client may hold "
+                f"of the gateway's {self.total}"
+            )
+        return None
+
+
+class Hold:
+    """One place taken in a ``FairCounter``; ``release`` gives it back (once, however often called)."""
+
+    __slots__ = ("_counter", "holder")
+
+    def __init__(self, counter: FairCounter, holder: str) -> None:
+        self._counter: FairCounter | None = counter
+        self.holder = holder
+
+    def release(self) -> None:
+        counter, self._counter = self._counter, None
+        if counter is not None:
+            counter._give_back(self.holder)
+
+
+class FairCounter:
+    """What is held now in this process, in all and per holder, within a ``FairShare``.
+
+    ``refuse`` makes the error a refusal is raised as (``take``, ``hold``); ``try_take`` is for
+    callers that answer a refusal themselves (a connection, before any request).
+    """
+
+    def __init__(self, share: FairShare, refuse: Callable[[str], GatewayError]) -> None:
+        self.share = share
+        self._refuse = refuse
+        self._held: dict[str, int] = {}
+        self.open = 0
+
+    def held_by(self, holder: str) -> int:
+        return self._held.get(holder, 0)
+
+    def refusal(self, holder: str) -> str | None:
+        return self.share.refusal(self._held.get(holder, 0), self.open)
+
+    def try_take(self, holder: str) -> Hold | None:
+        """A place for ``holder``, or None when none fits."""
+        if self.refusal(holder) is not None:
+            return None
+        self._held[holder] = self._held.get(holder, 0) + 1
+        self.open += 1
+        return Hold(self, holder)
+
+    def take(self, holder: str) -> Hold:
+        """A place for ``holder``, or the error ``refuse`` makes of why none fits."""
+        hold = self.try_take(holder)
+        if hold is None:
+            raise self._refuse(self.refusal(holder) or "")
+        return hold
+
+    @contextmanager
+    def hold(self, holder: str) -> Iterator[None]:
+        """A place for ``holder`` while the block runs."""
+        hold = self.take(holder)
+        try:
+            yield
+        finally:
+            hold.release()
+
+    def _give_back(self, holder: str) -> None:
+        left = self._held[holder] - 1
+        if left:
+            self._held[holder] = left
+        else:
+            del self._held[holder]  # no entry per holder that ever came: only those holding now
+        self.open -= 1
