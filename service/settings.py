@@ -307,6 +307,15 @@ class Settings(BaseSettings):
     max_connections: int = Field(
         1_000, ge=1, description="Most client connections open at once (503 + Retry-After beyond)."
     )
+    max_connections_per_address: int = Field(
+        100,
+        ge=1,
+        description="Most of max_connections one client address may hold, counted from the TCP accept "
+        "(503 + Retry-After beyond); raise it when many clients come through one proxy address.",
+    )
+    tls_handshake_timeout_ms: int = Field(
+        10_000, ge=100, description="Time a TLS handshake has to finish (the connection is closed beyond)."
+    )
     header_timeout_ms: int = Field(
         10_000, ge=100, description="Time a request's headers have to arrive (408 and closed beyond)."
     )
@@ -325,16 +334,14 @@ class Settings(BaseSettings):
         10_000, ge=1, description="Most records one produce request may carry (413 beyond)."
     )
     max_headers_per_record: int = Field(
-    max_connections_per_address: int = Field(
-        100,
-        ge=1,
-        description="Most of max_connections one client address may hold, counted from the TCP accept "
-        "(503 + Retry-After beyond); raise it when many clients come through one proxy address.",
-    )
-    tls_handshake_timeout_ms: int = Field(
-        10_000, ge=100, description="Time a TLS handshake has to finish (the connection is closed beyond)."
-    )
         100, ge=0, description="Most headers one record may carry (413 beyond)."
+    )
+    max_json_depth: int = Field(
+        64,
+        ge=4,
+        le=128,
+        description="Deepest nesting of objects and arrays in JSON a client sends, a request body or a "
+        "WebSocket message counted whole (422 beyond).",
     )
 
     # the schema registry: Confluent's schema-registry API at /schema-registry

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from api_schemas.formats import FORMATS, V2, content_type_for, media_type
 from api_schemas.records import render_slices
+from service.core.json_depth import check_depth
 from service.core.models import EmbeddedFormat, Record, TopicPartition
 from service.core.rules import MAX_OFFSET
 from service.errors import ConversionError, InvalidPayload, PayloadTooLarge, UnsupportedMediaType
@@ -193,9 +194,11 @@ def check_control_type(request: Request) -> None:
         )
 
 
-def loads(body: bytes, *, records: bool = False) -> Any:
+def loads(body: bytes, *, max_depth: int, records: bool = False) -> Any:
     """The JSON of ``body``; with ``records`` (a produce body), text that is not UTF-8 is a record
-    that cannot be converted (42203), as for bad base64, rather than a malformed request (42206)."""
+    that cannot be converted (42203), as for bad base64, rather than a malformed request (42206).
+    Nested deeper than ``max_depth``: 42206, before anything walks it (``json_depth``)."""
+    check_depth(body, max_depth)
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError as exc:
@@ -218,7 +221,7 @@ async def parse_optional(request: Request, model: type[M]) -> M | None:
     body = await read_body(request)
     if not body.strip():
         return None
-    data = loads(body)
+    data = loads(body, max_depth=gateway_of(request.scope).settings.max_json_depth)
     if data is None:
         return None
     try:

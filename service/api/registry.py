@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 from api_schemas import registry as sr
 from api_schemas.formats import media_type
 from api_schemas.v2 import ErrorBody
+from service.core.json_depth import exceeds
 from service.core.schemas.model import Compatibility, Schema, SchemaReference, SchemaType
 from service.core.schemas.registry import Registered, SchemaRegistry
 from service.core.schemas.state import LATEST, SETTABLE_MODES, Mode
@@ -36,7 +37,7 @@ from service.errors import (
     RegistryNotAcceptable,
     RegistryUnsupportedMediaType,
 )
-from service.gateway import Gateway, get_gateway
+from service.gateway import Gateway, gateway_of, get_gateway
 
 from .http import JSONBody, body_doc, describe_validation, read_body
 
@@ -175,6 +176,9 @@ async def _body(request: Request, model: type[M]) -> M:
     body = await read_body(request)
     if not body.strip():
         raise RegistryBadRequest("A JSON request body is required.")
+    limit = gateway_of(request.scope).settings.max_json_depth
+    if exceeds(body, limit):
+        raise RegistryBadRequest(f"The body nests JSON objects and arrays more than {limit} levels deep.")
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError as exc:

@@ -146,9 +146,9 @@ async def records_of(
     if is_schema_format(fmt):
         return await _encode(body, fmt, topic, gw, who, limits, data)
     if len(body) < OFF_LOOP_BYTES:
-        return _parse(body, fmt, limits, data), (None, None)
+        return _parse(body, fmt, limits, data, s.max_json_depth), (None, None)
     # the record loop yields the interpreter to the event loop every few milliseconds there
-    return await asyncio.to_thread(_parse, body, fmt, limits, data), (None, None)
+    return await asyncio.to_thread(_parse, body, fmt, limits, data, s.max_json_depth), (None, None)
 
 
 async def store_records(
@@ -181,9 +181,11 @@ OFF_LOOP_BYTES = 256 * 1024
 OFF_LOOP_SCHEMA_BYTES = 32 * 1024
 
 
-def _parse(body: bytes, fmt: PlainFormat, limits: tuple[int, int, int], data: Any = None) -> ParsedProduce:
-    if data is None:
-        data = loads(body, records=True)
+def _parse(
+    body: bytes, fmt: PlainFormat, limits: tuple[int, int, int], data: Any, max_depth: int
+) -> ParsedProduce:
+    if data is None:  # else already parsed, its depth checked, by the WebSocket stream
+        data = loads(body, records=True, max_depth=max_depth)
     if fmt == "json" and holds_float(data):
         data = loads_exact(body)  # numbers as the client wrote them, never rounded
     max_record_bytes, max_records, max_headers = limits
@@ -205,7 +207,8 @@ async def _encode(
     inline schema registered first), and the schemas' ids."""
     big = len(body) >= OFF_LOOP_SCHEMA_BYTES
     if data is None:
-        data = await asyncio.to_thread(loads, body, records=True) if big else loads(body, records=True)
+        parse = functools.partial(loads, body, records=True, max_depth=gw.settings.max_json_depth)
+        data = await asyncio.to_thread(parse) if big else parse()
     choice = schema_choice(data)
     # The topic first (created if it may be): no schema is registered for a topic that cannot be.
     await gw.topics.for_produce(topic, who)

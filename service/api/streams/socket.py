@@ -61,6 +61,7 @@ from service.core.acl import Operation, ResourceType
 from service.core.consumers import Blocked
 from service.core.credit import Credit
 from service.core.cursors import parse_positions, render_positions
+from service.core.json_depth import check_depth
 from service.core.models import TopicPartition
 from service.core.rules import check_topic
 from service.core.streams import End, Event, Opened, Rebalance, Records
@@ -349,6 +350,7 @@ class Session:
         """Act on one message of the client, or answer why it cannot be."""
         data: object = None
         try:
+            check_depth(raw, self.gw.settings.max_json_depth, "A message")
             try:
                 data = (
                     orjson.loads(raw)

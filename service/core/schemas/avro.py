@@ -58,6 +58,8 @@ from typing import Any, Final
 
 from fastavro import _read_py, parse_schema, schemaless_reader, schemaless_writer
 
+from service.core.json_depth import MAX_SCHEMA_DEPTH, exceeds
+
 from .model import JSON, ConversionError, InvalidSchema, ParsedSchema, Schema, SchemaType
 
 __all__ = ["AvroCodec", "AvroFormat", "AvroSchema"]
@@ -400,6 +402,8 @@ class AvroFormat:
     schema_type: SchemaType = SchemaType.AVRO
 
     def parse(self, schema: Schema, references: Mapping[str, ParsedSchema]) -> AvroSchema:
+        if exceeds(schema.text, MAX_SCHEMA_DEPTH):  # before the recursive parser and codec see it
+            raise InvalidSchema(f"an Avro schema nests JSON more than {MAX_SCHEMA_DEPTH} levels deep")
         try:
             document = json.loads(schema.text)
         except ValueError as exc:

@@ -72,6 +72,8 @@ from jsonschema.exceptions import SchemaError, ValidationError, best_match
 from jsonschema.protocols import Validator
 from referencing.exceptions import Unresolvable
 
+from service.core.json_depth import MAX_SCHEMA_DEPTH, exceeds
+
 from .model import JSON, ConversionError, InvalidSchema, ParsedSchema, Schema, SchemaType
 
 if TYPE_CHECKING:
@@ -294,6 +296,8 @@ class JsonSchemaFormat:
     schema_type: SchemaType = SchemaType.JSON
 
     def parse(self, schema: Schema, references: Mapping[str, ParsedSchema]) -> JsonSchema:
+        if exceeds(schema.text, MAX_SCHEMA_DEPTH):  # before the recursive parser and codec see it
+            raise InvalidSchema(f"a JSON Schema nests JSON more than {MAX_SCHEMA_DEPTH} levels deep")
         try:
             document = json.loads(schema.text)
         except ValueError as exc:
