@@ -89,7 +89,8 @@ class Gateway:
         serde = Serde(registry, strategy=settings.schema_subject_strategy)
         metadata_changed = asyncio.Event()
         draining = asyncio.Event()
-        waits = OpenWaits(settings.max_open_polls)  # polls and stateless reads share one bound
+        # polls and stateless reads share one bound, and each principal's share of it
+        waits = OpenWaits(settings.max_open_polls, share=settings.max_open_polls_per_principal)
         access = Access(coordinator.acls, super_users=settings.super_user_names, enabled=settings.authorize)
         groups = GroupManager(log, coordinator, access)
         topics = TopicService(
@@ -102,7 +103,9 @@ class Gateway:
             waits=waits,
             reserved={settings.schema_registry_topic: "the schema registry's records"},
         )
-        instance_limits = InstanceLimits(settings.max_instances_per_group, settings.max_instances)
+        instance_limits = InstanceLimits(
+            settings.max_instances_per_group, settings.max_instances, settings.max_instances_per_principal
+        )
         template = settings.share_dead_letter_topic
         shares = ShareGroups(
             log,
@@ -178,6 +181,7 @@ def stream_limits(settings: Settings) -> StreamLimits:
     """The bounds of the streams the settings ask for (``max_open_streams``, ``stream_*``)."""
     return StreamLimits(
         open=settings.max_open_streams,
+        open_per_holder=settings.max_open_streams_per_principal,
         heartbeat_ms=settings.stream_heartbeat_ms,
         lifetime_ms=settings.stream_max_lifetime_ms,
         send_timeout_ms=settings.stream_send_timeout_ms,

@@ -67,10 +67,22 @@ class Settings(BaseSettings):
         1_000, ge=1, description="Most consumer instances one group may have (409 beyond)."
     )
     max_instances: int = Field(10_000, ge=1, description="Most consumer instances in all (409 beyond).")
+    max_instances_per_principal: int = Field(
+        1_000,
+        ge=1,
+        description="Most of max_instances (share consumers included) one authenticated principal may "
+        "hold, counted across replicas with Redis sessions (409 beyond).",
+    )
     max_open_polls: int = Field(
         1_000,
         ge=1,
         description="Most long-polls and stateless reads open at once (503 + Retry-After beyond).",
+    )
+    max_open_polls_per_principal: int = Field(
+        100,
+        ge=1,
+        description="Most of max_open_polls one principal (an address, with authentication off) may "
+        "hold (503 + Retry-After beyond).",
     )
     consumer_max_instance_timeout_ms: int = Field(
         3_600_000,
@@ -86,6 +98,12 @@ class Settings(BaseSettings):
     # push streams: Server-Sent Events and WebSockets over consumer instances and partitions
     max_open_streams: int = Field(
         1_000, ge=1, description="Most SSE and WebSocket streams open at once (503 + Retry-After beyond)."
+    )
+    max_open_streams_per_principal: int = Field(
+        100,
+        ge=1,
+        description="Most of max_open_streams one principal (an address, with authentication off) may "
+        "hold (503 + Retry-After beyond).",
     )
     stream_heartbeat_ms: int = Field(
         15_000, ge=100, description="An idle SSE stream sends a ': keep-alive' comment this often."

@@ -37,7 +37,7 @@ from service.core.schemas.serde import SCHEMA_TYPES, Writer
 from service.errors import NotAcceptable
 from service.gateway import Gateway, get_gateway
 
-from .access import decision_of, visible
+from .access import caller_of, decision_of, visible
 from .http import V2, body_doc, loads, read_body, records_doc, records_response
 from .http import v2 as v2_response
 from .quotas import client_of, identity_of
@@ -387,6 +387,7 @@ async def read_partition(
         offset,
         max_bytes=min(max_bytes or settings.consumer_max_bytes, settings.consumer_max_bytes),
         max_wait_ms=min(timeout, settings.consumer_max_timeout_ms),
+        caller=caller_of(request.scope),
     )
     records = part.records
     if quotas.consume:

@@ -42,6 +42,7 @@ from service.errors import (
 )
 
 from .acl import ANONYMOUS, Decision, Operation, ResourceType
+from .fair import FairShare, holder_of
 from .fencing import fence_assigned
 from .groups import GroupManager, compile_pattern, resolve
 from .models import (
@@ -141,25 +142,46 @@ class ShareKinds(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class InstanceLimits:
-    """How many consumer instances may exist, per group and in all (``max_instances_*`` settings)."""
+    """How many consumer instances (share consumers too) may exist, per group, per principal and
+    in all (``max_instances*`` settings); the counts are the sessions store's, so with Redis they
+    are every replica's."""
 
     per_group: int = 1_000
     total: int = 10_000
+    per_principal: int = 10_000
 
-    def check(self, group: str, in_group: int, total: int, *, what: str = "Consumer group") -> None:
-        """``IllegalState`` (409) unless one more instance fits beside ``in_group`` of ``group`` and
-        ``total`` in all. Bounded, as Kafka bounds a group (group.max.size): counted, then created,
-        so concurrent creates may pass a bound by as many as run at once; never by more."""
+    async def admit(
+        self,
+        sessions: Sessions,
+        group: str,
+        owner: str,
+        *,
+        in_group: int | None = None,
+        what: str = "Consumer group",
+    ) -> None:
+        """``IllegalState`` (409) unless one more instance of ``owner`` fits in ``group`` (of
+        ``in_group`` instances, counted here when not given). Bounded, as Kafka bounds a group
+        (group.max.size): counted, then created, so concurrent creates may pass a bound by as many
+        as run at once; never by more. The anonymous principal has no share of its own: with
+        authentication off every caller is it (and may use any instance), so the whole limit is its."""
+        if in_group is None:
+            in_group = await sessions.count(group)
+        owned = 0 if owner == ANONYMOUS else await sessions.count(owner=owner)
+        self.check(group, in_group, await sessions.count(), owned=owned, what=what)
+
+    def check(
+        self, group: str, in_group: int, total: int, *, owned: int = 0, what: str = "Consumer group"
+    ) -> None:
+        """``IllegalState`` (409) unless one more instance fits beside ``in_group`` of ``group``,
+        ``owned`` of its principal's and ``total`` in all."""
         if in_group >= self.per_group:
             raise IllegalState(
                 f"{what} {group!r} has {self.per_group} instances, the most allowed; "
                 "delete one (or let it expire) first."
             )
-        if total >= self.total:
-            raise IllegalState(
-                f"This gateway holds {self.total} consumer instances, the most allowed; "
-                "delete one (or let it expire) first."
-            )
+        refusal = FairShare(self.total, self.per_principal, "consumer instances").refusal(owned, total)
+        if refusal is not None:
+            raise IllegalState(f"{refusal}; delete one (or let it expire) first.")
 
 
 class ConsumerService:
@@ -205,7 +227,7 @@ class ConsumerService:
     ) -> InstanceState:
         check_group(group)
         name = check_instance(name) if name else f"rest-consumer-{uuid.uuid4()}"
-        self._limits.check(group, await self._sessions.count(group), await self._sessions.count())
+        await self._limits.admit(self._sessions, group, owner)
         if self._shares is not None and await self._shares.in_use(group):
             raise IllegalState(
                 f"Group {group!r} is a share group; a group is a consumer group or a share group, not both."
@@ -417,7 +439,7 @@ class ConsumerService:
         would read from must allow ``who`` to READ it (``Forbidden`` otherwise, as Kafka's fetch
         fails with TOPIC_AUTHORIZATION_FAILED): an ACL taken away ends the reading at once.
         """
-        with self._waits.enter():
+        with self._waits.enter(holder_of(who.caller) if who is not None else ""):
             batch = await self._poll(group, name, timeout_ms, max_bytes, accept, client, who)
         return batch.format, batch.polled
 

@@ -263,9 +263,9 @@ class Sessions(Protocol):
 
     async def instances(self, group: str | None = None) -> list[InstanceState]: ...
 
-    async def count(self, group: str | None = None) -> int:
-        """How many instances are stored (in ``group``, if given), without loading them; one whose
-        lease ran out may be counted until it is reaped."""
+    async def count(self, group: str | None = None, *, owner: str | None = None) -> int:
+        """How many instances are stored (in ``group``, or of ``owner``, if given), without loading
+        them; one whose lease ran out may be counted until it is reaped."""
         ...
 
     async def expired(self, now_ms: int) -> list[tuple[str, str]]:

@@ -48,9 +48,10 @@ from typing import Any, Final, Literal, TypeVar
 
 from service.errors import BackendUnavailable, ConsumerInstanceNotFound, GatewayError, Throttled
 
-from .acl import Decision, Operation, ResourceType
+from .acl import Caller, Decision, Operation, ResourceType
 from .consumers import Blocked, ConsumerService, Polled
 from .credit import CreditLimits
+from .fair import holder_of
 from .models import EmbeddedFormat, Record, TopicPartition
 from .quotas import Quotas
 from .schemas.serde import SCHEMA_TYPES, Serde
@@ -78,6 +79,7 @@ class StreamLimits:
     """A replica's bounds on streams: the ``max_open_streams`` and ``stream_*`` settings."""
 
     open: int = 1_000
+    open_per_holder: int = 1_000  # of ``open``, one principal's (``fair.holder_of``)
     heartbeat_ms: int = 15_000
     lifetime_ms: int = 0  # 0: none
     send_timeout_ms: int = 30_000
@@ -430,7 +432,7 @@ class StreamService:
         self._serde = serde
         self._draining = draining or asyncio.Event()
         self._clock = clock
-        self._open = OpenWaits(self.limits.open, "open streams")
+        self._open = OpenWaits(self.limits.open, "open streams", share=self.limits.open_per_holder)
         self._none_open = asyncio.Event()  # set while no stream is open
         self._none_open.set()
 
@@ -448,11 +450,11 @@ class StreamService:
         return not self._open.open
 
     @contextmanager
-    def slot(self) -> Iterator[None]:
-        """A place among the open streams while the block runs: ``BackendUnavailable`` (503 with
-        Retry-After) past ``max_open_streams``."""
+    def slot(self, caller: Caller | None = None) -> Iterator[None]:
+        """A place among the open streams for ``caller`` while the block runs: ``BackendUnavailable``
+        (503 with Retry-After) past ``max_open_streams`` or past the caller's share of them."""
         try:
-            with self._open.enter():
+            with self._open.enter(holder_of(caller) if caller is not None else ""):
                 self._none_open.clear()
                 yield
         finally:

@@ -16,7 +16,8 @@ from collections.abc import Awaitable, Callable, Mapping
 
 from service.errors import BackendUnavailable, Forbidden, PartitionNotFound, TopicExists, TopicNotFound
 
-from .acl import Decision, Operation, ResourceType
+from .acl import Caller, Decision, Operation, ResourceType
+from .fair import holder_of
 from .models import PartitionData, TopicInfo, TopicPartition
 from .ports import Log
 from .rules import check_partition_count, check_replication_factor, check_topic
@@ -82,15 +83,23 @@ class TopicService:
         return await self._log.offsets(tp)
 
     async def read(
-        self, tp: TopicPartition, offset: int, *, max_bytes: int, max_wait_ms: int, counted: bool = True
+        self,
+        tp: TopicPartition,
+        offset: int,
+        *,
+        max_bytes: int,
+        max_wait_ms: int,
+        counted: bool = True,
+        caller: Caller | None = None,
     ) -> PartitionData:
         """A stateless read at ``offset``: at once if records are there, else when some arrive or after
         ``max_wait_ms``. It waits in slices, so a gateway that drains answers within one. It takes a
-        place among the open long-polls unless not ``counted`` (a stream's: it holds one of its own)."""
+        place among the open long-polls, of ``caller``'s share of them, unless not ``counted`` (a
+        stream's: it holds one of its own)."""
         await self.check_partition(tp)
         if not counted:
             return await self._read(tp, offset, max_bytes, max_wait_ms)
-        with self._waits.enter():
+        with self._waits.enter(holder_of(caller) if caller is not None else ""):
             return await self._read(tp, offset, max_bytes, max_wait_ms)
 
     async def _read(self, tp: TopicPartition, offset: int, max_bytes: int, max_wait_ms: int) -> PartitionData:

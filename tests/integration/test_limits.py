@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from urllib.parse import urlsplit
 
+import httpx
+
+from service.security.users import add_user
 from tests.conftest import start_gateway
 from tests.helpers import BINARY, V2, b64, create_topic
 
@@ -150,5 +154,109 @@ async def test_open_long_polls_are_bounded_with_a_confluent_503(tmp_path):
         r = await gw.client.get(f"{path}/records", params={"timeout": 0})  # room again
         assert r.status_code == 200, r.text
     finally:
+        await gw.client.aclose()
+        await gw.stop()
+
+
+async def _as(gw, user: str) -> httpx.AsyncClient:
+    return httpx.AsyncClient(base_url=gw.url, auth=(user, f"{user}-pw"), timeout=30)
+
+
+async def _two_users_gateway(tmp_path, **limits):
+    users = tmp_path / "users"
+    for user in ("alice", "bob"):
+        add_user(users, user, f"{user}-pw")
+    return await start_gateway(tmp_path / "gw", auth="basic", users_file=users, **limits)
+
+
+async def _create(client: httpx.AsyncClient, group: str, *, share: bool = False) -> httpx.Response:
+    """A consumer instance of ``group``, or a share consumer when ``share``."""
+    path = f"/share-groups/{group}/consumers" if share else f"/consumers/{group}"
+    return await client.post(path, json={}, headers={"Content-Type": V2})
+
+
+async def test_one_principal_at_its_share_of_instances_does_not_stop_another(tmp_path):
+    gw = await _two_users_gateway(tmp_path, max_instances=10, max_instances_per_principal=3)
+    alice, bob = await _as(gw, "alice"), await _as(gw, "bob")
+    try:
+        assert [(await _create(alice, g)).status_code for g in ("a", "b")] == [200, 200]
+        assert (await _create(alice, "q", share=True)).status_code == 200  # share consumers count too
+        for share in (False, True):
+            r = await _create(alice, "c", share=share)
+            assert r.status_code == 409 and r.json()["error_code"] == 40903, r.text
+            assert "one client may hold" in r.json()["message"]
+        assert [(await _create(bob, g)).status_code for g in ("a", "c", "d")] == [200, 200, 200]
+        assert (await _create(bob, "e")).status_code == 409  # bob's own share, not alice's
+    finally:
+        await alice.aclose()
+        await bob.aclose()
+        await gw.client.aclose()
+        await gw.stop()
+
+
+async def test_a_principals_share_of_instances_is_counted_across_replicas_with_redis(tmp_path, redis_server):
+    prefix = f"share-{uuid.uuid4().hex[:8]}:"
+    shared = {"sessions": redis_server.url, "redis_key_prefix": prefix, "max_instances_per_principal": 2}
+    users = tmp_path / "users"
+    for user in ("alice", "bob"):
+        add_user(users, user, f"{user}-pw")
+    a = await start_gateway(tmp_path / "a", auth="basic", users_file=users, **shared)
+    b = await start_gateway(tmp_path / "b", auth="basic", users_file=users, **shared)
+    alice_a, alice_b, bob_b = await _as(a, "alice"), await _as(b, "alice"), await _as(b, "bob")
+    try:
+        made = await _create(alice_a, "g")
+        assert made.status_code == 200 and (await _create(alice_b, "g")).status_code == 200
+        r = await _create(alice_b, "h")  # through the other replica: her share is taken all the same
+        assert r.status_code == 409 and "one client may hold" in r.json()["message"], r.text
+        assert (await _create(bob_b, "h")).status_code == 200
+        path = urlsplit(made.json()["base_uri"]).path
+        assert (await alice_a.delete(path, headers={"Content-Type": V2})).status_code == 204
+        assert (await _create(alice_b, "h")).status_code == 200  # room again, seen by the other replica
+    finally:
+        for client in (alice_a, alice_b, bob_b):
+            await client.aclose()
+        for gw in (a, b):
+            await gw.client.aclose()
+            await gw.stop()
+
+
+async def test_one_principal_at_its_share_of_long_polls_does_not_stop_another(tmp_path):
+    gw = await _two_users_gateway(tmp_path, max_open_polls=10, max_open_polls_per_principal=1)
+    alice, bob = await _as(gw, "alice"), await _as(gw, "bob")
+    try:
+        await create_topic(alice, "t", 1)  # authentication alone: ACLs are off
+        read = "/topics/t/partitions/0/records"
+        waiting = asyncio.create_task(alice.get(read, params={"offset": 0, "timeout": 3000}))
+        await asyncio.sleep(0.3)  # it is waiting now
+        r = await alice.get(read, params={"offset": 0, "timeout": 100})
+        assert r.status_code == 503 and r.json()["error_code"] == 50301 and r.headers["Retry-After"] == "1"
+        assert "one client may hold" in r.json()["message"]
+        r = await bob.get(read, params={"offset": 0, "timeout": 100})
+        assert r.status_code == 200, r.text
+        assert (await waiting).status_code == 200
+    finally:
+        await alice.aclose()
+        await bob.aclose()
+        await gw.client.aclose()
+        await gw.stop()
+
+
+async def test_without_authentication_a_share_is_an_address(tmp_path):
+    gw = await start_gateway(tmp_path / "gw", max_open_streams=10, max_open_streams_per_principal=1)
+    other = httpx.AsyncClient(
+        base_url=gw.url, transport=httpx.AsyncHTTPTransport(local_address="127.0.0.2"), timeout=30
+    )
+    try:
+        await create_topic(gw.client, "t", 1)
+        stream = "/topics/t/partitions/0/records"
+        headers = {"Accept": "text/event-stream"}
+        async with gw.client.stream("GET", stream, params={"offset": 0}, headers=headers) as first:
+            assert first.status_code == 200
+            r = await gw.client.get(stream, params={"offset": 0}, headers=headers)
+            assert r.status_code == 503 and "one client may hold" in r.json()["message"], r.text
+            async with other.stream("GET", stream, params={"offset": 0}, headers=headers) as second:
+                assert second.status_code == 200  # another address, its own share
+    finally:
+        await other.aclose()
         await gw.client.aclose()
         await gw.stop()

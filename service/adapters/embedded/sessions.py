@@ -68,6 +68,7 @@ class EmbeddedSessions(Lifecycle):
     def __init__(self, *, max_idempotency_keys: int = 100_000, max_idempotency_bytes: int = 64 << 20) -> None:
         super().__init__()  # the start/stop state
         self._store: dict[_Key, InstanceState] = {}
+        self._owned: dict[str, int] = {}  # instances per owner, for its share (``count(owner=)``)
         # idempotency key -> (result, expiry in monotonic seconds); oldest first, as inserted
         self._idempotent: dict[str, tuple[IdempotentResult, float]] = {}
         self._idempotent_bytes = 0
@@ -82,6 +83,7 @@ class EmbeddedSessions(Lifecycle):
                 f"Consumer instance {state.name!r} already exists in consumer group {state.group!r}."
             )
         self._store[key] = _copy(state)
+        self._owned[state.owner] = self._owned.get(state.owner, 0) + 1
 
     async def load(self, group: str, name: str) -> InstanceState:
         """A copy of the stored state; ``ConsumerInstanceNotFound`` if there is none.
@@ -123,13 +125,27 @@ class EmbeddedSessions(Lifecycle):
         stored.last_seen_ms = max(stored.last_seen_ms, now_ms)
 
     async def delete(self, group: str, name: str) -> bool:
-        return self._store.pop((group, name), None) is not None
+        stored = self._store.pop((group, name), None)
+        if stored is None:
+            return False
+        left = self._owned[stored.owner] - 1
+        if left:
+            self._owned[stored.owner] = left
+        else:
+            del self._owned[stored.owner]
+        return True
 
     async def instances(self, group: str | None = None) -> list[InstanceState]:
         """Copies of the stored instances (of ``group`` only, if given), by group then name."""
         return [_copy(self._store[key]) for key in sorted(self._store) if group is None or key[0] == group]
 
-    async def count(self, group: str | None = None) -> int:
+    async def count(self, group: str | None = None, *, owner: str | None = None) -> int:
+        if owner is not None:
+            return (
+                self._owned.get(owner, 0)
+                if group is None
+                else sum(1 for (g, _), s in self._store.items() if g == group and s.owner == owner)
+            )
         if group is None:
             return len(self._store)
         return sum(1 for g, _ in self._store if g == group)

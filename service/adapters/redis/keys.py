@@ -5,6 +5,7 @@ The layout, under a per-deployment prefix (``redis_key_prefix``, default ``broke
     {prefix}instance:{group}/{name}   hash: one consumer instance (fields below); TTL = timeout + margin
     {prefix}leases                    sorted set: member {group}/{name}, score = lease expiry (ms); no TTL
     {prefix}group:{group}             set: the instance names of one group; TTL >= its instances'
+    {prefix}owner:{principal}         set: members {group}/{name} of one principal's instances; no TTL
     {prefix}idem:{key}                string: one Idempotency-Key's claim, then its response; TTL = window
     {prefix}quota:{bucket}            hash: one quota token bucket (fields below); TTL = until full again
 
@@ -35,7 +36,11 @@ why ``leases`` itself has no TTL: a gateway coming back after a long outage
 must still learn which members to remove. It shrinks as the reaper works, so
 it holds at most the instances of the last run. A group set does get a TTL,
 renewed to at least the longest TTL of its instances, and dangling names are
-pruned when a listing finds them; it only serves ``instances(group)``.
+pruned when a listing finds them; it only serves ``instances(group)``. An owner
+set serves ``count(owner=)`` (a principal's share of the instances): created
+instances are added to it, and every count prunes the members whose hash is
+gone (deleted or expired), so it holds at most the principal's instances since
+its last create; an instance of the anonymous principal is in none.
 
 Group and instance names are used verbatim, except ``%`` and ``/``, which are
 percent-encoded so that ``{group}/{name}`` always splits back into the same
@@ -53,6 +58,7 @@ DEFAULT_PREFIX: Final = "brokergate:"
 INSTANCE: Final = "instance:"
 LEASES: Final = "leases"
 GROUP: Final = "group:"
+OWNER: Final = "owner:"
 IDEMPOTENCY: Final = "idem:"
 QUOTA: Final = "quota:"
 
@@ -127,6 +133,9 @@ class KeyLayout:
 
     def group(self, group: str) -> str:
         return self.prefix + GROUP + escape(group)
+
+    def owner(self, principal: str) -> str:
+        return self.prefix + OWNER + principal
 
     def idempotency(self, key: str) -> str:
         """An Idempotency-Key's entry: ``P<fingerprint>`` pending, then ``D<fingerprint>\n<response>``."""

@@ -13,7 +13,8 @@ Contracts (ARGV are strings; "margin" is ``redis_ttl_margin_ms``):
     If the instance hash exists, change nothing and return 0, or 1 if
     ``token`` wrote it (a retry whose first attempt's reply was lost).
     Otherwise store the hash, set its TTL to timeout + margin, add the lease
-    (score last_seen_ms + timeout_ms) and the group entry, and return 1.
+    (score last_seen_ms + timeout_ms), the group entry and, given a fourth
+    key (its owner's set), the member there, and return 1.
 
 ``SAVE`` (expected_version, last_seen_ms, timeout_ms, margin, member, name, body, token)
     If the hash is gone, return -1. If its version is not ``expected_version``,
@@ -34,10 +35,10 @@ Contracts (ARGV are strings; "margin" is ``redis_ttl_margin_ms``):
     lost reply answers 0; no caller depends on the answer of a delete that
     it made itself, so no token.)
 
-``PRUNE`` (KEYS: group set, instance keys...; ARGV: the names of those instances)
-    Remove from the group set every name whose instance hash does not exist
-    (expired by TTL); return how many. Checked inside the script so that an
-    instance re-created meanwhile keeps its entry.
+``PRUNE`` (KEYS: group or owner set, instance keys...; ARGV: their entries in that set)
+    Remove from the set every entry whose instance hash does not exist
+    (deleted, or expired by TTL); return how many. Checked inside the script
+    so that an instance re-created meanwhile keeps its entry.
 
 A group set gets a TTL of at least the longest TTL of its instances, renewed
 by every write, so it vanishes after its last instance. ``leases`` gets none:
@@ -89,6 +90,7 @@ end
 redis.call('HSET', KEYS[1], '$VERSION', ARGV[1], '$SEEN', ARGV[2], '$TIMEOUT', ARGV[3],
            '$WRITER', ARGV[8], '$STATE', ARGV[7])
 put_lease(ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], ARGV[6])
+if KEYS[4] then redis.call('SADD', KEYS[4], ARGV[5]) end
 return 1
 """
 )

@@ -32,6 +32,7 @@ from typing import Any, Final, cast
 
 from redis.asyncio import Redis
 
+from service.core.acl import ANONYMOUS
 from service.core.models import IdempotentResult, InstanceState
 from service.errors import BackendError, ConsumerAlreadyExists, ConsumerInstanceNotFound
 
@@ -153,7 +154,9 @@ class RedisSessions(Lifecycle):
     # --- the port --------------------------------------------------------------------
 
     async def create(self, state: InstanceState) -> None:
-        keys_ = self._instance_keys(state.group, state.name)
+        keys_: tuple[str, ...] = self._instance_keys(state.group, state.name)
+        if state.owner != ANONYMOUS:  # the anonymous principal has no share to count
+            keys_ = (*keys_, self._keys.owner(state.owner))
         args = self._write_args(state)
         if not await self._conn.run(lambda r: CREATE(r, keys_, args)):
             raise ConsumerAlreadyExists(
@@ -204,10 +207,14 @@ class RedisSessions(Lifecycle):
         args = (self._keys.member(group, name), name)
         return bool(await self._conn.run(lambda r: DELETE(r, keys_, args)))
 
-    async def count(self, group: str | None = None) -> int:
+    async def count(self, group: str | None = None, *, owner: str | None = None) -> int:
         """One ZCARD of the leases, or one SCARD of the group's set (which may still name an
-        instance whose hash expired by TTL, until ``instances`` or the reaper prunes it)."""
+        instance whose hash expired by TTL, until ``instances`` or the reaper prunes it). Of an
+        owner: its set, read and pruned of what is gone (two round trips, as many keys checked
+        as it names: at most its share and what it deleted since)."""
         k = self._keys
+        if owner is not None:
+            return await self._count_owned(owner)
         if group is None:
             found = await self._conn.run(lambda r: r.zcard(k.leases))
         else:
@@ -246,6 +253,15 @@ class RedisSessions(Lifecycle):
         if gone and group is not None:
             await self._prune(group, [n for _, n in gone])
         return found
+
+    async def _count_owned(self, owner: str) -> int:
+        owner_key = self._keys.owner(owner)
+        members = [keys.decode(m) for m in await self._conn.run(lambda r: r.smembers(owner_key))]
+        if not members:
+            return 0
+        prune_keys = [owner_key, *(self._keys.instance_of_member(m) for m in members)]
+        removed = await self._conn.run(lambda r: PRUNE(r, prune_keys, members))
+        return len(members) - int(removed)
 
     async def _prune(self, group: str, names: list[str]) -> None:
         prune_keys = [self._keys.group(group), *(self._keys.instance(group, n) for n in names)]

@@ -133,7 +133,7 @@ class Session:
         with ExitStack() as slot:
             try:
                 cursor = parse_positions(self.ws.query_params.get("cursor", ""), what="cursor")
-                slot.enter_context(self.gw.streams.slot())
+                slot.enter_context(self.gw.streams.slot(caller_of(self.ws.scope)))
                 opening = await self.stream.open(cursor)
             except GatewayError as exc:  # refused as the poll would be: before the handshake
                 await refuse_handshake(self.ws.scope, self.ws.send, exc)

@@ -128,7 +128,7 @@ async def instance_events(
     client = client_of(request, gw.quotas) if gw.quotas.consume else ""
     stream = gw.streams.instance(group, instance, decide=decide, client=client)
     with ExitStack() as slot:
-        slot.enter_context(gw.streams.slot())
+        slot.enter_context(gw.streams.slot(caller_of(request.scope)))
         opening = await stream.open(cursor)
         budget = _budget(gw, max_bytes)
 
@@ -158,7 +158,7 @@ async def partition_events(
     client = client_of(request, gw.quotas) if gw.quotas.consume else ""
     stream = gw.streams.partition(tp, start, fmt, decide=decide, client=client)
     with ExitStack() as slot:
-        slot.enter_context(gw.streams.slot())
+        slot.enter_context(gw.streams.slot(caller_of(request.scope)))
         budget = _budget(gw, max_bytes)
 
         def step(wait_ms: int) -> Awaitable[list[Event]]:

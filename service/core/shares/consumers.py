@@ -36,6 +36,7 @@ from service.errors import (
 
 from ..acl import Decision, Operation, ResourceType
 from ..consumers import InstanceLimits
+from ..fair import holder_of
 from ..models import EmbeddedFormat, InstanceConfig, InstanceState, Subscription, TopicPartition
 from ..ports import Coordinator, Log, Sessions
 from ..quotas import Quotas
@@ -107,7 +108,7 @@ class ShareConsumers:
                 f"Group {group!r} is a consumer group (it has instances, members or committed offsets); "
                 "a group is a consumer group or a share group, not both."
             )
-        self._limits.check(group, len(instances), await self._sessions.count(), what="Share group")
+        await self._limits.admit(self._sessions, group, owner, in_group=len(instances), what="Share group")
         config.kind = "share"
         now = self.now_ms()
         state = InstanceState(
@@ -205,7 +206,7 @@ class ShareConsumers:
         """Settle ``acks`` (piggy-backed), then acquire up to ``max_records`` records: at once if
         some are available, else when some are (new ones, released ones, expired locks) or after
         the timeout (none then). READ on the subscribed topics is checked first, as a poll's is."""
-        with self._waits.enter():
+        with self._waits.enter(holder_of(who.caller) if who is not None else ""):
             state = await self._load(group, name, who)
             if accept is not None and state.config.format not in accept:
                 raise ConsumerFormatMismatch()
