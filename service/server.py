@@ -6,9 +6,11 @@
   any TLS handshake) until it closes, against ``MAX_CONNECTIONS`` and against its address's
   share, ``MAX_CONNECTIONS_PER_ADDRESS`` (``core.fair``: one client cannot take what the others
   need). Past either, the connection's requests are answered 503 (Confluent's shape, with
-  ``Retry-After``) and it is closed, rather than queued or left to fail with EMFILE; when the
-  process has almost no descriptor left, such a connection is closed at once unanswered, so
-  that accepting never fails and the connections being served keep theirs.
+  ``Retry-After``) and it is closed, rather than queued or left to fail with EMFILE. The
+  embedded log keeps ``MAX_CONNECTIONS`` descriptors free for them (``fds.check_room``); should
+  refused connections pile up until fewer than ``SPARE_FDS`` are left, each new one is answered
+  503 at once, before its request, and closed (over TLS, where no answer can go before a
+  handshake, closed), so that accepting never fails and the connections served keep theirs.
 - **Slow clients are cut off.** A request's headers must arrive within ``HEADER_TIMEOUT_MS`` of
   the connection opening or of the previous response (else 408, and the connection is
   closed), and may hold at most ``MAX_HEADER_BYTES`` of request line and headers (else 431).
@@ -71,9 +73,9 @@ GRACEFUL_SHUTDOWN_S = 10
 STREAMS_DRAIN_S = 2.0  # how long a stop waits for streams to send their final event
 
 
-# A connection refused when fewer descriptors than this are left is closed at once, unanswered:
+# A connection refused when fewer descriptors than this are left is answered and closed at once:
 # what is left is for accepting (which must never fail with EMFILE) and for the connections served.
-SPARE_FDS = 32
+SPARE_FDS = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +165,7 @@ def raise_fd_limit() -> tuple[int, int]:
     return soft, hard
 
 
-def _answer(status: int, code: int, message: str) -> bytes:
+def _answer(status: int, code: int, message: str, *, retry_after: int | None = None) -> bytes:
     """A whole HTTP/1.1 response in the Confluent error shape that closes the connection, written
     straight to the transport by the protocol (no request reached the app)."""
     body = orjson.dumps({"error_code": code, "message": message})
@@ -172,6 +174,7 @@ def _answer(status: int, code: int, message: str) -> bytes:
         "content-type: application/vnd.kafka.v2+json",
         f"content-length: {len(body)}",
         "connection: close",
+        *([f"retry-after: {retry_after}"] if retry_after is not None else []),
     ]
     return ("\r\n".join(head) + "\r\n\r\n").encode() + body
 
@@ -229,7 +232,14 @@ class GatewayProtocol(_ConnectionState, HttpToolsProtocol):
         self._hold = self.counter.try_take(address)
         self._refusal_reason = None if self._hold is not None else self.counter.refusal(address)
         if self._hold is None and descriptors_left() < SPARE_FDS:
-            transport.abort()  # no descriptor to spare for an answer: keep them for those served
+            # No descriptor to spare for a refused connection: answered now, not held until its
+            # request comes (over TLS nothing can be said before a handshake: closed).
+            if self.tls is None:
+                message = f"Too many connections to this gateway: {self._refusal_reason}; retry shortly."
+                transport.write(_answer(503, ErrorCode.UNAVAILABLE, message, retry_after=1))
+                transport.close()
+            else:
+                transport.abort()
             return
         if self.tls is None:
             self._serve(transport)

@@ -31,6 +31,7 @@ def build_log(settings: Settings) -> Log:
             flush_interval_ms=settings.flush_interval_ms,
             segment_bytes=settings.segment_bytes,
             sealed_fds=settings.sealed_fds,
+            connection_fds=settings.max_connections,
             segment_ms=settings.segment_ms,
             retention_ms=settings.retention_ms,
             retention_bytes=settings.retention_bytes,

@@ -48,6 +48,11 @@ class _IndexFile:
         self.close()
         atomic_write(self.path, raw)
 
+    @property
+    def is_open(self) -> bool:
+        """Whether the file holds a descriptor (opened by the first append, closed at seal)."""
+        return self._fd is not None
+
     def flush(self) -> None:
         if self._fd is not None:
             os.fsync(self._fd)

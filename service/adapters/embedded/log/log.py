@@ -85,7 +85,9 @@ class EmbeddedLog(Lifecycle):
     once stopped, it stays stopped (a new instance opens the directory again).
 
     ``sealed_fds`` bounds the descriptors of sealed segments kept open for
-    reads, all partitions together. ``min_segment_bytes`` is the least
+    reads, all partitions together; ``connection_fds`` are kept for the client
+    connections the server may hold (``max_connections``): partitions that
+    would take them are refused. ``min_segment_bytes`` is the least
     ``segment.bytes`` a topic may set (1 MiB, as in Kafka 4); tests lower it to
     roll segments after a few records.
     """
@@ -104,6 +106,7 @@ class EmbeddedLog(Lifecycle):
         retention_bytes: int = -1,
         index_interval_bytes: int = 4096,
         sealed_fds: int = SEALED_FDS,
+        connection_fds: int = 0,
         min_segment_bytes: int = MIN_SEGMENT_BYTES,
         clock: Callable[[], float] = time.time,
         advertised_host: str = "localhost",
@@ -122,6 +125,7 @@ class EmbeddedLog(Lifecycle):
             min_segment_bytes=min_segment_bytes,
         )
         self._fds = FdCache(sealed_fds)
+        self._connections = connection_fds
         self._opts = PartitionOptions(flush, index_interval_bytes, clock, self._fds)
         self._flush_interval = flush_interval_ms / 1000
         self._broker = Broker(0, advertised_host, advertised_port)
@@ -296,7 +300,7 @@ class EmbeddedLog(Lifecycle):
                 raise BackendUnavailable(
                     f"Topic {topic!r} exists but could not be opened: {self._unopened[topic]}"
                 )
-            check_room(topic, partitions, cache_spare=self._fds.spare)
+            self._check_room(topic, partitions)
             meta = TopicMeta(topic, partitions, config.overrides, created_ms=self._opts.now_ms())
             try:
                 await asyncio.to_thread(self._dir.create_topic, meta)
@@ -313,6 +317,12 @@ class EmbeddedLog(Lifecycle):
                 raise
             self._topics[topic] = t = _Topic(meta, config, parts)
             return self._info(t)
+
+    def _check_room(self, topic: str, new_partitions: int) -> None:
+        to_open = sum(p.fds_to_open for t in self._topics.values() for p in t.partitions)
+        check_room(
+            topic, new_partitions, cache_spare=self._fds.spare, to_open=to_open, connections=self._connections
+        )
 
     async def delete_topic(self, topic: str) -> None:
         check_topic(topic)
@@ -359,7 +369,7 @@ class EmbeddedLog(Lifecycle):
             t = self._topic(topic)
             current = len(t.partitions)
             check_partition_growth(topic, current, total)
-            check_room(topic, total - current, cache_spare=self._fds.spare)
+            self._check_room(topic, total - current)
             meta = dataclasses.replace(t.meta, partitions=total)
             try:
                 await asyncio.to_thread(self._dir.grow_topic, t.meta, meta)

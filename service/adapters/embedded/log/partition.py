@@ -430,3 +430,8 @@ class Partition:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def fds_to_open(self) -> int:
+        """Descriptors this partition does not hold yet and will once written to (``fds``)."""
+        return 0 if self._closed else self._segments[-1].fds_to_open

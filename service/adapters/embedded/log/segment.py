@@ -420,6 +420,14 @@ class Segment:
 
     # --- descriptors -----------------------------------------------------------
 
+    @property
+    def fds_to_open(self) -> int:
+        """How many more descriptors this segment opens while it is the active one: its two
+        indexes are opened by its first append (the log file is open from the start)."""
+        if self.sealed or self._closed:
+            return 0
+        return (not self.index.is_open) + (not self.time_index.is_open)
+
     def _log_fd(self) -> int:
         """The log file's descriptor, for the appender or a pinned reader.
 
