@@ -23,6 +23,10 @@ formats. What a stream adds:
 - **Throttling that does not end it.** A poll a quota refuses (``Throttled``) makes the stream
   wait the Retry-After, keeping the instance alive, and go on: what a client of the pull API
   does when it retries.
+- **A credential that must hold.** What authenticated the stream's client (``Credential``) is
+  asked before every poll, commit, seek and produce, with the ACLs (``_Stream.decide``): once it
+  no longer holds (a user removed, a token past its ``exp``) the stream ends (``error``, 40101),
+  as a request with it would be refused.
 - **A lifetime**, if ``lifetime_ms`` is set: past it the stream ends (``error``, 50301 with
   Retry-After 0), for deployments that want long-lived clients to authenticate again; no wait of
   the stream (a pause for credit or for a quota) lasts past it.
@@ -44,9 +48,9 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, TypeVar
+from typing import Any, Final, Literal, Protocol, TypeVar
 
-from service.errors import BackendUnavailable, ConsumerInstanceNotFound, GatewayError, Throttled
+from service.errors import BackendUnavailable, ConsumerInstanceNotFound, ErrorCode, GatewayError, Throttled
 
 from .acl import Caller, Decision, Operation, ResourceType
 from .consumers import Blocked, ConsumerService, Polled
@@ -70,6 +74,31 @@ STEP_WAIT_MS: Final = 1000
 _DECODE_ON_LOOP: Final = 200  # records decoded on the event loop; more go to a worker thread
 
 Decide = Callable[[], Awaitable[Decision]]  # what the stream's caller may do, by the bindings of now
+
+
+class Credential(Protocol):
+    """What authenticated a stream's client, asked before every poll, commit, seek and produce
+    whether it still would (a user still in the users file with the same password, a token not
+    expired whose key the provider still lists, a certificate not expired)."""
+
+    @property
+    def principal(self) -> str: ...
+
+    async def still_valid(self) -> bool: ...
+
+
+class CredentialLapsed(GatewayError):
+    """The credential a stream was opened with no longer holds: the stream ends (401, 40101)."""
+
+    http_status = 401
+    error_code = ErrorCode.UNAUTHORIZED
+    default_message = (
+        "The credentials this stream was opened with are no longer valid (the user was removed or its "
+        "password changed, the token expired or its key was withdrawn, the certificate expired); "
+        "reconnect with valid ones to go on from the stream's last position."
+    )
+
+
 Clock = Callable[[], float]
 T = TypeVar("T")
 
@@ -91,7 +120,8 @@ class StreamLimits:
 @dataclass(frozen=True, slots=True)
 class StreamContext:
     """What every stream is made with: whose it is (``decide``, what its caller may do by the
-    bindings of now; ``client``, whom the consume quotas charge, "" without them) and what the
+    bindings of now; ``client``, whom the consume quotas charge, "" without them; ``credential``,
+    what authenticated it, which must still hold for anything it does) and what the
     replica bounds it with (its ``limits``, the gateway's ``draining`` event, which ends every
     stream, and the ``clock`` its lifetime and pauses are measured by)."""
 
@@ -100,6 +130,7 @@ class StreamContext:
     limits: StreamLimits
     draining: asyncio.Event
     clock: Clock = time.monotonic
+    credential: Credential | None = None  # None: authentication is off
 
 
 # --- events ----------------------------------------------------------------------------
@@ -172,6 +203,15 @@ class _Stream:
         """The client is gone: the current wait ends and nothing more is taken."""
         self.closed = True
         self.wake.set()
+
+    async def decide(self) -> Decision:
+        """What the stream's caller may do now, by the bindings of now, as a request would be
+        decided; ``CredentialLapsed`` once the credential it was opened with no longer holds, so
+        nothing a stream does (a poll, a commit, a seek, a produce) outlives its credential."""
+        credential = self._ctx.credential
+        if credential is not None and not await credential.still_valid():
+            raise CredentialLapsed()
+        return await self._ctx.decide()
 
     def ended(self) -> End | None:
         """Why the stream must end now, if it must: the gateway drains, or its lifetime is over."""
@@ -254,7 +294,7 @@ class InstanceStream(_Stream):
         be refused for is raised here, before anything is sent: the instance is not there or not
         the caller's (40403), the caller may not READ its group or its topics (40301), a backend
         is down."""
-        config = await self._consumers.resume(self.group, self.name, cursor, who=await self._ctx.decide())
+        config = await self._consumers.resume(self.group, self.name, cursor, who=await self.decide())
         self.format = config.format
         self._lease_ms = config.instance_timeout_ms
         events = await self.peek()
@@ -278,7 +318,7 @@ class InstanceStream(_Stream):
         group, as the poll's route asks of every poll, and its topics (the core's check).
         """
         try:
-            who = await self._ctx.decide()
+            who = await self.decide()
             who.check(ResourceType.GROUP, (self.group,), Operation.READ)
             batch = await self._consumers.take(
                 self.group,
@@ -367,7 +407,7 @@ class PartitionStream(_Stream):
         idle wait. READ on the topic is checked every time, as the stateless read's route does."""
         tp, quotas, client = self.tp, self._quotas, self._ctx.client
         try:
-            (await self._ctx.decide()).check(ResourceType.TOPIC, (tp.topic,), Operation.READ)
+            (await self.decide()).check(ResourceType.TOPIC, (tp.topic,), Operation.READ)
             if quotas.consume:
                 await quotas.admit_consume(client, (tp.topic,))
             read = self._topics.read(tp, self.offset, max_bytes=max_bytes, max_wait_ms=wait_ms, counted=False)
@@ -461,17 +501,27 @@ class StreamService:
             if not self._open.open:
                 self._none_open.set()
 
-    def instance(self, group: str, name: str, *, decide: Decide, client: str = "") -> InstanceStream:
-        """The stream of consumer instance ``name`` of ``group``, for the caller ``decide`` decides."""
-        return InstanceStream(self._consumers, group, name, self._context(decide, client))
+    def instance(
+        self, group: str, name: str, *, decide: Decide, client: str = "", credential: Credential | None = None
+    ) -> InstanceStream:
+        """The stream of consumer instance ``name`` of ``group``, for the caller ``decide`` decides,
+        while ``credential`` holds."""
+        return InstanceStream(self._consumers, group, name, self._context(decide, client, credential))
 
     def partition(
-        self, tp: TopicPartition, offset: int, fmt: EmbeddedFormat, *, decide: Decide, client: str = ""
+        self,
+        tp: TopicPartition,
+        offset: int,
+        fmt: EmbeddedFormat,
+        *,
+        decide: Decide,
+        client: str = "",
+        credential: Credential | None = None,
     ) -> PartitionStream:
-        """The stream of ``tp`` from ``offset`` on, in ``fmt``, for the caller ``decide`` decides."""
-        return PartitionStream(
-            self._topics, self._quotas, self._serde, tp, offset, fmt, self._context(decide, client)
-        )
+        """The stream of ``tp`` from ``offset`` on, in ``fmt``, for the caller ``decide`` decides,
+        while ``credential`` holds."""
+        context = self._context(decide, client, credential)
+        return PartitionStream(self._topics, self._quotas, self._serde, tp, offset, fmt, context)
 
-    def _context(self, decide: Decide, client: str) -> StreamContext:
-        return StreamContext(decide, client, self.limits, self._draining, self._clock)
+    def _context(self, decide: Decide, client: str, credential: Credential | None) -> StreamContext:
+        return StreamContext(decide, client, self.limits, self._draining, self._clock, credential)

@@ -63,6 +63,7 @@ class PeerCertificate:
 
     common_name: str | None
     alt_names: tuple[tuple[str, str], ...]  # (type, value): ("DNS", "a.example"), ("email", …), ("URI", …)
+    not_after: float | None = None  # when it expires, seconds since the epoch
 
     @classmethod
     def of(cls, ssl_object: Any) -> PeerCertificate | None:
@@ -80,7 +81,9 @@ class PeerCertificate:
             for key, value in rdn:
                 if key == "commonName":
                     common_name = value  # the last CN is the most specific, as Kafka reads it
-        return cls(common_name, tuple(cert.get("subjectAltName", ())))
+        expires = cert.get("notAfter")
+        not_after = ssl.cert_time_to_seconds(expires) if isinstance(expires, str) else None
+        return cls(common_name, tuple(cert.get("subjectAltName", ())), not_after)
 
     def principal(self, source: PrincipalSource) -> str | None:
         """``User:<name>`` by ``source``, or None if the certificate has no such name."""

@@ -15,6 +15,16 @@ the set makes the gateway fetch the set again, the way a provider's key rotation
 but at most once per ``JWKS_MIN_REFETCH_S``: a client sending made-up ``kid``s cannot turn
 the gateway against its provider.
 
+Every malformed token is ``InvalidToken``, whatever PyJWT raises for it: an unparseable or
+unsupported header (a ``kid`` that is not a string, an unknown ``crit`` extension), or a date
+claim (``exp``, ``nbf``, ``iat``) that is not a JSON number, as RFC 7519's NumericDate is (PyJWT
+would read ``"exp": "9999999999"`` as a date). tests/unit/test_tokens_fuzz.py sends arbitrary
+JSON headers and claims, signed and not, and proves nothing else escapes.
+
+A token that verified is a ``TokenCredential``: whom it names, and whether it still holds (its
+``exp`` not past, its key still listed by the provider), which a stream it opened asks on every
+poll.
+
 Verdicts are kept: a token that verified is remembered (under its SHA-256, at most
 ``remembered`` of them) until it expires or the key set changes, so a client sending the same
 token on every request pays for one signature check. Refusals are not remembered, and cost
@@ -26,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import math
 import ssl
 import time
 from collections import OrderedDict
@@ -98,6 +109,13 @@ class KeySet:
             raise InvalidToken("the token is signed with a key the identity provider does not list")
         return found
 
+    async def lists(self, kid: str | None) -> bool:
+        """Whether the provider still lists the key of ``kid`` (as ``key`` finds it), by keys at
+        most ``JWKS_MAX_AGE_S`` old; while the provider cannot be reached, the last keys known."""
+        if time.monotonic() - self._loaded_at >= JWKS_MAX_AGE_S:
+            await self._refresh(due=True)
+        return self._find(kid) is not None
+
     def _find(self, kid: str | None) -> tuple[jwt.PyJWK, str | None] | None:
         if kid is not None:
             return self._keys.get(kid)
@@ -158,6 +176,32 @@ class KeySet:
         return document
 
 
+@dataclass(frozen=True, slots=True)
+class TokenCredential:
+    """A token that verified: the ``principal`` it names, and what it stays valid for: until its
+    ``expires`` (``exp``, seconds since the epoch) plus the leeway, while the provider lists the
+    key it was signed with (``kid``)."""
+
+    principal: str
+    expires: float
+    kid: str | None
+    keys: KeySet
+
+    async def still_valid(self) -> bool:
+        """Whether the token would still be accepted (but for the signature, checked once)."""
+        if time.time() >= self.expires + self.keys.rules.leeway_s:
+            return False
+        try:
+            return await self.keys.lists(self.kid)
+        except Exception:  # the provider's failures are the KeySet's to absorb; a bug must not end streams
+            log.exception("cannot tell whether the JWT signing key %r is still listed", self.kid)
+            return True
+
+
+_DATES: Final = ("exp", "nbf", "iat")
+_FAR: Final = 1e15  # seconds since the epoch past any token's life; a float holds it exactly
+
+
 class TokenVerifier:
     """Bearer token → principal, with the verdicts of good tokens remembered."""
 
@@ -165,38 +209,44 @@ class TokenVerifier:
         self.rules = rules
         self.keys = keys
         self._remembered = remembered
-        self._good: OrderedDict[bytes, tuple[str, float, int]] = OrderedDict()  # → principal, exp, version
+        self._good: OrderedDict[bytes, tuple[TokenCredential, int]] = OrderedDict()  # → it, key set version
 
     async def principal(self, token: str) -> str:
         """``User:<claim>`` of a valid token; ``InvalidToken`` or ``KeysUnavailable`` otherwise."""
+        return (await self.verify(token)).principal
+
+    async def verify(self, token: str) -> TokenCredential:
+        """The credential of a valid token; ``InvalidToken`` or ``KeysUnavailable`` otherwise."""
         digest = hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
         known = self._good.get(digest)
         if known is not None:
-            principal, expires, version = known
-            if time.time() < expires + self.rules.leeway_s and version == self.keys.version:
+            credential, version = known
+            if time.time() < credential.expires + self.rules.leeway_s and version == self.keys.version:
                 self._good.move_to_end(digest)
-                return principal
+                return credential
             del self._good[digest]
         try:
+            # PyJWT checks ``kid`` and ``crit`` here, and raises its root error, not DecodeError, for them
             header = jwt.get_unverified_header(token)
-        except jwt.DecodeError:
-            raise InvalidToken("the token is not a JWT") from None
+        except jwt.InvalidTokenError:
+            raise InvalidToken("the token is not a JWT, or its header is not accepted") from None
         algorithm = header.get("alg")
-        if algorithm not in self.rules.algorithms:
-            raise InvalidToken(f"the token's algorithm {algorithm!r} is not accepted")
-        kid = header.get("kid")
-        key, declared = await self.keys.key(kid if isinstance(kid, str) else None)
+        if not isinstance(algorithm, str) or algorithm not in self.rules.algorithms:
+            raise InvalidToken(f"the token's algorithm {_shown(algorithm)} is not accepted")
+        kid = header.get("kid")  # a string if present: PyJWT refused any other
+        kid = kid if isinstance(kid, str) else None
+        key, declared = await self.keys.key(kid)
         if declared is not None and declared != algorithm:
             raise InvalidToken(f"the token's algorithm {algorithm!r} is not the one its key is for")
         claims = self._decode(token, key, algorithm)
         name = claims.get(self.rules.principal_claim)
         if not isinstance(name, str) or not name:
             raise InvalidToken(f"the token has no {self.rules.principal_claim!r} claim naming its principal")
-        principal = f"User:{name}"
-        self._good[digest] = (principal, float(claims["exp"]), self.keys.version)
+        credential = TokenCredential(f"User:{name}", float(min(claims["exp"], _FAR)), kid, self.keys)
+        self._good[digest] = (credential, self.keys.version)
         while len(self._good) > self._remembered:
             self._good.popitem(last=False)
-        return principal
+        return credential
 
     def _decode(self, token: str, key: jwt.PyJWK, algorithm: str) -> dict[str, Any]:
         required = ["exp", "iss"] + (["aud"] if self.rules.audience is not None else [])
@@ -222,6 +272,22 @@ class TokenVerifier:
             raise InvalidToken(f"the token has no {exc.claim!r} claim") from None
         except jwt.InvalidSignatureError:
             raise InvalidToken("the token's signature does not verify") from None
-        except (jwt.InvalidTokenError, jwt.InvalidKeyError, ValueError, TypeError):
+        except (jwt.InvalidTokenError, jwt.InvalidKeyError, ValueError, TypeError, OverflowError):
             raise InvalidToken("the token is not valid") from None
+        for claim in _DATES:
+            if claim in claims and not _numeric_date(claims[claim]):
+                raise InvalidToken(f"the token's {claim!r} claim is not a NumericDate (a JSON number)")
         return claims
+
+
+def _numeric_date(value: object) -> bool:
+    """Whether ``value`` is an RFC 7519 NumericDate: a JSON number (not a string, not a boolean)."""
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
+
+
+def _shown(value: object) -> str:
+    """``value`` for a message to the client: short, whatever the token put there."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."

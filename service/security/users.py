@@ -37,10 +37,20 @@ class UsersFileError(ValueError):
     """The file or a name in it cannot be used (the message says which line)."""
 
 
+# Names a user may not have: Kafka's wildcard principal (``User:*``, every user in an ACL) and the
+# name the ACLs and the audit trail give every unauthenticated client (``User:ANONYMOUS``).
+RESERVED_NAMES: Final = frozenset({"*", "ANONYMOUS"})
+
+
 def check_user_name(name: str) -> str:
     if not 0 < len(name) <= MAX_NAME_CHARS or ":" in name or not name.isprintable() or name != name.strip():
         raise UsersFileError(
             f"A user name is 1 to {MAX_NAME_CHARS} printable characters, without ':' or surrounding spaces."
+        )
+    if name in RESERVED_NAMES:
+        raise UsersFileError(
+            f"{name!r} cannot be a user's name: 'User:*' is every user in an ACL, and 'User:ANONYMOUS' "
+            "every client that did not authenticate."
         )
     return name
 
@@ -124,6 +134,13 @@ class UsersFile:
                 self.reload()
             except UsersFileError:
                 pass  # a file being edited badly: keep serving the last good one
+
+    def hash_of(self, name: str) -> str | None:
+        """The hash ``name`` has in the file now (None: no such user): a credential checked
+        against it holds while it stays the same."""
+        self._fresh()
+        with self._lock:
+            return self._users.get(name)
 
     def remembered(self, name: str, password: str) -> bool | None:
         """True if this pair was verified since the file last changed; None if it must be hashed."""

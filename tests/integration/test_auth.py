@@ -128,12 +128,12 @@ async def test_quotas_count_the_principal_not_a_header_it_could_change(tmp_path)
         await gw.stop()
 
 
-async def test_a_websocket_without_credentials_is_closed_before_the_handshake(secured, caplog):
+async def test_a_websocket_without_credentials_is_refused_before_the_handshake(secured, caplog):
     url = secured.url.replace("http://", "ws://") + "/consumers/g/instances/i/records"
     with caplog.at_level("INFO", logger="brokergate.audit"):
         with pytest.raises(websockets.exceptions.InvalidStatus) as refused_ws:
             async with websockets.connect(url, open_timeout=5):
                 pass
-    assert refused_ws.value.response.status_code == 403
+    assert refused_ws.value.response.status_code == 401  # as the request is: see test_auth_transports.py
     lines = [r.getMessage() for r in caplog.records if r.name == "brokergate.audit"]
     assert any('"event": "authentication"' in line and "/instances/i/records" in line for line in lines)

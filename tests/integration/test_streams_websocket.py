@@ -506,7 +506,7 @@ async def test_authentication_and_the_produce_quota_hold_for_sockets(tmp_path: P
         with pytest.raises(InvalidStatus) as refused:  # no credentials
             async with connect(socket_url(base)):
                 pass
-        assert refused.value.response.status_code == 403
+        assert refused.value.response.status_code == 401
         with pytest.raises(InvalidStatus) as refused:  # alice's instance is not there for bob
             async with connect(socket_url(base), additional_headers=credentials("bob")):
                 pass

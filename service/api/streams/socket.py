@@ -70,6 +70,7 @@ from service.gateway import Gateway, gateway_of
 
 from .. import topics
 from ..access import caller_of, refuse_handshake
+from ..auth import credential_of
 from ..http import describe_validation, timestamp_millis
 from ..quotas import client_of
 from .sse import end_body, render_array
@@ -116,11 +117,17 @@ class Session:
         self.credit = Credit(self.limits.credit)
         self.commands: asyncio.Queue[wire.Commit | wire.Seek] = asyncio.Queue(_QUEUED)
         self.produces: asyncio.Queue[tuple[wire.Produce, bytes, object]] = asyncio.Queue(_QUEUED)
-        self.decide = functools.partial(gw.access.decision, caller_of(websocket.scope))
         quotas = gw.quotas
         self.produce_client = client_of(websocket, quotas) if quotas.produce else ""
         consume_client = client_of(websocket, quotas) if quotas.consume else ""
-        self.stream = gw.streams.instance(group, instance, decide=self.decide, client=consume_client)
+        self.stream = gw.streams.instance(
+            group,
+            instance,
+            decide=functools.partial(gw.access.decision, caller_of(websocket.scope)),
+            client=consume_client,
+            credential=credential_of(websocket.scope),
+        )
+        self.decide = self.stream.decide  # for commits, seeks and produces too: while the credential holds
         self._sending = asyncio.Lock()
         self._closed = False
         self._needs = 0  # credit bytes the next record needs: alone it weighs more than is left

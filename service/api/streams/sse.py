@@ -59,6 +59,7 @@ from service.errors import GatewayError
 from service.gateway import Gateway
 
 from ..access import caller_of
+from ..auth import credential_of
 from ..quotas import client_of
 
 log = logging.getLogger(__name__)
@@ -126,7 +127,8 @@ async def instance_events(
     cursor = parse_positions(last_event_id, what="Last-Event-ID") if last_event_id else {}
     decide = functools.partial(gw.access.decision, caller_of(request.scope))
     client = client_of(request, gw.quotas) if gw.quotas.consume else ""
-    stream = gw.streams.instance(group, instance, decide=decide, client=client)
+    credential = credential_of(request.scope)
+    stream = gw.streams.instance(group, instance, decide=decide, client=client, credential=credential)
     with ExitStack() as slot:
         slot.enter_context(gw.streams.slot(caller_of(request.scope)))
         opening = await stream.open(cursor)
@@ -156,7 +158,8 @@ async def partition_events(
     await gw.topics.check_partition(tp)  # a partition that is not there is a 404, not a stream
     decide = functools.partial(gw.access.decision, caller_of(request.scope))
     client = client_of(request, gw.quotas) if gw.quotas.consume else ""
-    stream = gw.streams.partition(tp, start, fmt, decide=decide, client=client)
+    credential = credential_of(request.scope)
+    stream = gw.streams.partition(tp, start, fmt, decide=decide, client=client, credential=credential)
     with ExitStack() as slot:
         slot.enter_context(gw.streams.slot(caller_of(request.scope)))
         budget = _budget(gw, max_bytes)
