@@ -292,7 +292,7 @@ def create_app(settings: Settings, ports: tuple[Log, Coordinator, Sessions] | No
         app.add_middleware(
             Authenticate,
             open_paths=opened,
-            basic=Verifier(UsersFile(settings.users_path)) if "basic" in settings.auth_methods else None,
+            basic=basic_verifier(settings) if "basic" in settings.auth_methods else None,
             tokens=tokens,
             certificates=settings.tls_principal if "mtls" in settings.auth_methods else None,
         )
@@ -311,6 +311,16 @@ def create_app(settings: Settings, ports: tuple[Log, Coordinator, Sessions] | No
 
     app.openapi = openapi  # type: ignore[method-assign]
     return app
+
+
+def basic_verifier(settings: Settings) -> Verifier:
+    """The HTTP Basic verifier of ``auth=basic``: the credentials file, with the guess budgets."""
+    return Verifier(
+        UsersFile(settings.users_path),
+        guesses_per_address=settings.password_guesses_per_address,
+        guesses_per_name=settings.password_guesses_per_user,
+        guess_refill_s=settings.password_guess_refill_s,
+    )
 
 
 def token_verifier(settings: Settings) -> TokenVerifier | None:

@@ -191,6 +191,24 @@ class Settings(BaseSettings):
     )
     docs_open: bool = Field(True, description="With auth on: /docs and /openapi.json need no credentials.")
     metrics_open: bool = Field(False, description="With auth on: /metrics answers without credentials.")
+    password_guesses_per_address: int = Field(
+        20,
+        ge=1,
+        description="HTTP Basic: wrong passwords one client address may send in a burst before it is "
+        "answered 429 (42901) until its budget refills.",
+    )
+    password_guesses_per_user: int = Field(
+        10,
+        ge=1,
+        description="HTTP Basic: wrong passwords for one user name (known or not) in a burst, from "
+        "addresses the user has not signed in from, before they are answered 429.",
+    )
+    password_guess_refill_s: float = Field(
+        6.0,
+        gt=0,
+        le=3600,
+        description="Each guess budget gets one wrong password back per this many seconds.",
+    )
 
     # the web console at /ui: a client of the public API, so it grants nothing the API does not
     ui: bool = Field(

@@ -45,6 +45,7 @@ from service.core import audit
 from service.core.acl import ANONYMOUS, ANY_USER, CLUSTER_NAME
 from service.core.streams import Credential
 from service.errors import ErrorCode, GatewayError
+from service.security.guesses import TooManyGuesses
 from service.security.tls import PeerCertificate, PrincipalSource
 from service.security.tokens import JWKS_MIN_REFETCH_S, InvalidToken, KeysUnavailable, TokenVerifier
 from service.security.users import UsersFile, Verifier
@@ -245,7 +246,7 @@ class Authenticate:
             scheme, _, credentials = headers[0].partition(" ")
             scheme = scheme.lower()
             if scheme == "basic" and self.basic is not None:
-                return await self._basic(credentials)
+                return await self._basic(credentials, scope)
             if scheme == "bearer" and self.tokens is not None:
                 return await self._bearer(credentials.strip())
             raise _Refused(f"The Authorization scheme is not accepted here: send {self._offered}.")
@@ -260,7 +261,7 @@ class Authenticate:
             return None
         raise _Refused(f"Authentication is required: send {self._offered}.")
 
-    async def _basic(self, encoded: str) -> Credential:
+    async def _basic(self, encoded: str, scope: Scope) -> Credential:
         assert self.basic is not None
         try:
             decoded = base64.b64decode(encoded.strip().encode("latin-1"), validate=True).decode("utf-8")
@@ -270,7 +271,12 @@ class Authenticate:
         if not sep or not name:
             raise _Refused("The Basic credentials are not base64 of 'user:password'.")
         hashed = self.basic.users.hash_of(name)  # before the check: a change meanwhile ends what they open
-        if not await self.basic.check(name, password):
+        client = scope.get("client")
+        try:
+            valid = await self.basic.check(name, password, client[0] if client else None)
+        except TooManyGuesses as exc:  # 429 before any hashing: this address or name failed too often
+            raise _Refused.of(exc, claimed=f"User:{name}") from None
+        if not valid:
             raise _Refused("The credentials are not valid.", claimed=f"User:{name}")
         return BasicCredential(f"User:{name}", name, hashed, self.basic.users)
 

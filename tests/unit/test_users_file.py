@@ -48,18 +48,19 @@ def test_verify_remembers_good_passwords_only_until_the_file_changes(tmp_path, m
     path = tmp_path / "users"
     add_user(path, "alice", "pw")
     users = UsersFile(path)
-    assert users.remembered("alice", "pw") is None  # never checked: must be hashed
-    assert users.remembered("nobody", "pw") is False  # no such user: no hashing at all
+    assert users.remembered("alice", "pw") is False  # never checked: must be hashed
+    assert users.remembered("nobody", "pw") is False  # no such user: hashed all the same
     assert users.verify("alice", "wrong") is False
-    assert users.remembered("alice", "wrong") is None  # a wrong password is never remembered
+    assert users.remembered("alice", "wrong") is False  # a wrong password is never remembered
     assert users.verify("alice", "pw") is True
     assert users.remembered("alice", "pw") is True
     monkeypatch.setattr(users_mod, "_RELOAD_EVERY_S", 0.0)
     add_user(path, "alice", "new")
-    assert users.remembered("alice", "pw") is None  # the file changed: checked again
+    assert users.remembered("alice", "pw") is False  # the user's line changed: checked again
     assert users.verify("alice", "pw") is False and users.verify("alice", "new") is True
     remove_user(path, "alice")
     assert users.remembered("alice", "new") is False
+    assert users.verify("alice", "new") is False
 
 
 def test_a_file_edited_badly_keeps_the_last_good_users(tmp_path, monkeypatch):
