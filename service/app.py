@@ -44,6 +44,7 @@ from .core.quotas import Quotas
 from .core.schemas.registry import SchemaRegistry
 from .errors import ErrorCode, GatewayError
 from .gateway import Gateway
+from .log_budget import bounded_logs
 from .metrics import Metrics
 from .security.tokens import KeySet, TokenRules, TokenVerifier
 from .security.users import UsersFile, Verifier
@@ -219,6 +220,9 @@ def create_app(settings: Settings, ports: tuple[Log, Coordinator, Sessions] | No
             for close in closing:
                 stack.push_async_callback(close)
             stack.enter_context(audit_trail(settings.audit_log))
+            # after the audit trail's handler is in, out before it goes: the last counts reach it
+            logs = bounded_logs(settings.log_lines_per_s, settings.log_traceback_bytes)
+            await stack.enter_async_context(logs)
             for port in (log_port, coordinator, sessions):
                 await port.start()
                 stack.push_async_callback(port.stop)

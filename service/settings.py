@@ -338,6 +338,18 @@ class Settings(BaseSettings):
         description="File the audit trail is appended to, one JSON line per security decision; "
         "default: the process's log (logger brokergate.audit).",
     )
+    log_lines_per_s: int = Field(
+        100,
+        ge=1,
+        description="Most lines the process log takes a second (the audit trail apart); the rest are "
+        "counted and the count logged (log.suppressed) once the second is over.",
+    )
+    log_traceback_bytes: int = Field(
+        8 * 1024,
+        ge=512,
+        description="Longest traceback the process log takes (its start and end kept); one error site's "
+        "traceback is written once a minute, its repeats in one line.",
+    )
 
     # limits
     max_connections: int = Field(

@@ -11,13 +11,16 @@ instance deleted by someone other than its creator. A line holds ``time`` (UTC, 
 
 A client hammering the gateway with refused requests must not fill the disk through this log:
 past ``MAX_LINES_PER_S`` lines in one second the rest of that second is counted, not written,
-and the count is written as an ``audit.suppressed`` line when the next second begins.
+and the count is written as an ``audit.suppressed`` line once that second is over: by ``flush``,
+which the application's lifespan calls a few times a second and once more at its exit (so a
+count is neither held until the next event nor lost when the gateway stops), or by the next line.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from datetime import UTC, datetime
 from typing import Final
@@ -31,7 +34,7 @@ FAILED: Final = "FAILED"
 
 
 class _Budget:
-    """At most ``per_s`` lines a second; how many were dropped."""
+    """At most ``per_s`` lines a second; how many were dropped, told once."""
 
     def __init__(self, per_s: int) -> None:
         self.per_s = per_s
@@ -52,8 +55,17 @@ class _Budget:
         self.used += 1
         return True, ended
 
+    def ended(self, now: float, *, final: bool = False) -> int:
+        """How many were dropped in a second that is over (``final``: in the current one too), once."""
+        if not self.dropped or (int(now) == self.second and not final):
+            return 0
+        dropped, self.dropped = self.dropped, 0
+        return dropped
+
 
 _budget = _Budget(MAX_LINES_PER_S)
+# ``record`` runs on the event loop and in worker threads alike: one budget, taken under a lock.
+_lock = threading.Lock()
 
 
 def record(
@@ -70,7 +82,8 @@ def record(
     if not AUDIT.isEnabledFor(logging.INFO):
         return
     now = time.time()
-    allowed, dropped = _budget.take(now)
+    with _lock:
+        allowed, dropped = _budget.take(now)
     if dropped:
         _write({"time": _iso(now), "event": "audit.suppressed", "count": dropped})
     if allowed:
@@ -85,6 +98,18 @@ def record(
             **details,
         }
         _write(line)
+
+
+def flush(*, final: bool = False) -> None:
+    """Write the count of lines dropped in a second that is over (``final``: at the exit, the
+    current second's too), if any: the owner of the process's lifecycle calls this."""
+    if not AUDIT.isEnabledFor(logging.INFO):
+        return
+    now = time.time()
+    with _lock:
+        dropped = _budget.ended(now, final=final)
+    if dropped:
+        _write({"time": _iso(now), "event": "audit.suppressed", "count": dropped})
 
 
 def _write(line: dict[str, object]) -> None:
