@@ -99,8 +99,16 @@ class PartitionNotFound(NotFound):
 
 
 class ConsumerInstanceNotFound(NotFound):
+    """No such instance for the caller: none, expired, another principal's, or of the other kind
+    (a share consumer where a consumer is asked for). One answer, byte for byte, whatever the cause
+    and whoever raises it: a detail would tell another principal which instances exist, so a
+    message given here is not shown."""
+
     error_code = ErrorCode.CONSUMER_INSTANCE_NOT_FOUND
     default_message = "Consumer instance not found."
+
+    def __init__(self, message: str | None = None, *, retry_after: float | None = None) -> None:
+        super().__init__(None, retry_after=retry_after)
 
 
 class GroupNotFound(NotFound):

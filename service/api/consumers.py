@@ -121,6 +121,7 @@ async def delete_consumer(group: str, instance: str, request: Request, gw: GW) -
 )
 async def subscribe(group: str, instance: str, request: Request, gw: GW) -> Response:
     """Subscribe to a list of topics or to a regex pattern (new matching topics are picked up)."""
+    await _owned(request, gw, group, instance)
     req = await parse(request, v2.SubscriptionRequest)
     if (req.topics is None) == (req.topic_pattern is None):
         raise InvalidPayload("Give either 'topics' (a list) or 'topic_pattern', not both and not neither.")
@@ -154,6 +155,12 @@ async def unsubscribe(group: str, instance: str, request: Request, gw: GW) -> Re
     return no_content()
 
 
+async def _owned(request: Request, gw: Gateway, group: str, instance: str) -> None:
+    """404 unless the instance is the caller's, decided before the body is read: another principal's
+    instance gets a missing one's answer whatever the body names (``Consumers.owned``)."""
+    await gw.consumers.owned(group, instance, who=await decision_of(request))
+
+
 def _tps(req: v2.PartitionsRequest) -> list[TopicPartition]:
     return [TopicPartition(p.topic, p.partition) for p in req.partitions]
 
@@ -167,6 +174,7 @@ def _tps(req: v2.PartitionsRequest) -> list[TopicPartition]:
 )
 async def assign(group: str, instance: str, request: Request, gw: GW) -> Response:
     """Manually assign partitions (no group management)."""
+    await _owned(request, gw, group, instance)
     req = await parse(request, v2.PartitionsRequest)
     tps = _tps(req)
     who = await check_topics(request, (tp.topic for tp in tps), Operation.READ)
@@ -246,6 +254,7 @@ async def poll(
 )
 async def commit(group: str, instance: str, request: Request, gw: GW) -> Response:
     """Commit: each listed offset is the last processed (offset+1 is stored); no body commits all fetched."""
+    await _owned(request, gw, group, instance)
     req = await parse_optional(request, v2.CommitRequest)
     offsets = None
     if req is not None and req.offsets is not None:
@@ -265,6 +274,7 @@ async def commit(group: str, instance: str, request: Request, gw: GW) -> Respons
 )
 async def committed(group: str, instance: str, request: Request, gw: GW) -> Response:
     """Committed offsets of the listed partitions (default: the instance's assignment)."""
+    await _owned(request, gw, group, instance)
     req = await parse_optional(request, v2.PartitionsRequest)
     tps = _tps(req) if req else None
     who = await check_topics(request, (tp.topic for tp in tps or ()), Operation.DESCRIBE)
@@ -293,6 +303,7 @@ async def committed(group: str, instance: str, request: Request, gw: GW) -> Resp
 )
 async def seek(group: str, instance: str, request: Request, gw: GW) -> Response:
     """Seek assigned partitions to offsets, or to the first offset at/after timestamps."""
+    await _owned(request, gw, group, instance)
     req = await parse(request, v2.SeekRequest)
     if not req.offsets and not req.timestamps:
         raise InvalidPayload("Give 'offsets' or 'timestamps'.")
@@ -317,6 +328,7 @@ async def seek(group: str, instance: str, request: Request, gw: GW) -> Response:
     openapi_extra=body_doc(v2.PartitionsRequest),
 )
 async def seek_to_beginning(group: str, instance: str, request: Request, gw: GW) -> Response:
+    await _owned(request, gw, group, instance)
     req = await parse(request, v2.PartitionsRequest)
     tps = _tps(req)
     who = await check_topics(request, (tp.topic for tp in tps), Operation.DESCRIBE)
@@ -332,6 +344,7 @@ async def seek_to_beginning(group: str, instance: str, request: Request, gw: GW)
     openapi_extra=body_doc(v2.PartitionsRequest),
 )
 async def seek_to_end(group: str, instance: str, request: Request, gw: GW) -> Response:
+    await _owned(request, gw, group, instance)
     req = await parse(request, v2.PartitionsRequest)
     tps = _tps(req)
     who = await check_topics(request, (tp.topic for tp in tps), Operation.DESCRIBE)

@@ -1,19 +1,28 @@
-"""Root, brokers, health, readiness and metrics."""
+"""Root, brokers, health, readiness and metrics.
+
+``/readyz`` is open whatever the authentication (a load balancer's probe has no credentials), so
+what it says beyond ready or not is for the callers who may know it: the names of topics the
+log could not open go only to an authenticated caller who may DESCRIBE the cluster (anyone,
+with authentication off); the others learn how many there are.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from api_schemas import v2
 from api_schemas.v2 import ErrorBody
+from service.core.acl import CLUSTER_NAME, Operation, ResourceType
 from service.errors import GatewayError
 from service.gateway import Gateway, get_gateway
 
+from .access import decision_of
+from .auth import ANONYMOUS, principal_of
 from .http import v2 as v2_response
 from .http import v3 as v3_response
 from .responses import ERRORS
@@ -57,6 +66,7 @@ class ReportsUnopenedTopics(Protocol):
     },
 )
 async def readyz(
+    request: Request,
     gw: GW,
     backend: Annotated[
         list[Backend] | None,
@@ -81,8 +91,19 @@ async def readyz(
     body: dict[str, Any] = {"status": "ready"}
     if isinstance(gw.log, ReportsUnopenedTopics) and (unopened := gw.log.unopened_topics()):
         # Still ready: every other topic is served. These answer 503 until the cause is fixed.
-        body["unopened_topics"] = unopened
+        body["unopened_topics_count"] = len(unopened)
+        if await _may_name_topics(request, gw):
+            body["unopened_topics"] = unopened
     return v3_response(body)
+
+
+async def _may_name_topics(request: Request, gw: Gateway) -> bool:
+    """Whether the caller of this open route may be told topic names: authenticated (when
+    authentication is on), and allowed to DESCRIBE the cluster."""
+    if gw.settings.auth_methods and principal_of(request.scope) == ANONYMOUS:
+        return False
+    decision = await decision_of(request)
+    return decision.may(ResourceType.CLUSTER, CLUSTER_NAME, Operation.DESCRIBE)
 
 
 @router.get("/metrics", operation_id="metrics", responses={200: {"content": {"text/plain": {}}}})

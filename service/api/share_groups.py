@@ -102,6 +102,7 @@ async def delete_share_consumer(group: str, instance: str, request: Request, gw:
 )
 async def subscribe(group: str, instance: str, request: Request, gw: GW) -> Response:
     """Read these topics (all their partitions, shared with the group's other consumers)."""
+    await gw.share_consumers.owned(group, instance, who=await decision_of(request))  # before the body
     req = await parse(request, wire.ShareSubscriptionRequest)
     who = await check_topics(request, req.topics, Operation.READ)
     await gw.share_consumers.subscribe(group, instance, req.topics, who=who)
@@ -183,6 +184,7 @@ async def acknowledge_and_poll(
 ) -> Response:
     """Settle the acknowledgements of the body, then poll, in one round trip (how many were refused
     is in the Brokergate-Acknowledgements-Refused header)."""
+    await gw.share_consumers.owned(group, instance, who=await decision_of(request))  # before the body
     req = await parse(request, wire.AcknowledgeRequest)
     return await _poll(request, gw, group, instance, timeout, max_bytes, max_records, _acks(req))
 
@@ -244,6 +246,7 @@ async def acknowledge(group: str, instance: str, request: Request, gw: GW) -> Re
     """Settle records the consumer holds: accept (done), release (deliver again now; after the
     delivery limit it is archived instead), reject (archived), renew (hold it longer). Each offset
     stands alone: those the consumer does not hold are listed as refused, the rest are settled."""
+    await gw.share_consumers.owned(group, instance, who=await decision_of(request))  # before the body
     req = await parse(request, wire.AcknowledgeRequest)
     acks = _acks(req)
     who = await check_topics(request, {a.tp.topic for a in acks}, Operation.READ)

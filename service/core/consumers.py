@@ -273,6 +273,12 @@ class ConsumerService:
         if await self._coordinator.leave(group, name):
             await self._groups.rebalance(group)
 
+    async def owned(self, group: str, name: str, *, who: Decision | None) -> None:
+        """``ConsumerInstanceNotFound`` unless the instance exists and is the caller's: what a route
+        decides before anything its body names (a topic the caller may not read, a bad pattern), so
+        another principal's instance gets the answer a missing one does, whatever the body."""
+        await self._load(group, name, who)
+
     async def _load(self, group: str, name: str, who: Decision | None) -> InstanceState:
         state = await self._sessions.load(group, name)
         if state.config.kind != "consumer" or (who is not None and not who.owns(state.owner)):

@@ -133,6 +133,11 @@ class ShareConsumers:
         """``state``'s consumer is gone (deleted, or expired): release what it held."""
         await self.shares.leave(state.group, state.name)
 
+    async def owned(self, group: str, name: str, *, who: Decision | None) -> None:
+        """``ConsumerInstanceNotFound`` unless the share consumer exists and is the caller's: decided
+        before anything a request's body names, so another principal's gets a missing one's answer."""
+        await self._load(group, name, who)
+
     async def _load(self, group: str, name: str, who: Decision | None) -> InstanceState:
         state = await self._sessions.load(group, name)
         if state.config.kind != "share" or (who is not None and not who.owns(state.owner)):
