@@ -301,7 +301,8 @@ def create_app(settings: Settings, ports: tuple[Log, Coordinator, Sessions] | No
             certificates=settings.tls_principal if "mtls" in settings.auth_methods else None,
         )
     app.add_middleware(RawPathGuard)  # before any routing, the fast path's included
-    app.add_middleware(CrossSiteGuard, advertised_url=settings.advertised_url)  # a browser's, first
+    # a browser's, first; it decides from the route, whatever the method (the rules say which change state)
+    app.add_middleware(CrossSiteGuard, routes=app.routes, advertised_url=settings.advertised_url)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.add_middleware(OneLineStartupErrors)
     # Built now rather than at the first ASGI call: a produce route the fast path cannot serve

@@ -28,6 +28,9 @@ A WebSocket route's key is ``"WS /path/template"``. ``Authorize`` checks its nee
 handshake is accepted (a refusal is the handshake's 403, with Confluent's body); what it does
 with each message the route checks as the REST route doing the same would (its ``named``).
 
+A rule also says whether its route changes state (``Rule.changes_state``; by default, any method
+but GET does): ``CrossSiteGuard`` refuses those from a page of another site, whatever the method.
+
 ``create_app`` refuses to start if a route has no rule (``UnruledRoute``), and
 tests/integration/test_authorization.py proves, for every route of the app, that a principal
 lacking any one of its rule's operations never gets a 2xx, and that one holding them all does.
@@ -83,9 +86,19 @@ class Need:
 
 @dataclass(frozen=True, slots=True)
 class Rule:
+    """What a route needs (see the module doc); ``changes_state``: whether calling it changes
+    anything (a position, a lock, a stored thing), which ``CrossSiteGuard`` refuses from another
+    site. None (most rules) says it by the method: a GET reads; any other method, and every
+    WebSocket session, changes state. A GET that changes state must say so here."""
+
     needs: tuple[Need, ...] = ()
     named: tuple[Need, ...] = ()
     shows: ResourceType | None = None
+    changes_state: bool | None = None
+
+    def changes(self, key: str) -> bool:
+        """Whether the route of ``RULES`` key ``key`` (this rule's) changes state."""
+        return self.changes_state if self.changes_state is not None else not key.startswith("GET ")
 
 
 def _on(resource: ResourceType, operation: Operation, param: str | None = None) -> Need:
@@ -143,7 +156,8 @@ RULES: Final[dict[str, Rule]] = {
     f"DELETE {INSTANCE}/subscription": Rule(needs=(GROUP_READ,)),
     f"POST {INSTANCE}/assignments": Rule(needs=(GROUP_READ,), named=(_on(TOPIC, READ),)),
     f"GET {INSTANCE}/assignments": Rule(needs=(GROUP_DESCRIBE,)),
-    f"GET {INSTANCE}/records": Rule(needs=(GROUP_READ,), named=(_on(TOPIC, READ),)),
+    # a poll advances the instance's position (and may commit it), over SSE too
+    f"GET {INSTANCE}/records": Rule(needs=(GROUP_READ,), named=(_on(TOPIC, READ),), changes_state=True),
     # the instance's WebSocket stream: its polls READ, its commits too; its produces WRITE
     f"WS {INSTANCE}/records": Rule(needs=(GROUP_READ,), named=(_on(TOPIC, READ), _on(TOPIC, WRITE))),
     f"POST {INSTANCE}/offsets": Rule(needs=(GROUP_READ,), named=(_on(TOPIC, READ),)),
@@ -158,7 +172,10 @@ RULES: Final[dict[str, Rule]] = {
     f"POST {SHARE}/{{instance}}/subscription": Rule(needs=(GROUP_READ,), named=(_on(TOPIC, READ),)),
     f"GET {SHARE}/{{instance}}/subscription": Rule(needs=(GROUP_DESCRIBE,)),
     f"DELETE {SHARE}/{{instance}}/subscription": Rule(needs=(GROUP_READ,)),
-    f"GET {SHARE}/{{instance}}/records": Rule(needs=(GROUP_READ,), named=(_on(TOPIC, READ),)),
+    # an acquisition locks records and counts a delivery attempt
+    f"GET {SHARE}/{{instance}}/records": Rule(
+        needs=(GROUP_READ,), named=(_on(TOPIC, READ),), changes_state=True
+    ),
     f"POST {SHARE}/{{instance}}/records": Rule(needs=(GROUP_READ,), named=(_on(TOPIC, READ),)),
     f"POST {SHARE}/{{instance}}/acknowledgements": Rule(needs=(GROUP_READ,), named=(_on(TOPIC, READ),)),
     # share groups, as an administrator sees them (DescribeShareGroups, AlterShareGroupOffsets,
@@ -260,9 +277,38 @@ async def visible(request: HTTPConnection, resource: ResourceType, names: Iterab
 
 
 @dataclass(frozen=True, slots=True)
-class _Ruled:
+class Ruled:
+    """A route of the app with its ``RULES`` key and rule."""
+
     route: RouteContext
+    key: str
     rule: Rule
+
+
+class RouteTable:
+    """The app's routes with their rules, found for a request as routing will find its route: what
+    the guards in front of routing (``Authorize``, ``CrossSiteGuard``) decide from. Built by
+    ``check_rules``, so an app with a route without a rule does not start."""
+
+    def __init__(self, routes: Sequence[BaseRoute]) -> None:
+        # Routes by their first path segment: a request is matched against a handful, not all.
+        self._by_head: dict[str, list[Ruled]] = {}
+        for route, key in check_rules(routes):
+            self._by_head.setdefault(_head(route.path or "/"), []).append(Ruled(route, key, RULES[key]))
+
+    def find(self, scope: Scope) -> tuple[Ruled, dict[str, str]] | None:
+        """The route ``scope`` is for, with its path parameters; None if no route takes it (404, 405)."""
+        if scope["type"] == "websocket":
+            method = "WS"
+        else:
+            method = "GET" if scope["method"] == "HEAD" else scope["method"]
+        for ruled in self._by_head.get(_head(scope["path"]), ()):
+            if not ruled.key.startswith(method + " "):
+                continue
+            match, child = ruled.route.matches(scope)
+            if match is Match.FULL:
+                return ruled, child["path_params"]
+        return None
 
 
 class Authorize:
@@ -274,30 +320,24 @@ class Authorize:
     def __init__(self, app: ASGIApp, *, routes: Sequence[BaseRoute], open_paths: Collection[str]) -> None:
         self.app = app
         self.open = frozenset(open_paths)
-        # Routes by their first path segment: a request is matched against a handful, not all.
-        self._by_head: dict[str, list[_Ruled]] = {}
-        for route, key in check_rules(routes):
-            self._by_head.setdefault(_head(route.path or "/"), []).append(_Ruled(route, RULES[key]))
+        self._routes = RouteTable(routes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket") or scope["path"] in self.open:
             await self.app(scope, receive, send)
             return
-        for ruled in self._by_head.get(_head(scope["path"]), ()):
-            match, child = ruled.route.matches(scope)
-            if match is Match.FULL:
-                if ruled.rule.needs:
-                    decision = await gateway_of(scope).access.decision(caller_of(scope))
-                    scope[_DECISION] = decision
-                    try:
-                        _check_path(decision, ruled.rule.needs, child["path_params"])
-                    except Forbidden as exc:
-                        if scope["type"] == "websocket":
-                            await refuse_handshake(scope, send, exc)
-                        else:
-                            await error_response(403, exc.error_code, exc.message)(scope, receive, send)
-                        return
-                break
+        found = self._routes.find(scope)
+        if found is not None and found[0].rule.needs:
+            decision = await gateway_of(scope).access.decision(caller_of(scope))
+            scope[_DECISION] = decision
+            try:
+                _check_path(decision, found[0].rule.needs, found[1])
+            except Forbidden as exc:
+                if scope["type"] == "websocket":
+                    await refuse_handshake(scope, send, exc)
+                else:
+                    await error_response(403, exc.error_code, exc.message)(scope, receive, send)
+                return
         await self.app(scope, receive, send)
 
 
