@@ -37,6 +37,7 @@ from .api.auth import ALWAYS_OPEN, Authenticate, open_paths
 from .api.crosssite import CrossSiteGuard
 from .api.fastpath import ProduceFastPath
 from .api.http import BODY_MODELS, JSONBody, error_response
+from .api.slashes import TrailingSlash
 from .api.streams import socket as stream_socket
 from .core.audit import AUDIT
 from .core.ports import Coordinator, Log, Sessions
@@ -49,7 +50,7 @@ from .metrics import Metrics
 from .security.tokens import KeySet, TokenRules, TokenVerifier
 from .security.users import UsersFile, Verifier
 from .settings import Settings
-from .ui import console_router
+from .ui import CONSOLE_PAGE, console_router
 
 log = logging.getLogger("brokergate")
 
@@ -271,6 +272,7 @@ def create_app(settings: Settings, ports: tuple[Log, Coordinator, Sessions] | No
         description=DESCRIPTION,
         lifespan=lifespan,
         default_response_class=JSONBody,
+        redirect_slashes=False,  # no Location built from Host: TrailingSlash serves /topics/ as /topics
     )
     routers = (ops.router, topics.router, consumers.router, v3.router, acls.router, registry.router)
     for router in (*routers, share_groups.router, share_groups.admin):
@@ -303,6 +305,8 @@ def create_app(settings: Settings, ports: tuple[Log, Coordinator, Sessions] | No
     app.add_middleware(RawPathGuard)  # before any routing, the fast path's included
     # a browser's, first; it decides from the route, whatever the method (the rules say which change state)
     app.add_middleware(CrossSiteGuard, routes=app.routes, advertised_url=settings.advertised_url)
+    # /topics/ is /topics for every guard and route; /ui/ is redirected (its page's links are relative)
+    app.add_middleware(TrailingSlash, routes=app.routes, pages=(CONSOLE_PAGE,) if settings.ui else ())
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.add_middleware(OneLineStartupErrors)
     # Built now rather than at the first ASGI call: a produce route the fast path cannot serve
