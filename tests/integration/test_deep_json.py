@@ -197,10 +197,13 @@ async def test_deep_schema_texts_are_refused(gw: RunningGateway) -> None:
             headers={"Content-Type": SR_TYPE},
         )
         confluent_4xx(r, f"register {schema_type}")
-    for fmt, text in (("avro", texts["AVRO"]), ("jsonschema", texts["JSON"])):
+    # a .proto is no JSON, but a chain of message types is walked by recursion all the same
+    chain = "".join(f"message M{i} {{ M{i + 1} a = 1; }}\n" for i in range(500))
+    proto = 'syntax = "proto3";\n' + chain + "message M500 { int32 a = 1; }\n"
+    for fmt, text in (("avro", texts["AVRO"]), ("jsonschema", texts["JSON"]), ("protobuf", proto)):
         r = await gw.client.post(
             "/topics/t",
-            json={"value_schema": text, "records": [{"value": 1}]},
+            json={"value_schema": text, "records": [{"value": {"a": {"a": 1}}}]},
             headers={"Content-Type": f"application/vnd.kafka.{fmt}.v2+json"},
         )
         confluent_4xx(r, f"produce inline {fmt}")

@@ -74,6 +74,8 @@ from google.protobuf.descriptor import Descriptor, FileDescriptor
 from google.protobuf.message import DecodeError, Message
 from grpc_tools import _protoc_compiler
 
+from service.core.json_depth import MAX_SCHEMA_DEPTH
+
 from .model import JSON, ConversionError, InvalidSchema, ParsedSchema, Schema, SchemaType
 
 __all__ = [
@@ -622,6 +624,36 @@ def read_message_indexes(payload: bytes) -> tuple[list[int], int]:
     return [varint() for _ in range(count)], position
 
 
+def _class_depth(root: Descriptor) -> int:
+    """How deep ``message_factory.GetMessageClass(root)`` would recurse, walked with a stack: it
+    visits, depth first, the message types of fields that have no class yet (a type gets its class
+    as it is entered, so a cycle of types ends the walk)."""
+    seen = {root.full_name}
+    stack = [iter(_field_types(root))]
+    deepest = 1
+    while stack:
+        for child in stack[-1]:
+            if child.full_name not in seen and getattr(child, "_concrete_class", None) is None:
+                seen.add(child.full_name)
+                stack.append(iter(_field_types(child)))
+                deepest = max(deepest, len(stack))
+                break
+        else:
+            stack.pop()
+    return deepest
+
+
+def _field_types(descriptor: Descriptor) -> list[Descriptor]:
+    """The message types ``GetMessageClass`` goes on to from ``descriptor``: its fields', and its
+    extensions' (what they extend and what they hold)."""
+    types = [f.message_type for f in descriptor.fields if f.message_type is not None]
+    for extension in descriptor.extensions:
+        types.append(extension.containing_type)
+        if extension.message_type is not None:
+            types.append(extension.message_type)
+    return types
+
+
 class ProtobufCodec:
     """Protobuf JSON to and from Confluent's Protobuf payload (``Codec``): the first message type
     of the file on encode, the one the payload's index list names on decode."""
@@ -642,6 +674,12 @@ class ProtobufCodec:
     def _class(self, descriptor: Descriptor) -> type[Message]:
         cls = self._classes.get(descriptor.full_name)
         if cls is None:
+            # protobuf makes a message's class by recursion over the message types of its fields:
+            # a chain of hundreds of types would end in a RecursionError, so its depth is bounded
+            if (depth := _class_depth(descriptor)) > MAX_SCHEMA_DEPTH:
+                raise ConversionError(
+                    f"{descriptor.full_name} nests message types {depth} deep, more than {MAX_SCHEMA_DEPTH}"
+                )
             cls = message_factory.GetMessageClass(descriptor)
             self._classes[descriptor.full_name] = cls
         return cls
