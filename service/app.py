@@ -50,7 +50,7 @@ from .metrics import Metrics
 from .security.tokens import KeySet, TokenRules, TokenVerifier
 from .security.users import UsersFile, Verifier
 from .settings import Settings
-from .ui import CONSOLE_PAGE, console_router
+from .ui import CONSOLE_PAGE, console_router, docs_asset_paths, docs_router
 
 log = logging.getLogger("brokergate")
 
@@ -272,12 +272,15 @@ def create_app(settings: Settings, ports: tuple[Log, Coordinator, Sessions] | No
         description=DESCRIPTION,
         lifespan=lifespan,
         default_response_class=JSONBody,
+        docs_url=None,  # FastAPI's pages load scripts from a CDN: docs_router serves its own
+        redoc_url=None,
         redirect_slashes=False,  # no Location built from Host: TrailingSlash serves /topics/ as /topics
     )
     routers = (ops.router, topics.router, consumers.router, v3.router, acls.router, registry.router)
     for router in (*routers, share_groups.router, share_groups.admin):
         app.include_router(router)
     app.include_router(stream_socket.router)  # the WebSocket stream (no OpenAPI: it is no HTTP operation)
+    app.include_router(docs_router(title=app.title))
     if settings.ui:
         app.include_router(console_router(read_only=settings.ui_read_only))
     app.add_exception_handler(GatewayError, _gateway_error)
@@ -287,6 +290,8 @@ def create_app(settings: Settings, ports: tuple[Log, Coordinator, Sessions] | No
     if settings.produce_fast_path:
         app.add_middleware(ProduceFastPath, served=app)  # inside the metrics: counted the same
     opened = open_paths(docs=settings.docs_open, metrics=settings.metrics_open)
+    if settings.docs_open:  # the pages' files with the pages
+        opened |= docs_asset_paths()
     if settings.authorize:  # after authentication, before any route, the fast path's included
         app.add_middleware(Authorize, routes=app.routes, open_paths=opened)
     else:

@@ -121,6 +121,7 @@ RULES: Final[dict[str, Rule]] = {
     "GET /docs": Rule(),
     "GET /docs/oauth2-redirect": Rule(),
     "GET /redoc": Rule(),
+    "GET /docs/{asset}": Rule(),  # the pages' scripts and style sheets
     "GET /healthz": Rule(),
     "GET /readyz": Rule(),
     "GET /": Rule(),

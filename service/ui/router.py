@@ -36,6 +36,7 @@ MEDIA_TYPES: Final = {
     ".js": "text/javascript; charset=utf-8",
     ".css": "text/css; charset=utf-8",
     ".svg": "image/svg+xml",
+    ".png": "image/png",
 }
 
 SECURITY_HEADERS: Final = {
