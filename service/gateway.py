@@ -188,6 +188,8 @@ def stream_limits(settings: Settings) -> StreamLimits:
         batch_bytes=settings.stream_max_batch_bytes,
         message_bytes=settings.stream_max_message_bytes,
         credit=CreditLimits(settings.stream_max_credit_records, settings.stream_max_credit_bytes),
+        held_bytes=settings.stream_max_held_bytes,
+        held_bytes_per_holder=settings.stream_max_held_bytes_per_principal,
     )
 
 

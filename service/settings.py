@@ -137,6 +137,18 @@ class Settings(BaseSettings):
         ge=1024,
         description="Largest WebSocket message a client may send (closed with 1009 beyond).",
     )
+    stream_max_held_bytes: int = Field(
+        2 * 1024 * 1024,
+        ge=1024,
+        description="Most bytes of one WebSocket's messages (produces, commits, seeks) read and not yet "
+        "answered, counted raw; past it nothing more is read from that socket until some are answered.",
+    )
+    stream_max_held_bytes_per_principal: int = Field(
+        16 * 1024 * 1024,
+        ge=1024,
+        description="The same, for all the WebSockets of one principal (one address, with authentication "
+        "off) together.",
+    )
 
     # share groups (KIP-932): queues with per-record acknowledgement
     share_record_lock_duration_ms: int = Field(

@@ -43,7 +43,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service.core import audit
 from service.core.acl import ANONYMOUS, ANY_USER, CLUSTER_NAME
-from service.core.streams import Credential
+from service.core.credentials import Credential
 from service.errors import ErrorCode, GatewayError
 from service.security.guesses import TooManyGuesses
 from service.security.tls import PeerCertificate, PrincipalSource

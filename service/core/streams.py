@@ -13,8 +13,10 @@ formats. What a stream adds:
   with the positions after them (``Records``), and why it ended (``End``: the gateway drains,
   the instance was deleted, an error). Those positions are the cursor a reconnect resumes from
   (``cursors``), so a batch lost in flight is read again and none is read twice.
-- **A bound**: at most ``max_open_streams`` at once on a replica (``StreamService.slot``, 503 and
-  Retry-After beyond), apart from the long-polls' own bound, which stream polls do not take.
+- **Bounds**: at most ``max_open_streams`` at once on a replica (``StreamService.slot``, 503 and
+  Retry-After beyond), apart from the long-polls' own bound, which stream polls do not take; and
+  what a WebSocket holds of its client's messages not yet answered, per socket and per principal
+  (``StreamService.budget``, ``credit.HeldBudgets``).
 - **Waits that end early.** A stream's poll waits on the log until records arrive, the stream's
   ``wake`` is set (a command or credit from its client, the client gone) or the gateway drains.
   The fetch is dropped then, and done with before the poll returns, before any position moved,
@@ -46,15 +48,16 @@ import logging
 import math
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, Protocol, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
-from service.errors import BackendUnavailable, ConsumerInstanceNotFound, ErrorCode, GatewayError, Throttled
+from service.errors import BackendUnavailable, ConsumerInstanceNotFound, GatewayError, Throttled
 
 from .acl import Caller, Decision, Operation, ResourceType
 from .consumers import Blocked, ConsumerService, Polled
-from .credit import CreditLimits
+from .credentials import Credential, CredentialLapsed
+from .credit import ByteBudget, CreditLimits, HeldBudgets
 from .fair import holder_of
 from .models import EmbeddedFormat, Record, TopicPartition
 from .quotas import Quotas
@@ -76,29 +79,6 @@ _DECODE_ON_LOOP: Final = 200  # records decoded on the event loop; more go to a 
 Decide = Callable[[], Awaitable[Decision]]  # what the stream's caller may do, by the bindings of now
 
 
-class Credential(Protocol):
-    """What authenticated a stream's client, asked before every poll, commit, seek and produce
-    whether it still would (a user still in the users file with the same password, a token not
-    expired whose key the provider still lists, a certificate not expired)."""
-
-    @property
-    def principal(self) -> str: ...
-
-    async def still_valid(self) -> bool: ...
-
-
-class CredentialLapsed(GatewayError):
-    """The credential a stream was opened with no longer holds: the stream ends (401, 40101)."""
-
-    http_status = 401
-    error_code = ErrorCode.UNAUTHORIZED
-    default_message = (
-        "The credentials this stream was opened with are no longer valid (the user was removed or its "
-        "password changed, the token expired or its key was withdrawn, the certificate expired); "
-        "reconnect with valid ones to go on from the stream's last position."
-    )
-
-
 Clock = Callable[[], float]
 T = TypeVar("T")
 
@@ -115,6 +95,8 @@ class StreamLimits:
     batch_bytes: int = 1024 * 1024
     message_bytes: int = 1024 * 1024
     credit: CreditLimits = field(default_factory=CreditLimits)
+    held_bytes: int = 2 * 1024 * 1024  # of a WebSocket's messages read and not yet answered
+    held_bytes_per_holder: int = 16 * 1024 * 1024  # of one principal's sockets together
 
 
 @dataclass(frozen=True, slots=True)
@@ -473,6 +455,7 @@ class StreamService:
         self._draining = draining or asyncio.Event()
         self._clock = clock
         self._open = OpenWaits(self.limits.open, "open streams", share=self.limits.open_per_holder)
+        self._held = HeldBudgets(self.limits.held_bytes, self.limits.held_bytes_per_holder)
         self._none_open = asyncio.Event()  # set while no stream is open
         self._none_open.set()
 
@@ -500,6 +483,15 @@ class StreamService:
         finally:
             if not self._open.open:
                 self._none_open.set()
+
+    def budget(self, caller: Caller) -> AbstractContextManager[ByteBudget]:
+        """The bytes a WebSocket of ``caller`` may hold of its messages not yet answered, while the
+        block runs: its own ``stream_max_held_bytes`` and its principal's, shared by its sockets."""
+        return self._held.budget(holder_of(caller))
+
+    def held(self, caller: Caller) -> int:
+        """The bytes of ``caller``'s principal's messages its sockets hold now, not yet answered."""
+        return self._held.held(holder_of(caller))
 
     def instance(
         self, group: str, name: str, *, decide: Decide, client: str = "", credential: Credential | None = None

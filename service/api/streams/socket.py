@@ -35,10 +35,15 @@ What a careless or hostile client gets:
 - a message over ``stream_max_message_bytes``: closed with 1009 (uvicorn's frame limit, set to
   the same by ``server.server_config``, refuses it before it is buffered whole);
 - credit past the server's maxima: an ``error`` (42206) naming them, the grant ignored;
+- messages sent faster than they are answered (produces being stored, say): each holds its raw
+  bytes from before it is parsed until it is answered, at most ``stream_max_held_bytes`` for the
+  socket and ``stream_max_held_bytes_per_principal`` for all its principal's sockets
+  (``StreamService.budget``); past either nothing more is read from the socket, so what the
+  client keeps sending waits in its own TCP connection, never in the gateway's memory;
 - a client that stops reading: every send waits for its connection to drain (uvicorn's flow
   control), so the gateway holds one message for it, and after ``stream_send_timeout_ms``
   without progress the connection is dropped; commands and produces it keeps sending wait in
-  queues of ``_QUEUED``, then in its own TCP connection.
+  queues of ``_QUEUED`` within the byte budget above, then in its own TCP connection.
 """
 
 from __future__ import annotations
@@ -59,7 +64,7 @@ from starlette.websockets import WebSocketDisconnect
 from api_schemas import streams as wire
 from service.core.acl import Operation, ResourceType
 from service.core.consumers import Blocked
-from service.core.credit import Credit
+from service.core.credit import ByteBudget, Credit, Reserved
 from service.core.cursors import parse_positions, render_positions
 from service.core.json_depth import check_depth
 from service.core.models import TopicPartition
@@ -115,8 +120,10 @@ class Session:
         self.instance = instance
         self.limits = gw.streams.limits
         self.credit = Credit(self.limits.credit)
-        self.commands: asyncio.Queue[wire.Commit | wire.Seek] = asyncio.Queue(_QUEUED)
-        self.produces: asyncio.Queue[tuple[wire.Produce, bytes, object]] = asyncio.Queue(_QUEUED)
+        # each with what it holds of the socket's budget (``run``), given back once it is answered
+        self.commands: asyncio.Queue[tuple[wire.Commit | wire.Seek, Reserved]] = asyncio.Queue(_QUEUED)
+        self.produces: asyncio.Queue[tuple[wire.Produce, bytes, object, Reserved]] = asyncio.Queue(_QUEUED)
+        self.budget: ByteBudget  # of the messages read and not yet answered: while ``run`` runs
         quotas = gw.quotas
         self.produce_client = client_of(websocket, quotas) if quotas.produce else ""
         consume_client = client_of(websocket, quotas) if quotas.consume else ""
@@ -141,6 +148,7 @@ class Session:
             try:
                 cursor = parse_positions(self.ws.query_params.get("cursor", ""), what="cursor")
                 slot.enter_context(self.gw.streams.slot(caller_of(self.ws.scope)))
+                self.budget = slot.enter_context(self.gw.streams.budget(caller_of(self.ws.scope)))
                 opening = await self.stream.open(cursor)
             except GatewayError as exc:  # refused as the poll would be: before the handshake
                 await refuse_handshake(self.ws.scope, self.ws.send, exc)
@@ -204,7 +212,11 @@ class Session:
         while not stream.closed:
             stream.wake.clear()
             while not self.commands.empty():
-                await self._command(self.commands.get_nowait())
+                command, held = self.commands.get_nowait()
+                try:
+                    await self._command(command)
+                finally:
+                    held.release()
             end = stream.ended()
             if end is not None:
                 await self._end(end)
@@ -351,11 +363,16 @@ class Session:
                 await self._refuse(None, too_big)
                 await self._close(_TOO_BIG, "message too big")
                 raise _Gone
-            await self._take(raw)
+            # Its bytes are held before it is parsed, until it is answered; while the budget is
+            # spent nothing more is read: the client's messages wait in its TCP connection.
+            held = await self.budget.reserve(len(raw))
+            await self._take(raw, held)
 
-    async def _take(self, raw: bytes) -> None:
-        """Act on one message of the client, or answer why it cannot be."""
+    async def _take(self, raw: bytes, held: Reserved) -> None:
+        """Act on one message of the client, or answer why it cannot be; ``held`` is given back
+        once it is answered (by the task it is queued for, if it is)."""
         data: object = None
+        queued = False
         try:
             check_depth(raw, self.gw.settings.max_json_depth, "A message")
             try:
@@ -375,9 +392,11 @@ class Session:
                 if self._starved:
                     self.stream.wake.set()
             elif isinstance(message, wire.Produce):
-                await self.produces.put((message, raw, data))
+                await self.produces.put((message, raw, data, held))
+                queued = True
             else:
-                await self.commands.put(message)
+                await self.commands.put((message, held))
+                queued = True
                 self.stream.wake.set()
         except _Gone:
             raise
@@ -386,6 +405,9 @@ class Session:
         except Exception:  # a bug: answered as a REST request would be (500), the stream goes on
             log.exception("stream of %r/%s: a message failed", self.group, self.instance)
             await self._refuse(wire.request_id(data), GatewayError())
+        finally:
+            if not queued:
+                held.release()
 
     # --- production --------------------------------------------------------------------
 
@@ -393,7 +415,7 @@ class Session:
         gw = self.gw
         while not self.stream.closed:
             self._storing = False
-            message, raw, data = await self.produces.get()
+            message, raw, data, held = await self.produces.get()
             self._storing = True  # from here on the produce is finished, whatever else ends
             try:
                 topic = check_topic(message.topic)
@@ -413,6 +435,8 @@ class Session:
             except Exception:  # a bug: answered as the REST produce would be (500), the stream goes on
                 log.exception("stream of %r/%s: a produce failed", self.group, self.instance)
                 await self._refuse(message.id, GatewayError())
+            finally:
+                held.release()
 
     # --- the connection ----------------------------------------------------------------
 
