@@ -42,6 +42,7 @@ import resource
 import socket
 import ssl
 import struct
+from asyncio import sslproto
 from collections.abc import Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -215,18 +216,21 @@ class GatewayProtocol(_ConnectionState, HttpToolsProtocol):
     makes a subclass that sets ``limits``, the server's ``counter`` and its ``tls`` context).
 
     A connection takes its place in ``counter`` when it is accepted; over TLS the handshake
-    follows (``loop.start_tls``, bounded in time), and only then is HTTP spoken on it.
+    follows (asyncio's TLS layer, bounded in time), and only then is HTTP spoken on it.
     """
 
     limits: ClassVar[ConnectionLimits]
     counter: ClassVar[FairCounter]
     tls: ClassVar[ssl.SSLContext | None]
 
-    _handshake: asyncio.Task[None] | None = None
     _raw: asyncio.Transport | None = None  # accepted, its TLS handshake under way
     _served = False  # HTTP is spoken on it (``_serve``)
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        if self._raw is not None:  # the TLS layer's, its handshake done: the secured transport
+            self._raw = None
+            self._serve(transport)
+            return
         peer = transport.get_extra_info("peername")
         address = f"address {peer[0]}" if isinstance(peer, tuple) else "address local"
         self._hold = self.counter.try_take(address)
@@ -246,40 +250,33 @@ class GatewayProtocol(_ConnectionState, HttpToolsProtocol):
             return
         # Counted from now, handshake included; in ``connections`` so that a stop closes it too.
         self._raw = transport
-        self._early: list[bytes] = []
         self.connections.add(self)
-        transport.pause_reading()  # the ClientHello is the TLS layer's to read, not HTTP's
-        self._handshake = self.loop.create_task(self._start_tls(transport))
+        self._start_tls(transport, self.tls)
 
-    async def _start_tls(self, raw: asyncio.Transport) -> None:
-        assert self.tls is not None
-        try:
-            secured = await self.loop.start_tls(
-                raw, self, self.tls, server_side=True, ssl_handshake_timeout=self.limits.handshake_timeout_s
-            )
-        except (OSError, ssl.SSLError, TimeoutError, ConnectionError):
-            # Timed out, refused by the client or by the certificate check (start_tls closed it)
-            self._gone()
-            return
-        except asyncio.CancelledError:
-            self._gone()
-            raise
-        finally:
-            self._handshake = None
-        if secured is None or self._raw is None:  # lost as the handshake ended
-            self._gone()
-            return
-        self._raw = None
-        self._serve(secured)
-        early, self._early = self._early, []
-        for data in early:
-            self.data_received(data)
+    def _start_tls(self, raw: asyncio.Transport, context: ssl.SSLContext) -> None:
+        """Put asyncio's TLS layer between ``raw`` and this protocol, now: it calls
+        ``connection_made`` again with the secured transport once the handshake is done, and
+        aborts the connection if that takes longer than the handshake timeout. Done here rather
+        than with ``loop.start_tls`` from a task: until that task ran, the ClientHello could reach
+        this protocol (uvloop starts reading after ``connection_made``, whatever it paused)."""
+        handshake = self.loop.create_future()
+        layer = sslproto.SSLProtocol(
+            self.loop,
+            self,
+            context,
+            handshake,
+            server_side=True,
+            ssl_handshake_timeout=self.limits.handshake_timeout_s,  # type: ignore[arg-type]  # seconds, any float
+        )
+        raw.set_protocol(layer)
+        layer.connection_made(raw)
+        handshake.add_done_callback(self._handshake_ended)
 
-    def data_received(self, data: bytes) -> None:
-        if self._raw is not None:  # decrypted as the handshake ended, before ``_serve`` ran
-            self._early.append(data)
-            return
-        super().data_received(data)
+    def _handshake_ended(self, handshake: asyncio.Future[None]) -> None:
+        if not handshake.cancelled():
+            handshake.exception()  # timed out, refused, or the client left: nothing to log
+        if not self._served:  # it failed (done, it would have called connection_made first)
+            self._gone()
 
     def _serve(self, transport: asyncio.Transport) -> None:
         self._served = True
