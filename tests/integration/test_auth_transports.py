@@ -2,15 +2,18 @@
 malformed credential a 401 (audited, never a 500), names no one may have, one Authorization
 header, and streams that end when the credential that opened them stops being valid.
 
-Real gateways, real users files, a real OpenID Connect provider on loopback (``tests.oidc``).
+Real gateways, real users files, a real OpenID Connect provider on loopback (``tests.oidc``), real
+client certificates (trustme) over TLS.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import datetime
 import json
 import logging
+import ssl
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Generator, Iterator
@@ -20,6 +23,7 @@ from typing import Any
 
 import httpx
 import pytest
+import trustme
 from jwt.algorithms import RSAAlgorithm
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
@@ -360,3 +364,32 @@ async def test_streams_opened_with_a_token_end_when_its_key_is_withdrawn(
         await receive(ws, "hello")
         idp.withdraw_key("k2")
         await _ends_unauthenticated_ws(ws)
+
+
+async def test_streams_opened_with_a_certificate_end_when_it_expires(tmp_path: Path, name: str) -> None:
+    server_ca, client_ca = trustme.CA(), trustme.CA()
+    cert, ca, clients = (tmp_path / f"{n}.pem" for n in ("cert", "ca", "client_ca"))
+    server_ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(cert))
+    server_ca.cert_pem.write_to_path(str(ca))
+    client_ca.cert_pem.write_to_path(str(clients))
+
+    def presenting(leaf: trustme.LeafCert) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=str(ca))
+        leaf.configure_cert(ctx)
+        return ctx
+
+    lasting = presenting(client_ca.issue_cert("frank@example.com", common_name="frank"))
+    soon = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=4)
+    brief = presenting(client_ca.issue_cert("frank@example.com", common_name="frank", not_after=soon))
+    gw = await start_gateway(
+        tmp_path / "data", tls_cert=cert, tls_client_ca=clients, auth="mtls", verify=lasting
+    )
+    try:
+        base = await _stream_base(gw.client, name)  # frank's instance, by his lasting certificate
+        async with connect(socket_url(base), ssl=brief) as ws:  # frank again, until his brief one expires
+            await receive(ws, "hello")
+            await _ends_unauthenticated_ws(ws)
+        assert (await gw.client.get("/topics")).status_code == 200  # his lasting certificate still does
+    finally:
+        await gw.client.aclose()
+        await gw.stop()
