@@ -10,6 +10,7 @@ OpenAPI document can declare them (``body_doc``).
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator, Iterable
 from datetime import datetime
 from typing import Any, TypeVar
@@ -194,6 +195,11 @@ def check_control_type(request: Request) -> None:
         )
 
 
+# A body this big or bigger is measured (``json_depth``: up to some 40 ms per MiB of brackets
+# arranged to cost most) and parsed in a worker thread.
+PARSE_OFF_LOOP_BYTES = 256 * 1024
+
+
 def loads(body: bytes, *, max_depth: int, records: bool = False) -> Any:
     """The JSON of ``body``; with ``records`` (a produce body), text that is not UTF-8 is a record
     that cannot be converted (42203), as for bad base64, rather than a malformed request (42206).
@@ -221,7 +227,8 @@ async def parse_optional(request: Request, model: type[M]) -> M | None:
     body = await read_body(request)
     if not body.strip():
         return None
-    data = loads(body, max_depth=gateway_of(request.scope).settings.max_json_depth)
+    parse = functools.partial(loads, body, max_depth=gateway_of(request.scope).settings.max_json_depth)
+    data = await asyncio.to_thread(parse) if len(body) >= PARSE_OFF_LOOP_BYTES else parse()
     if data is None:
         return None
     try:

@@ -10,6 +10,7 @@ Each route parses, calls the registry (``service.core.schemas.registry``), and s
 
 from __future__ import annotations
 
+import asyncio
 import re
 from dataclasses import dataclass
 from typing import Annotated, Any, Final, TypeVar
@@ -39,7 +40,7 @@ from service.errors import (
 )
 from service.gateway import Gateway, gateway_of, get_gateway
 
-from .http import JSONBody, body_doc, describe_validation, read_body
+from .http import PARSE_OFF_LOOP_BYTES, JSONBody, body_doc, describe_validation, read_body
 
 PREFIX: Final = "/schema-registry"
 SR_V1: Final = "application/vnd.schemaregistry.v1+json"
@@ -177,7 +178,8 @@ async def _body(request: Request, model: type[M]) -> M:
     if not body.strip():
         raise RegistryBadRequest("A JSON request body is required.")
     limit = gateway_of(request.scope).settings.max_json_depth
-    if exceeds(body, limit):
+    big = len(body) >= PARSE_OFF_LOOP_BYTES
+    if await asyncio.to_thread(exceeds, body, limit) if big else exceeds(body, limit):
         raise RegistryBadRequest(f"The body nests JSON objects and arrays more than {limit} levels deep.")
     try:
         data = orjson.loads(body)

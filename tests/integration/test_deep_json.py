@@ -224,3 +224,24 @@ async def test_schemas_and_values_at_the_limits_are_served(gw: RunningGateway) -
         headers = {"Content-Type": f"application/vnd.kafka.{fmt}.v2+json"}
         r = await gw.client.post(f"/topics/{fmt}", content=body.encode(), headers=headers)
         assert r.status_code == 200, f"{fmt}: {r.text[:300]}"
+
+
+async def test_big_deep_bodies_are_refused_off_the_loop_as_well(gw: RunningGateway) -> None:
+    """Past 256 KiB the measure runs in a worker thread, with the parse: the same answer."""
+    await create_topic(gw.client, "t", 1)
+    padded = '{"pad":"' + "x" * 300_000 + '","records":[{"value":1}],"ignored":' + deep(1000) + "}"
+    for path, content_type in (
+        ("/topics/t", JSON),
+        ("/topics/t", "application/vnd.kafka.avro.v2+json"),
+        ("/consumers/g", V2),
+        ("/schema-registry/subjects/s/versions", SR_TYPE),
+    ):
+        r = await gw.client.post(path, content=padded.encode(), headers={"Content-Type": content_type})
+        confluent_4xx(r, f"{path} {content_type}")
+    await consumer(gw.client, "g", name="i")
+    url = gw.url.replace("http", "ws", 1) + "/consumers/g/instances/i/records"
+    async with websockets.connect(url, max_size=None) as ws:
+        produce = {"type": "produce", "id": "big", "topic": "t", "partition": 0, "format": "json"}
+        await ws.send(json.dumps(produce)[:-1] + padded[1:])
+        answer = await _answer(ws)
+        assert answer["error_code"] == 42206, answer

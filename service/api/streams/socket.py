@@ -374,7 +374,11 @@ class Session:
         data: object = None
         queued = False
         try:
-            check_depth(raw, self.gw.settings.max_json_depth, "A message")
+            depth = self.gw.settings.max_json_depth
+            if len(raw) < _PARSE_OFF_LOOP:
+                check_depth(raw, depth, "A message")
+            else:  # as long as parsing, at worst: off the loop too
+                await asyncio.to_thread(check_depth, raw, depth, "A message")
             try:
                 data = (
                     orjson.loads(raw)
