@@ -11,9 +11,12 @@ from urllib.parse import urlsplit
 
 import orjson
 import pytest
+from websockets.asyncio.client import connect as ws_connect
 
 from service.server import LastResort
 from tests.conftest import RunningGateway, start_gateway
+from tests.helpers import consumer, create_topic, subscribe
+from tests.stream_client import receive, socket_url
 
 
 @pytest.fixture
@@ -93,6 +96,33 @@ async def test_one_address_at_its_share_of_connections_does_not_stop_another(tmp
         writer.close()
     finally:
         await gw.client.aclose()
+        await gw.stop()
+
+
+async def test_a_websocket_keeps_the_place_of_the_connection_it_upgraded(tmp_path):
+    gw = await start_gateway(tmp_path / "gw", max_connections=10, max_connections_per_address=1)
+    try:
+        await create_topic(gw.client, "t", 1)
+        base = await consumer(gw.client, "g")
+        await subscribe(gw.client, base, "t")
+        await gw.client.aclose()  # its connection gone, the address has its one place free
+        await asyncio.sleep(0.1)
+        async with ws_connect(socket_url(base)) as ws:
+            await receive(ws, "hello")
+            reader, writer = await connect(gw)  # the address's place is the WebSocket's
+            writer.write(get())
+            status, _, body = await answer(reader)
+            assert status == 503 and "one client may hold" in body["message"]
+        for _ in range(50):  # given back once the WebSocket is closed
+            reader, writer = await connect(gw)
+            writer.write(get())
+            head = await reader.readuntil(b"\r\n\r\n")
+            writer.close()
+            if head.startswith(b"HTTP/1.1 200"):
+                break
+            await asyncio.sleep(0.05)
+        assert head.startswith(b"HTTP/1.1 200"), head
+    finally:
         await gw.stop()
 
 
