@@ -64,6 +64,21 @@ async def test_count_counts_without_loading(sessions: Sessions) -> None:
     assert (await sessions.count(), await sessions.count("g"), await sessions.count("nobody")) == (2, 1, 0)
 
 
+async def test_count_of_an_owner_is_its_share_of_the_instances(sessions: Sessions) -> None:
+    for group, name, owner in (("g", "a", "User:alice"), ("h", "a", "User:alice"), ("g", "b", "User:bob")):
+        state = instance(group, name)
+        state.owner = owner
+        await sessions.create(state)
+    counts = [await sessions.count(owner=o) for o in ("User:alice", "User:bob", "User:carol")]
+    assert counts == [2, 1, 0]
+    await sessions.delete("g", "a")
+    assert await sessions.count(owner="User:alice") == 1
+    state = instance("g", "a")
+    state.owner = "User:alice"
+    await sessions.create(state)  # the same name again: counted once
+    assert await sessions.count(owner="User:alice") == 2
+
+
 async def test_save_is_compare_and_set_and_bumps_the_version(sessions: Sessions) -> None:
     await sessions.create(instance())
     first = await sessions.load("g", "c")

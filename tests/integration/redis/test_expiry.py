@@ -99,3 +99,21 @@ async def test_dangling_group_entries_are_pruned(
     # Re-created meanwhile, an instance is listed again.
     await sessions.create(instance("g", "b"))
     assert [s.name for s in await sessions.instances("g")] == ["a", "b", "c"]
+
+
+async def test_an_owners_expired_instances_leave_its_count(
+    make_sessions: SessionsFactory, redis_server: RedisServer, prefix: str
+) -> None:
+    sessions = await make_sessions()
+    for name in ("a", "b"):
+        state = instance("g", name)
+        state.owner = "User:alice"
+        await sessions.create(state)
+    layout = KeyLayout(prefix)
+    client = redis_server.client()
+    try:
+        client.delete(layout.instance("g", "b"))  # as a TTL expiry would
+        assert await sessions.count(owner="User:alice") == 1
+        assert client.smembers(layout.owner("User:alice")) == {b"g/a"}  # pruned as it was counted
+    finally:
+        client.close()
