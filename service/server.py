@@ -311,6 +311,11 @@ class GatewayProtocol(_ConnectionState, HttpToolsProtocol):
 
     def handle_websocket_upgrade(self) -> None:
         self._disarm_header_timer()
+        if self._refusal_reason is not None:  # an upgrade goes to the app, not to ``self.app``: refused here
+            message = f"Too many connections to this gateway: {self._refusal_reason}; retry shortly."
+            self.transport.write(_answer(503, ErrorCode.UNAVAILABLE, message, retry_after=1))
+            self.transport.close()
+            return
         super().handle_websocket_upgrade()
         protocol = self.transport.get_protocol()
         if isinstance(protocol, _ConnectionState):

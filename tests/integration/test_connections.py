@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 import orjson
 import pytest
 from websockets.asyncio.client import connect as ws_connect
+from websockets.exceptions import InvalidStatus
 
 from service.server import LastResort
 from tests.conftest import RunningGateway, start_gateway
@@ -113,6 +114,10 @@ async def test_a_websocket_keeps_the_place_of_the_connection_it_upgraded(tmp_pat
             writer.write(get())
             status, _, body = await answer(reader)
             assert status == 503 and "one client may hold" in body["message"]
+            with pytest.raises(InvalidStatus) as refused:  # and no second WebSocket gets past it
+                await ws_connect(socket_url(base))
+            assert refused.value.response.status_code == 503
+            assert refused.value.response.headers["Retry-After"] == "1"
         for _ in range(50):  # given back once the WebSocket is closed
             reader, writer = await connect(gw)
             writer.write(get())
