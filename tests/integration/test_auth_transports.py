@@ -386,9 +386,22 @@ async def test_streams_opened_with_a_certificate_end_when_it_expires(tmp_path: P
     )
     try:
         base = await _stream_base(gw.client, name)  # frank's instance, by his lasting certificate
-        async with connect(socket_url(base), ssl=brief) as ws:  # frank again, until his brief one expires
-            await receive(ws, "hello")
-            await _ends_unauthenticated_ws(ws)
+        async with httpx.AsyncClient(base_url=gw.url, verify=brief, timeout=5) as kept:
+
+            async def until_refused() -> list[int]:
+                """Requests on one connection kept alive from before the brief certificate expired."""
+                statuses: list[int] = []
+                while not statuses or statuses[-1] == 200:
+                    statuses.append((await kept.get("/topics")).status_code)
+                    await asyncio.sleep(0.5)
+                return statuses
+
+            polling = asyncio.ensure_future(until_refused())
+            async with connect(socket_url(base), ssl=brief) as ws:  # frank again, until it expires
+                await receive(ws, "hello")
+                await _ends_unauthenticated_ws(ws)
+            statuses = await asyncio.wait_for(polling, 15)
+            assert statuses[0] == 200 and statuses[-1] == 401, statuses  # refused on that connection too
         assert (await gw.client.get("/topics")).status_code == 200  # his lasting certificate still does
     finally:
         await gw.client.aclose()
