@@ -176,7 +176,8 @@ async def test_no_route_that_changes_state_takes_a_request_from_another_site(
                 continue
             sent = {**kwargs, "headers": {**kwargs.get("headers", {}), **headers}}
             r = await alice.request(method, path, **sent)
-            assert (r.status_code, r.json()["error_code"]) == (403, 40301), f"{key} {headers}: {r.text}"
+            assert r.status_code == 403, f"{key} {headers}: {r.status_code} {r.text}"
+            assert r.json()["error_code"] == 40301, r.text
         r = await _call(alice, method, path, kwargs)
         assert 200 <= r.status_code < 300, f"{key} after the refusals: {r.status_code} {r.text}"
         if key.startswith("POST /topics/"):  # nothing was produced before
@@ -207,7 +208,8 @@ async def test_a_poll_from_another_site_neither_reads_nor_commits(gateway: Runni
         {"Origin": "http://evil.example", "Accept": BINARY},
     ):
         r = await client.get(f"{base}/records", params={"timeout": "0"}, headers=headers)
-        assert (r.status_code, r.json()["error_code"]) == (403, 40301), (headers, r.text)
+        assert r.status_code == 403, (headers, r.status_code, r.text)
+        assert r.json()["error_code"] == 40301, r.text
     committed = await client.request(
         "GET",
         f"{base}/offsets",
@@ -244,6 +246,7 @@ async def test_an_acquisition_from_another_site_locks_nothing(gateway: RunningGa
     assert r.status_code == 200, r.text
     for headers in CROSS_SITE:
         r = await client.get(f"{base}/records", params={"timeout": "0"}, headers=headers)
-        assert (r.status_code, r.json()["error_code"]) == (403, 40301), (headers, r.text)
+        assert r.status_code == 403, (headers, r.status_code, r.text)
+        assert r.json()["error_code"] == 40301, r.text
     r = await client.get(f"{base}/records", params={"timeout": "1000"}, headers={"Accept": BINARY})
     assert [(rec["offset"], rec["delivery_count"]) for rec in r.json()] == [(0, 1)], r.text
