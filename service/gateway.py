@@ -17,8 +17,9 @@ from fastapi import Request
 from starlette.types import Scope
 
 from .core.acl import Access
-from .core.consumers import ConsumerService, InstanceLimits
+from .core.consumers import ConsumerService
 from .core.credit import CreditLimits
+from .core.fair import InstanceLimits
 from .core.groups import GroupManager
 from .core.idempotency import IdempotencyGuard
 from .core.partitioner import Partitioner

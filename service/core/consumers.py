@@ -42,7 +42,7 @@ from service.errors import (
 )
 
 from .acl import ANONYMOUS, Decision, Operation, ResourceType
-from .fair import FairShare, holder_of
+from .fair import InstanceLimits, holder_of
 from .fencing import fence_assigned
 from .groups import GroupManager, compile_pattern, resolve
 from .models import (
@@ -138,50 +138,6 @@ class ShareKinds(Protocol):
     async def in_use(self, group: str) -> bool: ...
 
     async def left(self, state: InstanceState) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class InstanceLimits:
-    """How many consumer instances (share consumers too) may exist, per group, per principal and
-    in all (``max_instances*`` settings); the counts are the sessions store's, so with Redis they
-    are every replica's."""
-
-    per_group: int = 1_000
-    total: int = 10_000
-    per_principal: int = 10_000
-
-    async def admit(
-        self,
-        sessions: Sessions,
-        group: str,
-        owner: str,
-        *,
-        in_group: int | None = None,
-        what: str = "Consumer group",
-    ) -> None:
-        """``IllegalState`` (409) unless one more instance of ``owner`` fits in ``group`` (of
-        ``in_group`` instances, counted here when not given). Bounded, as Kafka bounds a group
-        (group.max.size): counted, then created, so concurrent creates may pass a bound by as many
-        as run at once; never by more. The anonymous principal has no share of its own: with
-        authentication off every caller is it (and may use any instance), so the whole limit is its."""
-        if in_group is None:
-            in_group = await sessions.count(group)
-        owned = 0 if owner == ANONYMOUS else await sessions.count(owner=owner)
-        self.check(group, in_group, await sessions.count(), owned=owned, what=what)
-
-    def check(
-        self, group: str, in_group: int, total: int, *, owned: int = 0, what: str = "Consumer group"
-    ) -> None:
-        """``IllegalState`` (409) unless one more instance fits beside ``in_group`` of ``group``,
-        ``owned`` of its principal's and ``total`` in all."""
-        if in_group >= self.per_group:
-            raise IllegalState(
-                f"{what} {group!r} has {self.per_group} instances, the most allowed; "
-                "delete one (or let it expire) first."
-            )
-        refusal = FairShare(self.total, self.per_principal, "consumer instances").refusal(owned, total)
-        if refusal is not None:
-            raise IllegalState(f"{refusal}; delete one (or let it expire) first.")
 
 
 class ConsumerService:

@@ -7,7 +7,7 @@ all, and at most ``share`` by any one holder (a principal; an address where ther
 or where everyone is the anonymous principal). One decision, ``FairShare.refusal``, says
 whether one more fits; ``FairCounter`` keeps the counts where they live in this process
 (connections, streams, polls), and the consumer instances ask the same decision with the
-counts the sessions store keeps, shared by every replica (``consumers.InstanceLimits``).
+counts the sessions store keeps, shared by every replica (``InstanceLimits``).
 
 Collaborators: ``acl.Caller`` (who holds), and the callers' own errors: a refusal is said
 once here, and raised as what the limit answers (503 with Retry-After, or 409).
@@ -19,11 +19,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from service.errors import GatewayError
+from service.errors import GatewayError, IllegalState
 
 from .acl import ANONYMOUS, Caller
+from .ports import Sessions
 
-__all__ = ["FairCounter", "FairShare", "Hold", "holder_of"]
+__all__ = ["FairCounter", "FairShare", "Hold", "InstanceLimits", "holder_of"]
 
 
 def holder_of(caller: Caller) -> str:
@@ -121,3 +122,47 @@ class FairCounter:
         else:
             del self._held[holder]  # no entry per holder that ever came: only those holding now
         self.open -= 1
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceLimits:
+    """How many consumer instances (share consumers too) may exist, per group, per principal and
+    in all (``max_instances*`` settings): the ``FairShare`` of instances. The counts are the
+    sessions store's, not this process's, so with Redis they are every replica's."""
+
+    per_group: int = 1_000
+    total: int = 10_000
+    per_principal: int = 10_000
+
+    async def admit(
+        self,
+        sessions: Sessions,
+        group: str,
+        owner: str,
+        *,
+        in_group: int | None = None,
+        what: str = "Consumer group",
+    ) -> None:
+        """``IllegalState`` (409) unless one more instance of ``owner`` fits in ``group`` (of
+        ``in_group`` instances, counted here when not given). Bounded, as Kafka bounds a group
+        (group.max.size): counted, then created, so concurrent creates may pass a bound by as many
+        as run at once; never by more. The anonymous principal has no share of its own: with
+        authentication off every caller is it (and may use any instance), so the whole limit is its."""
+        if in_group is None:
+            in_group = await sessions.count(group)
+        owned = 0 if owner == ANONYMOUS else await sessions.count(owner=owner)
+        self.check(group, in_group, await sessions.count(), owned=owned, what=what)
+
+    def check(
+        self, group: str, in_group: int, total: int, *, owned: int = 0, what: str = "Consumer group"
+    ) -> None:
+        """``IllegalState`` (409) unless one more instance fits beside ``in_group`` of ``group``,
+        ``owned`` of its principal's and ``total`` in all."""
+        if in_group >= self.per_group:
+            raise IllegalState(
+                f"{what} {group!r} has {self.per_group} instances, the most allowed; "
+                "delete one (or let it expire) first."
+            )
+        refusal = FairShare(self.total, self.per_principal, "consumer instances").refusal(owned, total)
+        if refusal is not None:
+            raise IllegalState(f"{refusal}; delete one (or let it expire) first.")

@@ -35,8 +35,7 @@ from service.errors import (
 )
 
 from ..acl import Decision, Operation, ResourceType
-from ..consumers import InstanceLimits
-from ..fair import holder_of
+from ..fair import InstanceLimits, holder_of
 from ..models import EmbeddedFormat, InstanceConfig, InstanceState, Subscription, TopicPartition
 from ..ports import Coordinator, Log, Sessions
 from ..quotas import Quotas
