@@ -5,8 +5,9 @@
 - **Connections are a budget, fairly shared.** A connection counts from its TCP accept (before
   any TLS handshake) until it closes, against ``MAX_CONNECTIONS`` and against its address's
   share, ``MAX_CONNECTIONS_PER_ADDRESS`` (``core.fair``: one client cannot take what the others
-  need). Past either, the connection's requests are answered 503 (Confluent's shape, with
-  ``Retry-After``) and it is closed, rather than queued or left to fail with EMFILE. The
+  need), unless it comes from a proxy trusted with ``FORWARDED_ALLOW_IPS`` (``Proxies``). Past
+  either, the connection's requests are answered 503 (Confluent's shape, with ``Retry-After``)
+  and it is closed, rather than queued or left to fail with EMFILE. The
   embedded log keeps ``MAX_CONNECTIONS`` descriptors free for them (``fds.check_room``); should
   refused connections pile up until fewer than ``SPARE_FDS`` are left, each new one is answered
   503 at once, before its request, and closed (over TLS, where no answer can go before a
@@ -44,10 +45,9 @@ import ssl
 import struct
 from asyncio import sslproto
 from collections.abc import Sequence
-from dataclasses import dataclass
 from http import HTTPStatus
 from types import FrameType
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import orjson
 import uvicorn
@@ -63,8 +63,9 @@ from .api.auth import PEER_KEY
 from .api.http import error_response
 from .api.streams.socket import TEXT_PARTS
 from .app import begin_drain
-from .core.fair import FairCounter, FairShare, Hold
-from .errors import BackendUnavailable, ErrorCode
+from .connection_limits import SPARE_FDS, ConnectionLimits, Proxies
+from .core.fair import FairCounter, Hold
+from .errors import ErrorCode
 from .security.tls import PeerCertificate, server_context
 from .settings import Settings
 
@@ -72,35 +73,6 @@ log = logging.getLogger("brokergate")
 
 GRACEFUL_SHUTDOWN_S = 10
 STREAMS_DRAIN_S = 2.0  # how long a stop waits for streams to send their final event
-
-
-# A connection refused when fewer descriptors than this are left is answered and closed at once:
-# what is left is for accepting (which must never fail with EMFILE) and for the connections served.
-SPARE_FDS = 64
-
-
-@dataclass(frozen=True, slots=True)
-class ConnectionLimits:
-    max_connections: int
-    per_address: int
-    header_timeout_s: float
-    max_header_bytes: int
-    handshake_timeout_s: float
-
-    @classmethod
-    def of(cls, settings: Settings) -> ConnectionLimits:
-        return cls(
-            settings.max_connections,
-            settings.max_connections_per_address,
-            settings.header_timeout_ms / 1000,
-            settings.max_header_bytes,
-            settings.tls_handshake_timeout_ms / 1000,
-        )
-
-    def counter(self) -> FairCounter:
-        """The connections of one server: counted from their accept, per address."""
-        share = FairShare(self.max_connections, self.per_address, "connections")
-        return FairCounter(share, lambda reason: BackendUnavailable(f"{reason}; retry shortly."))
 
 
 def server_config(app: FastAPI, settings: Settings, **options: Any) -> uvicorn.Config:
@@ -121,8 +93,8 @@ def server_config(app: FastAPI, settings: Settings, **options: Any) -> uvicorn.C
     # TLS is the protocol's, not the server's (``GatewayProtocol``): asyncio's own would hand the
     # connection over only once its handshake is done, unbounded and uncounted until then.
     attributes = {"limits": limits, "counter": limits.counter(), "tls": context}
-    protocol = type("GatewayProtocol", (GatewayProtocol,), attributes)
-    return uvicorn.Config(
+    protocol = cast("type[GatewayProtocol]", type("GatewayProtocol", (GatewayProtocol,), attributes))
+    config = uvicorn.Config(
         LastResort(app),
         host=settings.host,
         port=settings.port,
@@ -135,6 +107,9 @@ def server_config(app: FastAPI, settings: Settings, **options: Any) -> uvicorn.C
         ws_per_message_deflate=False,
         **options,
     )
+    # The proxies uvicorn takes a client's address from (FORWARDED_ALLOW_IPS) carry many clients.
+    protocol.proxies = Proxies.of(config.forwarded_allow_ips)
+    return config
 
 
 class DrainingServer(uvicorn.Server):
@@ -222,6 +197,7 @@ class GatewayProtocol(_ConnectionState, HttpToolsProtocol):
     limits: ClassVar[ConnectionLimits]
     counter: ClassVar[FairCounter]
     tls: ClassVar[ssl.SSLContext | None]
+    proxies: ClassVar[Proxies] = Proxies(False, ())
 
     _raw: asyncio.Transport | None = None  # accepted, its TLS handshake under way
     _served = False  # HTTP is spoken on it (``_serve``)
@@ -232,7 +208,9 @@ class GatewayProtocol(_ConnectionState, HttpToolsProtocol):
             self._serve(transport)
             return
         peer = transport.get_extra_info("peername")
-        address = f"address {peer[0]}" if isinstance(peer, tuple) else "address local"
+        address: str | None = f"address {peer[0]}" if isinstance(peer, tuple) else "address local"
+        if isinstance(peer, tuple) and peer[0] in self.proxies:
+            address = None  # the whole limit is its share
         self._hold = self.counter.try_take(address)
         self._refusal_reason = None if self._hold is not None else self.counter.refusal(address)
         if self._hold is None and descriptors_left() < SPARE_FDS:

@@ -371,7 +371,7 @@ class Settings(BaseSettings):
         100,
         ge=1,
         description="Most of max_connections one client address may hold, counted from the TCP accept "
-        "(503 + Retry-After beyond); raise it when many clients come through one proxy address.",
+        "(503 + Retry-After beyond); a proxy in FORWARDED_ALLOW_IPS is held to max_connections only.",
     )
     tls_handshake_timeout_ms: int = Field(
         10_000, ge=100, description="Time a TLS handshake has to finish (the connection is closed beyond)."

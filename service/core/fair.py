@@ -62,7 +62,7 @@ class Hold:
 
     __slots__ = ("_counter", "holder")
 
-    def __init__(self, counter: FairCounter, holder: str) -> None:
+    def __init__(self, counter: FairCounter, holder: str | None) -> None:
         self._counter: FairCounter | None = counter
         self.holder = holder
 
@@ -88,14 +88,16 @@ class FairCounter:
     def held_by(self, holder: str) -> int:
         return self._held.get(holder, 0)
 
-    def refusal(self, holder: str) -> str | None:
-        return self.share.refusal(self._held.get(holder, 0), self.open)
+    def refusal(self, holder: str | None) -> str | None:
+        return self.share.refusal(self._held.get(holder, 0) if holder is not None else 0, self.open)
 
-    def try_take(self, holder: str) -> Hold | None:
-        """A place for ``holder``, or None when none fits."""
+    def try_take(self, holder: str | None) -> Hold | None:
+        """A place for ``holder``, or None when none fits; a None holder is held to the whole
+        limit only (a proxy trusted to carry many clients)."""
         if self.refusal(holder) is not None:
             return None
-        self._held[holder] = self._held.get(holder, 0) + 1
+        if holder is not None:
+            self._held[holder] = self._held.get(holder, 0) + 1
         self.open += 1
         return Hold(self, holder)
 
@@ -115,13 +117,15 @@ class FairCounter:
         finally:
             hold.release()
 
-    def _give_back(self, holder: str) -> None:
+    def _give_back(self, holder: str | None) -> None:
+        self.open -= 1
+        if holder is None:
+            return
         left = self._held[holder] - 1
         if left:
             self._held[holder] = left
         else:
             del self._held[holder]  # no entry per holder that ever came: only those holding now
-        self.open -= 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -106,20 +106,19 @@ async def test_a_websocket_keeps_the_place_of_the_connection_it_upgraded(tmp_pat
         await create_topic(gw.client, "t", 1)
         base = await consumer(gw.client, "g")
         await subscribe(gw.client, base, "t")
-        await gw.client.aclose()  # its connection gone, the address has its one place free
-        await asyncio.sleep(0.1)
-        async with ws_connect(socket_url(base)) as ws:
+        source = "127.0.0.2"
+        async with ws_connect(socket_url(base), local_addr=(source, 0)) as ws:
             await receive(ws, "hello")
-            reader, writer = await connect(gw)  # the address's place is the WebSocket's
+            reader, writer = await connect(gw, source)  # the address's one place is the WebSocket's
             writer.write(get())
             status, _, body = await answer(reader)
             assert status == 503 and "one client may hold" in body["message"]
             with pytest.raises(InvalidStatus) as refused:  # and no second WebSocket gets past it
-                await ws_connect(socket_url(base))
+                await ws_connect(socket_url(base), local_addr=(source, 0))
             assert refused.value.response.status_code == 503
             assert refused.value.response.headers["Retry-After"] == "1"
         for _ in range(50):  # given back once the WebSocket is closed
-            reader, writer = await connect(gw)
+            reader, writer = await connect(gw, source)
             writer.write(get())
             head = await reader.readuntil(b"\r\n\r\n")
             writer.close()
@@ -128,6 +127,22 @@ async def test_a_websocket_keeps_the_place_of_the_connection_it_upgraded(tmp_pat
             await asyncio.sleep(0.05)
         assert head.startswith(b"HTTP/1.1 200"), head
     finally:
+        await gw.client.aclose()
+        await gw.stop()
+
+
+async def test_a_trusted_proxy_is_held_to_the_whole_limit_not_to_one_address_share(tmp_path):
+    # Loopback is trusted to forward its clients' addresses (uvicorn's FORWARDED_ALLOW_IPS default).
+    gw = await start_gateway(tmp_path / "gw", max_connections=4, max_connections_per_address=1)
+    try:
+        held = [await connect(gw, "127.0.0.1") for _ in range(2)]
+        for reader, writer in held:
+            writer.write(get())
+            assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 200")
+        for _, writer in held:
+            writer.close()
+    finally:
+        await gw.client.aclose()
         await gw.stop()
 
 
