@@ -9,7 +9,10 @@
 - ``basic+acls``: the same, with ``AUTHORIZE=true`` deciding every request by 1,000 bindings
   (the user's own WRITE and READ bindings among 998 of other teams, literal and prefixed);
 - ``jwt+acls``: Bearer JWTs (RS256) checked against the JWKS of a provider served on loopback
-  by this script (``tests.oidc``), and the same bindings.
+  by this script (``tests.oidc``), and the same bindings;
+- ``basic+acls+guess``: ``basic+acls`` while another client guesses another user's password
+  through the same gateway (``--guessers`` loops of wrong passwords, from the same address,
+  that go on whatever they are answered), started before each measurement and stopped after it.
 
 Every request carries its credentials (the same ones over a keep-alive connection, as a client
 library sends them). Each round measures every configuration back to back, the order turned
@@ -24,10 +27,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import statistics
 import sys
 import tempfile
-from collections.abc import Awaitable, Callable
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import httpx
@@ -41,6 +46,7 @@ from tests.oidc import IdentityProvider  # noqa: E402
 
 VALUE = b"v" * 100
 USER, PASSWORD = "alice", "alice-pw"
+VICTIM = "bob"  # whose password the guesser tries
 ADMIN, ADMIN_PASSWORD = "admin", "admin-pw"
 Measure = Callable[[int, dict[str, str]], Awaitable[float]]
 
@@ -84,9 +90,33 @@ async def prepare(port: int, admin: dict[str, str], acls: bool) -> None:
                 assert r.status_code == 201, r.text
 
 
+@contextlib.asynccontextmanager
+async def guessing(port: int, loops: int, answers: Counter[int]) -> AsyncIterator[None]:
+    """``loops`` clients sending wrong passwords for ``VICTIM`` until the block ends; ``answers``
+    counts the statuses they got."""
+    stop = asyncio.Event()
+
+    async def guess(n: int) -> None:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
+            attempt = 0
+            while not stop.is_set():
+                attempt += 1
+                r = await http.get("/topics", headers=_basic(VICTIM, f"guess-{n}-{attempt}"))
+                answers[r.status_code] += 1
+
+    tasks = [asyncio.create_task(guess(n)) for n in range(loops)]
+    await asyncio.sleep(0.5)  # the guesses are going before the measurement starts
+    try:
+        yield
+    finally:
+        stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
 async def run(args: argparse.Namespace, tmp: Path, issuer: IdentityProvider) -> None:
     users = tmp / "users"
     add_user(users, USER, PASSWORD)
+    add_user(users, VICTIM, "bob-pw")
     add_user(users, ADMIN, ADMIN_PASSWORD)
     base = {"BROKERGATE_FLUSH": args.flush}
     acls = {"BROKERGATE_AUTHORIZE": "true", "BROKERGATE_SUPER_USERS": f"User:{ADMIN}"}
@@ -105,7 +135,9 @@ async def run(args: argparse.Namespace, tmp: Path, issuer: IdentityProvider) -> 
         "basic": ({**base, **basic_env}, _basic(USER, PASSWORD), False),
         "basic+acls": ({**base, **basic_env, **acls}, _basic(USER, PASSWORD), True),
         "jwt+acls": ({**base, **jwt_env, **acls}, bearer, True),
+        "basic+acls+guess": ({**base, **basic_env, **acls}, _basic(USER, PASSWORD), True),
     }
+    guesses: Counter[int] = Counter()
     servers = {name: start_gateway(tmp / name, env=env) for name, (env, _, _) in configs.items()}
 
     async def consume(port: int, headers: dict[str, str]) -> float:
@@ -133,7 +165,12 @@ async def run(args: argparse.Namespace, tmp: Path, issuer: IdentityProvider) -> 
             for what, measure in measures.items():
                 got = {}
                 for name in configs if rnd % 2 == 0 else reversed(configs):
-                    got[name] = await measure(servers[name][1], configs[name][1])
+                    port = servers[name][1]
+                    if name.endswith("+guess"):
+                        async with guessing(port, args.guessers, guesses):
+                            got[name] = await measure(port, configs[name][1])
+                    else:
+                        got[name] = await measure(port, configs[name][1])
                     rates.setdefault((name, what), []).append(got[name])
                 for name in configs:
                     ratios.setdefault((name, what), []).append(got[name] / got["off"])
@@ -151,6 +188,8 @@ async def run(args: argparse.Namespace, tmp: Path, issuer: IdentityProvider) -> 
             ratio = statistics.median(ratios[(name, what)])
             cells.append(f"{name} {rate:>9,.0f}" + ("" if name == "off" else f" ({ratio:4.2f})"))
         print(f"  {what}  " + "   ".join(cells))
+    answered = ", ".join(f"{count:,} x {status}" for status, count in sorted(guesses.items()))
+    print(f"the guesser's answers: {answered}")
 
 
 def main() -> None:
@@ -161,6 +200,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds per figure")
     parser.add_argument("--clients", type=int, default=4, help="concurrent produce clients")
     parser.add_argument("--flush", default="never", choices=["always", "interval", "never"])
+    parser.add_argument("--guessers", type=int, default=40, help="concurrent password-guessing loops")
     parser.add_argument("--consume", type=int, default=100_000, help="records per consume measurement")
     args = parser.parse_args()
     print(
