@@ -12,6 +12,7 @@ import asyncio
 import ssl
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,6 +101,17 @@ async def start_gateway(
     url = f"{'https' if settings.tls_cert is not None else 'http'}://127.0.0.1:{port}"
     client = httpx.AsyncClient(base_url=url, timeout=30, verify=verify)
     return RunningGateway(url, client, settings, server, task)
+
+
+@asynccontextmanager
+async def running_gateway(data_dir: Path, **overrides: object) -> AsyncIterator[RunningGateway]:
+    """``start_gateway`` for the length of a block: stopped, its client closed, on the way out."""
+    gw = await start_gateway(data_dir, **overrides)
+    try:
+        yield gw
+    finally:
+        await gw.client.aclose()
+        await gw.stop()
 
 
 @pytest.fixture(scope="session")

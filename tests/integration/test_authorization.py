@@ -12,7 +12,8 @@ import asyncio
 import base64
 import itertools
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,9 +27,8 @@ from websockets.exceptions import InvalidStatus
 from service.api.access import RULES, Need, UnruledRoute, check_rules
 from service.app import create_app
 from service.core.acl import CLUSTER_NAME, Operation, ResourceType
-from service.security.users import add_user
 from service.settings import Settings
-from tests.conftest import RunningGateway, start_gateway
+from tests.conftest import RunningGateway, running_gateway
 from tests.helpers import BINARY, V2, b64
 
 ALICE = ("alice", "alice-pw")
@@ -256,30 +256,26 @@ ROUTES = _route_keys()
 counter = itertools.count()
 
 
-@pytest.fixture(scope="module")
-def users_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("users") / "users"
-    for name, password in (ALICE, ADMIN, ("bob", "bob-pw")):
-        add_user(path, name, password)
-    return path
-
-
-@pytest.fixture
-async def gateway(tmp_path: Path, users_file: Path) -> Iterator[RunningGateway]:
-    gw = await start_gateway(
+@asynccontextmanager
+async def acl_gateway(tmp_path: Path, users_file: Path) -> AsyncIterator[RunningGateway]:
+    """A gateway of HTTP Basic over ``users_file`` with ACLs on, ``admin`` its super user and the
+    client's principal, no topic created but on purpose."""
+    async with running_gateway(
         tmp_path / "data",
         auth="basic",
         users_file=users_file,
         authorize=True,
         super_users="User:admin",
         auto_create_topics_enable=False,
-    )
-    gw.client.auth = httpx.BasicAuth(*ADMIN)
-    try:
+    ) as gw:
+        gw.client.auth = httpx.BasicAuth(*ADMIN)
         yield gw
-    finally:
-        await gw.client.aclose()
-        await gw.stop()
+
+
+@pytest.fixture
+async def gateway(tmp_path: Path, acl_users: Path) -> AsyncIterator[RunningGateway]:
+    async with acl_gateway(tmp_path, acl_users) as gw:
+        yield gw
 
 
 class Acls:

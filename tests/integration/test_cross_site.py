@@ -16,11 +16,9 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
 from service.api.access import RULES
-from service.security.users import add_user
 from tests.conftest import RunningGateway, start_gateway
 from tests.helpers import BINARY, V2, create_topic
 from tests.integration.test_authorization import (
-    ADMIN,
     ALICE,
     INSTANCE,
     ROUTES,
@@ -32,6 +30,7 @@ from tests.integration.test_authorization import (
     _request,
     _resource_of,
     _set_up,
+    acl_gateway,
 )
 
 
@@ -75,7 +74,6 @@ async def test_same_origin_browsers_and_programs_are_served(gateway: RunningGate
 
 
 async def test_an_advertised_origin_is_the_gateways_own(tmp_path, name: str):
-    from tests.conftest import start_gateway
 
     gw = await start_gateway(tmp_path / "data", advertised_url="https://gateway.example:9443")
     try:
@@ -114,30 +112,10 @@ def test_every_route_says_whether_it_changes_state() -> None:
         assert RULES[key].changes(key) is expected, key
 
 
-@pytest.fixture(scope="module")
-def users_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("users") / "users"
-    for name, password in (ALICE, ADMIN):
-        add_user(path, name, password)
-    return path
-
-
 @pytest.fixture
-async def guarded(tmp_path: Path, users_file: Path) -> AsyncIterator[RunningGateway]:
-    gw = await start_gateway(
-        tmp_path / "data",
-        auth="basic",
-        users_file=users_file,
-        authorize=True,
-        super_users="User:admin",
-        auto_create_topics_enable=False,
-    )
-    gw.client.auth = httpx.BasicAuth(*ADMIN)
-    try:
+async def guarded(tmp_path: Path, acl_users: Path) -> AsyncIterator[RunningGateway]:
+    async with acl_gateway(tmp_path, acl_users) as gw:
         yield gw
-    finally:
-        await gw.client.aclose()
-        await gw.stop()
 
 
 async def _refused_socket(url: str, headers: dict[str, str]) -> int:

@@ -15,10 +15,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from service.security.users import add_user
-from tests.conftest import RunningGateway, start_gateway
+from tests.conftest import RunningGateway
 from tests.integration.test_authorization import (
-    ADMIN,
     ALICE,
     RULES,
     SAMPLES,
@@ -27,6 +25,7 @@ from tests.integration.test_authorization import (
     _request,
     _resource_of,
     _set_up,
+    acl_gateway,
 )
 from tests.integration.test_authorization import (
     ROUTES as ALL_ROUTES,
@@ -37,30 +36,10 @@ FORGED = "evil.example"
 ROUTES = [key for key in ALL_ROUTES if not key.startswith("WS ")]
 
 
-@pytest.fixture(scope="module")
-def users_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("users") / "users"
-    for name, password in (ALICE, ADMIN):
-        add_user(path, name, password)
-    return path
-
-
 @pytest.fixture
-async def gateway(tmp_path: Path, users_file: Path) -> AsyncIterator[RunningGateway]:
-    gw = await start_gateway(
-        tmp_path / "data",
-        auth="basic",
-        users_file=users_file,
-        authorize=True,
-        super_users="User:admin",
-        auto_create_topics_enable=False,
-    )
-    gw.client.auth = httpx.BasicAuth(*ADMIN)
-    try:
+async def gateway(tmp_path: Path, acl_users: Path) -> AsyncIterator[RunningGateway]:
+    async with acl_gateway(tmp_path, acl_users) as gw:
         yield gw
-    finally:
-        await gw.client.aclose()
-        await gw.stop()
 
 
 def _other_form(path: str) -> str | None:
