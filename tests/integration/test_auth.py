@@ -10,7 +10,7 @@ import websockets
 
 from service.security import users as users_mod
 from service.security.users import add_user, remove_user
-from tests.conftest import start_gateway
+from tests.conftest import running_gateway, start_gateway
 from tests.helpers import BINARY, STRING, V2, b64, create_topic
 
 
@@ -20,13 +20,9 @@ async def secured(tmp_path, monkeypatch):
     users = tmp_path / "users"
     add_user(users, "alice", "alice-pw")
     add_user(users, "bob", "bob-pw")
-    gw = await start_gateway(tmp_path / "data", auth="basic", users_file=users)
-    gw.client.auth = httpx.BasicAuth("alice", "alice-pw")
-    try:
+    async with running_gateway(tmp_path / "data", auth="basic", users_file=users) as gw:
+        gw.client.auth = httpx.BasicAuth("alice", "alice-pw")
         yield gw
-    finally:
-        await gw.client.aclose()
-        await gw.stop()
 
 
 def refused(r: httpx.Response) -> None:

@@ -31,7 +31,7 @@ from websockets.exceptions import InvalidStatus
 from service.security import tokens as tokens_mod
 from service.security import users as users_mod
 from service.security.users import UsersFileError, add_user, read_users, remove_user
-from tests.conftest import RunningGateway, start_gateway
+from tests.conftest import RunningGateway, running_gateway, start_gateway
 from tests.helpers import consumer, create_topic, produce, subscribe
 from tests.oidc import IdentityProvider
 from tests.stream_client import events, receive, socket_url
@@ -122,31 +122,23 @@ async def basic_gateway(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Asyn
     monkeypatch.setattr(users_mod, "_RELOAD_EVERY_S", 0.05)
     users = tmp_path / "users"
     add_user(users, "alice", "alice-pw")
-    gw = await start_gateway(tmp_path / "data", auth="basic", users_file=users)
-    gw.client.auth = httpx.BasicAuth("alice", "alice-pw")
-    try:
+    async with running_gateway(tmp_path / "data", auth="basic", users_file=users) as gw:
+        gw.client.auth = httpx.BasicAuth("alice", "alice-pw")
         yield gw
-    finally:
-        await gw.client.aclose()
-        await gw.stop()
 
 
 @pytest.fixture
 async def jwt_gateway(tmp_path: Path, idp: IdentityProvider) -> AsyncIterator[RunningGateway]:
-    gw = await start_gateway(
+    async with running_gateway(
         tmp_path / "data",
         auth="jwt",
         jwt_issuer=idp.issuer,
         jwt_jwks_url=idp.jwks_url,
         jwt_audience="brokergate",
         jwt_leeway_s=0,
-    )
-    gw.client.auth = Bearer(idp.token("alice"))
-    try:
+    ) as gw:
+        gw.client.auth = Bearer(idp.token("alice"))
         yield gw
-    finally:
-        await gw.client.aclose()
-        await gw.stop()
 
 
 # --- finding 1: a refused handshake is the refused request ----------------------------------

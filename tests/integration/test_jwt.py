@@ -19,7 +19,7 @@ import pytest
 
 from service.security import tokens as tokens_mod
 from service.security.users import add_user
-from tests.conftest import RunningGateway, start_gateway
+from tests.conftest import RunningGateway, running_gateway, start_gateway
 from tests.helpers import STRING, create_topic
 from tests.oidc import IdentityProvider
 
@@ -33,7 +33,7 @@ def idp() -> Iterator[IdentityProvider]:
 
 @pytest.fixture
 async def gateway(tmp_path, idp) -> AsyncIterator[RunningGateway]:
-    gw = await start_gateway(
+    async with running_gateway(
         tmp_path / "data",
         auth="jwt",
         jwt_issuer=idp.issuer,
@@ -41,12 +41,8 @@ async def gateway(tmp_path, idp) -> AsyncIterator[RunningGateway]:
         jwt_algorithms="RS256,ES256",
         authorize=True,
         super_users="User:alice",
-    )
-    try:
+    ) as gw:
         yield gw
-    finally:
-        await gw.client.aclose()
-        await gw.stop()
 
 
 def bearer(token: str) -> dict[str, str]:

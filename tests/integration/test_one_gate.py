@@ -23,7 +23,7 @@ import websockets
 from websockets.exceptions import InvalidStatus
 
 from service.security.users import add_user
-from tests.conftest import RunningGateway, start_gateway
+from tests.conftest import RunningGateway, running_gateway
 from tests.integration.test_authorization import ROUTES, SAMPLES, Names, _request
 from tests.oidc import IdentityProvider
 
@@ -64,7 +64,7 @@ async def gateway(
     users = tmp_path / "users"
     for name, password in (ALICE, ADMIN):
         add_user(users, name, password)
-    gw = await start_gateway(
+    async with running_gateway(
         tmp_path / "data",
         auth="basic,jwt",
         users_file=users,
@@ -78,12 +78,8 @@ async def gateway(
         # the guess budgets are proven elsewhere; here every wrong password must reach the check
         password_guesses_per_address=100_000,
         password_guesses_per_user=100_000,
-    )
-    try:
+    ) as gw:
         yield gw
-    finally:
-        await gw.client.aclose()
-        await gw.stop()
 
 
 def _reference(answer: httpx.Response) -> tuple[int, bytes, list[str]]:

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import httpx
 import pytest
 
 from service.security.users import add_user
-from tests.conftest import RunningGateway, start_gateway
+from tests.conftest import RunningGateway, running_gateway
 
 GUESSERS = 40  # concurrent wrong-password loops, as in the finding
 
@@ -25,34 +26,32 @@ def client_at(gw: RunningGateway, address: str, auth: tuple[str, str] | None = N
     return httpx.AsyncClient(base_url=gw.url, transport=transport, timeout=120, auth=auth)
 
 
-async def gateway(tmp_path, **overrides: object) -> RunningGateway:
+@asynccontextmanager
+async def gateway(tmp_path, **overrides: object) -> AsyncIterator[RunningGateway]:
     users = tmp_path / "users"
     add_user(users, "alice", "alice-pw")
     add_user(users, "bob", "bob-pw")
-    return await start_gateway(tmp_path / "data", auth="basic", users_file=users, **overrides)
+    async with running_gateway(tmp_path / "data", auth="basic", users_file=users, **overrides) as gw:
+        yield gw
 
 
 @pytest.fixture
 async def roomy(tmp_path) -> AsyncIterator[RunningGateway]:
     """Budgets no test here exhausts: what is left to prove is the order of the hashing turns."""
-    gw = await gateway(tmp_path, password_guesses_per_address=100_000, password_guesses_per_user=100_000)
-    try:
+    roomy = {"password_guesses_per_address": 100_000, "password_guesses_per_user": 100_000}
+    async with gateway(tmp_path, **roomy) as gw:
         yield gw
-    finally:
-        await gw.client.aclose()
-        await gw.stop()
 
 
 @pytest.fixture
 async def strict(tmp_path) -> AsyncIterator[RunningGateway]:
-    gw = await gateway(
-        tmp_path, password_guesses_per_address=5, password_guesses_per_user=3, password_guess_refill_s=600
-    )
-    try:
+    strict = {
+        "password_guesses_per_address": 5,
+        "password_guesses_per_user": 3,
+        "password_guess_refill_s": 600,
+    }
+    async with gateway(tmp_path, **strict) as gw:
         yield gw
-    finally:
-        await gw.client.aclose()
-        await gw.stop()
 
 
 async def test_a_first_sign_in_does_not_wait_behind_another_clients_guesses(roomy):
