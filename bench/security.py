@@ -10,9 +10,15 @@
   (the user's own WRITE and READ bindings among 998 of other teams, literal and prefixed);
 - ``jwt+acls``: Bearer JWTs (RS256) checked against the JWKS of a provider served on loopback
   by this script (``tests.oidc``), and the same bindings;
-- ``basic+acls+guess``: ``basic+acls`` while another client guesses another user's password
-  through the same gateway (``--guessers`` loops of wrong passwords, from the same address,
-  that go on whatever they are answered), started before each measurement and stopped after it.
+- ``off+flood``: ``off`` while another client floods it: ``--guessers`` loops of requests
+  (``GET /topics``) that go on as fast as they are answered;
+- ``basic+acls+guess``: ``basic+acls`` while the same client guesses another user's password
+  instead: the same loops, each request with a wrong password.
+
+The flood runs in a process of its own (an attacker is not the measuring client's event loop),
+from the same address, started before each of those two measurements and stopped after it;
+``basic+acls+guess`` is given as a ratio to ``off+flood`` in the same round, so what the ratio
+shows is what guessing passwords costs beyond what any flood of requests costs a gateway.
 
 Every request carries its credentials (the same ones over a keep-alive connection, as a client
 library sends them). Each round measures every configuration back to back, the order turned
@@ -28,6 +34,7 @@ import argparse
 import asyncio
 import base64
 import contextlib
+import json
 import statistics
 import sys
 import tempfile
@@ -90,27 +97,57 @@ async def prepare(port: int, admin: dict[str, str], acls: bool) -> None:
                 assert r.status_code == 201, r.text
 
 
-@contextlib.asynccontextmanager
-async def guessing(port: int, loops: int, answers: Counter[int]) -> AsyncIterator[None]:
-    """``loops`` clients sending wrong passwords for ``VICTIM`` until the block ends; ``answers``
-    counts the statuses they got."""
+async def flood(port: int, loops: int, guess: bool, seconds: float) -> None:
+    """The flooding client's process: ``loops`` loops of ``GET /topics`` (with a wrong password for
+    ``VICTIM`` each if ``guess``) for ``seconds`` at most, or until stdin closes; prints the
+    statuses it was answered as JSON."""
+    answers: Counter[int] = Counter()
     stop = asyncio.Event()
 
-    async def guess(n: int) -> None:
+    async def loop(n: int) -> None:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
             attempt = 0
             while not stop.is_set():
                 attempt += 1
-                r = await http.get("/topics", headers=_basic(VICTIM, f"guess-{n}-{attempt}"))
-                answers[r.status_code] += 1
+                headers = _basic(VICTIM, f"guess-{n}-{attempt}") if guess else {}
+                answers[(await http.get("/topics", headers=headers)).status_code] += 1
 
-    tasks = [asyncio.create_task(guess(n)) for n in range(loops)]
-    await asyncio.sleep(0.5)  # the guesses are going before the measurement starts
+    async def until_stdin_closes() -> None:
+        await asyncio.to_thread(sys.stdin.read)
+        stop.set()
+
+    watcher = asyncio.create_task(until_stdin_closes())
+    tasks = [asyncio.create_task(loop(n)) for n in range(loops)]
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), seconds)
+    stop.set()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    watcher.cancel()
+    print(json.dumps(answers))
+
+
+@contextlib.asynccontextmanager
+async def flooding(port: int, loops: int, guess: bool, answers: Counter[int]) -> AsyncIterator[None]:
+    """``flood`` in a process of its own for the length of the block; its answers counted in ``answers``."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        __file__,
+        "--flood",
+        str(port),
+        "--guessers",
+        str(loops),
+        *(["--guess"] if guess else []),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdin is not None
+    await asyncio.sleep(1.0)  # it is going before the measurement starts
     try:
         yield
     finally:
-        stop.set()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        proc.stdin.close()
+        out, _ = await proc.communicate()
+        answers.update({int(status): n for status, n in json.loads(out).items()})
 
 
 async def run(args: argparse.Namespace, tmp: Path, issuer: IdentityProvider) -> None:
@@ -135,9 +172,11 @@ async def run(args: argparse.Namespace, tmp: Path, issuer: IdentityProvider) -> 
         "basic": ({**base, **basic_env}, _basic(USER, PASSWORD), False),
         "basic+acls": ({**base, **basic_env, **acls}, _basic(USER, PASSWORD), True),
         "jwt+acls": ({**base, **jwt_env, **acls}, bearer, True),
+        "off+flood": (base, {}, False),
         "basic+acls+guess": ({**base, **basic_env, **acls}, _basic(USER, PASSWORD), True),
     }
-    guesses: Counter[int] = Counter()
+    reference = {"basic+acls+guess": "off+flood"}  # the rest: "off"
+    floods: dict[str, Counter[int]] = {"off+flood": Counter(), "basic+acls+guess": Counter()}
     servers = {name: start_gateway(tmp / name, env=env) for name, (env, _, _) in configs.items()}
 
     async def consume(port: int, headers: dict[str, str]) -> float:
@@ -166,30 +205,34 @@ async def run(args: argparse.Namespace, tmp: Path, issuer: IdentityProvider) -> 
                 got = {}
                 for name in configs if rnd % 2 == 0 else reversed(configs):
                     port = servers[name][1]
-                    if name.endswith("+guess"):
-                        async with guessing(port, args.guessers, guesses):
+                    if name in floods:
+                        async with flooding(port, args.guessers, name.endswith("+guess"), floods[name]):
                             got[name] = await measure(port, configs[name][1])
                     else:
                         got[name] = await measure(port, configs[name][1])
                     rates.setdefault((name, what), []).append(got[name])
                 for name in configs:
-                    ratios.setdefault((name, what), []).append(got[name] / got["off"])
+                    ratio = got[name] / got[reference.get(name, "off")]
+                    ratios.setdefault((name, what), []).append(ratio)
             print(f"round {rnd + 1}/{args.rounds} done", file=sys.stderr, flush=True)
     finally:
         for proc, _ in servers.values():
             proc.terminate()
             proc.wait(15)
 
-    print("records/s, median of rounds; ratio = median of per-round ratios to off")
+    print("records/s, median of rounds; ratio = median of per-round ratios to off (+guess: to off+flood)")
     for what in measures:
         cells = []
         for name in configs:
             rate = statistics.median(rates[(name, what)])
             ratio = statistics.median(ratios[(name, what)])
-            cells.append(f"{name} {rate:>9,.0f}" + ("" if name == "off" else f" ({ratio:4.2f})"))
+            cells.append(
+                f"{name} {rate:>9,.0f}" + ("" if name in ("off", "off+flood") else f" ({ratio:4.2f})")
+            )
         print(f"  {what}  " + "   ".join(cells))
-    answered = ", ".join(f"{count:,} x {status}" for status, count in sorted(guesses.items()))
-    print(f"the guesser's answers: {answered}")
+    for name, answers in floods.items():
+        answered = ", ".join(f"{count:,} x {status}" for status, count in sorted(answers.items()))
+        print(f"the flood of {name} was answered: {answered}")
 
 
 def main() -> None:
@@ -200,9 +243,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds per figure")
     parser.add_argument("--clients", type=int, default=4, help="concurrent produce clients")
     parser.add_argument("--flush", default="never", choices=["always", "interval", "never"])
-    parser.add_argument("--guessers", type=int, default=40, help="concurrent password-guessing loops")
+    parser.add_argument("--guessers", type=int, default=40, help="concurrent loops of the flooding client")
+    parser.add_argument("--flood", type=int, metavar="PORT", help=argparse.SUPPRESS)  # the flooding process
+    parser.add_argument("--guess", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--consume", type=int, default=100_000, help="records per consume measurement")
     args = parser.parse_args()
+    if args.flood is not None:
+        asyncio.run(flood(args.flood, args.guessers, args.guess, seconds=600))
+        return
     print(
         f"authentication and ACL cost: {args.clients} clients, {args.seconds:g} s per produce figure, "
         f"{args.rounds} rounds, 100 B records, flush={args.flush}\n"
