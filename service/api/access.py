@@ -38,7 +38,8 @@ lacking any one of its rule's operations never gets a 2xx, and that one holding 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Final
 
@@ -275,6 +276,23 @@ async def visible(request: HTTPConnection, resource: ResourceType, names: Iterab
     """The names of ``names`` the caller may DESCRIBE, in order."""
     decision = await decision_of(request)
     return [n for n in names if decision.may(resource, n, DESCRIBE)]
+
+
+@asynccontextmanager
+async def instance_first(
+    request: HTTPConnection, owned: Callable[..., Awaitable[None]], group: str, instance: str
+) -> AsyncIterator[None]:
+    """An instance route's block, answered as if the instance were decided first: should anything
+    in it fail (a body that does not parse, a topic the caller may not read, a bad pattern, a
+    missing partition), a request for another principal's or a missing instance gets the 404 a
+    missing one gets (``owned`` raises it), not what its body made fail. Only a request that
+    failed pays for that look: for one that did not, the core decided the instance, and whose it
+    is, before it changed anything."""
+    try:
+        yield
+    except GatewayError:
+        await owned(group, instance, who=await decision_of(request))
+        raise
 
 
 @dataclass(frozen=True, slots=True)

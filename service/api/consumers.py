@@ -17,7 +17,7 @@ from service.errors import InvalidConsumerConfig, InvalidPayload
 from service.gateway import Gateway, get_gateway
 from service.settings import Settings
 
-from .access import check_topics, decision_of
+from .access import check_topics, decision_of, instance_first
 from .http import (
     body_doc,
     no_content,
@@ -121,16 +121,18 @@ async def delete_consumer(group: str, instance: str, request: Request, gw: GW) -
 )
 async def subscribe(group: str, instance: str, request: Request, gw: GW) -> Response:
     """Subscribe to a list of topics or to a regex pattern (new matching topics are picked up)."""
-    await _owned(request, gw, group, instance)
-    req = await parse(request, v2.SubscriptionRequest)
-    if (req.topics is None) == (req.topic_pattern is None):
-        raise InvalidPayload("Give either 'topics' (a list) or 'topic_pattern', not both and not neither.")
-    if req.topics is not None and not req.topics:
-        raise InvalidPayload("'topics' must name at least one topic.")
-    sub = Subscription(tuple(dict.fromkeys(req.topics or ())), req.topic_pattern)
-    who = await check_topics(request, sub.topics, Operation.READ)
-    await gw.consumers.subscribe(group, instance, sub, who=who)
-    return no_content()
+    async with instance_first(request, gw.consumers.owned, group, instance):
+        req = await parse(request, v2.SubscriptionRequest)
+        if (req.topics is None) == (req.topic_pattern is None):
+            raise InvalidPayload(
+                "Give either 'topics' (a list) or 'topic_pattern', not both and not neither."
+            )
+        if req.topics is not None and not req.topics:
+            raise InvalidPayload("'topics' must name at least one topic.")
+        sub = Subscription(tuple(dict.fromkeys(req.topics or ())), req.topic_pattern)
+        who = await check_topics(request, sub.topics, Operation.READ)
+        await gw.consumers.subscribe(group, instance, sub, who=who)
+        return no_content()
 
 
 @router.get(
@@ -155,12 +157,6 @@ async def unsubscribe(group: str, instance: str, request: Request, gw: GW) -> Re
     return no_content()
 
 
-async def _owned(request: Request, gw: Gateway, group: str, instance: str) -> None:
-    """404 unless the instance is the caller's, decided before the body is read: another principal's
-    instance gets a missing one's answer whatever the body names (``Consumers.owned``)."""
-    await gw.consumers.owned(group, instance, who=await decision_of(request))
-
-
 def _tps(req: v2.PartitionsRequest) -> list[TopicPartition]:
     return [TopicPartition(p.topic, p.partition) for p in req.partitions]
 
@@ -174,12 +170,12 @@ def _tps(req: v2.PartitionsRequest) -> list[TopicPartition]:
 )
 async def assign(group: str, instance: str, request: Request, gw: GW) -> Response:
     """Manually assign partitions (no group management)."""
-    await _owned(request, gw, group, instance)
-    req = await parse(request, v2.PartitionsRequest)
-    tps = _tps(req)
-    who = await check_topics(request, (tp.topic for tp in tps), Operation.READ)
-    await gw.consumers.assign(group, instance, tps, who=who)
-    return no_content()
+    async with instance_first(request, gw.consumers.owned, group, instance):
+        req = await parse(request, v2.PartitionsRequest)
+        tps = _tps(req)
+        who = await check_topics(request, (tp.topic for tp in tps), Operation.READ)
+        await gw.consumers.assign(group, instance, tps, who=who)
+        return no_content()
 
 
 @router.get(
@@ -254,16 +250,19 @@ async def poll(
 )
 async def commit(group: str, instance: str, request: Request, gw: GW) -> Response:
     """Commit: each listed offset is the last processed (offset+1 is stored); no body commits all fetched."""
-    await _owned(request, gw, group, instance)
-    req = await parse_optional(request, v2.CommitRequest)
-    offsets = None
-    if req is not None and req.offsets is not None:
-        offsets = {TopicPartition(o.topic, o.partition): o.offset for o in req.offsets}
-    who = await check_topics(request, (tp.topic for tp in offsets or ()), Operation.READ)
-    done = await gw.consumers.commit(group, instance, offsets, who=who)
-    return v2_response(
-        [{"topic": tp.topic, "partition": tp.partition, "offset": off} for tp, off in sorted(done.items())]
-    )
+    async with instance_first(request, gw.consumers.owned, group, instance):
+        req = await parse_optional(request, v2.CommitRequest)
+        offsets = None
+        if req is not None and req.offsets is not None:
+            offsets = {TopicPartition(o.topic, o.partition): o.offset for o in req.offsets}
+        who = await check_topics(request, (tp.topic for tp in offsets or ()), Operation.READ)
+        done = await gw.consumers.commit(group, instance, offsets, who=who)
+        return v2_response(
+            [
+                {"topic": tp.topic, "partition": tp.partition, "offset": off}
+                for tp, off in sorted(done.items())
+            ]
+        )
 
 
 @router.get(
@@ -274,24 +273,24 @@ async def commit(group: str, instance: str, request: Request, gw: GW) -> Respons
 )
 async def committed(group: str, instance: str, request: Request, gw: GW) -> Response:
     """Committed offsets of the listed partitions (default: the instance's assignment)."""
-    await _owned(request, gw, group, instance)
-    req = await parse_optional(request, v2.PartitionsRequest)
-    tps = _tps(req) if req else None
-    who = await check_topics(request, (tp.topic for tp in tps or ()), Operation.DESCRIBE)
-    found = await gw.consumers.committed(group, instance, tps, who=who)
-    return v2_response(
-        {
-            "offsets": [
-                {
-                    "topic": tp.topic,
-                    "partition": tp.partition,
-                    "offset": -1 if off is None else off,
-                    "metadata": "",
-                }
-                for tp, off in found.items()
-            ]
-        }
-    )
+    async with instance_first(request, gw.consumers.owned, group, instance):
+        req = await parse_optional(request, v2.PartitionsRequest)
+        tps = _tps(req) if req else None
+        who = await check_topics(request, (tp.topic for tp in tps or ()), Operation.DESCRIBE)
+        found = await gw.consumers.committed(group, instance, tps, who=who)
+        return v2_response(
+            {
+                "offsets": [
+                    {
+                        "topic": tp.topic,
+                        "partition": tp.partition,
+                        "offset": -1 if off is None else off,
+                        "metadata": "",
+                    }
+                    for tp, off in found.items()
+                ]
+            }
+        )
 
 
 @router.post(
@@ -303,21 +302,21 @@ async def committed(group: str, instance: str, request: Request, gw: GW) -> Resp
 )
 async def seek(group: str, instance: str, request: Request, gw: GW) -> Response:
     """Seek assigned partitions to offsets, or to the first offset at/after timestamps."""
-    await _owned(request, gw, group, instance)
-    req = await parse(request, v2.SeekRequest)
-    if not req.offsets and not req.timestamps:
-        raise InvalidPayload("Give 'offsets' or 'timestamps'.")
-    named = [o.topic for o in req.offsets or ()] + [t.topic for t in req.timestamps or ()]
-    who = await check_topics(request, named, Operation.DESCRIBE)
-    if req.offsets:
-        offsets = {TopicPartition(o.topic, o.partition): o.offset for o in req.offsets}
-        await gw.consumers.seek(group, instance, offsets, who=who)
-    if req.timestamps:
-        targets = {
-            TopicPartition(t.topic, t.partition): timestamp_millis(t.timestamp) for t in req.timestamps
-        }
-        await gw.consumers.seek_to_timestamps(group, instance, targets, who=who)
-    return no_content()
+    async with instance_first(request, gw.consumers.owned, group, instance):
+        req = await parse(request, v2.SeekRequest)
+        if not req.offsets and not req.timestamps:
+            raise InvalidPayload("Give 'offsets' or 'timestamps'.")
+        named = [o.topic for o in req.offsets or ()] + [t.topic for t in req.timestamps or ()]
+        who = await check_topics(request, named, Operation.DESCRIBE)
+        if req.offsets:
+            offsets = {TopicPartition(o.topic, o.partition): o.offset for o in req.offsets}
+            await gw.consumers.seek(group, instance, offsets, who=who)
+        if req.timestamps:
+            targets = {
+                TopicPartition(t.topic, t.partition): timestamp_millis(t.timestamp) for t in req.timestamps
+            }
+            await gw.consumers.seek_to_timestamps(group, instance, targets, who=who)
+        return no_content()
 
 
 @router.post(
@@ -328,12 +327,12 @@ async def seek(group: str, instance: str, request: Request, gw: GW) -> Response:
     openapi_extra=body_doc(v2.PartitionsRequest),
 )
 async def seek_to_beginning(group: str, instance: str, request: Request, gw: GW) -> Response:
-    await _owned(request, gw, group, instance)
-    req = await parse(request, v2.PartitionsRequest)
-    tps = _tps(req)
-    who = await check_topics(request, (tp.topic for tp in tps), Operation.DESCRIBE)
-    await gw.consumers.seek_to(group, instance, tps, end=False, who=who)
-    return no_content()
+    async with instance_first(request, gw.consumers.owned, group, instance):
+        req = await parse(request, v2.PartitionsRequest)
+        tps = _tps(req)
+        who = await check_topics(request, (tp.topic for tp in tps), Operation.DESCRIBE)
+        await gw.consumers.seek_to(group, instance, tps, end=False, who=who)
+        return no_content()
 
 
 @router.post(
@@ -344,9 +343,9 @@ async def seek_to_beginning(group: str, instance: str, request: Request, gw: GW)
     openapi_extra=body_doc(v2.PartitionsRequest),
 )
 async def seek_to_end(group: str, instance: str, request: Request, gw: GW) -> Response:
-    await _owned(request, gw, group, instance)
-    req = await parse(request, v2.PartitionsRequest)
-    tps = _tps(req)
-    who = await check_topics(request, (tp.topic for tp in tps), Operation.DESCRIBE)
-    await gw.consumers.seek_to(group, instance, tps, end=True, who=who)
-    return no_content()
+    async with instance_first(request, gw.consumers.owned, group, instance):
+        req = await parse(request, v2.PartitionsRequest)
+        tps = _tps(req)
+        who = await check_topics(request, (tp.topic for tp in tps), Operation.DESCRIBE)
+        await gw.consumers.seek_to(group, instance, tps, end=True, who=who)
+        return no_content()

@@ -30,7 +30,7 @@ from service.core.shares.state import AckType
 from service.errors import NotFound
 from service.gateway import Gateway, get_gateway
 
-from .access import check_topics, decision_of, visible
+from .access import check_topics, decision_of, instance_first, visible
 from .consumers import set_timeouts
 from .http import body_doc, no_content, parse, parse_optional, public_base, records_doc
 from .http import v2 as v2_response
@@ -102,11 +102,11 @@ async def delete_share_consumer(group: str, instance: str, request: Request, gw:
 )
 async def subscribe(group: str, instance: str, request: Request, gw: GW) -> Response:
     """Read these topics (all their partitions, shared with the group's other consumers)."""
-    await gw.share_consumers.owned(group, instance, who=await decision_of(request))  # before the body
-    req = await parse(request, wire.ShareSubscriptionRequest)
-    who = await check_topics(request, req.topics, Operation.READ)
-    await gw.share_consumers.subscribe(group, instance, req.topics, who=who)
-    return no_content()
+    async with instance_first(request, gw.share_consumers.owned, group, instance):
+        req = await parse(request, wire.ShareSubscriptionRequest)
+        who = await check_topics(request, req.topics, Operation.READ)
+        await gw.share_consumers.subscribe(group, instance, req.topics, who=who)
+        return no_content()
 
 
 @router.get(
@@ -184,9 +184,9 @@ async def acknowledge_and_poll(
 ) -> Response:
     """Settle the acknowledgements of the body, then poll, in one round trip (how many were refused
     is in the Brokergate-Acknowledgements-Refused header)."""
-    await gw.share_consumers.owned(group, instance, who=await decision_of(request))  # before the body
-    req = await parse(request, wire.AcknowledgeRequest)
-    return await _poll(request, gw, group, instance, timeout, max_bytes, max_records, _acks(req))
+    async with instance_first(request, gw.share_consumers.owned, group, instance):
+        req = await parse(request, wire.AcknowledgeRequest)
+        return await _poll(request, gw, group, instance, timeout, max_bytes, max_records, _acks(req))
 
 
 async def _poll(
@@ -246,19 +246,24 @@ async def acknowledge(group: str, instance: str, request: Request, gw: GW) -> Re
     """Settle records the consumer holds: accept (done), release (deliver again now; after the
     delivery limit it is archived instead), reject (archived), renew (hold it longer). Each offset
     stands alone: those the consumer does not hold are listed as refused, the rest are settled."""
-    await gw.share_consumers.owned(group, instance, who=await decision_of(request))  # before the body
-    req = await parse(request, wire.AcknowledgeRequest)
-    acks = _acks(req)
-    who = await check_topics(request, {a.tp.topic for a in acks}, Operation.READ)
-    refused = await gw.share_consumers.acknowledge(group, instance, acks, who=who)
-    return v2_response(
-        {
-            "refused": [
-                {"topic": r.tp.topic, "partition": r.tp.partition, "offset": r.offset, "message": r.reason}
-                for r in refused
-            ]
-        }
-    )
+    async with instance_first(request, gw.share_consumers.owned, group, instance):
+        req = await parse(request, wire.AcknowledgeRequest)
+        acks = _acks(req)
+        who = await check_topics(request, {a.tp.topic for a in acks}, Operation.READ)
+        refused = await gw.share_consumers.acknowledge(group, instance, acks, who=who)
+        return v2_response(
+            {
+                "refused": [
+                    {
+                        "topic": r.tp.topic,
+                        "partition": r.tp.partition,
+                        "offset": r.offset,
+                        "message": r.reason,
+                    }
+                    for r in refused
+                ]
+            }
+        )
 
 
 def _acks(req: wire.AcknowledgeRequest) -> tuple[Acknowledgement, ...]:
