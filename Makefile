@@ -50,7 +50,7 @@ unit: $(VENV)/.installed-test
 
 ## regenerate openapi.yaml from the app
 openapi: $(VENV)/.installed-test
-	$(BIN)/python -m service.openapi > openapi.yaml
+	$(BIN)/python -m service.server.openapi > openapi.yaml
 
 bench: $(VENV)/.installed-test
 	$(BIN)/python bench/embedded.py

@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.common import BINARY, V2, rest_consume, rest_produce, start_gateway  # noqa: E402
 from deploy.local.redis_server import RedisServer  # noqa: E402
-from service.app import create_app  # noqa: E402
+from service.server.app import create_app  # noqa: E402
 from service.settings import Settings  # noqa: E402
 
 RATES = {

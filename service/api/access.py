@@ -50,10 +50,10 @@ from starlette.routing import BaseRoute, Match, WebSocketRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api_schemas.formats import V2
+from service.api.gateway import gateway_of
 from service.core.acl import CLUSTER_NAME, Caller, Decision, Operation, ResourceType
 from service.core.rules import topic_of_subject
 from service.errors import Forbidden, GatewayError
-from service.gateway import gateway_of
 
 from .auth import principal_of
 from .http import error_response

@@ -15,6 +15,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
 from api_schemas import v3
+from service.api.gateway import Gateway, get_gateway
 from service.core.acl import (
     CLUSTER_NAME,
     AclBinding,
@@ -26,7 +27,6 @@ from service.core.acl import (
 )
 from service.core.rules import valid_topic
 from service.errors import InvalidPayload
-from service.gateway import Gateway, get_gateway
 
 from .access import decision_of
 from .http import body_doc, parse

@@ -10,11 +10,11 @@ from fastapi.responses import Response
 
 from api_schemas import v2
 from api_schemas.formats import accept_formats, content_type_for
+from service.api.gateway import Gateway, get_gateway
 from service.core.acl import Operation
 from service.core.assignors import STRATEGIES
 from service.core.models import InstanceConfig, Subscription, TopicPartition
 from service.errors import InvalidConsumerConfig, InvalidPayload
-from service.gateway import Gateway, get_gateway
 from service.settings import Settings
 
 from .access import check_topics, decision_of, instance_first

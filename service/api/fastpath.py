@@ -36,8 +36,8 @@ from starlette.middleware.exceptions import ExceptionMiddleware
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from service.api.gateway import gateway_of, get_gateway
 from service.core.rules import valid_topic
-from service.gateway import gateway_of, get_gateway
 
 from .topics import FAST_PATH_ENDPOINTS, serve_produce
 

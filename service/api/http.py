@@ -23,11 +23,11 @@ from pydantic import BaseModel, ValidationError
 
 from api_schemas.formats import FORMATS, V2, content_type_for, media_type
 from api_schemas.records import render_slices
+from service.api.gateway import gateway_of
 from service.core.json_depth import check_depth
 from service.core.models import EmbeddedFormat, Record, TopicPartition
 from service.core.rules import MAX_OFFSET
 from service.errors import ConversionError, InvalidPayload, PayloadTooLarge, UnsupportedMediaType
-from service.gateway import gateway_of
 
 V3 = "application/json"
 # Accepted for control bodies; the OpenAPI document declares the vendor type only (one media type per

@@ -17,9 +17,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from api_schemas import v2
 from api_schemas.v2 import ErrorBody
+from service.api.gateway import Gateway, get_gateway
 from service.core.acl import CLUSTER_NAME, Operation, ResourceType
 from service.errors import GatewayError
-from service.gateway import Gateway, get_gateway
 
 from .access import decision_of
 from .auth import ANONYMOUS, principal_of

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ValidationError
 from api_schemas import registry as sr
 from api_schemas.formats import media_type
 from api_schemas.v2 import ErrorBody
+from service.api.gateway import Gateway, gateway_of, get_gateway
 from service.core.json_depth import exceeds
 from service.core.schemas.model import Compatibility, Schema, SchemaReference, SchemaType
 from service.core.schemas.registry import Registered, SchemaRegistry
@@ -38,7 +39,6 @@ from service.errors import (
     RegistryNotAcceptable,
     RegistryUnsupportedMediaType,
 )
-from service.gateway import Gateway, gateway_of, get_gateway
 
 from .http import PARSE_OFF_LOOP_BYTES, JSONBody, body_doc, describe_validation, read_body
 

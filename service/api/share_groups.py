@@ -21,6 +21,7 @@ from fastapi.responses import Response
 from api_schemas import shares as wire
 from api_schemas import v2
 from api_schemas.formats import accept_formats, content_type_for
+from service.api.gateway import Gateway, get_gateway
 from service.core.acl import Operation, ResourceType
 from service.core.models import InstanceConfig, TopicPartition
 from service.core.rules import check_topic
@@ -28,7 +29,6 @@ from service.core.shares.consumers import GroupReport
 from service.core.shares.service import Acknowledgement, Delivered, StartAt
 from service.core.shares.state import AckType
 from service.errors import NotFound
-from service.gateway import Gateway, get_gateway
 
 from .access import check_topics, decision_of, instance_first, visible
 from .consumers import set_timeouts

@@ -29,13 +29,13 @@ from api_schemas.formats import (
     produce_format,
 )
 from api_schemas.records import ParsedProduce, encode_produce, parse_produce, schema_choice
+from service.api.gateway import Gateway, get_gateway
 from service.core.acl import Decision, ResourceType
 from service.core.models import EmbeddedFormat, PlainFormat, SchemaFormat, TopicInfo, TopicPartition
 from service.core.producer import ProduceOutcome
 from service.core.rules import MAX_OFFSET
 from service.core.schemas.serde import SCHEMA_TYPES, Writer
 from service.errors import NotAcceptable
-from service.gateway import Gateway, get_gateway
 
 from .access import caller_of, decision_of, visible
 from .http import V2, body_doc, loads, read_body, records_doc, records_response

@@ -8,11 +8,11 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
 from api_schemas import v3
+from service.api.gateway import Gateway, get_gateway
 from service.core.acl import Operation, ResourceType
 from service.core.groups import GroupDescription, PartitionLag, resolve
 from service.core.models import TopicInfo, TopicPartition
 from service.errors import InvalidTopicConfig, NotFound
-from service.gateway import Gateway, get_gateway
 
 from .access import decision_of, visible
 from .http import body_doc, no_content, parse, public_base

@@ -2,7 +2,7 @@
 
 Each port has an embedded adapter (one process, nothing to install) and a
 distributed one (Kafka, ZooKeeper, Redis). The core only ever sees these
-protocols; ``service.adapters.factory`` picks the adapters from the settings.
+protocols; ``service.server.backends`` picks the adapters from the settings.
 ``SchemaResolver`` is what producing and consuming with schemas need of a
 registry: the embedded one (``service.core.schemas.registry``) or an external one.
 

@@ -25,8 +25,8 @@ import websockets
 from websockets.exceptions import InvalidStatus
 
 from service.api.access import RULES, Need, UnruledRoute, check_rules
-from service.app import create_app
 from service.core.acl import CLUSTER_NAME, Operation, ResourceType
+from service.server.app import create_app
 from service.settings import Settings
 from tests.conftest import RunningGateway, running_gateway
 from tests.helpers import BINARY, V2, b64

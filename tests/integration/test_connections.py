@@ -14,7 +14,7 @@ import pytest
 from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import InvalidStatus
 
-from service.server import LastResort
+from service.server.protocol import LastResort
 from tests.conftest import RunningGateway, start_gateway
 from tests.helpers import consumer, create_topic, subscribe
 from tests.stream_client import receive, socket_url

@@ -18,7 +18,7 @@ import pytest
 import websockets
 
 from service.api.access import check_rules
-from service.app import create_app
+from service.server.app import create_app
 from service.settings import Settings
 from tests.conftest import RunningGateway, start_gateway
 from tests.helpers import JSON, V2, b64, consumer, create_topic

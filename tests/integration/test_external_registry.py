@@ -23,7 +23,6 @@ import trustme
 
 from deploy.local.process import free_port
 from service.adapters.registry import HttpSchemaRegistry, RegistryClientOptions
-from service.app import create_app
 from service.core.schemas.model import Schema, SchemaReference, SchemaType
 from service.errors import (
     BackendUnavailable,
@@ -35,6 +34,7 @@ from service.errors import (
     VersionNotFound,
 )
 from service.security.users import add_user
+from service.server.app import create_app
 from service.settings import Settings
 from tests.conftest import RunningGateway, start_gateway
 from tests.e2e.gateway_process import GatewayProcess

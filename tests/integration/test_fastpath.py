@@ -17,7 +17,7 @@ from fastapi import Depends, FastAPI, Query
 
 from service.api import fastpath, topics
 from service.api.topics import serve_produce
-from service.app import create_app
+from service.server.app import create_app
 from service.settings import Settings
 from tests.conftest import RunningGateway, start_gateway
 from tests.helpers import BINARY, JSON, STRING, V2, b64

@@ -14,9 +14,9 @@ import websockets
 from websockets.exceptions import InvalidStatus
 
 from service.api.access import check_rules
-from service.app import create_app
 from service.core.acl import Operation, ResourceType
 from service.security.users import add_user
+from service.server.app import create_app
 from service.settings import Settings
 from tests.conftest import RunningGateway, start_gateway
 from tests.helpers import BINARY, V2, b64, create_topic

@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import yaml
 
-from service.openapi import document
+from service.server.openapi import document
 from tests.e2e.gateway_process import GatewayProcess
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from service.openapi import document
+from service.server.openapi import document
 from tests.conftest import RunningGateway, start_gateway
 from tests.helpers import STRING, V2, consumer, poll, produce, subscribe
 

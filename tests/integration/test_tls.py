@@ -16,9 +16,9 @@ import pytest
 import trustme
 from websockets.asyncio.client import connect
 
-from service.app import create_app
 from service.security.users import add_user
-from service.server import server_config
+from service.server.app import create_app
+from service.server.protocol import server_config
 from service.settings import Settings
 from tests.conftest import RunningGateway, start_gateway
 from tests.helpers import V2, consumer, create_topic, produce, subscribe

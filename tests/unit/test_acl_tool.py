@@ -6,12 +6,12 @@ import argparse
 
 import pytest
 
-from service.acl_tool import bindings_to_add, filters
+from service.cli.acls import bindings_to_add, filters
+from service.cli.common import ToolError
+from service.cli.tools import add_commands
 from service.client import acl_params
-from service.console import ToolError
 from service.core.acl import AclBinding, AclFilter, Operation, PatternType, Permission, ResourceType
 from service.errors import InvalidConsumerConfig, InvalidTopic
-from service.tools import add_commands
 
 
 def parse(*argv: str) -> argparse.Namespace:

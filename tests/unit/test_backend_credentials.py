@@ -14,13 +14,13 @@ import trustme
 from kazoo.security import ACL, Id, Permissions
 from pydantic import SecretStr
 
-from service.adapters.factory import BackendNotAvailable, build_coordinator, build_quota_store, build_sessions
 from service.adapters.redis import RedisSessions
 from service.adapters.redis.connection import RedisURL
 from service.adapters.redis.quotas import RedisQuotas
 from service.adapters.redis.security import RedisSecurity
 from service.adapters.secrets import secret
 from service.adapters.zookeeper.security import DigestCredentials
+from service.server.backends import BackendNotAvailable, build_coordinator, build_quota_store, build_sessions
 from service.settings import Settings
 
 

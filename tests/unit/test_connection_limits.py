@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from service.connection_limits import Proxies
+from service.server.connections import Proxies
 
 
 def test_proxies_are_addresses_and_networks_as_uvicorn_reads_them() -> None:

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import trustme
 
+from service.cli.common import Credentials, ToolError, connect, credentials
+from service.cli.tools import add_commands
 from service.client import GatewayClient, tls_context
-from service.console import Credentials, ToolError, connect, credentials
-from service.tools import add_commands
 
 
 def parse(*argv: str) -> argparse.Namespace:

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from service.log_budget import LogBudget
+from service.server.logs import LogBudget
 
 FORMAT = "%(levelname)s %(name)s: %(message)s"
 

@@ -12,7 +12,6 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from service.adapters.embedded.quotas import EmbeddedQuotas
-from service.adapters.factory import quota_limits
 from service.core.buckets import (
     Charge,
     Limit,
@@ -33,6 +32,7 @@ from service.core.quotas import (
 )
 from service.core.rules import record_bytes
 from service.errors import BackendUnavailable, Throttled
+from service.server.backends import quota_limits
 from service.settings import Settings
 
 rates = st.floats(min_value=0.01, max_value=1e9, allow_nan=False)

@@ -17,6 +17,7 @@ from websockets.frames import Frame, Opcode
 from websockets.streams import StreamReader
 
 from api_schemas import streams as wire
+from service.api.gateway import Gateway
 from service.api.streams.sse import KEEP_ALIVE, _chunks, partition_cursor
 from service.core.acl import ALLOW_ALL, Decision
 from service.core.consumers import Allowance, ConsumerService
@@ -26,8 +27,7 @@ from service.core.models import PartitionData, Record, TopicPartition
 from service.core.streams import End, Event, StreamService
 from service.core.topics import TopicService
 from service.errors import InvalidPayload
-from service.gateway import Gateway
-from service.server import text_frame_header
+from service.server.protocol import text_frame_header
 
 TP = TopicPartition
 

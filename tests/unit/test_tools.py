@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
+from service.cli.common import ToolError
+from service.cli.schemas import RecordSchemas, cmd_schemas, record_schemas, reference, schema_of, version
+from service.cli.tools import add_commands, commit_owned, refused_batch
 from service.client import ClientError, Consumer, GatewayClient, schema_body, url_path
-from service.console import ToolError
 from service.core.schemas.model import Schema, SchemaReference, SchemaType
 from service.errors import InvalidConsumerConfig, InvalidSubject, InvalidTopic
-from service.schema_tool import RecordSchemas, cmd_schemas, record_schemas, reference, schema_of, version
-from service.tools import add_commands, commit_owned, refused_batch
 
 REBALANCED = ClientError(
     409, 40903, "consumer 'c' does not own partition t-1; its offsets were not committed."

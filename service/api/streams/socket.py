@@ -62,6 +62,7 @@ from pydantic import ValidationError
 from starlette.websockets import WebSocketDisconnect
 
 from api_schemas import streams as wire
+from service.api.gateway import Gateway, gateway_of
 from service.core.acl import Operation, ResourceType
 from service.core.consumers import Blocked
 from service.core.credit import ByteBudget, Credit, Reserved
@@ -71,7 +72,6 @@ from service.core.models import TopicPartition
 from service.core.rules import check_topic
 from service.core.streams import End, Event, Opened, Rebalance, Records
 from service.errors import GatewayError, InvalidPayload, PayloadTooLarge
-from service.gateway import Gateway, gateway_of
 
 from .. import topics
 from ..access import caller_of, refuse_handshake
@@ -84,7 +84,7 @@ log = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/consumers/{group}", tags=["consumers"])
 
-# An ASGI extension the gateway's server offers (``service.server.GatewayWebSocketProtocol``): a
+# An ASGI extension the gateway's server offers (``service.server.protocol.GatewayWebSocketProtocol``): a
 # ``websocket.send`` may carry ``text_parts``, byte strings that together are the UTF-8 text of
 # one message, sent as they are. Under another server messages go as ASGI's ``text``.
 TEXT_PARTS: Final = "brokergate.websocket.text_parts"

@@ -52,11 +52,11 @@ from starlette.types import Receive, Scope, Send
 
 from api_schemas.formats import media_type
 from api_schemas.records import render_slices
+from service.api.gateway import Gateway
 from service.core.cursors import parse_offset, parse_positions, render_positions
 from service.core.models import EmbeddedFormat, TopicPartition
 from service.core.streams import STEP_WAIT_MS, End, Event, Opened, Rebalance, Records
 from service.errors import GatewayError
-from service.gateway import Gateway
 
 from ..access import caller_of
 from ..auth import credential_of

@@ -10,11 +10,11 @@ from hypothesis import strategies as st
 from kazoo.client import KazooClient
 
 from deploy.local.zookeeper_server import ZooKeeperServer
-from service.adapters.factory import BackendNotAvailable, build_coordinator
 from service.adapters.zookeeper import ZooKeeperCoordinator
 from service.adapters.zookeeper.paths import decode_name, encode_name
 from service.adapters.zookeeper.session import ZooKeeperURL
 from service.core.models import GroupState, Member, Subscription, TopicPartition
+from service.server.backends import BackendNotAvailable, build_coordinator
 from service.settings import Settings
 
 from .conftest import CoordinatorFactory, raw_client

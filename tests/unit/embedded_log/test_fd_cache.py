@@ -15,9 +15,9 @@ from pydantic import ValidationError
 
 from service.adapters.embedded.log import EmbeddedLog
 from service.adapters.embedded.log.fds import fd_limit
-from service.adapters.factory import build_log
 from service.core.models import NewRecord, Record, TopicPartition
 from service.errors import InvalidTopicConfig
+from service.server.backends import build_log
 from service.settings import Settings
 
 from .conftest import Clock, OpenLog, read_all, segments_of, values

@@ -236,8 +236,8 @@ def test_error_translation() -> None:
 
 
 def test_factory_builds_the_kafka_log_from_settings() -> None:
-    from service.adapters.factory import BackendNotAvailable, build_log
     from service.adapters.kafka import KafkaLog
+    from service.server.backends import BackendNotAvailable, build_log
     from service.settings import Settings
 
     log = build_log(

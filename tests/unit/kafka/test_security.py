@@ -17,11 +17,11 @@ from aiokafka.abc import AbstractTokenProvider
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from service.adapters.factory import BackendNotAvailable, build_log
 from service.adapters.kafka import KafkaLog
 from service.adapters.kafka.errors import start_failure
 from service.adapters.kafka.options import KafkaOptions
 from service.adapters.kafka.security import FileToken, KafkaSecurity, StaticToken, client_options
+from service.server.backends import BackendNotAvailable, build_log
 from service.settings import Settings
 
 SERVERS = "k1:9092"

@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.adapters.factory import BackendNotAvailable, build_sessions
 from service.adapters.redis import RedisSessions
 from service.adapters.redis.codec import decode_state, encode_state
 from service.adapters.redis.connection import RedisURL
 from service.adapters.redis.keys import KeyLayout
 from service.core.models import InstanceConfig, InstanceState, Subscription, TopicPartition
+from service.server.backends import BackendNotAvailable, build_sessions
 from service.settings import Settings
 
 _NAMES = st.text(st.characters(codec=None, exclude_categories=()), min_size=1)  # surrogates too

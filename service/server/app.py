@@ -25,32 +25,31 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api_schemas.formats import V2
+from service.adapters.registry import HttpSchemaRegistry
+from service.api import acls, consumers, ops, registry, share_groups, topics, v3
+from service.api.access import Authorize, check_rules
+from service.api.auth import ALWAYS_OPEN, Authenticate, open_paths
+from service.api.crosssite import CrossSiteGuard
+from service.api.fastpath import ProduceFastPath
+from service.api.gateway import Gateway
+from service.api.http import BODY_MODELS, JSONBody, error_response
+from service.api.slashes import TrailingSlash
+from service.api.streams import socket as stream_socket
+from service.core.audit import AUDIT
+from service.core.ports import Coordinator, Log, Sessions
+from service.core.quotas import Quotas
+from service.core.schemas.registry import SchemaRegistry
+from service.errors import ErrorCode, GatewayError
+from service.metrics import Metrics
+from service.security.tokens import KeySet, TokenRules, TokenVerifier
+from service.security.users import UsersFile, Verifier
+from service.server.backends import build_ports, build_quota_store, quota_limits
+from service.server.logs import bounded_logs
+from service.settings import Settings
+from service.ui import CONSOLE_PAGE, console_router, docs_asset_paths, docs_router
 from workers.metadata import metadata_watcher
 from workers.reaper import reaper
 from workers.retention import retention
-
-from .adapters.factory import build_ports, build_quota_store, quota_limits
-from .adapters.registry import HttpSchemaRegistry
-from .api import acls, consumers, ops, registry, share_groups, topics, v3
-from .api.access import Authorize, check_rules
-from .api.auth import ALWAYS_OPEN, Authenticate, open_paths
-from .api.crosssite import CrossSiteGuard
-from .api.fastpath import ProduceFastPath
-from .api.http import BODY_MODELS, JSONBody, error_response
-from .api.slashes import TrailingSlash
-from .api.streams import socket as stream_socket
-from .core.audit import AUDIT
-from .core.ports import Coordinator, Log, Sessions
-from .core.quotas import Quotas
-from .core.schemas.registry import SchemaRegistry
-from .errors import ErrorCode, GatewayError
-from .gateway import Gateway
-from .log_budget import bounded_logs
-from .metrics import Metrics
-from .security.tokens import KeySet, TokenRules, TokenVerifier
-from .security.users import UsersFile, Verifier
-from .settings import Settings
-from .ui import CONSOLE_PAGE, console_router, docs_asset_paths, docs_router
 
 log = logging.getLogger("brokergate")
 

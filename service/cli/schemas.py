@@ -26,10 +26,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from .client import LATEST, ClientError, GatewayClient, Version
-from .console import ToolError, emit
-from .core.schemas.model import Compatibility, Schema, SchemaReference, SchemaType
-from .errors import RegistryErrorCode
+from service.cli.common import ToolError, emit
+from service.client.gateway_client import LATEST, ClientError, GatewayClient, Version
+from service.core.schemas.model import Compatibility, Schema, SchemaReference, SchemaType
+from service.errors import RegistryErrorCode
 
 SCHEMA_FORMATS: Final = ("avro", "jsonschema", "protobuf")
 INCOMPATIBLE: Final = 5  # the exit status of a compat check that says no

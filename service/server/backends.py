@@ -6,11 +6,10 @@ that does not use a backend never imports its client library.
 
 from __future__ import annotations
 
+from service.adapters.share_states import ShareStoreLimits
 from service.core.ports import Coordinator, Log, QuotaStore, Sessions
 from service.core.quotas import QuotaLimits
 from service.settings import Settings
-
-from .share_states import ShareStoreLimits
 
 REDIS_SCHEMES = ("redis://", "rediss://")
 
@@ -23,7 +22,7 @@ class BackendNotAvailable(Exception):
 
 def build_log(settings: Settings) -> Log:
     if settings.log == "embedded":
-        from .embedded.log import EmbeddedLog
+        from service.adapters.embedded.log import EmbeddedLog
 
         return EmbeddedLog(
             settings.data_dir,
@@ -38,8 +37,8 @@ def build_log(settings: Settings) -> Log:
             advertised_port=settings.port,
         )
     if settings.log.startswith("kafka://"):
-        from .kafka import KafkaLog
-        from .kafka.options import KafkaOptions
+        from service.adapters.kafka import KafkaLog
+        from service.adapters.kafka.options import KafkaOptions
 
         try:
             return KafkaLog(settings.log, KafkaOptions.from_settings(settings))
@@ -59,12 +58,12 @@ def share_store_limits(settings: Settings) -> ShareStoreLimits:
 
 def build_coordinator(settings: Settings) -> Coordinator:
     if settings.coordinator == "embedded":
-        from .embedded.coordinator import EmbeddedCoordinator
+        from service.adapters.embedded.coordinator import EmbeddedCoordinator
 
         return EmbeddedCoordinator(settings.data_dir, share_limits=share_store_limits(settings))
     if settings.coordinator.startswith("zookeeper://"):
-        from .zookeeper import ZooKeeperCoordinator
-        from .zookeeper.security import DigestCredentials
+        from service.adapters.zookeeper import ZooKeeperCoordinator
+        from service.adapters.zookeeper.security import DigestCredentials
 
         try:
             return ZooKeeperCoordinator(
@@ -85,15 +84,15 @@ def build_coordinator(settings: Settings) -> Coordinator:
 
 def build_sessions(settings: Settings) -> Sessions:
     if settings.sessions == "embedded":
-        from .embedded.sessions import EmbeddedSessions
+        from service.adapters.embedded.sessions import EmbeddedSessions
 
         return EmbeddedSessions(
             max_idempotency_keys=settings.idempotency_max_keys,
             max_idempotency_bytes=settings.idempotency_max_bytes,
         )
     if settings.sessions.startswith(REDIS_SCHEMES):
-        from .redis import RedisSessions
-        from .redis.security import RedisSecurity
+        from service.adapters.redis import RedisSessions
+        from service.adapters.redis.security import RedisSecurity
 
         try:
             return RedisSessions(
@@ -123,8 +122,8 @@ def quota_limits(settings: Settings) -> QuotaLimits:
 def build_quota_store(settings: Settings) -> QuotaStore:
     """Where quota buckets live: in Redis when the sessions are (so every replica shares them)."""
     if settings.sessions.startswith(REDIS_SCHEMES):
-        from .redis.quotas import RedisQuotas
-        from .redis.security import RedisSecurity
+        from service.adapters.redis.quotas import RedisQuotas
+        from service.adapters.redis.security import RedisSecurity
 
         try:
             return RedisQuotas(
@@ -136,7 +135,7 @@ def build_quota_store(settings: Settings) -> QuotaStore:
             )
         except ValueError as exc:  # a malformed URL or bad credentials: one line for the CLI
             raise BackendNotAvailable(str(exc)) from exc
-    from .embedded.quotas import EmbeddedQuotas
+    from service.adapters.embedded.quotas import EmbeddedQuotas
 
     return EmbeddedQuotas()
 

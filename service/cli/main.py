@@ -3,7 +3,7 @@
 ``brokergate serve`` runs the gateway under uvicorn (uvloop + httptools when
 installed), over HTTPS with ``--tls-cert``; ``topics``, ``produce``, ``consume`` (``--share-group``:
 as a consumer of a share group), ``groups``, ``share-groups``, ``acls`` and ``schemas`` are the
-console tools of ``service.tools``; ``users`` manages the HTTP Basic credentials file;
+console tools of ``service.cli.tools``; ``users`` manages the HTTP Basic credentials file;
 ``worker spark`` runs a Spark batch job on an interval (``workers.spark``). Every flag falls
 back to ``BROKERGATE_<FLAG>`` and then to the default in ``Settings``. Configuration mistakes
 end in one line on stderr and exit status 2, never a traceback.
@@ -18,8 +18,8 @@ from collections.abc import Sequence
 
 from pydantic import ValidationError
 
-from . import tools
-from .settings import Settings
+from service.cli import tools
+from service.settings import Settings
 
 _SERVE_FLAGS = (
     "host",
@@ -113,9 +113,9 @@ def serve(args: argparse.Namespace) -> int:
         first = exc.errors()[0]
         return _fail(f"{'.'.join(str(x) for x in first['loc'])}: {first['msg']}")
 
-    from .adapters.factory import BackendNotAvailable, build_ports
-    from .app import create_app
-    from .server import DrainingServer, raise_fd_limit, server_config
+    from service.server.app import create_app
+    from service.server.backends import BackendNotAvailable, build_ports
+    from service.server.protocol import DrainingServer, raise_fd_limit, server_config
 
     try:
         ports = build_ports(settings)
@@ -150,7 +150,7 @@ def serve(args: argparse.Namespace) -> int:
 
 def manage_users(args: argparse.Namespace) -> int:
     """``brokergate users add|remove|list``: edits the file a running gateway reads again by itself."""
-    from .security.users import UsersFileError, add_user, read_users, remove_user
+    from service.security.users import UsersFileError, add_user, read_users, remove_user
 
     overrides = {k: getattr(args, k) for k in ("users_file", "data_dir") if getattr(args, k) is not None}
     path = Settings(**overrides).users_path

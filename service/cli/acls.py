@@ -26,12 +26,12 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
-from .client import ClientError, GatewayClient
-from .console import ToolError, emit
-from .core.acl import CLUSTER_NAME, WILDCARD, AclBinding, AclFilter, Operation, PatternType, Permission
-from .core.acl import ResourceType as Resource
-from .core.rules import check_group, check_topic
-from .tables import format_table
+from service.cli.common import ToolError, emit
+from service.client.gateway_client import ClientError, GatewayClient
+from service.core.acl import CLUSTER_NAME, WILDCARD, AclBinding, AclFilter, Operation, PatternType, Permission
+from service.core.acl import ResourceType as Resource
+from service.core.rules import check_group, check_topic
+from service.tables import format_table
 
 HEADER: Final = (
     "RESOURCE-TYPE",

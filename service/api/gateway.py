@@ -1,6 +1,6 @@
 """The wired-up gateway: everything a request may need, in one place.
 
-Built once per application by ``service.app.create_app``'s lifespan from the
+Built once per application by ``service.server.app.create_app``'s lifespan from the
 settings, the three ports, the quotas and the metrics (the lifespan also starts
 and stops the schema registry built here); routers and the
 produce fast path reach it through ``get_gateway`` (or ``gateway_of``) and
@@ -16,30 +16,30 @@ from typing import TYPE_CHECKING
 from fastapi import Request
 from starlette.types import Scope
 
-from .core.acl import Access
-from .core.consumers import ConsumerService
-from .core.credit import CreditLimits
-from .core.fair import InstanceLimits
-from .core.groups import GroupManager
-from .core.idempotency import IdempotencyGuard
-from .core.partitioner import Partitioner
-from .core.ports import Coordinator, Log, SchemaResolver, Sessions
-from .core.producer import ProduceService
-from .core.quotas import Quotas
-from .core.schemas.registry import RegistryLimits, SchemaRegistry
-from .core.schemas.serde import Serde
-from .core.shares.consumers import ShareAdmin, ShareConsumers
-from .core.shares.dead_letters import DeadLetters
-from .core.shares.service import ShareGroups
-from .core.shares.state import ShareLimits
-from .core.streams import StreamLimits, StreamService
-from .core.topics import TopicService
-from .core.waits import OpenWaits
-from .metrics import Metrics
-from .settings import Settings
+from service.core.acl import Access
+from service.core.consumers import ConsumerService
+from service.core.credit import CreditLimits
+from service.core.fair import InstanceLimits
+from service.core.groups import GroupManager
+from service.core.idempotency import IdempotencyGuard
+from service.core.partitioner import Partitioner
+from service.core.ports import Coordinator, Log, SchemaResolver, Sessions
+from service.core.producer import ProduceService
+from service.core.quotas import Quotas
+from service.core.schemas.registry import RegistryLimits, SchemaRegistry
+from service.core.schemas.serde import Serde
+from service.core.shares.consumers import ShareAdmin, ShareConsumers
+from service.core.shares.dead_letters import DeadLetters
+from service.core.shares.service import ShareGroups
+from service.core.shares.state import ShareLimits
+from service.core.streams import StreamLimits, StreamService
+from service.core.topics import TopicService
+from service.core.waits import OpenWaits
+from service.metrics import Metrics
+from service.settings import Settings
 
 if TYPE_CHECKING:
-    from .adapters.registry import HttpSchemaRegistry
+    from service.adapters.registry import HttpSchemaRegistry
 
 
 @dataclass(slots=True, kw_only=True)
@@ -201,7 +201,7 @@ def schema_registry(
     the URL ``schema_registry`` is (``ValueError`` naming the setting if a password or TLS file of
     its cannot be used). Neither connects to anything before it is started."""
     if settings.schema_registry != "embedded":
-        from .adapters.registry import HttpSchemaRegistry, RegistryClientOptions
+        from service.adapters.registry import HttpSchemaRegistry, RegistryClientOptions
 
         return HttpSchemaRegistry(RegistryClientOptions.from_settings(settings))
     return SchemaRegistry(

@@ -1,10 +1,10 @@
 """Command-line tools in the spirit of Kafka's console tools, against any brokergate endpoint.
 
 ``brokergate topics|produce|consume|groups|share-groups|acls|schemas`` — built on
-``service.client``; ``acls`` is ``service.acl_tool``'s, ``schemas`` (and the schemas ``produce``
-takes in a schema format) ``service.schema_tool``'s, ``share-groups`` and the loop of ``consume
---share-group`` ``service.share_tool``'s, and the options they all share (URL, output,
-credentials, TLS) are ``service.console``'s. Human output is aligned tables, ``--output json``
+``service.client``; ``acls`` is ``service.cli.acls``'s, ``schemas`` (and the schemas ``produce``
+takes in a schema format) ``service.cli.schemas``'s, ``share-groups`` and the loop of ``consume
+--share-group`` ``service.cli.shares``'s, and the options they all share (URL, output,
+credentials, TLS) are ``service.cli.common``'s. Human output is aligned tables, ``--output json``
 is for scripts; errors are one line on stderr with an exit status:
 
 - 1: refused — by the gateway (401: credentials refused or missing; 403: not allowed; any
@@ -33,13 +33,30 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any, Protocol
 
-from . import acl_tool, schema_tool, share_tool
-from .client import ClientError, Consumer, GatewayClient, ProducedOffset, Record, ShareRecord
-from .console import Credentials, ToolError, add_common_options, connect, credentials, emit, terminal_prompt
-from .core.rules import check_group, check_topic
-from .errors import ErrorCode, GatewayError
-from .schema_tool import SCHEMA_FORMATS, RecordSchemas, record_schemas
-from .tables import format_table
+from service.cli import acls as acl_tool
+from service.cli import schemas as schema_tool
+from service.cli import shares as share_tool
+from service.cli.common import (
+    Credentials,
+    ToolError,
+    add_common_options,
+    connect,
+    credentials,
+    emit,
+    terminal_prompt,
+)
+from service.cli.schemas import SCHEMA_FORMATS, RecordSchemas, record_schemas
+from service.client.gateway_client import (
+    ClientError,
+    Consumer,
+    GatewayClient,
+    ProducedOffset,
+    Record,
+    ShareRecord,
+)
+from service.core.rules import check_group, check_topic
+from service.errors import ErrorCode, GatewayError
+from service.tables import format_table
 
 BATCH = 500
 FORMATS = ("string", "json", "binary", *SCHEMA_FORMATS)

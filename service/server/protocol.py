@@ -28,7 +28,7 @@
 ``DrainingServer`` tells the app first when a stop signal comes: on SIGTERM uvicorn stops
 accepting connections and waits for the requests in flight, up to its graceful-shutdown
 timeout, before the app hears of it. A long-poll would hold that wait for its whole
-timeout and then be cut off. Told at once (``service.app.begin_drain``), long-polls and
+timeout and then be cut off. Told at once (``service.server.app.begin_drain``), long-polls and
 stateless reads answer with what they have, produces in flight finish, and the process exits
 well inside a Kubernetes grace period. Streams end by themselves with a final event; uvicorn
 closes WebSockets as its shutdown begins, so that begins once they did (``STREAMS_DRAIN_S`` at
@@ -58,16 +58,16 @@ from uvicorn.protocols.utils import ClientDisconnected
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from websockets.protocol import State as WebSocketState
 
-from .adapters.embedded.log.fds import descriptors_left
-from .api.auth import PEER_KEY
-from .api.http import error_response
-from .api.streams.socket import TEXT_PARTS
-from .app import begin_drain
-from .connection_limits import SPARE_FDS, ConnectionLimits, Proxies
-from .core.fair import FairCounter, Hold
-from .errors import ErrorCode
-from .security.tls import PeerCertificate, server_context
-from .settings import Settings
+from service.adapters.embedded.log.fds import descriptors_left
+from service.api.auth import PEER_KEY
+from service.api.http import error_response
+from service.api.streams.socket import TEXT_PARTS
+from service.core.fair import FairCounter, Hold
+from service.errors import ErrorCode
+from service.security.tls import PeerCertificate, server_context
+from service.server.app import begin_drain
+from service.server.connections import SPARE_FDS, ConnectionLimits, Proxies
+from service.settings import Settings
 
 log = logging.getLogger("brokergate")
 

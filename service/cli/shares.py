@@ -14,7 +14,7 @@ acquires no more records than ``--max-messages`` leaves to print, and deletes it
 way out, Ctrl-C included, so whatever it holds and did not print goes back to the group at once.
 
 Built on ``GatewayClient``'s share-group methods and ``ShareConsumer``; the records are printed
-by the caller's ``show`` (``service.tools`` prints them for every kind of consumer).
+by the caller's ``show`` (``service.cli.tools`` prints them for every kind of consumer).
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, Final, Protocol
 
-from .client import GatewayClient, ShareConsumer, ShareRecord, acknowledgements
-from .console import ToolError, emit
-from .core.rules import check_group, check_topic
-from .tables import format_table
+from service.cli.common import ToolError, emit
+from service.client.gateway_client import GatewayClient, ShareConsumer, ShareRecord, acknowledgements
+from service.core.rules import check_group, check_topic
+from service.tables import format_table
 
 ACTIONS: Final = ("list", "describe", "reset", "delete")
 LIST_HEADER: Final = ("GROUP", "STATE", "CONSUMERS", "LAG")

@@ -11,9 +11,9 @@ import contextlib
 import ipaddress
 from dataclasses import dataclass
 
-from .core.fair import FairCounter, FairShare
-from .errors import BackendUnavailable
-from .settings import Settings
+from service.core.fair import FairCounter, FairShare
+from service.errors import BackendUnavailable
+from service.settings import Settings
 
 __all__ = ["SPARE_FDS", "ConnectionLimits", "Proxies"]
 

@@ -1,4 +1,7 @@
-"""Print the OpenAPI document the app serves, as YAML (``python -m service.openapi > openapi.yaml``)."""
+"""Print the OpenAPI document the app serves, as YAML.
+
+``python -m service.server.openapi > openapi.yaml`` (``make openapi``) writes the repository's copy.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +10,8 @@ from typing import Any
 
 import yaml
 
-from .app import create_app
-from .settings import Settings
+from service.server.app import create_app
+from service.settings import Settings
 
 
 def document() -> dict[str, Any]:

@@ -7,7 +7,7 @@ Bearer token; ``tls_context`` builds what httpx verifies the gateway with, a cli
 loaded for mutual TLS, and ``_tls_failure`` says why a handshake failed (an untrusted gateway
 certificate, a client certificate required or refused).
 
-``service.client`` and ``service.client_consumers`` both build on it; it imports neither.
+``service.client`` and ``service.client.consumers`` both build on it; it imports neither.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ import traceback
 from collections.abc import AsyncIterator, Iterator
 from typing import Final
 
-from .core import audit
+from service.core import audit
 
 SITE_INTERVAL_S: Final = 60.0
 FLUSH_EVERY_S: Final = 0.5

@@ -4,7 +4,7 @@
 the gateway's URL, ``--output``, and how to authenticate and reach the gateway over TLS.
 ``credentials`` and ``connect`` turn those options, each falling back to its ``BROKERGATE_*``
 environment variable, into a ``GatewayClient``. ``ToolError`` carries the exit status that
-``service.tools`` documents; ``emit`` prints a table for people or JSON for scripts.
+``service.cli.tools`` documents; ``emit`` prints a table for people or JSON for scripts.
 
 A password never has to be on a command line: it is asked at the terminal (no echo), read
 from stdin (``--password-stdin``) or from ``BROKERGATE_PASSWORD``. ``--password`` and
@@ -22,8 +22,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from .client import GatewayClient
-from .tables import format_table
+from service.client.gateway_client import GatewayClient
+from service.tables import format_table
 
 DEFAULT_URL = "http://localhost:8082"
 URL_ENV = "BROKERGATE_URL"

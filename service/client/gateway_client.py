@@ -20,16 +20,16 @@ JSON records in a schema format (``avro``, ``jsonschema``, ``protobuf``).
 Consumers: ``consumer`` creates a ``Consumer``, an instance of a consumer group. Share groups (the
 gateway's KIP-932 extension): ``share_consumer`` creates a ``ShareConsumer``; ``share_groups``,
 ``share_group``, ``reset_share_group`` and ``delete_share_group`` administer the groups. Both
-consumers, their records and ``Acknowledgement`` are ``service.client_consumers``'s.
+consumers, their records and ``Acknowledgement`` are ``service.client.consumers``'s.
 
 Credentials and TLS are the constructor's: HTTP Basic (``auth=(user, password)``) or a
 Bearer ``token``, the CA certificates to verify the gateway with (``verify``), and a client
 certificate for mutual TLS (``cert``). A TLS handshake that fails says why in its
 ``ClientError`` (an untrusted gateway certificate, a client certificate required or refused).
 The HTTP pieces under the client (``url_path``, ``ClientError``, ``BearerAuth``, ``tls_context``) are
-``service.client_http``'s.
+``service.client.http``'s.
 
-This module is the client's façade: it re-exports the names of both, so a program imports
+The package ``service.client`` re-exports the names of all three modules, so a program imports
 everything it uses from ``service.client``.
 """
 
@@ -42,7 +42,7 @@ from typing import Any, Final, Literal
 import httpx
 
 from api_schemas.formats import V2
-from service.client_consumers import (
+from service.client.consumers import (
     REFUSED_HEADER,
     Acknowledgement,
     AckType,
@@ -52,7 +52,7 @@ from service.client_consumers import (
     ShareRecord,
     acknowledgements,
 )
-from service.client_http import BearerAuth, ClientError, _json, _tls_failure, data_type, tls_context, url_path
+from service.client.http import BearerAuth, ClientError, _json, _tls_failure, data_type, tls_context, url_path
 from service.core.acl import AclBinding, AclFilter
 from service.core.rules import check_group, check_instance, check_subject, check_topic
 from service.core.schemas.model import Schema, SchemaType
