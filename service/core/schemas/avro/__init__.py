@@ -1,0 +1,9 @@
+"""Avro schemas: parsing and the canonical text (``parser``), Avro's schema-resolution rules
+(``compatibility``), the codec (``codec``, over the value conversions of ``values``), and the parsed
+schema that ties them together (``schema``)."""
+
+from .codec import AvroCodec
+from .nodes import PRIMITIVES
+from .schema import AvroFormat, AvroSchema
+
+__all__ = ["PRIMITIVES", "AvroCodec", "AvroFormat", "AvroSchema"]
