@@ -14,11 +14,12 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from .core.ports import FlushPolicy
 from .core.rules import valid_topic
 from .core.schemas.model import Compatibility
 from .core.schemas.serde import SubjectNameStrategy
 
-FlushPolicy = Literal["always", "interval", "never"]
+__all__ = ["FlushPolicy", "Settings"]
 
 
 class Settings(BaseSettings):

@@ -31,6 +31,10 @@ from .models import (
 )
 from .schemas.model import ParsedSchema, Schema
 
+# When an append is durable: fsync before it is acknowledged ("always"), on an interval, or when
+# the OS writes it back ("never"). The embedded log keeps to it; a Kafka log has its brokers' own.
+FlushPolicy = Literal["always", "interval", "never"]
+
 
 @runtime_checkable
 class Log(Protocol):

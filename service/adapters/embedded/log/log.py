@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from service.core.models import (
     Broker,
@@ -30,6 +30,7 @@ from service.core.models import (
     TopicInfo,
     TopicPartition,
 )
+from service.core.ports import FlushPolicy
 from service.core.rules import check_partition_growth, check_topic
 from service.errors import (
     BackendError,
@@ -58,9 +59,6 @@ from .fdcache import FdCache
 from .fds import SEALED_FDS, check_room
 from .metadata import DataDir, TopicMeta
 from .partition import Partition, PartitionOptions, PartitionView, finish_in_thread
-
-if TYPE_CHECKING:  # only a type here: at run time the log need not import the settings (pydantic)
-    from service.settings import FlushPolicy
 
 log = logging.getLogger(__name__)
 

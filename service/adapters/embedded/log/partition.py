@@ -27,9 +27,10 @@ from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from service.core.models import Record, TopicPartition
+from service.core.ports import FlushPolicy
 from service.errors import BackendError, BackendUnavailable, TopicNotFound
 
 from ..fileio import fsync_dir
@@ -37,9 +38,6 @@ from .batch import EncodedBatch
 from .config import TopicConfig
 from .fdcache import FdCache
 from .segment import INDEX_SUFFIX, TIMEINDEX_SUFFIX, Segment, parse_segment_name
-
-if TYPE_CHECKING:  # only a type here: at run time the log need not import the settings (pydantic)
-    from service.settings import FlushPolicy
 
 log = logging.getLogger(__name__)
 
