@@ -1,0 +1,219 @@
+"""Parsing a Protobuf schema: ``.proto`` text compiled by protoc, or a registered descriptor.
+
+``ProtobufFormat.parse`` takes a ``.proto`` file (proto2, proto3 or editions) and compiles it with
+protoc in-process (``grpc_tools``): the text and the ``.proto`` texts of its references go into a
+fresh temporary directory under their import paths, protoc reads them from there and from its
+bundled well-known types (``google/protobuf/*.proto``, which need no reference), and its errors
+become the ``InvalidSchema`` message. protoc is reached through the entry point grpc_tools' own
+import hook uses, which raises its errors as exceptions (``protoc.main`` prints them on the
+process's stderr, which no thread can capture for itself); the descriptor is read from the Python
+module protoc generates. One protoc runs at a time (a lock), so parsing is safe from any number of
+worker threads. The schema may also be what Confluent's own serializers register: a base64
+``FileDescriptorProto``; such a schema can be imported by other descriptors, not by ``.proto``
+text (protoc needs the text).
+
+Each parsed schema has its own ``DescriptorPool`` holding its file, its references under their
+import paths and the well-known types it imports, so two schemas that declare the same file
+name, package or message name never collide.
+
+Collaborators: protoc (``grpc_tools``), ``descriptors`` (the well-known files a pool needs) and
+``schema.ProtobufSchema``, what a parse returns.
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import binascii
+import importlib.resources
+import posixpath
+import re
+import tempfile
+import threading
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Final
+
+from google.protobuf import descriptor_pool, unknown_fields
+from google.protobuf.message import DecodeError
+from grpc_tools import _protoc_compiler
+
+from ..model import InvalidSchema, ParsedSchema, Schema, SchemaType
+from .descriptors import FDP, ROOT_FILE, well_known
+from .schema import ProtobufSchema
+
+_PROTOC_LOCK = threading.Lock()
+_BASE64 = re.compile(r"[A-Za-z0-9+/=\s]+\Z")
+_MAX_ERRORS: Final = 5
+
+
+def _well_known_include() -> str:
+    return str(importlib.resources.files("grpc_tools") / "_proto")
+
+
+class ProtobufFormat:
+    """Parses ``.proto`` files and Confluent's base64 descriptors (``SchemaFormat`` for PROTOBUF)."""
+
+    schema_type: SchemaType = SchemaType.PROTOBUF
+
+    def parse(self, schema: Schema, references: Mapping[str, ParsedSchema]) -> ProtobufSchema:
+        dependencies: dict[str, FDP] = {}
+        sources: dict[str, str | None] = {}
+        for ref in schema.references:
+            parsed = references.get(ref.name)
+            if parsed is None:
+                raise InvalidSchema(
+                    f"reference '{ref.name}' ({ref.subject} version {ref.version}) was not given"
+                )
+            if not isinstance(parsed, ProtobufSchema):
+                raise InvalidSchema(
+                    f"reference '{ref.name}' is a {parsed.schema.schema_type} schema, not PROTOBUF"
+                )
+            _check_import_path(ref.name)
+            imported = FDP()
+            imported.CopyFrom(parsed.file)
+            imported.name = ref.name
+            for path, proto in [(ref.name, imported), *parsed.dependencies.items()]:
+                if dependencies.setdefault(path, proto) != proto:
+                    raise InvalidSchema(f"two references give different files for import '{path}'")
+            sources.setdefault(ref.name, parsed.source)
+            for path, text in parsed.sources.items():
+                sources.setdefault(path, text)
+        file = _from_descriptor(schema.text)
+        source: str | None = None
+        if file is None:
+            file = _compile(schema.text, sources)
+            source = schema.text
+        pool = _pool(file, dependencies)
+        needed = _imports(file, dependencies)
+        return ProtobufSchema(
+            schema,
+            file,
+            {p: dependencies[p] for p in needed},
+            {p: sources.get(p) for p in needed},
+            source,
+            pool,
+        )
+
+
+def _check_import_path(path: str) -> None:
+    normalized = posixpath.normpath(path)
+    if (
+        not path.endswith(".proto")
+        or path.startswith("/")
+        or normalized != path
+        or normalized.startswith("..")
+        or "\\" in path
+        or path == ROOT_FILE
+    ):
+        raise InvalidSchema(
+            f"reference name '{path}' is not a usable import path (a relative path to a .proto)"
+        )
+
+
+def _from_descriptor(text: str) -> FDP | None:
+    """The file of a base64 ``FileDescriptorProto`` schema (as Confluent's serializers register
+    them), or None if ``text`` is not one."""
+    if not text.strip() or not _BASE64.match(text):
+        return None
+    try:
+        file = FDP.FromString(base64.b64decode("".join(text.split()), validate=True))
+    except (binascii.Error, DecodeError, ValueError):
+        return None
+    if len(unknown_fields.UnknownFieldSet(file)):
+        return None  # bytes that happen to parse, not a descriptor
+    file.name = ROOT_FILE
+    file.ClearField("source_code_info")
+    return file
+
+
+def _compile(text: str, sources: Mapping[str, str | None]) -> FDP:
+    """``text`` compiled by protoc next to the sources of its references."""
+    with tempfile.TemporaryDirectory(prefix="brokergate-proto-") as tmp:
+        root = Path(tmp)
+        for path, source in sources.items():
+            if source is None:
+                continue  # registered as a descriptor: protoc reports it if the text imports it
+            target = root / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(source, encoding="utf-8")
+        (root / ROOT_FILE).write_text(text, encoding="utf-8")
+        with _PROTOC_LOCK:
+            try:
+                generated = _protoc_compiler.get_protos(
+                    ROOT_FILE.encode(), [str(root).encode(), _well_known_include().encode()]
+                )
+            except _protoc_compiler.ProtocErrors as exc:
+                raise InvalidSchema(_protoc_message(exc.errors(), sources)) from None
+    return _serialized_file(generated[-1][1])  # the last file is the one asked for
+
+
+def _protoc_message(errors: Iterable[Any], sources: Mapping[str, str | None]) -> str:
+    lines = []
+    for error in list(errors)[:_MAX_ERRORS]:
+        filename = (
+            error.filename.decode("utf-8", "replace") if isinstance(error.filename, bytes) else error.filename
+        )
+        message = (
+            error.message.decode("utf-8", "replace") if isinstance(error.message, bytes) else error.message
+        )
+        if filename == ROOT_FILE:
+            filename = "schema"
+        if "File not found" in message and sources.get(filename, "") is None:
+            message += " (the reference was registered as a descriptor, not as .proto text)"
+        where = f"{filename}:{error.line + 1}:{error.column + 1}" if error.line >= 0 else filename
+        lines.append(f"{where}: {message}")
+    return "invalid .proto: " + "; ".join(lines)
+
+
+def _serialized_file(code: bytes) -> FDP:
+    """The ``FileDescriptorProto`` protoc embeds in the Python module it generates."""
+    for node in ast.walk(ast.parse(code)):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "AddSerializedFile"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, bytes)
+        ):
+            return FDP.FromString(node.args[0].value)
+    raise InvalidSchema("protoc produced no descriptor for the schema")  # a grpc_tools change
+
+
+def _imports(file: FDP, dependencies: Mapping[str, FDP]) -> list[str]:
+    """The non-well-known files ``file`` imports, directly or not."""
+    seen: list[str] = []
+
+    def visit(proto: FDP) -> None:
+        for name in proto.dependency:
+            if name not in seen and name in dependencies:
+                seen.append(name)
+                visit(dependencies[name])
+
+    visit(file)
+    return seen
+
+
+def _pool(file: FDP, dependencies: Mapping[str, FDP]) -> descriptor_pool.DescriptorPool:
+    pool = descriptor_pool.DescriptorPool()
+    added: set[str] = set()
+
+    def add(proto: FDP, importer: str) -> None:
+        for name in proto.dependency:
+            if name in added:
+                continue
+            dependency = dependencies.get(name) or well_known(name)
+            if dependency is None:
+                raise InvalidSchema(
+                    f"{importer} imports '{name}', which is neither a reference nor a well-known type"
+                )
+            added.add(name)
+            add(dependency, name)
+        try:
+            pool.Add(proto)
+        except Exception as exc:  # the pool says why in a TypeError or a ValueError
+            raise InvalidSchema(f"the descriptor of {importer} does not build: {exc}") from None
+
+    add(file, "the schema")
+    return pool

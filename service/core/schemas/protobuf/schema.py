@@ -1,0 +1,94 @@
+"""The parsed Protobuf schema (``ParsedSchema`` for PROTOBUF) and its canonical text.
+
+A ``ProtobufSchema`` holds its file, the files it imports, their ``.proto`` texts and its own
+descriptor pool; it answers the registry's questions about itself through its collaborators:
+``compatibility.Diff`` (what a reader of it cannot read of a writer's data) and
+``codec.ProtobufCodec`` (its records' payloads).
+
+Canonical text: the ``FileDescriptorProto`` protoc builds, in protobuf text format, without what
+is only spelling — the file's own name, source locations and comments, ``json_name`` — so layout,
+comments, option syntax and the ``.proto``/descriptor spelling of one schema give one text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from google.protobuf import descriptor_pb2, descriptor_pool, text_format
+from google.protobuf.descriptor import FileDescriptor
+
+from ..model import ParsedSchema, Schema
+from .codec import ProtobufCodec
+from .compatibility import Diff
+from .descriptors import FDP, ROOT_FILE
+
+
+class ProtobufSchema:
+    """A parsed ``.proto``: its file, the files it imports, its own descriptor pool and codec."""
+
+    def __init__(
+        self,
+        schema: Schema,
+        file: FDP,
+        dependencies: Mapping[str, FDP],
+        sources: Mapping[str, str | None],
+        source: str | None,
+        pool: descriptor_pool.DescriptorPool,
+    ) -> None:
+        self.schema = schema
+        self.file = file
+        self.dependencies = dependencies  # import path -> file, every file imported but well-known ones
+        self.sources = sources  # import path -> .proto text (None: registered as a descriptor)
+        self.source = source  # this schema's .proto text (None: registered as a descriptor)
+        self.pool = pool
+        self.descriptor: FileDescriptor = pool.FindFileByName(ROOT_FILE)
+        self._canonical = _canonical(file)
+        self._codec: ProtobufCodec | None = None
+
+    def canonical(self) -> str:
+        return self._canonical
+
+    def reading_errors(self, writer: ParsedSchema) -> list[str]:
+        if not isinstance(writer, ProtobufSchema):
+            return [f"the writer's schema is {writer.schema.schema_type}, not PROTOBUF"]
+        return list(dict.fromkeys(Diff(writer, self).run()))
+
+    def codec(self) -> ProtobufCodec:
+        if self._codec is None:
+            self._codec = ProtobufCodec(self.file, self.pool)
+        return self._codec
+
+    def record_name(self) -> str | None:
+        if not self.file.message_type:
+            return None
+        name = self.file.message_type[0].name
+        return f"{self.file.package}.{name}" if self.file.package else name
+
+    def __repr__(self) -> str:
+        messages = [m.name for m in self.file.message_type]
+        return f"ProtobufSchema(package={self.file.package!r}, messages={messages})"
+
+
+def _canonical(file: FDP) -> str:
+    normalized = FDP()
+    normalized.CopyFrom(file)
+    normalized.ClearField("name")
+    normalized.ClearField("source_code_info")
+    if normalized.syntax == "proto2":
+        normalized.ClearField("syntax")  # proto2 is what an absent syntax means
+    for message in _all_messages(normalized.message_type):
+        for field in message.field:
+            field.ClearField("json_name")
+        for extension in message.extension:
+            extension.ClearField("json_name")
+    for extension in normalized.extension:
+        extension.ClearField("json_name")
+    return text_format.MessageToString(normalized, print_unknown_fields=True)  # custom options too
+
+
+def _all_messages(
+    messages: Iterable[descriptor_pb2.DescriptorProto],
+) -> Iterable[descriptor_pb2.DescriptorProto]:
+    for message in messages:
+        yield message
+        yield from _all_messages(message.nested_type)
