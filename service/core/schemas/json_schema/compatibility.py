@@ -1,17 +1,7 @@
-"""JSON Schema: parsing, the canonical text, Confluent's compatibility rules (a subset), the codec.
+"""Compatibility of JSON Schemas: Confluent's rules (a subset), in their default, strict form.
 
-``JsonSchemaFormat.parse`` checks the document against the metaschema of its ``$schema`` (draft-04,
--06, -07, 2019-09 or 2020-12; draft-07 when it names none, as Confluent does) and checks that every
-``$ref`` resolves, inside the document or to a reference: a ``SchemaReference`` is known by its
-``name`` (the ``$ref`` as the schema writes it, e.g. ``address.json``, or an absolute URL), by that
-name resolved against the schema's ``$id``, and by the referenced document's own ``$id``. Nothing
-is ever fetched. Regular expressions (``pattern``, ``patternProperties``) must be RE2 syntax and
-are matched by RE2, in linear time, so no schema and value can stall the gateway.
-
-Canonical text: the document with sorted keys and no whitespace.
-
-Compatibility (``reading_errors``) follows Confluent's JSON Schema rules in their default, strict
-form: the reader must accept every value the writer's schema accepts. Checked:
+``schema.JsonSchema.reading_errors`` asks whether the reader's schema accepts every value the
+writer's schema accepts. Checked:
 
 - types: a reader type must cover each writer type (``number`` covers ``integer``); a writer that
   allows any type cannot be read by a reader that restricts types; ``true``/``{}`` reads anything,
@@ -49,492 +39,52 @@ Not checked: keywords beside ``$ref`` (the target alone is compared), ``if``/``t
 ``exclusiveMaximum``/``exclusiveMinimum``, and Confluent's lenient mode. Like Confluent, a schema
 without ``type`` counts as the types its keywords constrain (``properties`` → object).
 
-Codec: a value is validated against the schema (format assertions on), and a mismatch is a
-``ConversionError`` with the JSON path and the reason; the payload is the value as compact UTF-8
-JSON, which is what Confluent's JSON Schema serializers write after the 5-byte header. Decoding
-parses the JSON and does not validate (data already written is given as it is).
+What a subschema constrains (keyword families, types, values, content models) is in ``constraints``.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterator, Mapping
-from decimal import Decimal, InvalidOperation
-from typing import TYPE_CHECKING, Any, Final
-from urllib.parse import urljoin
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
-import jsonschema
-import orjson
 import re2
 import referencing
-import referencing.jsonschema
-from jsonschema.exceptions import SchemaError, ValidationError, best_match
-from jsonschema.protocols import Validator
 from referencing.exceptions import Unresolvable
 
-from service.core.json_depth import MAX_SCHEMA_DEPTH, exceeds
-
-from .model import JSON, ConversionError, InvalidSchema, ParsedSchema, Schema, SchemaType
+from .constraints import (
+    _COMBINATORS,
+    _CONSTRAINTS,
+    _LIMIT_TYPES,
+    _LOWER,
+    _UPPER,
+    _allows,
+    _covers,
+    _dict,
+    _divides,
+    _is_number,
+    _is_open,
+    _items,
+    _same_value,
+    _types,
+    _values,
+)
+from .patterns import _RE2_OPTIONS, _short
+from .subschemas import _enter
 
 if TYPE_CHECKING:
-    from referencing._core import Resolver as _Resolver
+    from .subschemas import Resolver
 
-    Resolver = _Resolver[Any]
-
-__all__ = ["MAX_COMPARISONS", "JsonSchema", "JsonSchemaCodec", "JsonSchemaFormat"]
-
-_DRAFTS: Final[Mapping[type[Any], str]] = {
-    jsonschema.Draft4Validator: "draft-04",
-    jsonschema.Draft6Validator: "draft-06",
-    jsonschema.Draft7Validator: "draft-07",
-    jsonschema.Draft201909Validator: "draft 2019-09",
-    jsonschema.Draft202012Validator: "draft 2020-12",
-}
-_UNKNOWN: Final[Any] = object()
 # Nested combinators make the pairs of subschemas to compare grow fast (each branch against each);
 # past this many, the comparison stops and the schemas count as incompatible.
 MAX_COMPARISONS: Final = 50_000
-_MESSAGE_LIMIT: Final = 300
 
 
-# --- regular expressions in RE2 --------------------------------------------------------------
+class _Document(Protocol):
+    """A parsed schema as a comparison reads it (``schema.JsonSchema`` is one): its draft's
+    specification, which says how its ``$id``\\ s and items are spelled. A protocol, as ``schema``
+    imports this module."""
 
-
-def _re2_options() -> Any:
-    options = re2.Options()
-    options.log_errors = False  # a refused pattern is the client's error, not a log line
-    options.never_capture = True
-    options.max_mem = 8 << 20
-    return options
-
-
-_RE2_OPTIONS: Final = _re2_options()
-
-
-class _Patterns:
-    """The schema's regular expressions compiled by RE2, once per parsed schema."""
-
-    def __init__(self) -> None:
-        self._compiled: dict[str, Any] = {}
-
-    def add(self, pattern: str, where: str) -> None:
-        if pattern in self._compiled:
-            return
-        try:
-            self._compiled[pattern] = re2.compile(pattern, _RE2_OPTIONS)
-        except (re2.error, UnicodeEncodeError) as exc:
-            detail = exc.args[0] if exc.args else exc
-            if isinstance(detail, bytes):
-                detail = detail.decode("utf-8", "replace")
-            raise InvalidSchema(
-                f"{where}: pattern {pattern!r} is not a regular expression in RE2 syntax (patterns are "
-                f"matched in linear time: no lookarounds or backreferences): {detail}"
-            ) from None
-
-    def search(self, pattern: str, text: str) -> bool:
-        compiled = self._compiled.get(pattern)
-        if compiled is None:  # a pattern in a referenced document: compiled there, compiled again here
-            self.add(pattern, "pattern")
-            compiled = self._compiled[pattern]
-        return compiled.search(text) is not None
-
-
-def _keywords(patterns: _Patterns) -> dict[str, Callable[..., Iterator[ValidationError]]]:
-    """``pattern``, ``patternProperties`` and ``additionalProperties`` matched by RE2."""
-
-    def pattern(validator: Any, regex: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
-        if validator.is_type(instance, "string") and not patterns.search(regex, instance):
-            yield ValidationError(f"{_short(instance)} does not match {regex!r}")
-
-    def pattern_properties(
-        validator: Any, value: Any, instance: Any, schema: Any
-    ) -> Iterator[ValidationError]:
-        if not validator.is_type(instance, "object"):
-            return
-        for regex, subschema in value.items():
-            for key, item in instance.items():
-                if patterns.search(regex, key):
-                    yield from validator.descend(item, subschema, path=key, schema_path=regex)
-
-    def additional_properties(
-        validator: Any, value: Any, instance: Any, schema: Any
-    ) -> Iterator[ValidationError]:
-        if not validator.is_type(instance, "object"):
-            return
-        declared = schema.get("properties", {})
-        regexes = list(schema.get("patternProperties", {}))
-        extras = [
-            key
-            for key in instance
-            if key not in declared and not any(patterns.search(regex, key) for regex in regexes)
-        ]
-        if validator.is_type(value, "object"):
-            for key in extras:
-                yield from validator.descend(instance[key], value, path=key)
-        elif value is False and extras:
-            names = ", ".join(repr(k) for k in sorted(extras))
-            yield ValidationError(f"additional properties are not allowed ({names} unexpected)")
-
-    return {
-        "pattern": pattern,
-        "patternProperties": pattern_properties,
-        "additionalProperties": additional_properties,
-    }
-
-
-def _short(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-# --- parsing -----------------------------------------------------------------------------------
-
-# Keywords whose values are data, not subschemas: the walk over a document does not enter them.
-_DATA_KEYWORDS: Final = frozenset({"enum", "const", "default", "examples"})
-# Keywords whose values are maps of names to subschemas (the names are not keywords).
-_SCHEMA_MAPS: Final = frozenset(
-    {"properties", "patternProperties", "definitions", "$defs", "dependentSchemas", "dependencies"}
-)
-
-
-def _walk(
-    node: Any,
-    resolver: Resolver,
-    spec: referencing.Specification[Any],
-    where: str,
-    visit: Callable[[dict[str, Any], Resolver, str], None],
-) -> None:
-    """Calls ``visit`` on every subschema of ``node`` with the resolver of its base URI."""
-    if isinstance(node, list):
-        for i, item in enumerate(node):
-            _walk(item, resolver, spec, f"{where}/{i}", visit)
-        return
-    if not isinstance(node, dict):
-        return
-    resolver = _enter(node, resolver, spec)
-    visit(node, resolver, where)
-    for key, value in node.items():
-        if key in _DATA_KEYWORDS:
-            continue
-        if key in _SCHEMA_MAPS and isinstance(value, dict):
-            for name, sub in value.items():
-                _walk(sub, resolver, spec, f"{where}/{key}/{name}", visit)
-        elif isinstance(value, dict | list):
-            _walk(value, resolver, spec, f"{where}/{key}", visit)
-
-
-def _enter(node: Any, resolver: Resolver, spec: referencing.Specification[Any]) -> Resolver:
-    if isinstance(node, dict) and spec.id_of(node) is not None:
-        return resolver.in_subresource(spec.create_resource(node))
-    return resolver
-
-
-class JsonSchema:
-    """A parsed JSON Schema document with the registry its ``$ref``\\ s resolve in."""
-
-    def __init__(
-        self,
-        schema: Schema,
-        document: Any,
-        validator_class: type[Any],
-        spec: referencing.Specification[Any],
-        resources: list[tuple[str, referencing.Resource[Any]]],
-        registry: referencing.Registry[Any],
-        base_uri: str,
-        patterns: _Patterns,
-    ) -> None:
-        self.schema = schema
-        self.document = document
-        self.spec = spec
-        self.resources = resources  # this document and its references', by every URI they answer to
-        self._validator_class = validator_class
-        self._registry = registry
-        self._base_uri = base_uri
-        self._patterns = patterns
-        self._canonical = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        self._codec: JsonSchemaCodec | None = None
-
-    def resolver(self) -> Resolver:
-        return self._registry.resolver(base_uri=self._base_uri)
-
-    def canonical(self) -> str:
-        return self._canonical
-
-    def reading_errors(self, writer: ParsedSchema) -> list[str]:
-        if not isinstance(writer, JsonSchema):
-            return [f"the writer's schema is {writer.schema.schema_type}, not JSON"]
-        comparison = _Comparison(writer, self)
-        try:
-            comparison.compare(writer.document, writer.resolver(), self.document, self.resolver(), "")
-        except _TooComplex:
-            return [
-                f"the schemas are too complex to compare (more than {MAX_COMPARISONS} pairs of subschemas, "
-                "mostly from nested combinators)"
-            ]
-        return list(dict.fromkeys(comparison.errors))
-
-    def codec(self) -> JsonSchemaCodec:
-        if self._codec is None:
-            cls = jsonschema.validators.extend(self._validator_class, _keywords(self._patterns))
-            validator = cls(
-                self.document, registry=self._registry, format_checker=self._validator_class.FORMAT_CHECKER
-            )
-            self._codec = JsonSchemaCodec(validator)
-        return self._codec
-
-    def record_name(self) -> str | None:
-        title = self.document.get("title") if isinstance(self.document, dict) else None
-        return title if isinstance(title, str) and title else None
-
-    def __repr__(self) -> str:
-        return f"JsonSchema({self._canonical[:80]!r})"
-
-
-class JsonSchemaFormat:
-    """Parses JSON Schema documents (``SchemaFormat`` for ``SchemaType.JSON``)."""
-
-    schema_type: SchemaType = SchemaType.JSON
-
-    def parse(self, schema: Schema, references: Mapping[str, ParsedSchema]) -> JsonSchema:
-        if exceeds(schema.text, MAX_SCHEMA_DEPTH):  # before the recursive parser and codec see it
-            raise InvalidSchema(f"a JSON Schema nests JSON more than {MAX_SCHEMA_DEPTH} levels deep")
-        try:
-            document = json.loads(schema.text)
-        except ValueError as exc:
-            raise InvalidSchema(f"a JSON Schema is a JSON document: {exc}") from None
-        if not isinstance(document, dict | bool):
-            raise InvalidSchema("a JSON Schema is a JSON object or a boolean")
-        cls = jsonschema.validators.validator_for(document, default=_UNKNOWN)
-        if cls is _UNKNOWN:
-            if isinstance(document, dict) and "$schema" in document:
-                raise InvalidSchema(
-                    f"unsupported $schema {json.dumps(document['$schema'])}: draft-04, -06, -07, 2019-09 "
-                    "and 2020-12 are"
-                )
-            cls = jsonschema.Draft7Validator
-        draft = _DRAFTS.get(cls)
-        if draft is None:  # draft-03: known to the library, not to schema registries
-            raise InvalidSchema(f"unsupported $schema {json.dumps(cls.META_SCHEMA.get('$schema'))}")
-        try:
-            cls.check_schema(document)
-        except SchemaError as exc:
-            where = "/" + "/".join(str(p) for p in exc.absolute_path)
-            raise InvalidSchema(f"not a valid {draft} schema at {where}: {_limit(exc.message)}") from None
-        spec = referencing.jsonschema.specification_with(cls.META_SCHEMA["$schema"])
-        base_uri = (spec.id_of(document) if isinstance(document, dict) else None) or ""
-        resources = self._references(schema, references, base_uri)
-        root = spec.create_resource(document)
-        own = [(base_uri, root)]
-        registry: referencing.Registry[Any] = referencing.Registry().with_resources(resources + own)
-        patterns = _Patterns()
-
-        def check(node: dict[str, Any], resolver: Resolver, where: str) -> None:
-            ref = node.get("$ref")
-            if isinstance(ref, str):
-                try:
-                    resolver.lookup(ref)
-                except Unresolvable:
-                    raise InvalidSchema(
-                        f"{where or '/'}: $ref {ref!r} resolves neither inside the schema nor to a reference"
-                    ) from None
-            if isinstance(node.get("pattern"), str):
-                patterns.add(node["pattern"], where or "/")
-            if isinstance(node.get("patternProperties"), dict):
-                for regex in node["patternProperties"]:
-                    patterns.add(regex, f"{where}/patternProperties")
-
-        try:
-            _walk(document, registry.resolver(base_uri=base_uri), spec, "", check)
-        except RecursionError:
-            raise InvalidSchema("the schema is nested too deeply") from None
-        return JsonSchema(schema, document, cls, spec, own + resources, registry, base_uri, patterns)
-
-    @staticmethod
-    def _references(
-        schema: Schema, references: Mapping[str, ParsedSchema], base_uri: str
-    ) -> list[tuple[str, referencing.Resource[Any]]]:
-        out: list[tuple[str, referencing.Resource[Any]]] = []
-        for ref in schema.references:
-            parsed = references.get(ref.name)
-            if parsed is None:
-                raise InvalidSchema(
-                    f"reference '{ref.name}' ({ref.subject} version {ref.version}) was not given"
-                )
-            if not isinstance(parsed, JsonSchema):
-                raise InvalidSchema(
-                    f"reference '{ref.name}' is a {parsed.schema.schema_type} schema, not JSON"
-                )
-            resource = parsed.spec.create_resource(parsed.document)
-            names = {ref.name, urljoin(base_uri, ref.name) if base_uri else ref.name}
-            own_id = parsed.spec.id_of(parsed.document) if isinstance(parsed.document, dict) else None
-            if own_id:
-                names.add(own_id)
-            out += [(name, resource) for name in sorted(names)]
-            out += [(uri, res) for uri, res in parsed.resources if uri]  # what the reference imports
-        return out
-
-
-def _limit(text: str) -> str:
-    return text if len(text) <= _MESSAGE_LIMIT else text[: _MESSAGE_LIMIT - 3] + "..."
-
-
-# --- the codec --------------------------------------------------------------------------------
-
-
-class JsonSchemaCodec:
-    """JSON values checked against the schema, as compact UTF-8 JSON (``Codec``)."""
-
-    def __init__(self, validator: Validator) -> None:
-        self._validator = validator
-
-    def encode(self, value: JSON) -> bytes:
-        try:
-            error = best_match(self._validator.iter_errors(value))
-            if error is not None:
-                raise ConversionError(f"{error.json_path}: {_limit(error.message)}")
-            try:
-                return orjson.dumps(value)
-            except orjson.JSONEncodeError:  # beyond 64-bit integers or 255 levels: the standard library
-                return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
-        except RecursionError:
-            raise ConversionError("the value is nested too deeply") from None
-
-    def decode(self, payload: bytes) -> JSON:
-        try:
-            return orjson.loads(payload)
-        except orjson.JSONDecodeError as exc:
-            raise ConversionError(f"the payload is not JSON: {exc}") from None
-
-
-# --- compatibility -----------------------------------------------------------------------------
-
-_OBJECT_KEYWORDS: Final = frozenset(
-    {
-        "properties",
-        "required",
-        "additionalProperties",
-        "patternProperties",
-        "minProperties",
-        "maxProperties",
-        "dependencies",
-        "dependentRequired",
-        "dependentSchemas",
-        "propertyNames",
-        "unevaluatedProperties",
-    }
-)
-_ARRAY_KEYWORDS: Final = frozenset(
-    {
-        "items",
-        "prefixItems",
-        "additionalItems",
-        "minItems",
-        "maxItems",
-        "uniqueItems",
-        "contains",
-        "unevaluatedItems",
-    }
-)
-_STRING_KEYWORDS: Final = frozenset({"minLength", "maxLength", "pattern"})
-_NUMBER_KEYWORDS: Final = frozenset(
-    {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}
-)
-_CONSTRAINTS: Final = (
-    _OBJECT_KEYWORDS
-    | _ARRAY_KEYWORDS
-    | _STRING_KEYWORDS
-    | _NUMBER_KEYWORDS
-    | {"type", "enum", "const", "allOf", "anyOf", "oneOf", "not", "$ref", "if"}
-)
-_UPPER: Final = ("maxLength", "maximum", "exclusiveMaximum", "maxItems", "maxProperties")
-_LOWER: Final = ("minLength", "minimum", "exclusiveMinimum", "minItems", "minProperties")
-_LIMIT_TYPES: Final = {
-    "maxLength": "string",
-    "minLength": "string",
-    "maximum": "number",
-    "minimum": "number",
-    "exclusiveMaximum": "number",
-    "exclusiveMinimum": "number",
-    "maxItems": "array",
-    "minItems": "array",
-    "maxProperties": "object",
-    "minProperties": "object",
-}
-_COMBINATORS: Final = ("allOf", "anyOf", "oneOf")
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
-
-
-def _types(node: dict[str, Any]) -> set[str] | None:
-    """The JSON types ``node`` accepts, or None for any."""
-    declared = node.get("type")
-    if isinstance(declared, str):
-        return {declared}
-    if isinstance(declared, list):
-        return {t for t in declared if isinstance(t, str)}
-    values = _values(node)
-    if values is not None:
-        return {_json_type(v) for v in values}
-    inferred = set()
-    keys = node.keys()
-    if keys & _OBJECT_KEYWORDS:
-        inferred.add("object")
-    if keys & _ARRAY_KEYWORDS:
-        inferred.add("array")
-    if keys & _STRING_KEYWORDS:
-        inferred.add("string")
-    if keys & _NUMBER_KEYWORDS:
-        inferred.add("number")
-    return inferred or None
-
-
-def _values(node: dict[str, Any]) -> list[Any] | None:
-    if "const" in node:
-        return [node["const"]]
-    enum = node.get("enum")
-    return list(enum) if isinstance(enum, list) else None
-
-
-def _covers(types: set[str] | None, t: str) -> bool:
-    return types is None or t in types or (t == "integer" and "number" in types)
-
-
-def _allows(types: set[str] | None, t: str) -> bool:
-    if types is None:
-        return True
-    return bool(types & {"number", "integer"}) if t == "number" else t in types
-
-
-def _same_value(a: Any, b: Any) -> bool:
-    if isinstance(a, bool) or isinstance(b, bool):
-        return a is b
-    if isinstance(a, int | float) and isinstance(b, int | float):
-        return a == b
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_same_value(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_same_value(a[k], b[k]) for k in a)
-    return bool(a == b)
-
-
-def _is_open(node: dict[str, Any]) -> bool:
-    additional = node.get("additionalProperties", True)
-    unevaluated = node.get("unevaluatedProperties", True)
-    return additional is True and unevaluated is True and not node.get("patternProperties")
+    spec: referencing.Specification[Any]
 
 
 class _TooComplex(Exception):
@@ -544,7 +94,7 @@ class _TooComplex(Exception):
 class _Comparison:
     """One ``reading_errors`` run: can the reader's schema read all the writer's schema allows?"""
 
-    def __init__(self, writer: JsonSchema, reader: JsonSchema) -> None:
+    def __init__(self, writer: _Document, reader: _Document) -> None:
         self.writer = writer
         self.reader = reader
         self.errors: list[str] = []
@@ -903,29 +453,3 @@ class _Comparison:
             ritem = rprefix[i] if i < len(rprefix) else rrest
             self.compare(witem, wres, ritem, rres, f"{path}/items/{i}")
         self.compare(wrest, wres, rrest, rres, f"{path}/items")
-
-
-def _items(node: dict[str, Any], spec: referencing.Specification[Any]) -> tuple[list[Any], Any]:
-    """An array schema's per-position item schemas and the schema of the items after them."""
-    if "prefixItems" in node or spec is referencing.jsonschema.DRAFT202012:
-        prefix = node.get("prefixItems")
-        return (prefix if isinstance(prefix, list) else []), node.get("items", True)
-    items = node.get("items", True)
-    if isinstance(items, list):
-        return items, node.get("additionalItems", True)
-    return [], items
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _divides(divisor: float, value: float) -> bool:
-    try:
-        return Decimal(str(value)) % Decimal(str(divisor)) == 0
-    except (InvalidOperation, ZeroDivisionError):
-        return False
