@@ -1,0 +1,303 @@
+"""One poll of a consumer instance: its records fetched from its positions, and what it handed out.
+
+A poll waits on the log in slices, so that a rebalance during the wait is noticed and a
+partition the instance lost is never handed out; it fills the positions it lacks from the
+committed offsets (or ``auto.offset.reset``), starts again past what retention removed, decodes
+the schema formats (moving a position past what decodes only), saves the positions with a
+compare-and-set (another request that moved them first makes it look again) and auto-commits
+if the instance asked to. A poll of a push stream is bounded (``Allowance``): in records and,
+exactly, in bytes for a client's credit (a record alone over the bytes is ``Blocked``); its
+wait ends early when the stream is woken or the gateway drains, before any position moved.
+
+Collaborators: ``instances.Instances`` (load, view, save and commit an instance), the ``Log``
+(fetch, offsets), the ``Coordinator`` (committed offsets, the group's generation), the consume
+``Quotas`` and ``Serde`` for the schema formats. ``service.ConsumerService`` is its caller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+from bisect import bisect_right
+from dataclasses import dataclass
+from itertools import accumulate
+
+from service.errors import BackendUnavailable, ConsumerFormatMismatch, ConversionError, IllegalState
+
+from ..acl import Decision, Operation, ResourceType
+from ..models import EmbeddedFormat, InstanceState, PartitionData, Record, TopicPartition
+from ..ports import Coordinator, Log, Sessions
+from ..quotas import Quotas
+from ..schemas.serde import SCHEMA_TYPES, Serde
+from .instances import Instances
+
+log = logging.getLogger(__name__)
+
+# A long-poll waits on the log in slices so that a rebalance during the wait is noticed.
+_WAIT_SLICE_MS = 1000
+_DECODE_ON_LOOP = 200  # records of a partition decoded on the event loop; more go to a worker thread
+_IDLE_SLICE_S = 0.1
+
+# Records per partition, in fetch order.
+Polled = list[tuple[TopicPartition, list[Record]]]
+
+
+@dataclass(frozen=True, slots=True)
+class Blocked:
+    """The record a poll bounded exactly in bytes could not hand out: alone, it weighs more than
+    the bytes allowed (a stream's client must grant more credit to get past it)."""
+
+    tp: TopicPartition
+    offset: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """What one poll took, and the instance as the poll saw it: the partitions it owned, where
+    each stood before the records (``before``) and after them (``after``), and its lease.
+    ``weight`` is what the records weigh (``Record.size``), when the poll had to count it."""
+
+    format: EmbeddedFormat
+    polled: Polled
+    partitions: tuple[TopicPartition, ...]
+    before: dict[TopicPartition, int]
+    after: dict[TopicPartition, int]
+    lease_ms: int
+    blocked: Blocked | None = None
+    weight: int | None = None
+
+
+class Allowance:
+    """How many more records, and (``exact``) bytes, a bounded poll may hand out; ``spent``: the
+    bytes it handed out."""
+
+    __slots__ = ("bytes", "exact", "records", "spent")
+
+    def __init__(self, records: int | None, byte_limit: int | None) -> None:
+        self.records = records
+        self.bytes = byte_limit
+        self.exact = byte_limit is not None
+        self.spent = 0
+
+    def take(self, records: list[Record]) -> list[Record]:
+        """The leading ``records`` that fit, spent from the allowance."""
+        end = len(records) if self.records is None else min(len(records), self.records)
+        if self.bytes is not None and end:
+            # each record's size (``Record.size``; a record without headers is weighed inline), the
+            # running totals, and where they pass the bytes left: a batch is thousands of records
+            totals = list(
+                accumulate(
+                    r.size if r.headers else len(r.key or b"") + len(r.value or b"") for r in records[:end]
+                )
+            )
+            end = bisect_right(totals, self.bytes)  # sizes are never negative: totals only grow
+            spent = totals[end - 1] if end else 0
+            self.spent += spent
+            self.bytes -= spent
+        if self.records is not None:
+            self.records -= end
+        return records if end == len(records) else records[:end]
+
+
+class Poller:
+    """Polls consumer instances (``poll``), long-polls and push streams' bounded polls alike.
+
+    Collaborators: ``Instances``, the ``Log``, ``Coordinator`` and ``Sessions`` ports, the consume
+    ``Quotas``, ``Serde`` (schema formats) and the gateway's draining event, which ends every wait.
+    """
+
+    def __init__(
+        self,
+        log: Log,
+        coordinator: Coordinator,
+        sessions: Sessions,
+        instances: Instances,
+        quotas: Quotas,
+        draining: asyncio.Event,
+        serde: Serde | None,
+    ) -> None:
+        self._log = log
+        self._coordinator = coordinator
+        self._sessions = sessions
+        self._instances = instances
+        self._quotas = quotas
+        # Set when the gateway is shutting down: long-polls answer with what they have, at once.
+        self._draining = draining
+        self._serde = serde
+
+    async def poll(
+        self,
+        group: str,
+        name: str,
+        timeout_ms: int | None,
+        max_bytes: int,
+        accept: set[EmbeddedFormat] | None,
+        client: str,
+        who: Decision | None,
+        *,
+        allowance: tuple[int | None, int | None] | None = None,
+        wake: asyncio.Event | None = None,
+    ) -> Batch:
+        """One poll of instance ``name`` of ``group``, in its format (one of ``accept``, if given):
+        what ``ConsumerService.poll`` and ``ConsumerService.take`` promise, ``allowance`` being
+        ``take``'s bounds (records, bytes) and ``wake`` what ends its wait early."""
+        state = await self._instances.load(group, name, who)
+        fmt = state.config.format
+        if accept is not None and fmt not in accept:
+            raise ConsumerFormatMismatch()
+        wait_ms = state.config.request_timeout_ms if timeout_ms is None or timeout_ms < 0 else timeout_ms
+        deadline = self._instances.now_ms() + wait_ms
+        quotas = self._quotas
+        peek = allowance is not None and allowance[0] == 0  # a stream asking where it stands
+        admitted = not quotas.consume or peek
+        while True:
+            owned, generation = await self._instances.view(state)
+            if who is not None:
+                who.check(ResourceType.TOPIC, {tp.topic for tp in owned}, Operation.READ)
+            if not admitted:
+                await quotas.admit_consume(client, {tp.topic for tp in owned})
+                admitted = True
+            changed = await self._fill_positions(state, owned)
+            # a stream woken takes nothing more (its client may be gone); a long-poll answers what is there
+            skip = peek or (wake is not None and (wake.is_set() or self._draining.is_set()))
+            woken = skip or self._draining.is_set()
+            remaining = 0 if woken else max(0, deadline - self._instances.now_ms())
+            polled: Polled = []
+            undecodable: ConversionError | None = None
+            blocked: Blocked | None = None
+            positions = {tp: state.positions[tp] for tp in owned}
+            left = None
+            if owned and not skip:
+                left = None if allowance is None else Allowance(*allowance)
+                data = await self._fetch(
+                    positions,
+                    max_bytes=max_bytes,
+                    max_wait_ms=min(remaining, _WAIT_SLICE_MS),
+                    min_bytes=state.config.fetch_min_bytes,
+                    wake=wake,
+                )
+                for tp, part in data.items():
+                    if positions[tp] < part.log_start_offset:  # retention removed what we were at
+                        state.positions[tp] = await self._reset(state, tp)
+                        changed = True
+                    elif part.records:
+                        records = part.records
+                        if left is not None:
+                            records = left.take(records)
+                            if not records and not polled and blocked is None and left.exact:
+                                head = part.records[0]
+                                blocked = Blocked(tp, head.offset, head.size)
+                        if records and fmt in SCHEMA_TYPES:  # the position moves past what decodes only
+                            records, error = await self._decode(fmt, tp, records)
+                            undecodable = undecodable or error
+                        if records:
+                            polled.append((tp, records))
+                            state.positions[tp] = records[-1].offset + 1
+                            changed = True
+                if polled:
+                    blocked = None
+                woken = woken or self._draining.is_set() or (wake is not None and wake.is_set())
+            if undecodable is not None and not polled:
+                raise undecodable
+            elif remaining and not polled and blocked is None and not woken:
+                # nothing owned, or a fetch that answered early with nothing: not a busy loop
+                await asyncio.sleep(min(remaining / 1000, _IDLE_SLICE_S))
+            if polled and generation is not None:
+                # A rebalance during the wait: never hand out a partition the instance lost.
+                if (await self._coordinator.state(group)).generation != generation:
+                    state = await self._instances.load(group, name, who)
+                    continue
+            state.last_seen_ms = self._instances.now_ms()
+            if changed:
+                if not await self._sessions.save(state):
+                    # another request moved the positions first
+                    state = await self._instances.load(group, name, who)
+                    continue
+            else:
+                await self._instances.touch(state)
+            if polled and state.config.auto_commit:
+                await self._auto_commit(state, {tp for tp, _ in polled}, generation)
+            if polled or blocked or woken or self._instances.now_ms() >= deadline or self._draining.is_set():
+                if quotas.consume and not peek:
+                    await quotas.consumed(client, polled)
+                after = {tp: state.positions[tp] for tp in owned if tp in state.positions}
+                lease = state.config.instance_timeout_ms
+                # what the allowance counted (decoding a schema format may keep fewer records than it took)
+                counted = left is not None and left.exact and fmt not in SCHEMA_TYPES
+                weight = left.spent if counted and left is not None else None
+                return Batch(fmt, polled, tuple(owned), positions, after, lease, blocked, weight)
+            state = await self._instances.load(group, name, who)
+
+    async def _fetch(
+        self,
+        positions: dict[TopicPartition, int],
+        *,
+        max_bytes: int,
+        max_wait_ms: int,
+        min_bytes: int,
+        wake: asyncio.Event | None,
+    ) -> dict[TopicPartition, PartitionData]:
+        """The log's fetch; with ``wake``, dropped (nothing fetched) once it or the drain is set.
+
+        A fetch only reads, so dropping one moves nothing: what it would have read is read again.
+        """
+        fetch = self._log.fetch(positions, max_bytes=max_bytes, max_wait_ms=max_wait_ms, min_bytes=min_bytes)
+        if wake is None or max_wait_ms <= 0:
+            return await fetch
+        fetching = asyncio.ensure_future(fetch)
+        waiters = (asyncio.ensure_future(wake.wait()), asyncio.ensure_future(self._draining.wait()))
+        try:
+            await asyncio.wait((fetching, *waiters), return_when=asyncio.FIRST_COMPLETED)
+            if fetching.done():
+                return fetching.result()
+            return {}
+        finally:
+            for task in (fetching, *waiters):
+                if not task.done():
+                    task.cancel()
+            if not fetching.done():
+                with contextlib.suppress(asyncio.CancelledError):
+                    await fetching
+
+    async def _decode(
+        self, fmt: str, tp: TopicPartition, records: list[Record]
+    ) -> tuple[list[Record], ConversionError | None]:
+        """The leading ``records`` whose keys and values decode with their schemas, decoded, and
+        why the next one does not (``serde.Serde.decode``); many are decoded in a worker thread."""
+        if self._serde is None:
+            raise BackendUnavailable(f"The {fmt} format needs a schema registry, and there is none.")
+        await self._serde.prepare(records)
+        where = f"{tp.topic!r} partition {tp.partition}"
+        decode = functools.partial(self._serde.decode, SCHEMA_TYPES[fmt], records, where=where)
+        decoded = await asyncio.to_thread(decode) if len(records) > _DECODE_ON_LOOP else decode()
+        return decoded.records, decoded.error
+
+    async def _auto_commit(
+        self, state: InstanceState, tps: set[TopicPartition], generation: int | None
+    ) -> None:
+        offsets = {tp: state.positions[tp] for tp in tps}
+        try:
+            await self._instances.store(state, offsets, generation)
+        except IllegalState as exc:  # lost the partition meanwhile; the new owner re-reads
+            log.info("auto-commit of %r/%s skipped: %s", state.group, state.name, exc)
+
+    async def _reset(self, state: InstanceState, tp: TopicPartition) -> int:
+        policy = state.config.auto_offset_reset
+        if policy == "none":
+            raise IllegalState(
+                f"No committed offset for partition {tp} and auto.offset.reset is 'none'; seek first."
+            )
+        begin, end = await self._log.offsets(tp)
+        return begin if policy == "earliest" else end
+
+    async def _fill_positions(self, state: InstanceState, owned: list[TopicPartition]) -> bool:
+        missing = [tp for tp in owned if tp not in state.positions]
+        if not missing:
+            return False
+        committed = await self._coordinator.committed(state.group, missing)
+        for tp in missing:
+            state.positions[tp] = committed[tp] if tp in committed else await self._reset(state, tp)
+        return True
