@@ -1,0 +1,90 @@
+"""One partition's stream: the stateless read from an offset on, pushed, with no consumer instance.
+
+Collaborators: ``TopicService.read``, the consume ``Quotas``, ``Serde`` for the schema formats and
+``stream.Stream`` (its context, wake-up and end).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Final
+
+from service.errors import BackendUnavailable, GatewayError, Throttled
+
+from ..acl import Operation, ResourceType
+from ..models import EmbeddedFormat, Record, TopicPartition
+from ..quotas import Quotas
+from ..schemas.serde import SCHEMA_TYPES, Serde
+from ..topics import TopicService
+from .events import ERROR, End, Event, Records
+from .stream import STEP_WAIT_MS, Stream, StreamContext
+
+_DECODE_ON_LOOP: Final = 200  # records decoded on the event loop; more go to a worker thread
+
+
+class PartitionStream(Stream):
+    """One partition's records from an offset on, with no consumer instance: the stateless read,
+    pushed. Collaborators: ``TopicService``, the consume ``Quotas``, ``Serde`` for schema formats.
+    ``offset`` is the next offset to send (the stream's cursor)."""
+
+    def __init__(
+        self,
+        topics: TopicService,
+        quotas: Quotas,
+        serde: Serde | None,
+        tp: TopicPartition,
+        offset: int,
+        fmt: EmbeddedFormat,
+        context: StreamContext,
+    ) -> None:
+        super().__init__(context)
+        self.tp = tp
+        self.offset = offset
+        self.format = fmt
+        self._topics = topics
+        self._quotas = quotas
+        self._serde = serde
+
+    async def step(self, *, max_bytes: int, wait_ms: int = STEP_WAIT_MS) -> list[Event]:
+        """One read from ``offset``: its records with the offset after them, or nothing after an
+        idle wait. READ on the topic is checked every time, as the stateless read's route does."""
+        tp, quotas, client = self.tp, self._quotas, self._ctx.client
+        try:
+            (await self.decide()).check(ResourceType.TOPIC, (tp.topic,), Operation.READ)
+            if quotas.consume:
+                await quotas.admit_consume(client, (tp.topic,))
+            read = self._topics.read(tp, self.offset, max_bytes=max_bytes, max_wait_ms=wait_ms, counted=False)
+            part = await self._unless_woken(read)
+            if part is None:  # the client is gone, or the gateway drains
+                return []
+            records = part.records
+            if quotas.consume:
+                await quotas.consumed(client, [(tp, records)])
+            if records and self.format in SCHEMA_TYPES:
+                records = await self._decode(records)
+        except Throttled as exc:
+            await self._sleep(self._throttled_for(exc))
+            return []
+        except GatewayError as exc:
+            return [End(ERROR, exc)]
+        if not records:
+            self.offset = max(self.offset, part.log_start_offset)  # retention removed what was there
+            return []
+        self.offset = records[-1].offset + 1
+        return [Records(self.format, [(tp, records)], {tp: self.offset})]
+
+    async def _decode(self, records: list[Record]) -> list[Record]:
+        """The leading records that decode; the error of the first if none does."""
+        serde = self._serde
+        if serde is None:
+            raise BackendUnavailable(f"The {self.format} format needs a schema registry, and there is none.")
+        await serde.prepare(records)
+        where = f"{self.tp.topic!r} partition {self.tp.partition}"
+        schema_type = SCHEMA_TYPES[self.format]
+        if len(records) > _DECODE_ON_LOOP:
+            decoded = await asyncio.to_thread(serde.decode, schema_type, records, where=where)
+        else:
+            decoded = serde.decode(schema_type, records, where=where)
+        if decoded.error is not None and not decoded.records:
+            raise decoded.error
+        return decoded.records
