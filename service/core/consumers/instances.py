@@ -48,11 +48,14 @@ class Instances:
         return int(self._clock() * 1000)
 
     async def remove(self, group: str, name: str) -> None:
+        """Delete the instance and take it out of its group, which is rebalanced if it was a member."""
         await self._sessions.delete(group, name)
         if await self._coordinator.leave(group, name):
             await self._groups.rebalance(group)
 
     async def load(self, group: str, name: str, who: Decision | None) -> InstanceState:
+        """The instance, if it is a consumer instance ``who`` may reach and its lease has not run out
+        (one whose lease ran out is removed); ``ConsumerInstanceNotFound`` otherwise."""
         state = await self._sessions.load(group, name)
         if state.config.kind != "consumer" or (who is not None and not who.owns(state.owner)):
             # not a 403: whose instances exist is nobody else's business; a share consumer is not here
@@ -63,6 +66,7 @@ class Instances:
         return state
 
     async def touch(self, state: InstanceState) -> None:
+        """Renew the instance's lease, changing nothing else."""
         await self._sessions.touch(state.group, state.name, self.now_ms())
 
     async def mutate(
