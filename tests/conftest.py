@@ -25,8 +25,7 @@ from deploy.local.kafka_broker import TansuBroker
 from deploy.local.process import free_port
 from deploy.local.redis_server import RedisServer
 from deploy.local.zookeeper_server import ZooKeeperServer
-from service.server.app import create_app
-from service.server.protocol import server_config
+from service.server.app import create_app, server_config
 from service.settings import Settings
 
 # Property tests judge answers, never speed: a busy machine must not fail one for taking long.

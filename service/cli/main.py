@@ -113,9 +113,9 @@ def serve(args: argparse.Namespace) -> int:
         first = exc.errors()[0]
         return _fail(f"{'.'.join(str(x) for x in first['loc'])}: {first['msg']}")
 
-    from service.server.app import create_app
+    from service.server.app import create_app, server_config
     from service.server.backends import BackendNotAvailable, build_ports
-    from service.server.protocol import DrainingServer, raise_fd_limit, server_config
+    from service.server.protocol import DrainingServer, raise_fd_limit
 
     try:
         ports = build_ports(settings)

@@ -2,7 +2,7 @@
 
 A stream outlives the request that opened it, so the credential of that request is kept
 (``Credential``, made by the authentication middleware: Basic, a token, a certificate) and asked
-before everything the stream does (``streams._Stream.decide``); the answer ``CredentialLapsed``
+before everything the stream does (``streams.Stream.decide``); the answer ``CredentialLapsed``
 is what a request with it would get, 401 with 40101.
 """
 

@@ -1,55 +1,82 @@
-"""The FastAPI application: routers, error shape, lifecycle.
+"""The composition root: the one place that turns the settings into brokergate's parts and connects them.
 
-``create_app(settings)`` builds the app; its lifespan opens the three ports
-and the quota store in an ``AsyncExitStack`` (closed in reverse), wires the
-``Gateway`` (everything a request may need), starts its schema registry, and
-owns the background workers.
+Read top to bottom, it shows every part and what it is given:
+
+- ``create_app`` builds the application. At its start (the lifespan, an ``AsyncExitStack`` closed in
+  reverse): the audit trail and the process log's bound (``logs``); the three ports, each adapter
+  chosen by ``backends``; the quotas and their store; the core services over the ports, gathered
+  in the ``Gateway`` the routers depend on (``build_gateway``); the schema registry (the gateway's
+  own, or its client of an external one, ``schema_registry``); the background workers (reaper,
+  retention, metadata watcher). Around the routes, from the outside in: one-line start errors,
+  metrics, trailing slashes, the cross-site guard, the raw-path guard, authentication (with the
+  verifiers of ``basic_verifier`` and ``token_verifier``), authorization and the produce fast path.
+- ``server_config`` is how uvicorn serves that application: on ``protocol.GatewayProtocol`` with
+  the connection limits and the TLS context of the settings.
+
+``brokergate serve`` and the test fixtures use exactly these two. Nothing else reads the settings
+into parts: adapters are given their options, core services their limits, and routers the
+``Gateway`` (whose ``settings`` they read per request, e.g. the bounds of a body).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import ssl
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
-from pathlib import Path
-from typing import Any
-from urllib.parse import unquote_to_bytes
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any, cast
 
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.openapi.utils import get_openapi
-from fastapi.responses import Response
-from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+import uvicorn
+from fastapi import FastAPI
 
-from api_schemas.formats import V2
 from service.adapters.registry import HttpSchemaRegistry
 from service.api import acls, consumers, ops, registry, share_groups, topics, v3
 from service.api.access import Authorize, check_rules
-from service.api.auth import ALWAYS_OPEN, Authenticate, open_paths
+from service.api.auth import Authenticate, open_paths
 from service.api.crosssite import CrossSiteGuard
+from service.api.error_handlers import add_error_handlers
 from service.api.fastpath import ProduceFastPath
 from service.api.gateway import Gateway
-from service.api.http import BODY_MODELS, JSONBody, error_response
+from service.api.http import JSONBody
+from service.api.openapi import build_openapi
 from service.api.slashes import TrailingSlash
 from service.api.streams import socket as stream_socket
-from service.core.audit import AUDIT
+from service.core.acl import Access
+from service.core.consumers import ConsumerService
+from service.core.credit import CreditLimits
+from service.core.fair import InstanceLimits
+from service.core.groups import GroupManager
+from service.core.idempotency import IdempotencyGuard
+from service.core.partitioner import Partitioner
 from service.core.ports import Coordinator, Log, Sessions
+from service.core.producer import ProduceService
 from service.core.quotas import Quotas
-from service.core.schemas.registry import SchemaRegistry
-from service.errors import ErrorCode, GatewayError
+from service.core.schemas.registry import RegistryLimits, SchemaRegistry
+from service.core.schemas.serde import Serde
+from service.core.shares.consumers import ShareAdmin, ShareConsumers
+from service.core.shares.dead_letters import DeadLetters
+from service.core.shares.service import ShareGroups
+from service.core.shares.state import ShareLimits
+from service.core.streams import StreamLimits, StreamService
+from service.core.topics import TopicService
+from service.core.waits import OpenWaits
 from service.metrics import Metrics
+from service.security.tls import server_context
 from service.security.tokens import KeySet, TokenRules, TokenVerifier
 from service.security.users import UsersFile, Verifier
-from service.server.backends import build_ports, build_quota_store, quota_limits
-from service.server.logs import bounded_logs
+from service.server.backends import build_ports, build_quota_store, quota_limits, registry_client_options
+from service.server.connections import ConnectionLimits, Proxies
+from service.server.logs import audit_trail, bounded_logs
+from service.server.middleware import MetricsMiddleware, OneLineStartupErrors, RawPathGuard
+from service.server.protocol import GRACEFUL_SHUTDOWN_S, GatewayProtocol, GatewayWebSocketProtocol, LastResort
 from service.settings import Settings
 from service.ui import CONSOLE_PAGE, console_router, docs_asset_paths, docs_router
 from workers.metadata import metadata_watcher
 from workers.reaper import reaper
 from workers.retention import retention
+
+__all__ = ["build_gateway", "create_app", "server_config"]
 
 log = logging.getLogger("brokergate")
 
@@ -60,152 +87,6 @@ DESCRIPTION = (
     "headers and timestamps, stateless reads by offset, v3 topic admin, consumer-group lag; and "
     "Confluent's schema-registry API under /schema-registry."
 )
-
-
-def _error_type(request: Request) -> str | None:
-    """The media type of an error: the schema registry's under its prefix, else the v2 type."""
-    return registry.SR_V1 if registry.is_registry_path(request.url.path) else None
-
-
-async def _gateway_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, GatewayError)
-    if exc.http_status >= 500:
-        log.warning("%s %s: %s", request.method, request.url.path, exc.message)
-    return error_response(
-        exc.http_status,
-        int(exc.error_code),
-        exc.message,
-        retry_after=exc.retry_after,
-        media_type=_error_type(request),
-    )
-
-
-async def _validation_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, RequestValidationError)
-    errors = exc.errors()
-    in_registry = registry.is_registry_path(request.url.path)
-    if any(err["loc"][:1] == ("path",) for err in errors):
-        # /topics/t/partitions/abc names no resource: that is a 404, as Confluent answers.
-        if in_registry:  # the schema registry's generic codes are the HTTP status
-            return error_response(404, 404, "HTTP 404 Not Found", media_type=registry.SR_V1)
-        return error_response(404, ErrorCode.NOT_FOUND, f"Not found: {request.url.path}")
-    parts = [
-        f"{'.'.join(str(x) for x in err['loc'][1:]) or err['loc'][0]}: {err['msg']}" for err in errors[:5]
-    ]
-    if in_registry:
-        return error_response(400, 400, "Invalid request: " + "; ".join(parts), media_type=registry.SR_V1)
-    return error_response(422, ErrorCode.INVALID_REQUEST, "Invalid request: " + "; ".join(parts))
-
-
-async def _http_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, StarletteHTTPException)
-    if registry.is_registry_path(request.url.path):
-        return error_response(
-            exc.status_code,
-            exc.status_code,
-            f"HTTP {exc.status_code} {exc.detail}",
-            headers=dict(exc.headers or {}),
-            media_type=registry.SR_V1,
-        )
-    if exc.status_code == 404:  # no route: nothing says which resource, so the generic code
-        return error_response(404, ErrorCode.NOT_FOUND, f"Not found: {request.url.path}")
-    return error_response(exc.status_code, exc.status_code * 100 + 1, str(exc.detail))
-
-
-async def _unexpected(request: Request, exc: Exception) -> Response:
-    log.exception("unexpected error on %s %s", request.method, request.url.path)
-    return error_response(500, ErrorCode.INTERNAL, "Internal server error.", media_type=_error_type(request))
-
-
-class MetricsMiddleware:
-    """Counts and times requests by route template (pure ASGI: no per-request copies)."""
-
-    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
-        self.app = app
-        self.metrics = metrics
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        start = time.perf_counter()
-        status = 500
-
-        async def send_status(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_status)
-        finally:
-            route = scope.get("route")
-            path = getattr(route, "path", "unmatched")
-            method = scope["method"]
-            self.metrics.requests.labels(method, path, str(status)).inc()
-            self.metrics.latency.labels(method, path).observe(time.perf_counter() - start)
-
-
-class RawPathGuard:
-    """Refuses a path with a segment that is, once percent-decoded, ``.``, ``..`` or holds a ``/``.
-
-    Routing sees the decoded path, so ``/topics/orders%2Fpartitions%2F0`` would otherwise produce
-    to partition 0 of ``orders``, and a client that sends ``/topics/foo/../orders`` unnormalised
-    would act on ``orders``. No name brokergate accepts is such a segment, so the request is refused
-    (42207) before any route or the produce fast path sees it. Only paths holding ``%`` or ``/.``
-    are looked at.
-    """
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            raw: bytes = scope.get("raw_path") or scope["path"].encode()
-            if b"%" in raw or b"/." in raw:
-                bad = _bad_segment(raw)
-                if bad is not None:
-                    message = f"Path segment {bad!r} names no resource: it decodes to '.', '..' or holds '/'."
-                    await error_response(422, ErrorCode.INVALID_TOPIC, message)(scope, receive, send)
-                    return
-        await self.app(scope, receive, send)
-
-
-def _bad_segment(raw_path: bytes) -> str | None:
-    for segment in raw_path.split(b"/"):
-        decoded = unquote_to_bytes(segment)
-        if decoded in (b".", b"..") or b"/" in decoded:
-            return segment.decode("latin-1")
-    return None
-
-
-class OneLineStartupErrors:
-    """Reports a failed start as one line (e.g. "data dir in use"), not a traceback.
-
-    Starlette hands the server the whole traceback of a failed lifespan; an
-    operator needs its last line.
-    """
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "lifespan":
-            await self.app(scope, receive, send)
-            return
-
-        async def send_short(message: Message) -> None:
-            if message["type"] == "lifespan.startup.failed":
-                last = (message.get("message") or "").strip().splitlines()[-1:] or ["unknown error"]
-                kind, _, text = last[0].partition(": ")
-                message = {**message, "message": f"brokergate: cannot start: {text if text else kind}"}
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_short)
-        except Exception:  # already reported in one line through send_short
-            return
 
 
 def create_app(settings: Settings, ports: tuple[Log, Coordinator, Sessions] | None = None) -> FastAPI:
@@ -227,7 +108,7 @@ def create_app(settings: Settings, ports: tuple[Log, Coordinator, Sessions] | No
                 await port.start()
                 stack.push_async_callback(port.stop)
             quotas = await _open_quotas(settings, metrics, stack)
-            gateway = Gateway.build(settings, log_port, coordinator, sessions, quotas=quotas, metrics=metrics)
+            gateway = build_gateway(settings, log_port, coordinator, sessions, quotas=quotas, metrics=metrics)
             # the gateway's own schema registry, or its client of an external one (which starts
             # whether or not that registry answers now)
             registry = gateway.registry if gateway.registry is not None else gateway.schemas
@@ -282,10 +163,7 @@ def create_app(settings: Settings, ports: tuple[Log, Coordinator, Sessions] | No
     app.include_router(docs_router(title=app.title))
     if settings.ui:
         app.include_router(console_router(read_only=settings.ui_read_only))
-    app.add_exception_handler(GatewayError, _gateway_error)
-    app.add_exception_handler(RequestValidationError, _validation_error)
-    app.add_exception_handler(StarletteHTTPException, _http_error)
-    app.add_exception_handler(Exception, _unexpected)
+    add_error_handlers(app)
     if settings.produce_fast_path:
         app.add_middleware(ProduceFastPath, served=app)  # inside the metrics: counted the same
     opened = open_paths(docs=settings.docs_open, metrics=settings.metrics_open)
@@ -326,6 +204,173 @@ def create_app(settings: Settings, ports: tuple[Log, Coordinator, Sessions] | No
     return app
 
 
+def build_gateway(
+    settings: Settings,
+    log: Log,
+    coordinator: Coordinator,
+    sessions: Sessions,
+    *,
+    quotas: Quotas | None = None,
+    metrics: Metrics | None = None,
+) -> Gateway:
+    """The core services over the ports, as the settings ask, gathered for the routers."""
+    quotas = quotas or Quotas.off()
+    registry = schema_registry(settings, log, coordinator)
+    serde = Serde(registry, strategy=settings.schema_subject_strategy)
+    metadata_changed = asyncio.Event()
+    draining = asyncio.Event()
+    # polls and stateless reads share one bound, and each principal's share of it
+    waits = OpenWaits(settings.max_open_polls, share=settings.max_open_polls_per_principal)
+    access = Access(coordinator.acls, super_users=settings.super_user_names, enabled=settings.authorize)
+    groups = GroupManager(log, coordinator, access)
+    topics = TopicService(
+        log,
+        auto_create=settings.auto_create_topics_enable,
+        default_partitions=settings.default_partitions,
+        on_change=groups.refresh,
+        on_created=metadata_changed.set,
+        draining=draining,
+        waits=waits,
+        reserved={settings.schema_registry_topic: "the schema registry's records"},
+    )
+    instance_limits = InstanceLimits(
+        settings.max_instances_per_group, settings.max_instances, settings.max_instances_per_principal
+    )
+    template = settings.share_dead_letter_topic
+    shares = ShareGroups(
+        log,
+        coordinator,
+        limits=ShareLimits(
+            max_in_flight=settings.share_partition_max_record_locks,
+            delivery_limit=settings.share_delivery_attempt_limit,
+            lock_ms=settings.share_record_lock_duration_ms,
+            park=bool(template),
+        ),
+        dead_letters=DeadLetters(log, topics, template) if template else None,
+        draining=draining,
+    )
+    share_consumers = ShareConsumers(
+        log,
+        coordinator,
+        sessions,
+        shares,
+        quotas,
+        limits=instance_limits,
+        waits=waits,
+        serde=serde,
+        max_partitions=settings.share_max_partitions,
+    )
+    consumers = ConsumerService(
+        log,
+        coordinator,
+        sessions,
+        groups,
+        topics,
+        quotas,
+        draining=draining,
+        limits=instance_limits,
+        waits=waits,
+        serde=serde,
+        shares=share_consumers,
+    )
+    return Gateway(
+        settings=settings,
+        log=log,
+        coordinator=coordinator,
+        sessions=sessions,
+        quotas=quotas,
+        metrics=metrics or Metrics(),
+        topics=topics,
+        producer=ProduceService(log, topics, Partitioner(), quotas),
+        groups=groups,
+        consumers=consumers,
+        share_consumers=share_consumers,
+        share_admin=ShareAdmin(coordinator, sessions, shares, log),
+        streams=StreamService(
+            consumers,
+            topics,
+            quotas=quotas,
+            serde=serde,
+            limits=stream_limits(settings),
+            draining=draining,
+        ),
+        idempotency=IdempotencyGuard(
+            sessions, window_ms=settings.idempotency_window_ms, wait_ms=settings.idempotency_wait_ms
+        ),
+        access=access,
+        registry=registry if isinstance(registry, SchemaRegistry) else None,
+        schemas=registry,
+        serde=serde,
+        metadata_changed=metadata_changed,
+        draining=draining,
+        loop=asyncio.get_running_loop(),
+    )
+
+
+def stream_limits(settings: Settings) -> StreamLimits:
+    """The bounds of the streams the settings ask for (``max_open_streams``, ``stream_*``)."""
+    return StreamLimits(
+        open=settings.max_open_streams,
+        open_per_holder=settings.max_open_streams_per_principal,
+        heartbeat_ms=settings.stream_heartbeat_ms,
+        lifetime_ms=settings.stream_max_lifetime_ms,
+        send_timeout_ms=settings.stream_send_timeout_ms,
+        batch_bytes=settings.stream_max_batch_bytes,
+        message_bytes=settings.stream_max_message_bytes,
+        credit=CreditLimits(settings.stream_max_credit_records, settings.stream_max_credit_bytes),
+        held_bytes=settings.stream_max_held_bytes,
+        held_bytes_per_holder=settings.stream_max_held_bytes_per_principal,
+    )
+
+
+def schema_registry(
+    settings: Settings, log: Log, coordinator: Coordinator
+) -> SchemaRegistry | HttpSchemaRegistry:
+    """The registry of the settings: the embedded one, or the client of the external registry at
+    the URL ``schema_registry`` is (``ValueError`` naming the setting if a password or TLS file of
+    its cannot be used). Neither connects to anything before it is started."""
+    if settings.schema_registry != "embedded":
+        return HttpSchemaRegistry(registry_client_options(settings))
+    return SchemaRegistry(
+        log,
+        coordinator,
+        topic=settings.schema_registry_topic,
+        default_compatibility=settings.schema_registry_compatibility,
+        limits=RegistryLimits(
+            schema_bytes=settings.schema_registry_max_schema_bytes,
+            schemas=settings.schema_registry_max_schemas,
+            subjects=settings.schema_registry_max_subjects,
+            versions=settings.schema_registry_max_versions,
+            total_bytes=settings.schema_registry_max_bytes,
+            cache_chars=settings.schema_registry_cache_bytes,
+        ),
+        lock_timeout_s=settings.schema_registry_lock_timeout_ms / 1000,
+    )
+
+
+async def _open_quotas(settings: Settings, metrics: Metrics, stack: AsyncExitStack) -> Quotas:
+    """The configured quotas, their store started (and its stop pushed on ``stack``); or none."""
+    limits = quota_limits(settings)
+    if not limits.any:
+        return Quotas.off()
+    store = build_quota_store(settings)
+    await store.start()
+    stack.push_async_callback(store.stop)
+    if settings.sessions == "embedded" and settings.coordinator != "embedded":
+        log.warning(
+            "quotas are counted by each replica on its own (a client gets them once per replica it "
+            "reaches), unless --sessions redis://... is used"
+        )
+    throttled = metrics.throttled
+    return Quotas(
+        store,
+        limits,
+        header=settings.quota_client_header,
+        on_throttled=lambda quota: throttled.labels(quota).inc(),
+        on_unchecked=metrics.quota_unchecked.inc,
+    )
+
+
 def basic_verifier(settings: Settings) -> Verifier:
     """The HTTP Basic verifier of ``auth=basic``: the credentials file, with the guess budgets."""
     return Verifier(
@@ -359,104 +404,44 @@ def token_verifier(settings: Settings) -> TokenVerifier | None:
     return TokenVerifier(rules, KeySet(rules, verify=verify))
 
 
-@contextmanager
-def audit_trail(path: Path | None) -> Iterator[None]:
-    """The audit logger at INFO whatever the process's level; into ``path`` (appended) if given."""
-    level = AUDIT.level
-    AUDIT.setLevel(logging.INFO)
-    handler: logging.Handler | None = None
-    if path is not None:
-        handler = logging.FileHandler(path, encoding="utf-8")
-        handler.setFormatter(logging.Formatter("%(message)s"))
-        AUDIT.addHandler(handler)
-        AUDIT.propagate = False
-    try:
-        yield
-    finally:
-        AUDIT.setLevel(level)
-        if handler is not None:
-            AUDIT.removeHandler(handler)
-            AUDIT.propagate = True
-            handler.close()
-
-
-async def _open_quotas(settings: Settings, metrics: Metrics, stack: AsyncExitStack) -> Quotas:
-    """The configured quotas, their store started (and its stop pushed on ``stack``); or none."""
-    limits = quota_limits(settings)
-    if not limits.any:
-        return Quotas.off()
-    store = build_quota_store(settings)
-    await store.start()
-    stack.push_async_callback(store.stop)
-    if settings.sessions == "embedded" and settings.coordinator != "embedded":
-        log.warning(
-            "quotas are counted by each replica on its own (a client gets them once per replica it "
-            "reaches), unless --sessions redis://... is used"
-        )
-    throttled = metrics.throttled
-    return Quotas(
-        store,
-        limits,
-        header=settings.quota_client_header,
-        on_throttled=lambda quota: throttled.labels(quota).inc(),
-        on_unchecked=metrics.quota_unchecked.inc,
+def server_config(app: FastAPI, settings: Settings, **options: Any) -> uvicorn.Config:
+    """How the gateway is served: the app behind ``LastResort``, on ``GatewayProtocol`` with the
+    connection limits of ``settings``, over TLS when ``tls_cert`` is set; ``options`` are more
+    ``uvicorn.Config`` arguments. A TLS file that cannot be used raises ``ValueError``."""
+    limits = ConnectionLimits(
+        settings.max_connections,
+        settings.max_connections_per_address,
+        settings.header_timeout_ms / 1000,
+        settings.max_header_bytes,
+        settings.tls_handshake_timeout_ms / 1000,
     )
-
-
-def begin_drain(app: FastAPI) -> None:
-    """Tell a running app the server is stopping (from a signal handler too): open long-polls and
-    stateless reads answer with what they have instead of holding the shutdown for their timeout."""
-    gateway: Gateway | None = getattr(app.state, "gateway", None)
-    if gateway is not None:
-        gateway.drain()
-
-
-def build_openapi(app: FastAPI) -> dict[str, Any]:
-    """FastAPI's document plus the request-body models the routers parse themselves."""
-    schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
-    components = schema.setdefault("components", {}).setdefault("schemas", {})
-    for name, model in sorted(BODY_MODELS.items()):
-        model_schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
-        for def_name, definition in model_schema.pop("$defs", {}).items():
-            components.setdefault(def_name, definition)
-        components[name] = model_schema
-    for methods in schema["paths"].values():
-        for operation in methods.values():
-            # FastAPI declares the bare ``Response`` of a 201 (createAcls) as a JSON string; it
-            # has no body, and a generated client must not try to parse one.
-            created = operation.get("responses", {}).get("201", {})
-            if created.get("content", {}).get(V2, {}) == {"schema": {"type": "string"}}:
-                del created["content"]
-            # Where a route declares a model for its ``Response``, FastAPI leaves the string type
-            # beside the model's reference: the reference alone says what the body is.
-            for response in operation.get("responses", {}).values():
-                for content in response.get("content", {}).values():
-                    body = content.get("schema", {})
-                    if "$ref" in body and body.get("type") == "string":
-                        del body["type"]
-    schema["components"]["securitySchemes"] = SECURITY_SCHEMES
-    # Any one of the methods the gateway was started with; none when authentication is off ({}).
-    schema["security"] = [{}, *({name: []} for name in SECURITY_SCHEMES)]
-    for path in ALWAYS_OPEN:
-        for operation in schema["paths"].get(path, {}).values():
-            operation["security"] = []
-    return schema
-
-
-SECURITY_SCHEMES: dict[str, Any] = {
-    "basic": {
-        "type": "http",
-        "scheme": "basic",
-        "description": "AUTH=basic: a user of the gateway's credentials file (brokergate users).",
-    },
-    "bearer": {
-        "type": "http",
-        "scheme": "bearer",
-        "bearerFormat": "JWT",
-        "description": "AUTH=jwt: a token of the configured OpenID Connect issuer.",
-    },
-    "mtls": {
-        "type": "mutualTLS",
-        "description": "AUTH=mtls: a client certificate signed by the configured CA.",
-    },
-}
+    context: ssl.SSLContext | None = None
+    if settings.tls_cert is not None:
+        password = settings.tls_key_password
+        context = server_context(
+            certfile=settings.tls_cert,
+            keyfile=settings.tls_key,
+            password=password.get_secret_value() if password is not None else None,
+            client_ca=settings.tls_client_ca,
+            client_cert_required=settings.client_cert_required,
+        )
+    # TLS is the protocol's, not the server's (``GatewayProtocol``): asyncio's own would hand the
+    # connection over only once its handshake is done, unbounded and uncounted until then.
+    attributes = {"limits": limits, "counter": limits.counter(), "tls": context}
+    protocol = cast("type[GatewayProtocol]", type("GatewayProtocol", (GatewayProtocol,), attributes))
+    config = uvicorn.Config(
+        LastResort(app),
+        host=settings.host,
+        port=settings.port,
+        http=protocol,
+        ws=GatewayWebSocketProtocol,
+        access_log=False,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+        ws_max_size=settings.stream_max_message_bytes,  # a larger WebSocket message is refused (1009) unread
+        # Stream batches are large JSON: compressing each costs more CPU than it saves on a network.
+        ws_per_message_deflate=False,
+        **options,
+    )
+    # The proxies uvicorn takes a client's address from (FORWARDED_ALLOW_IPS) carry many clients.
+    protocol.proxies = Proxies.of(config.forwarded_allow_ips)
+    return config

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 from service.core.fair import FairCounter, FairShare
 from service.errors import BackendUnavailable
-from service.settings import Settings
 
 __all__ = ["SPARE_FDS", "ConnectionLimits", "Proxies"]
 
@@ -33,16 +32,6 @@ class ConnectionLimits:
     header_timeout_s: float
     max_header_bytes: int
     handshake_timeout_s: float
-
-    @classmethod
-    def of(cls, settings: Settings) -> ConnectionLimits:
-        return cls(
-            settings.max_connections,
-            settings.max_connections_per_address,
-            settings.header_timeout_ms / 1000,
-            settings.max_header_bytes,
-            settings.tls_handshake_timeout_ms / 1000,
-        )
 
     def counter(self) -> FairCounter:
         """The connections of one server: counted from their accept, per address."""

@@ -14,7 +14,8 @@ uvicorn's) while the application runs:
 
 The audit trail has its own budget (``service.core.audit``) and passes untouched. ``bounded_logs``
 is what the application's lifespan enters: it puts the filter on, flushes both budgets' counts a
-few times a second and at its exit, and takes the filter off.
+few times a second and at its exit, and takes the filter off. ``audit_trail`` is where the audit
+trail goes while the application runs (the process log, or a file of its own).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import threading
 import time
 import traceback
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Final
 
 from service.core import audit
@@ -173,3 +175,24 @@ async def bounded_logs(lines_per_s: int, traceback_bytes: int) -> AsyncIterator[
             with contextlib.suppress(asyncio.CancelledError):
                 await task
             flush(final=True)
+
+
+@contextlib.contextmanager
+def audit_trail(path: Path | None) -> Iterator[None]:
+    """The audit logger at INFO whatever the process's level; into ``path`` (appended) if given."""
+    level = audit.AUDIT.level
+    audit.AUDIT.setLevel(logging.INFO)
+    handler: logging.Handler | None = None
+    if path is not None:
+        handler = logging.FileHandler(path, encoding="utf-8")
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        audit.AUDIT.addHandler(handler)
+        audit.AUDIT.propagate = False
+    try:
+        yield
+    finally:
+        audit.AUDIT.setLevel(level)
+        if handler is not None:
+            audit.AUDIT.removeHandler(handler)
+            audit.AUDIT.propagate = True
+            handler.close()

@@ -1,6 +1,7 @@
 """The HTTP server ``brokergate serve`` runs: uvicorn, with the gateway's limits on connections.
 
-``server_config`` is how the gateway is served, by ``brokergate serve`` and by the tests alike:
+How the gateway is served, by ``brokergate serve`` and by the tests alike (``server_config`` of
+``service.server.app`` puts these protocols under uvicorn):
 
 - **Connections are a budget, fairly shared.** A connection counts from its TCP accept (before
   any TLS handshake) until it closes, against ``MAX_CONNECTIONS`` and against its address's
@@ -28,7 +29,7 @@
 ``DrainingServer`` tells the app first when a stop signal comes: on SIGTERM uvicorn stops
 accepting connections and waits for the requests in flight, up to its graceful-shutdown
 timeout, before the app hears of it. A long-poll would hold that wait for its whole
-timeout and then be cut off. Told at once (``service.server.app.begin_drain``), long-polls and
+timeout and then be cut off. Told at once (``service.api.gateway.begin_drain``), long-polls and
 stateless reads answer with what they have, produces in flight finish, and the process exits
 well inside a Kubernetes grace period. Streams end by themselves with a final event; uvicorn
 closes WebSockets as its shutdown begins, so that begins once they did (``STREAMS_DRAIN_S`` at
@@ -47,7 +48,7 @@ from asyncio import sslproto
 from collections.abc import Sequence
 from http import HTTPStatus
 from types import FrameType
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar
 
 import orjson
 import uvicorn
@@ -60,56 +61,18 @@ from websockets.protocol import State as WebSocketState
 
 from service.adapters.embedded.log.fds import descriptors_left
 from service.api.auth import PEER_KEY
+from service.api.gateway import begin_drain
 from service.api.http import error_response
 from service.api.streams.socket import TEXT_PARTS
 from service.core.fair import FairCounter, Hold
 from service.errors import ErrorCode
-from service.security.tls import PeerCertificate, server_context
-from service.server.app import begin_drain
+from service.security.tls import PeerCertificate
 from service.server.connections import SPARE_FDS, ConnectionLimits, Proxies
-from service.settings import Settings
 
 log = logging.getLogger("brokergate")
 
 GRACEFUL_SHUTDOWN_S = 10
 STREAMS_DRAIN_S = 2.0  # how long a stop waits for streams to send their final event
-
-
-def server_config(app: FastAPI, settings: Settings, **options: Any) -> uvicorn.Config:
-    """How the gateway is served: the app behind ``LastResort``, on ``GatewayProtocol`` with the
-    connection limits of ``settings``, over TLS when ``tls_cert`` is set; ``options`` are more
-    ``uvicorn.Config`` arguments. A TLS file that cannot be used raises ``ValueError``."""
-    limits = ConnectionLimits.of(settings)
-    context: ssl.SSLContext | None = None
-    if settings.tls_cert is not None:
-        password = settings.tls_key_password
-        context = server_context(
-            certfile=settings.tls_cert,
-            keyfile=settings.tls_key,
-            password=password.get_secret_value() if password is not None else None,
-            client_ca=settings.tls_client_ca,
-            client_cert_required=settings.client_cert_required,
-        )
-    # TLS is the protocol's, not the server's (``GatewayProtocol``): asyncio's own would hand the
-    # connection over only once its handshake is done, unbounded and uncounted until then.
-    attributes = {"limits": limits, "counter": limits.counter(), "tls": context}
-    protocol = cast("type[GatewayProtocol]", type("GatewayProtocol", (GatewayProtocol,), attributes))
-    config = uvicorn.Config(
-        LastResort(app),
-        host=settings.host,
-        port=settings.port,
-        http=protocol,
-        ws=GatewayWebSocketProtocol,
-        access_log=False,
-        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
-        ws_max_size=settings.stream_max_message_bytes,  # a larger WebSocket message is refused (1009) unread
-        # Stream batches are large JSON: compressing each costs more CPU than it saves on a network.
-        ws_per_message_deflate=False,
-        **options,
-    )
-    # The proxies uvicorn takes a client's address from (FORWARDED_ALLOW_IPS) carry many clients.
-    protocol.proxies = Proxies.of(config.forwarded_allow_ips)
-    return config
 
 
 class DrainingServer(uvicorn.Server):

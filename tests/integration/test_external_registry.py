@@ -22,7 +22,7 @@ import pytest
 import trustme
 
 from deploy.local.process import free_port
-from service.adapters.registry import HttpSchemaRegistry, RegistryClientOptions
+from service.adapters.registry import HttpSchemaRegistry
 from service.core.schemas.model import Schema, SchemaReference, SchemaType
 from service.errors import (
     BackendUnavailable,
@@ -35,6 +35,7 @@ from service.errors import (
 )
 from service.security.users import add_user
 from service.server.app import create_app
+from service.server.backends import registry_client_options
 from service.settings import Settings
 from tests.conftest import RunningGateway, start_gateway
 from tests.e2e.gateway_process import GatewayProcess
@@ -78,7 +79,7 @@ PRICE = Schema(
 @asynccontextmanager
 async def resolver(url: str, **settings: Any) -> AsyncIterator[HttpSchemaRegistry]:
     """The gateway's client of the registry at ``url``, built from settings as the gateway builds it."""
-    options = RegistryClientOptions.from_settings(Settings(schema_registry=url, **settings))
+    options = registry_client_options(Settings(schema_registry=url, **settings))
     client = HttpSchemaRegistry(options)
     await client.start()
     try:

@@ -17,8 +17,7 @@ import trustme
 from websockets.asyncio.client import connect
 
 from service.security.users import add_user
-from service.server.app import create_app
-from service.server.protocol import server_config
+from service.server.app import create_app, server_config
 from service.settings import Settings
 from tests.conftest import RunningGateway, start_gateway
 from tests.helpers import V2, consumer, create_topic, produce, subscribe

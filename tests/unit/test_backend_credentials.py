@@ -20,7 +20,14 @@ from service.adapters.redis.quotas import RedisQuotas
 from service.adapters.redis.security import RedisSecurity
 from service.adapters.secrets import secret
 from service.adapters.zookeeper.security import DigestCredentials
-from service.server.backends import BackendNotAvailable, build_coordinator, build_quota_store, build_sessions
+from service.server.backends import (
+    BackendNotAvailable,
+    build_coordinator,
+    build_quota_store,
+    build_sessions,
+    digest_credentials,
+    redis_security,
+)
 from service.settings import Settings
 
 
@@ -81,10 +88,8 @@ def test_settings_give_the_coordinator_its_credentials(tmp_path: Path) -> None:
         zookeeper_password_file=tmp_path / "zk",
         zookeeper_world_readable=False,
     )
-    assert DigestCredentials.from_settings(settings) == DigestCredentials(
-        "gateway", "from-secret", world_readable=False
-    )
-    assert DigestCredentials.from_settings(Settings()) is None
+    assert digest_credentials(settings) == DigestCredentials("gateway", "from-secret", world_readable=False)
+    assert digest_credentials(Settings()) is None
 
 
 # --- Redis ----------------------------------------------------------------------------
@@ -153,7 +158,7 @@ def test_settings_reach_both_redis_adapters_and_bad_ones_stop_the_start(tmp_path
     sessions = build_sessions(settings)
     assert isinstance(sessions, RedisSessions) and sessions.url == "rediss://cache.example:6380/0"
     assert isinstance(build_quota_store(settings), RedisQuotas)
-    assert RedisSecurity.from_settings(settings) == RedisSecurity(username="alice", password="pw")
+    assert redis_security(settings) == RedisSecurity(username="alice", password="pw")
 
     for bad, needle in [
         ({"redis_password_file": tmp_path / "none"}, "redis_password_file: cannot read"),

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from service.adapters.registry import RegistryClientOptions
 from service.adapters.registry.cache import LruCache, SingleFlight
 from service.adapters.registry.errors import answer
 from service.errors import (
@@ -24,6 +23,7 @@ from service.errors import (
     SubjectNotFound,
     VersionNotFound,
 )
+from service.server.backends import registry_client_options
 from service.settings import Settings
 
 URL = "https://registry:8081"
@@ -143,11 +143,9 @@ def test_options_read_the_password_file_and_keep_secrets_out_of_the_repr(tmp_pat
         schema_registry_password_file=tmp_path / "pw",
         schema_registry_request_timeout_ms=750,
     )
-    options = RegistryClientOptions.from_settings(settings)
+    options = registry_client_options(settings)
     assert (options.url, options.username, options.password, options.timeout_ms) == (URL, "gw", "s3cret", 750)
     assert options.tls is not None  # https: the system's CAs, the hostname checked
     assert "s3cret" not in repr(options)
     with pytest.raises(ValueError, match="schema_registry_ssl_cafile: cannot load CA certificates"):
-        RegistryClientOptions.from_settings(
-            Settings(schema_registry=URL, schema_registry_ssl_cafile=tmp_path / "no")
-        )
+        registry_client_options(Settings(schema_registry=URL, schema_registry_ssl_cafile=tmp_path / "no"))

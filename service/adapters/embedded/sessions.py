@@ -89,7 +89,7 @@ class EmbeddedSessions(Lifecycle):
         """A copy of the stored state; ``ConsumerInstanceNotFound`` if there is none.
 
         Expiry is not checked here: the caller owns the clock and removes an
-        expired instance from its group as well (``ConsumerService._load``).
+        expired instance from its group as well (``Instances.load`` (``service.core.consumers.instances``)).
         """
         stored = self._store.get((group, name))
         if stored is None:

@@ -4,19 +4,16 @@ Pure values, no I/O. ``parse_bootstrap`` reads ``kafka://host:port[,host:port...
 ``KafkaOptions`` holds the ``kafka_*`` settings (see ``service.settings``) and checks
 them once, so a bad value fails at construction with a one-line message rather
 than deep inside aiokafka; the credentials among them are a ``KafkaSecurity``
-(``security``). ``KafkaOptions.from_settings`` is what the factory uses; it reads the
-password file a setting may name, the only I/O here.
+(``security``). The composition root (``service.server.backends.kafka_options``) builds it
+from the settings, reading the password file a setting may name.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final, Literal
+from typing import Final, Literal
 
 from .security import KafkaSecurity
-
-if TYPE_CHECKING:
-    from service.settings import Settings
 
 MiB: Final = 1024 * 1024
 SCHEME: Final = "kafka://"
@@ -123,20 +120,3 @@ class KafkaOptions:
     @property
     def aiokafka_compression(self) -> str | None:
         return None if self.compression == "none" else self.compression
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> KafkaOptions:
-        return cls(
-            client_id=settings.kafka_client_id,
-            request_timeout_ms=settings.kafka_request_timeout_ms,
-            linger_ms=settings.kafka_linger_ms,
-            batch_bytes=settings.kafka_batch_bytes,
-            compression=settings.kafka_compression,
-            buffer_bytes=settings.kafka_buffer_bytes,
-            readahead_bytes=settings.kafka_readahead_bytes,
-            idempotence=settings.kafka_idempotence,
-            metadata_max_age_ms=settings.kafka_metadata_max_age_ms,
-            fetch_max_wait_ms=settings.kafka_fetch_max_wait_ms,
-            fetch_bytes=settings.kafka_fetch_bytes,
-            security=KafkaSecurity.from_settings(settings),
-        )

@@ -23,15 +23,12 @@ import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import Any, Final, Literal
 
 from aiokafka.abc import AbstractTokenProvider
 
-from ..secrets import read_secret_file, secret
+from ..secrets import read_secret_file
 from ..tls import client_context
-
-if TYPE_CHECKING:
-    from service.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -144,24 +141,6 @@ class KafkaSecurity:
             return self.protocol
         who = f" as {self.username!r}" if self.username else ""
         return f"{self.protocol}, {self.sasl_mechanism}{who}"
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> KafkaSecurity:
-        """The settings' values; reads ``kafka_sasl_password_file`` (``ValueError`` if it cannot)."""
-        return cls(
-            protocol=settings.kafka_security_protocol,
-            sasl_mechanism=settings.kafka_sasl_mechanism,
-            username=settings.kafka_sasl_username,
-            password=secret(
-                settings.kafka_sasl_password, settings.kafka_sasl_password_file, setting="kafka_sasl_password"
-            ),
-            oauth_token=secret(settings.kafka_sasl_oauth_token, None, setting="kafka_sasl_oauth_token"),
-            oauth_token_file=settings.kafka_sasl_oauth_token_file,
-            ssl_cafile=settings.kafka_ssl_cafile,
-            ssl_certfile=settings.kafka_ssl_certfile,
-            ssl_keyfile=settings.kafka_ssl_keyfile,
-            ssl_key_password=secret(settings.kafka_ssl_password, None, setting="kafka_ssl_password"),
-        )
 
 
 def client_options(security: KafkaSecurity) -> dict[str, Any]:

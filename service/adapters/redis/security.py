@@ -17,13 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..secrets import secret
 from ..tls import client_context
-
-if TYPE_CHECKING:
-    from service.settings import Settings
 
 __all__ = ["RedisSecurity"]
 
@@ -86,18 +82,6 @@ class RedisSecurity:
             ssl_password=self.ssl_key_password,
         )
         return options
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> RedisSecurity:
-        """The settings' values; reads ``redis_password_file`` (``ValueError`` if it cannot)."""
-        return cls(
-            username=settings.redis_username,
-            password=secret(settings.redis_password, settings.redis_password_file, setting="redis_password"),
-            ssl_cafile=settings.redis_ssl_cafile,
-            ssl_certfile=settings.redis_ssl_certfile,
-            ssl_keyfile=settings.redis_ssl_keyfile,
-            ssl_key_password=secret(settings.redis_ssl_password, None, setting="redis_ssl_password"),
-        )
 
 
 def _path(path: Path | None) -> str | None:

@@ -167,7 +167,7 @@ class RedisSessions(Lifecycle):
         """The stored state; ``ConsumerInstanceNotFound`` if there is none.
 
         Expiry is not checked here: the caller owns the clock and removes an
-        expired instance from its group as well (``ConsumerService._load``).
+        expired instance from its group as well (``Instances.load`` (``service.core.consumers.instances``)).
         """
         key = self._keys.instance(group, name)
         row = await self._conn.run(lambda r: r.hmget(key, _LOAD_FIELDS))

@@ -20,14 +20,8 @@ before the credentials were set keep the ACL they had.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from kazoo.security import ACL, READ_ACL_UNSAFE, make_digest_acl
-
-from ..secrets import secret
-
-if TYPE_CHECKING:
-    from service.settings import Settings
 
 __all__ = ["DigestCredentials"]
 
@@ -57,18 +51,3 @@ class DigestCredentials:
         if self.world_readable:
             acl.extend(READ_ACL_UNSAFE)
         return acl
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> DigestCredentials | None:
-        """The settings' credentials (reading ``zookeeper_password_file``), or None if none are set."""
-        password = secret(
-            settings.zookeeper_password, settings.zookeeper_password_file, setting="zookeeper_password"
-        )
-        if settings.zookeeper_username is None and password is None:
-            return None
-        if settings.zookeeper_username is None or password is None:
-            raise ValueError(
-                "ZooKeeper digest credentials need both zookeeper_username and zookeeper_password "
-                "(or zookeeper_password_file)"
-            )
-        return cls(settings.zookeeper_username, password, world_readable=settings.zookeeper_world_readable)

@@ -33,7 +33,7 @@ What a careless or hostile client gets:
 - a message that is not JSON, not a known message or not valid: an ``error`` (42206) with the
   message's ``id`` when it has one, and the connection goes on;
 - a message over ``stream_max_message_bytes``: closed with 1009 (uvicorn's frame limit, set to
-  the same by ``server.server_config``, refuses it before it is buffered whole);
+  the same by ``server.app.server_config``, refuses it before it is buffered whole);
 - credit past the server's maxima: an ``error`` (42206) naming them, the grant ignored;
 - messages sent faster than they are answered (produces being stored, say): each holds its raw
   bytes from before it is parsed until it is answered, at most ``stream_max_held_bytes`` for the

@@ -21,7 +21,7 @@ from service.adapters.kafka import KafkaLog
 from service.adapters.kafka.errors import start_failure
 from service.adapters.kafka.options import KafkaOptions
 from service.adapters.kafka.security import FileToken, KafkaSecurity, StaticToken, client_options
-from service.server.backends import BackendNotAvailable, build_log
+from service.server.backends import BackendNotAvailable, build_log, kafka_options
 from service.settings import Settings
 
 SERVERS = "k1:9092"
@@ -38,7 +38,7 @@ def ca(tmp_path_factory: pytest.TempPathFactory) -> tuple[trustme.CA, Path]:
 def test_plaintext_gives_the_clients_nothing_new() -> None:
     assert KafkaOptions().security == KafkaSecurity()
     assert client_options(KafkaSecurity()) == {}
-    assert KafkaOptions.from_settings(Settings()).security.protocol == "PLAINTEXT"
+    assert kafka_options(Settings()).security.protocol == "PLAINTEXT"
 
 
 def test_sasl_ssl_with_scram(ca: tuple[trustme.CA, Path]) -> None:

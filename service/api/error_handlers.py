@@ -1,0 +1,87 @@
+"""Every error a request can meet, answered in the Confluent shape: ``add_error_handlers``.
+
+A ``GatewayError`` carries its own status and code (``service.errors``); a request FastAPI could not
+validate, a route that does not exist and anything unexpected are answered here too, so no client
+ever sees FastAPI's own error body. Under ``/schema-registry`` the answers are the schema
+registry's (``registry.SR_V1``, its generic codes), elsewhere the REST Proxy's.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from service.api import registry
+from service.api.http import error_response
+from service.errors import ErrorCode, GatewayError
+
+__all__ = ["add_error_handlers"]
+
+log = logging.getLogger("brokergate")
+
+
+def add_error_handlers(app: FastAPI) -> None:
+    """Answer every error of ``app`` in the Confluent shape."""
+    app.add_exception_handler(GatewayError, _gateway_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(Exception, _unexpected)
+
+
+def _error_type(request: Request) -> str | None:
+    """The media type of an error: the schema registry's under its prefix, else the v2 type."""
+    return registry.SR_V1 if registry.is_registry_path(request.url.path) else None
+
+
+async def _gateway_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, GatewayError)
+    if exc.http_status >= 500:
+        log.warning("%s %s: %s", request.method, request.url.path, exc.message)
+    return error_response(
+        exc.http_status,
+        int(exc.error_code),
+        exc.message,
+        retry_after=exc.retry_after,
+        media_type=_error_type(request),
+    )
+
+
+async def _validation_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    errors = exc.errors()
+    in_registry = registry.is_registry_path(request.url.path)
+    if any(err["loc"][:1] == ("path",) for err in errors):
+        # /topics/t/partitions/abc names no resource: that is a 404, as Confluent answers.
+        if in_registry:  # the schema registry's generic codes are the HTTP status
+            return error_response(404, 404, "HTTP 404 Not Found", media_type=registry.SR_V1)
+        return error_response(404, ErrorCode.NOT_FOUND, f"Not found: {request.url.path}")
+    parts = [
+        f"{'.'.join(str(x) for x in err['loc'][1:]) or err['loc'][0]}: {err['msg']}" for err in errors[:5]
+    ]
+    if in_registry:
+        return error_response(400, 400, "Invalid request: " + "; ".join(parts), media_type=registry.SR_V1)
+    return error_response(422, ErrorCode.INVALID_REQUEST, "Invalid request: " + "; ".join(parts))
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, StarletteHTTPException)
+    if registry.is_registry_path(request.url.path):
+        return error_response(
+            exc.status_code,
+            exc.status_code,
+            f"HTTP {exc.status_code} {exc.detail}",
+            headers=dict(exc.headers or {}),
+            media_type=registry.SR_V1,
+        )
+    if exc.status_code == 404:  # no route: nothing says which resource, so the generic code
+        return error_response(404, ErrorCode.NOT_FOUND, f"Not found: {request.url.path}")
+    return error_response(exc.status_code, exc.status_code * 100 + 1, str(exc.detail))
+
+
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    log.exception("unexpected error on %s %s", request.method, request.url.path)
+    return error_response(500, ErrorCode.INTERNAL, "Internal server error.", media_type=_error_type(request))
