@@ -1,8 +1,15 @@
-"""brokergate's import rules, checked over the import graph: no cycles, and private names stay private.
+"""brokergate's layout rules, checked over the import graph: imports go down the layers, no cycles,
+private names stay private, and no module is longer than ``MAX_MODULE_LINES``.
 
 ``python -m tests.import_graph`` (``make lint``) prints every violation and
 exits 1 if there is one; ``tests/unit/test_import_graph.py`` runs the same
 check in the test suite and proves on small fake trees that it can fail.
+
+The layers (``LAYERS``) say what each part of the code may import besides itself: the core
+knows no adapter, the adapters no settings, the API no adapter and no server, and only the
+composition root (``service.server``) and the programs over everything (``bench``, ``deploy``)
+know every part. A module of a checked package that belongs to no layer fails the check too, so
+a new top-level module has to say where it stands. Every import counts here, in a function too.
 
 The graph is read with ``ast``, nothing is imported. An edge is every import a
 module runs when it is imported: module-level statements, including those under
@@ -30,6 +37,52 @@ from typing import Final
 
 PACKAGES: Final = ("service", "api_schemas", "workers", "spark_jobs", "deploy", "bench")
 ROOT: Final = Path(__file__).resolve().parents[1]
+MAX_MODULE_LINES: Final = 500
+
+_BASE: Final = frozenset({"service.errors", "service.core"})
+_EVERYTHING: Final = frozenset({"*"})
+# From the bottom up: each part and the parts it may import. A module belongs to the longest
+# name here that is its own or one of its packages'.
+LAYERS: Final[Mapping[str, frozenset[str]]] = {
+    "service": frozenset(),  # the package's own __init__: nothing
+    "service.errors": frozenset(),  # the one error root and its codes
+    "service.tables": frozenset(),  # plain-text tables, for the CLI and the Spark jobs
+    "service.metrics": frozenset(),
+    "service.core": frozenset({"service.errors"}),  # the domain and its ports: no I/O, no adapter
+    "service.settings": _BASE | {"service.security"},
+    "service.adapters": _BASE,  # given their options by the composition root, never the settings
+    "service.security": _BASE | {"service.adapters"},
+    "api_schemas": _BASE,
+    "service.api": _BASE | {"service.settings", "service.security", "service.metrics", "api_schemas"},
+    "service.ui": _BASE | {"service.api"},
+    "spark_jobs": _BASE | {"service.adapters", "service.tables"},
+    "workers": _BASE | {"service.metrics", "spark_jobs"},
+    # the composition root: every part of the server
+    "service.server": _BASE
+    | {
+        "service.settings",
+        "service.metrics",
+        "service.adapters",
+        "service.security",
+        "service.api",
+        "service.ui",
+        "api_schemas",
+        "workers",
+    },
+    "service.client": _BASE | {"api_schemas"},  # a program's view: the wire, nothing of the server
+    "service.cli": _BASE
+    | {
+        "service.client",
+        "service.settings",
+        "service.tables",
+        "service.security",
+        "service.server",
+        "workers",
+    },
+    "service.__main__": frozenset({"service.cli"}),
+    "deploy": _EVERYTHING,
+    "bench": _EVERYTHING,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,13 +276,63 @@ def private_imports(imports: Iterable[Import], modules: Mapping[str, Path], repo
             report.problems.append(f"private name imported from another package: {imp}")
 
 
-def check(root: Path = ROOT, packages: Iterable[str] = PACKAGES) -> Report:
-    """The import rules over ``packages`` under ``root``."""
+def layer_of(module: str, layers: Mapping[str, frozenset[str]]) -> str | None:
+    """The layer ``module`` belongs to: the longest name of ``layers`` that is it or a package of it.
+    A name that is the package of other names stands for its own ``__init__`` only."""
+    parts = module.split(".")
+    for end in range(len(parts), 0, -1):
+        name = ".".join(parts[:end])
+        if name in layers and (end == len(parts) or not any(k.startswith(name + ".") for k in layers)):
+            return name
+    return None
+
+
+def layering(
+    imports: Iterable[Import],
+    modules: Iterable[str],
+    layers: Mapping[str, frozenset[str]],
+    report: Report,
+) -> None:
+    """Every module of a layered package that is in no layer, and every import a layer may not make."""
+    layered = {name.split(".")[0] for name in layers}
+    for module in sorted(modules):
+        if module.split(".")[0] in layered and layer_of(module, layers) is None:
+            report.problems.append(f"{module} belongs to no layer (tests/import_graph.py LAYERS)")
+    for imp in imports:
+        here, there = layer_of(imp.importer, layers), layer_of(imp.target, layers)
+        if here is None or there is None or here == there:
+            continue
+        allowed = layers[here]
+        if there not in allowed and "*" not in allowed:
+            report.problems.append(f"{here} may not import {there}: {imp}")
+
+
+def module_sizes(modules: Mapping[str, Path], root: Path, report: Report, max_lines: int) -> None:
+    """Every module longer than ``max_lines``: split it along its jobs."""
+    for path in sorted(modules.values()):
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        if lines > max_lines:
+            where = path.relative_to(root)
+            report.problems.append(
+                f"{where} has {lines} lines, more than {max_lines}: split it along its jobs"
+            )
+
+
+def check(
+    root: Path = ROOT,
+    packages: Iterable[str] = PACKAGES,
+    *,
+    layers: Mapping[str, frozenset[str]] = LAYERS,
+    max_lines: int = MAX_MODULE_LINES,
+) -> Report:
+    """The layout rules over ``packages`` under ``root``."""
     modules = find_modules(root, packages)
     imports = [imp for module in sorted(modules) for imp in imports_of(module, modules, root)]
     report = Report()
+    layering(imports, modules, layers, report)
     cycles(imports, report)
     private_imports(imports, modules, report)
+    module_sizes(modules, root, report, max_lines)
     return report
 
 

@@ -120,3 +120,52 @@ def test_the_command_fails_with_the_problems_on_stderr(
     (root / "pkg/b.py").write_text("B = 1\n")
     assert main(["--root", str(root), "pkg"]) == 0
     assert capsys.readouterr().err == ""
+
+
+LAYERS = {
+    "pkg": frozenset(),
+    "pkg.core": frozenset(),
+    "pkg.adapters": frozenset({"pkg.core"}),
+    "pkg.api": frozenset({"pkg.core"}),
+    "pkg.root": frozenset({"pkg.core", "pkg.adapters", "pkg.api"}),
+}
+
+
+def test_an_import_up_or_across_the_layers_fails(tmp_path: Path) -> None:
+    root = tree(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/core/__init__.py": "",
+            "pkg/core/ports.py": (
+                "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from pkg.adapters import log\n"
+            ),
+            "pkg/adapters/__init__.py": "",
+            "pkg/adapters/log.py": "X = 1\n",
+            "pkg/api/__init__.py": "",
+            "pkg/api/routes.py": (
+                "from pkg.core import ports\n\n\ndef later() -> None:\n    from pkg.adapters.log import X\n"
+            ),
+            "pkg/root/__init__.py": "from pkg.adapters import log\nfrom pkg.api import routes\n",
+        },
+    )
+    assert check(root, ["pkg"], layers=LAYERS).problems == [
+        "pkg.api may not import pkg.adapters: pkg/api/routes.py:5 imports X from pkg.adapters.log",
+        "pkg.core may not import pkg.adapters: pkg/core/ports.py:4 imports log from pkg.adapters",
+    ]
+
+
+def test_a_module_in_no_layer_fails(tmp_path: Path) -> None:
+    root = tree(tmp_path, {"pkg/__init__.py": "", "pkg/core/__init__.py": "", "pkg/stray.py": "X = 1\n"})
+    assert check(root, ["pkg"], layers=LAYERS).problems == [
+        "pkg.stray belongs to no layer (tests/import_graph.py LAYERS)"
+    ]
+
+
+def test_a_module_over_the_line_limit_fails(tmp_path: Path) -> None:
+    root = tree(
+        tmp_path, {"pkg/__init__.py": "", "pkg/long.py": "X = 1\n" * 11, "pkg/short.py": "X = 1\n" * 10}
+    )
+    assert check(root, ["pkg"], max_lines=10).problems == [
+        "pkg/long.py has 11 lines, more than 10: split it along its jobs"
+    ]
