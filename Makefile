@@ -9,7 +9,7 @@ PORT   ?= 8082
 # run on, comes with the machine), chromium and chromium-driver the browser of the web console's.
 SYSTEM_PACKAGES := curl zookeeper redis-server nginx chromium chromium-driver
 
-.PHONY: run test lint unit bench openapi clean system-packages
+.PHONY: run test lint unit bench openapi docs clean system-packages
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -51,6 +51,10 @@ unit: $(VENV)/.installed-test
 ## regenerate openapi.yaml from the app
 openapi: $(VENV)/.installed-test
 	$(BIN)/python -m service.server.openapi > openapi.yaml
+
+## build the documentation site (docs/, mkdocs.yml) into build/site; a broken link fails it
+docs: $(VENV)/.installed-test
+	$(BIN)/mkdocs build --strict --site-dir build/site
 
 bench: $(VENV)/.installed-test
 	$(BIN)/python bench/embedded.py

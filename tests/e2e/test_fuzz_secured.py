@@ -1,6 +1,6 @@
 """Fuzzing with authentication and ACLs on, as a reviewer with a low-privilege account would.
 
-A gateway started as the README's Security walk-through starts it (HTTP Basic and ACLs, an
+A gateway started as the security page's walk-through starts it (HTTP Basic and ACLs, an
 admin super user) holds a topic only the admin may touch. Then:
 
 - schemathesis runs over the whole API as ``bob``, who may read and write ``fuzz-*`` topics and
@@ -51,7 +51,7 @@ def _acl(principal: str, kind: str, name: str, operation: str) -> dict[str, str]
 
 
 def _secured_gateway(tmp_path: Path, issuer: IdentityProvider) -> GatewayProcess:
-    """``--auth basic,jwt --authorize`` with ``admin`` a super user, as the README's walk-through."""
+    """``--auth basic,jwt --authorize`` with ``admin`` a super user, as the security page's walk-through."""
     users = tmp_path / "users"
     for name, password in (ADMIN, BOB):
         add_user(users, name, password)

@@ -1,4 +1,4 @@
-"""Paths and URIs a client cannot turn against another resource, and the codes the README promises."""
+"""Paths and URIs a client cannot turn against another resource, and the codes the docs promise."""
 
 from __future__ import annotations
 

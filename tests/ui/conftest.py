@@ -2,8 +2,8 @@
 
 Screenshots are test artifacts: they go to ``BROKERGATE_UI_ARTIFACTS`` (a directory, created if
 need be), else to a temporary directory that pytest keeps for its last few runs. Two of them are
-in the README: ``records.png`` and ``group.png``, copied from a run's artifacts to
-``tests/ui/screenshots/`` when the pages change.
+in the docs' console page: ``records.png`` and ``group.png``, copied from a run's artifacts to
+``docs/img/`` when the pages change.
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ def test_create_a_topic_in_the_form(browser: Browser, console: GatewayProcess, a
 def test_produce_through_the_form_then_find_the_record(
     browser: Browser, console: GatewayProcess, api: httpx.Client
 ):
-    name = "orders"  # plain names (the module has a gateway of its own): the README shows this page
+    name = "orders"  # plain names (the module has a gateway of its own): the docs show this page
     create_topic(api, name)
     produce(
         api,
@@ -149,7 +149,7 @@ def test_the_live_tail_shows_what_the_form_produces(
 
 
 def test_a_groups_lag_moves_as_it_commits(browser: Browser, console: GatewayProcess, api: httpx.Client):
-    name, group = "payments", "billing"  # plain names, as for the records: the README shows this page
+    name, group = "payments", "billing"  # plain names, as for the records: the docs show this page
     create_topic(api, name, partitions=2)
     produce(api, name, [{"key": f"k{i}", "value": {"n": i}} for i in range(6)])
     member = join(api, group, name)
