@@ -5,7 +5,8 @@ A ```console block (Docker Compose, Kubernetes, a Spark cluster, your own Kafka,
 Redis) cannot run here, so it is checked instead: every repository file it names exists, and
 every flag it gives ``brokergate``, ``deploy/cluster.py`` or a ``spark_jobs`` job is one that
 command's ``--help`` lists. The deployment files themselves (Compose, Kubernetes, systemd, the
-Dockerfile) name only settings that exist and ``brokergate`` flags that exist.
+Dockerfile) name only settings that exist and ``brokergate`` flags that exist, and the
+Kubernetes manifests render (where kubectl is installed).
 """
 
 from __future__ import annotations
@@ -13,8 +14,11 @@ from __future__ import annotations
 import functools
 import re
 import shlex
+import shutil
 import subprocess
 import sys
+
+import pytest
 
 from service.settings import Settings
 from tests.e2e.docs_blocks import ROOT, every_block
@@ -84,3 +88,15 @@ def test_deploy_files_name_real_settings_and_flags():
             words = ["brokergate", *shlex.split(command, comments=True)]
             wrong += [f"deploy/{name}: {w}" for w in check_command(words)]
     assert not wrong, wrong
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+def test_the_kubernetes_manifests_render():
+    """What ``kubectl apply -k deploy/k8s`` would apply renders offline: the Deployment, its
+    ConfigMap, Secret, Service and PodDisruptionBudget."""
+    rendered = subprocess.run(
+        ["kubectl", "kustomize", str(ROOT / "deploy/k8s")], capture_output=True, text=True, timeout=120
+    )
+    assert rendered.returncode == 0, rendered.stderr
+    kinds = set(re.findall(r"^kind: (\w+)$", rendered.stdout, re.M))
+    assert {"Deployment", "ConfigMap", "Secret", "Service", "PodDisruptionBudget"} <= kinds, kinds
