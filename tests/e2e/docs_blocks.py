@@ -133,13 +133,14 @@ def claims_in_tests() -> set[tuple[str, str]]:
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if not isinstance(node, ast.Call) or len(node.args) != 2:
                 continue
-            name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
             page, heading = node.args
             if (
-                name == "claim"
+                isinstance(node.func, ast.Name)
+                and node.func.id == "claim"
                 and isinstance(page, ast.Constant)
                 and isinstance(heading, ast.Constant)
                 and isinstance(page.value, str)
+                and page.value.endswith(".md")
                 and isinstance(heading.value, str)
             ):
                 found.add((page.value, heading.value))
