@@ -1,0 +1,121 @@
+"""What a schema-registry route takes: the media type of its answer (``Answer``, by ``Accept``),
+its query parameters, and its body and path values parsed into the core's types.
+
+``_body`` reads a JSON body in one of ``media.CONSUMES`` into a request model of
+``api_schemas.registry``; ``_version``, ``_schema_of``, ``_level`` and ``_mode`` turn what was
+sent into ``service.core.schemas``' values, raising the registry's errors (``service.errors``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Annotated, Final, TypeVar
+
+import orjson
+from fastapi import Depends, Query, Request
+from pydantic import BaseModel, ValidationError
+
+from api_schemas import registry as sr
+from api_schemas.formats import media_type
+from service.api.gateway import gateway_of
+from service.api.http import PARSE_OFF_LOOP_BYTES, describe_validation, read_body
+from service.core.json_depth import exceeds
+from service.core.schemas.model import Compatibility, Schema, SchemaReference, SchemaType
+from service.core.schemas.state import LATEST, SETTABLE_MODES, Mode
+from service.errors import (
+    InvalidCompatibilityLevel,
+    InvalidMode,
+    InvalidSchemaError,
+    InvalidVersion,
+    RegistryBadRequest,
+    RegistryUnsupportedMediaType,
+)
+
+from .media import CONSUMES, JSON, SR_DEFAULT, SR_V1, response_type
+
+INT32_MAX: Final = 2**31 - 1
+_VERSION_RE: Final = re.compile(r"[+-]?[0-9]{1,10}")
+
+M = TypeVar("M", bound=BaseModel)
+
+Answer = Annotated[str, Depends(response_type)]
+Deleted = Annotated[bool, Query(description="Include soft-deleted versions.")]
+Offset = Annotated[int, Query(ge=0, description="Skip this many.")]
+Limit = Annotated[int, Query(description="At most this many (-1: all).")]
+
+Normalize = Annotated[
+    bool, Query(description="Accepted; schemas are always compared by their canonical form.")
+]
+
+
+async def _body(request: Request, model: type[M]) -> M:
+    mt = media_type(request.headers.get("content-type"))
+    if mt and mt not in CONSUMES:
+        raise RegistryUnsupportedMediaType(
+            f"HTTP 415 Unsupported Media Type: send {SR_V1}, {SR_DEFAULT} or {JSON}."
+        )
+    body = await read_body(request)
+    if not body.strip():
+        raise RegistryBadRequest("A JSON request body is required.")
+    limit = gateway_of(request.scope).settings.max_json_depth
+    big = len(body) >= PARSE_OFF_LOOP_BYTES
+    if await asyncio.to_thread(exceeds, body, limit) if big else exceeds(body, limit):
+        raise RegistryBadRequest(f"The body nests JSON objects and arrays more than {limit} levels deep.")
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise RegistryBadRequest(f"The body is not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise RegistryBadRequest("The body must be a JSON object.")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise RegistryBadRequest(describe_validation(exc)) from None
+
+
+def _version(raw: str) -> int:
+    """A path's version: ``latest`` (or -1) is ``LATEST``, else 1 to 2^31-1 (``InvalidVersion``)."""
+    text = raw.strip()
+    if text.lower() == "latest":
+        return LATEST
+    number = int(text) if _VERSION_RE.fullmatch(text) else 0
+    if number == LATEST:
+        return LATEST
+    if not 1 <= number <= INT32_MAX:
+        raise InvalidVersion(
+            f"The specified version '{raw[:100]}' is not a valid version id. "
+            'Allowed values are between [1, 2^31-1] and the string "latest"'
+        )
+    return number
+
+
+def _schema_of(req: sr.RegisterSchemaRequest) -> Schema:
+    text = req.schema_
+    if text is None or not text.strip():
+        raise InvalidSchemaError("Empty schema")
+    kind = (req.schemaType or SchemaType.AVRO.value).upper()
+    if kind not in SchemaType.__members__:
+        raise InvalidSchemaError(f"Invalid schema type {req.schemaType[:100] if req.schemaType else kind}")
+    refs = []
+    for ref in req.references or ():
+        if ref.version != LATEST and not 1 <= ref.version <= INT32_MAX:
+            raise InvalidSchemaError(f"Invalid schema: reference '{ref.name}' has version {ref.version}.")
+        refs.append(SchemaReference(ref.name, ref.subject, ref.version))
+    return Schema(SchemaType(kind), text, tuple(refs))
+
+
+def _level(raw: str | None) -> Compatibility:
+    level = (raw or "").strip().upper()
+    if level not in Compatibility.__members__:
+        raise InvalidCompatibilityLevel()
+    return Compatibility(level)
+
+
+def _mode(raw: str | None) -> Mode:
+    mode = (raw or "").strip().upper()
+    if mode not in Mode.__members__:
+        raise InvalidMode()
+    if Mode(mode) not in SETTABLE_MODES:
+        raise InvalidMode(f"Invalid mode {mode}: brokergate sets READWRITE and READONLY.")
+    return Mode(mode)
