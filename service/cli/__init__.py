@@ -1,6 +1,10 @@
-"""The ``brokergate`` command and its console tools: ``main`` parses the command line (``main.py``);
-the tools are ``tools`` (topics, produce, consume, groups), ``acls``, ``schemas`` and ``shares``,
-over the flags and connection they share (``common``)."""
+"""The ``brokergate`` command and its console tools.
+
+``main`` parses the command line (``main.py``: ``serve``, ``users``, ``worker``); ``tools`` puts
+the console tools' parsers together and runs them: ``topics``, ``produce``, ``consume``,
+``groups``, ``acls``, ``schemas`` and ``shares``, over the flags and connection they share
+(``common``) and the record text they read and print (``records``).
+"""
 
 from .main import main
 

@@ -14,7 +14,7 @@ acquires no more records than ``--max-messages`` leaves to print, and deletes it
 way out, Ctrl-C included, so whatever it holds and did not print goes back to the group at once.
 
 Built on ``GatewayClient``'s share-group methods and ``ShareConsumer``; the records are printed
-by the caller's ``show`` (``service.cli.tools`` prints them for every kind of consumer).
+by the caller's ``show`` (``service.cli.records`` prints them for every kind of consumer).
 """
 
 from __future__ import annotations
