@@ -52,8 +52,12 @@ unit: $(VENV)/.installed-test
 openapi: $(VENV)/.installed-test
 	$(BIN)/python -m service.server.openapi > openapi.yaml
 
+$(VENV)/.installed-docs: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[docs]'
+	touch $@
+
 ## build the documentation site (docs/, mkdocs.yml) into build/site; a broken link fails it
-docs: $(VENV)/.installed-test
+docs: $(VENV)/.installed-docs
 	$(BIN)/mkdocs build --strict --site-dir build/site
 
 bench: $(VENV)/.installed-test
