@@ -43,6 +43,9 @@ Answer = Annotated[str, Depends(response_type)]
 Deleted = Annotated[bool, Query(description="Include soft-deleted versions.")]
 Offset = Annotated[int, Query(ge=0, description="Skip this many.")]
 Limit = Annotated[int, Query(description="At most this many (-1: all).")]
+Format = Annotated[
+    str, Query(description="The text in a form of its type (PROTOBUF: serialized); else as stored.")
+]
 
 Normalize = Annotated[
     bool, Query(description="Accepted; schemas are always compared by their canonical form.")

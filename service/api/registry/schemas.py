@@ -12,9 +12,10 @@ from fastapi import Query
 from fastapi.responses import Response
 
 from api_schemas import registry as sr
+from service.core.schemas.output_formats import in_format
 
 from .answers import _RAW, ERRORS, _answer, _described, _ok, _page, _text
-from .requests import Answer, Deleted, Limit, Offset
+from .requests import Answer, Deleted, Format, Limit, Offset
 from .served import GW, registry_router
 
 router = registry_router()
@@ -38,9 +39,10 @@ async def schema_by_id(
     gw: GW,
     answer: Answer,
     subject: Annotated[str | None, Query(description="Also say its version in this subject.")] = None,
+    format: Format = "",
 ) -> Response:
     """The schema with this id (soft-deleted versions keep it; 40403 once none holds it)."""
-    schema = await gw.registry.schema(id)
+    schema = await in_format(gw.registry, id, await gw.registry.schema(id), format)
     out: dict[str, Any] = {}
     if subject is not None:
         held = [v for v in await gw.registry.uses(id, deleted=True) if v.subject == subject]
@@ -50,8 +52,8 @@ async def schema_by_id(
 
 
 @router.get("/schemas/ids/{id}/schema", operation_id="getSchemaTextById", responses={**_RAW, **ERRORS})
-async def schema_text_by_id(id: int, gw: GW, answer: Answer) -> Response:
-    return _text((await gw.registry.schema(id)).text, answer)
+async def schema_text_by_id(id: int, gw: GW, answer: Answer, format: Format = "") -> Response:
+    return _text((await in_format(gw.registry, id, await gw.registry.schema(id), format)).text, answer)
 
 
 @router.get(

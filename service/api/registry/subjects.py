@@ -12,10 +12,11 @@ from fastapi import Query, Request
 from fastapi.responses import Response
 
 from api_schemas import registry as sr
+from service.core.schemas.output_formats import registered_in_format
 from service.errors import OperationNotPermitted
 
 from .answers import _RAW, ERRORS, WRITE_ERRORS, _answer, _doc, _ok, _page, _subject_schema, _text
-from .requests import Answer, Deleted, Limit, Normalize, Offset, _body, _schema_of, _version
+from .requests import Answer, Deleted, Format, Limit, Normalize, Offset, _body, _schema_of, _version
 from .served import GW, registry_router
 
 router = registry_router()
@@ -59,12 +60,11 @@ async def list_versions(
     responses={**_ok(sr.SubjectSchema), **ERRORS},
 )
 async def get_version(
-    subject: str, version: str, gw: GW, answer: Answer, deleted: Deleted = False
+    subject: str, version: str, gw: GW, answer: Answer, deleted: Deleted = False, format: Format = ""
 ) -> Response:
     """A version (a number, or ``latest``: the latest live one) with its schema."""
-    return _answer(
-        _subject_schema(await gw.registry.get(subject, _version(version), deleted=deleted)), answer
-    )
+    found = await gw.registry.get(subject, _version(version), deleted=deleted)
+    return _answer(_subject_schema(await registered_in_format(gw.registry, found, format)), answer)
 
 
 @router.get(
@@ -73,9 +73,10 @@ async def get_version(
     responses={**_RAW, **ERRORS},
 )
 async def get_version_text(
-    subject: str, version: str, gw: GW, answer: Answer, deleted: Deleted = False
+    subject: str, version: str, gw: GW, answer: Answer, deleted: Deleted = False, format: Format = ""
 ) -> Response:
-    return _text((await gw.registry.get(subject, _version(version), deleted=deleted)).schema.text, answer)
+    found = await gw.registry.get(subject, _version(version), deleted=deleted)
+    return _text((await registered_in_format(gw.registry, found, format)).schema.text, answer)
 
 
 @router.get(
@@ -132,10 +133,12 @@ async def lookup(
     answer: Answer,
     normalize: Normalize = False,
     deleted: Deleted = False,
+    format: Format = "",
 ) -> Response:
     """The version of the subject that is this schema (40403 if none is)."""
     schema = _schema_of(await _body(request, sr.RegisterSchemaRequest))
-    return _answer(_subject_schema(await gw.registry.find_version(subject, schema, deleted=deleted)), answer)
+    found = await gw.registry.find_version(subject, schema, deleted=deleted)
+    return _answer(_subject_schema(await registered_in_format(gw.registry, found, format)), answer)
 
 
 Permanent = Annotated[bool, Query(description="Hard delete (after a soft delete): the records go.")]

@@ -30,6 +30,7 @@ from typing import Final, Protocol
 
 from google.protobuf import descriptor_pb2
 
+from . import builtins
 from .descriptors import FDP, FieldProto, join, well_known
 
 
@@ -75,7 +76,7 @@ class _Types:
         files = [schema.file, *schema.dependencies.values()]
         for proto in files:
             for name in proto.dependency:
-                known = well_known(name)
+                known = well_known(name) or builtins.file(name)
                 if known is not None:
                     files.append(known)
         for proto in files:

@@ -3,33 +3,33 @@
 ``ProtobufFormat.parse`` takes a ``.proto`` file (proto2, proto3 or editions) and compiles it with
 protoc in-process (``grpc_tools``): the text and the ``.proto`` texts of its references go into a
 fresh temporary directory under their import paths, protoc reads them from there and from its
-bundled well-known types (``google/protobuf/*.proto``, which need no reference), and its errors
-become the ``InvalidSchema`` message. protoc is reached through the entry point grpc_tools' own
-import hook uses, which raises its errors as exceptions (``protoc.main`` prints them on the
-process's stderr, which no thread can capture for itself); the descriptor is read from the Python
-module protoc generates. One protoc runs at a time (a lock), so parsing is safe from any number of
-worker threads. The schema may also be what Confluent's own serializers register: a base64
-``FileDescriptorProto``; such a schema can be imported by other descriptors, not by ``.proto``
-text (protoc needs the text).
+bundled well-known types (``google/protobuf/*.proto``, which need no reference), the built-in
+files Confluent resolves by itself (``builtins``) are put beside it when imported, and its errors
+become the ``InvalidSchema`` message; custom options no file defines are left out (``options``).
+protoc is reached through the entry point grpc_tools' own import hook uses, which raises its
+errors as exceptions (``protoc.main`` prints them on the process's stderr, which no thread can
+capture for itself); the descriptor is read from the Python module protoc generates. One protoc
+runs at a time (a lock), so parsing is safe from any number of worker threads. The schema may
+also be what Confluent's own serializers register: a base64 ``FileDescriptorProto``; it is
+written as ``.proto`` text (``text``), the text Confluent answers for it, when protoc compiles that
+text back to the same file; otherwise it keeps no text and can be imported by other descriptors,
+not by ``.proto`` text (protoc needs the text).
 
 Each parsed schema has its own ``DescriptorPool`` holding its file, its references under their
 import paths and the well-known types it imports, so two schemas that declare the same file
 name, package or message name never collide.
 
-Collaborators: protoc (``grpc_tools``), ``descriptors`` (the well-known files a pool needs) and
-``schema.ProtobufSchema``, what a parse returns.
+Collaborators: protoc (``grpc_tools``), ``descriptors`` (the well-known files a pool needs),
+``builtins``, ``options``, ``text`` and ``schema.ProtobufSchema``, what a parse returns.
 """
 
 from __future__ import annotations
 
-import ast
 import base64
 import binascii
-import importlib.resources
 import posixpath
 import re
 import tempfile
-import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -39,16 +39,15 @@ from google.protobuf.message import DecodeError
 from grpc_tools import _protoc_compiler
 
 from ..model import InvalidSchema, ParsedSchema, Schema, SchemaType
-from .descriptors import FDP, ROOT_FILE, well_known
-from .schema import ProtobufSchema
+from . import builtins, options
+from .descriptors import FDP, PROTOC_LOCK, ROOT_FILE, protoc_include, serialized_file, well_known
+from .schema import ProtobufSchema, canonical
+from .text import render
 
-_PROTOC_LOCK = threading.Lock()
 _BASE64 = re.compile(r"[A-Za-z0-9+/=\s]+\Z")
+_IMPORT = re.compile(r'\bimport\s+(?:public\s+|weak\s+)?"([^"\n]+)"')
 _MAX_ERRORS: Final = 5
-
-
-def _well_known_include() -> str:
-    return str(importlib.resources.files("grpc_tools") / "_proto")
+_OPTION_ROUNDS: Final = 5  # protoc reports every unknown option of a file at once: one round is usual
 
 
 class ProtobufFormat:
@@ -80,10 +79,11 @@ class ProtobufFormat:
             for path, text in parsed.sources.items():
                 sources.setdefault(path, text)
         file = _from_descriptor(schema.text)
-        source: str | None = None
+        source: str | None = schema.text
         if file is None:
             file = _compile(schema.text, sources)
-            source = schema.text
+        else:
+            source = _as_text(file, sources)
         pool = _pool(file, dependencies)
         needed = _imports(file, dependencies)
         return ProtobufSchema(
@@ -94,6 +94,19 @@ class ProtobufFormat:
             source,
             pool,
         )
+
+
+def _as_text(file: FDP, sources: Mapping[str, str | None]) -> str | None:
+    """The ``.proto`` text of a registered descriptor, as Confluent answers it: ``text.render``'s,
+    if protoc compiles it to the same file (None if not, or if it cannot write the file)."""
+    written = render(file)
+    if written is None:
+        return None
+    try:
+        again = _compile(written, sources)
+    except InvalidSchema:
+        return None
+    return written if canonical(again) == canonical(file) else None
 
 
 def _check_import_path(path: str) -> None:
@@ -128,35 +141,64 @@ def _from_descriptor(text: str) -> FDP | None:
 
 
 def _compile(text: str, sources: Mapping[str, str | None]) -> FDP:
-    """``text`` compiled by protoc next to the sources of its references."""
+    """``text`` compiled by protoc next to the sources of its references and the built-in files
+    they import; custom options no file defines are left out (``options``), as Confluent does."""
+    texts = {path: source for path, source in sources.items() if source is not None}
+    texts[ROOT_FILE] = text
+    for written in list(texts.values()):
+        for path in _IMPORT.findall(written):
+            if path not in sources and (builtin := builtins.source(path)) is not None:
+                texts[path] = builtin
     with tempfile.TemporaryDirectory(prefix="brokergate-proto-") as tmp:
         root = Path(tmp)
-        for path, source in sources.items():
-            if source is None:
-                continue  # registered as a descriptor: protoc reports it if the text imports it
+        for path, source in texts.items():
             target = root / path
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(source, encoding="utf-8")
-        (root / ROOT_FILE).write_text(text, encoding="utf-8")
-        with _PROTOC_LOCK:
-            try:
-                generated = _protoc_compiler.get_protos(
-                    ROOT_FILE.encode(), [str(root).encode(), _well_known_include().encode()]
-                )
-            except _protoc_compiler.ProtocErrors as exc:
-                raise InvalidSchema(_protoc_message(exc.errors(), sources)) from None
-    return _serialized_file(generated[-1][1])  # the last file is the one asked for
+        for attempt in range(_OPTION_ROUNDS + 1):
+            with PROTOC_LOCK:
+                try:
+                    generated = _protoc_compiler.get_protos(
+                        ROOT_FILE.encode(), [str(root).encode(), protoc_include()]
+                    )
+                    break
+                except _protoc_compiler.ProtocErrors as exc:
+                    errors = list(exc.errors())
+            if attempt == _OPTION_ROUNDS or not _blank_unknown_options(root, texts, errors):
+                raise InvalidSchema(_protoc_message(errors, sources))
+    file = serialized_file(generated[-1][1])  # the last file is the one asked for
+    if file is None:
+        raise InvalidSchema("protoc produced no descriptor for the schema")  # a grpc_tools change
+    return file
+
+
+def _blank_unknown_options(root: Path, texts: dict[str, str], errors: list[Any]) -> bool:
+    """Blank out in their files the custom options protoc's ``errors`` call unknown; False if
+    any error is another one (or names no option it can find)."""
+    changed: dict[str, str] = {}
+    for error in errors:
+        message = _decoded(error.message)
+        path = _decoded(error.filename)
+        text = changed.get(path, texts.get(path))
+        blanked = options.blank(text, error.line, error.column) if text is not None else None
+        if not options.unknown(message) or blanked is None:
+            return False
+        changed[path] = blanked
+    for path, text in changed.items():
+        texts[path] = text
+        (root / path).write_text(text, encoding="utf-8")
+    return bool(changed)
+
+
+def _decoded(value: str | bytes) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
 def _protoc_message(errors: Iterable[Any], sources: Mapping[str, str | None]) -> str:
     lines = []
     for error in list(errors)[:_MAX_ERRORS]:
-        filename = (
-            error.filename.decode("utf-8", "replace") if isinstance(error.filename, bytes) else error.filename
-        )
-        message = (
-            error.message.decode("utf-8", "replace") if isinstance(error.message, bytes) else error.message
-        )
+        filename = _decoded(error.filename)
+        message = _decoded(error.message)
         if filename == ROOT_FILE:
             filename = "schema"
         if "File not found" in message and sources.get(filename, "") is None:
@@ -164,21 +206,6 @@ def _protoc_message(errors: Iterable[Any], sources: Mapping[str, str | None]) ->
         where = f"{filename}:{error.line + 1}:{error.column + 1}" if error.line >= 0 else filename
         lines.append(f"{where}: {message}")
     return "invalid .proto: " + "; ".join(lines)
-
-
-def _serialized_file(code: bytes) -> FDP:
-    """The ``FileDescriptorProto`` protoc embeds in the Python module it generates."""
-    for node in ast.walk(ast.parse(code)):
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr == "AddSerializedFile"
-            and node.args
-            and isinstance(node.args[0], ast.Constant)
-            and isinstance(node.args[0].value, bytes)
-        ):
-            return FDP.FromString(node.args[0].value)
-    raise InvalidSchema("protoc produced no descriptor for the schema")  # a grpc_tools change
 
 
 def _imports(file: FDP, dependencies: Mapping[str, FDP]) -> list[str]:
@@ -203,10 +230,10 @@ def _pool(file: FDP, dependencies: Mapping[str, FDP]) -> descriptor_pool.Descrip
         for name in proto.dependency:
             if name in added:
                 continue
-            dependency = dependencies.get(name) or well_known(name)
+            dependency = dependencies.get(name) or well_known(name) or builtins.file(name)
             if dependency is None:
                 raise InvalidSchema(
-                    f"{importer} imports '{name}', which is neither a reference nor a well-known type"
+                    f"{importer} imports '{name}', which is neither a reference nor a built-in file"
                 )
             added.add(name)
             add(dependency, name)

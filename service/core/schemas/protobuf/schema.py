@@ -12,7 +12,9 @@ comments, option syntax and the ``.proto``/descriptor spelling of one schema giv
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterable, Mapping
+from typing import Final
 
 from google.protobuf import descriptor_pb2, descriptor_pool, text_format
 from google.protobuf.descriptor import FileDescriptor
@@ -21,6 +23,9 @@ from ..model import ParsedSchema, Schema
 from .codec import ProtobufCodec
 from .compatibility import Diff
 from .descriptors import FDP, ROOT_FILE
+
+SERIALIZED: Final = "serialized"
+_SERIALIZED_NAME: Final = "default"  # the file name Confluent's serialized descriptors carry
 
 
 class ProtobufSchema:
@@ -39,14 +44,29 @@ class ProtobufSchema:
         self.file = file
         self.dependencies = dependencies  # import path -> file, every file imported but well-known ones
         self.sources = sources  # import path -> .proto text (None: registered as a descriptor)
-        self.source = source  # this schema's .proto text (None: registered as a descriptor)
+        self.source = source  # this schema's .proto text (None: a descriptor no text says faithfully)
         self.pool = pool
         self.descriptor: FileDescriptor = pool.FindFileByName(ROOT_FILE)
-        self._canonical = _canonical(file)
+        self._canonical = canonical(file)
         self._codec: ProtobufCodec | None = None
 
     def canonical(self) -> str:
         return self._canonical
+
+    def formatted(self) -> str:
+        """The text the registry stores and answers: the ``.proto`` text (a schema registered as
+        a descriptor written as text, as Confluent does, where ``text.render`` can say it)."""
+        return self.source if self.source is not None else self.schema.text
+
+    def in_format(self, name: str) -> str | None:
+        """The text for Confluent's ``?format=``: ``serialized``, the ``FileDescriptorProto`` in
+        base64 (what Confluent's deserializers ask for); None for its other formats."""
+        if name != SERIALIZED:
+            return None
+        file = FDP()
+        file.CopyFrom(self.file)
+        file.name = _SERIALIZED_NAME
+        return base64.b64encode(file.SerializeToString()).decode("ascii")
 
     def reading_errors(self, writer: ParsedSchema) -> list[str]:
         if not isinstance(writer, ProtobufSchema):
@@ -69,7 +89,8 @@ class ProtobufSchema:
         return f"ProtobufSchema(package={self.file.package!r}, messages={messages})"
 
 
-def _canonical(file: FDP) -> str:
+def canonical(file: FDP) -> str:
+    """The schema's canonical text: its file in text format without what is only spelling."""
     normalized = FDP()
     normalized.CopyFrom(file)
     normalized.ClearField("name")

@@ -1,0 +1,235 @@
+"""A ``FileDescriptorProto`` written as ``.proto`` text, laid out as Confluent's registry writes it.
+
+Confluent answers a schema registered as a base64 descriptor (what its serializers register) with
+``.proto`` text: it turns the descriptor into a file element and prints it (its
+``ProtobufSchemaUtils.toString``): ``syntax``, ``package``, imports, options, then the messages and
+after them the enums, extensions, services; in a message its reserved ranges, options, fields,
+oneofs, extension ranges, extensions, then nested messages and nested enums, each group after a
+blank line, two spaces of indent, type names fully qualified as the descriptor has them.
+
+Where Confluent's print would not compile with protoc, this one differs: a map field is written
+``map<K, V>`` (not its entry message with ``option map_entry``), and proto3's synthetic oneofs of
+``optional`` fields are left out. What ``render`` cannot write faithfully (groups, editions'
+features, custom options, which a descriptor alone cannot name) makes it return None; ``parsing``
+then keeps the descriptor and checks any text it does write compiles to the same schema.
+
+Collaborators: none (pure); ``parsing`` calls ``render``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Final
+
+from google.protobuf import descriptor_pb2, text_encoding, unknown_fields
+from google.protobuf.message import Message
+
+from .descriptors import FDP, FieldProto
+
+_MAX_TAG: Final = 536870911
+_SCALARS: Final = {
+    value: name[len("TYPE_") :].lower()
+    for name, value in FieldProto.Type.items()
+    if name not in ("TYPE_MESSAGE", "TYPE_ENUM", "TYPE_GROUP")
+}
+_LABELS: Final = {FieldProto.LABEL_OPTIONAL: "optional", FieldProto.LABEL_REQUIRED: "required"}
+
+
+class _Unwritable(Exception):
+    """The descriptor holds what the text cannot say faithfully."""
+
+
+def render(file: FDP) -> str | None:
+    """``file`` as ``.proto`` text, or None if it holds what this writer cannot say faithfully."""
+    try:
+        return _File(file).text()
+    except _Unwritable:
+        return None
+
+
+def _indented(lines: str) -> str:
+    return "".join(f"  {line}\n" if line else "\n" for line in lines.rstrip("\n").split("\n"))
+
+
+def _block(head: str, sections: Iterable[str]) -> str:
+    body = "\n".join(s for s in sections if s)
+    return f"{head} {{\n{_indented(body)}}}\n" if body else f"{head} {{}}\n"
+
+
+def _quoted(text: str) -> str:
+    return '"' + text_encoding.CEscape(text, as_utf8=True) + '"'
+
+
+def _options(options: Message, skip: Iterable[str] = ()) -> list[str]:
+    """``name = value`` of each option set (standard ones: a descriptor cannot name custom ones)."""
+    if len(unknown_fields.UnknownFieldSet(options)):
+        raise _Unwritable
+    out = []
+    for field, value in options.ListFields():
+        if field.name in skip:
+            continue
+        if field.message_type is not None or field.is_extension:
+            raise _Unwritable  # features, edition defaults, extensions
+        values = list(value) if not isinstance(value, (str, bytes, bool, int, float)) else [value]
+        for item in values:
+            if field.enum_type is not None:
+                written = field.enum_type.values_by_number[item].name
+            elif isinstance(item, bool):
+                written = "true" if item else "false"
+            elif isinstance(item, str):
+                written = _quoted(item)
+            else:
+                written = repr(item) if isinstance(item, float) else str(item)
+            out.append(f"{field.name} = {written}")
+    return out
+
+
+def _statements(options: Message, skip: Iterable[str] = ()) -> str:
+    return "".join(f"option {option};\n" for option in _options(options, skip))
+
+
+def _bracketed(options: list[str]) -> str:
+    if not options:
+        return ""
+    if len(options) == 1:
+        return f" [{options[0]}]"
+    return " [\n" + _indented(",\n".join(options)) + "]"
+
+
+def _ranges(keyword: str, ranges: Iterable[tuple[int, int]]) -> str:
+    lines = []
+    for start, last in ranges:
+        end = "max" if last >= _MAX_TAG else str(last)
+        lines.append(f"{keyword} {start};\n" if start == last else f"{keyword} {start} to {end};\n")
+    return "".join(lines)
+
+
+class _File:
+    def __init__(self, file: FDP) -> None:
+        self.file = file
+        self.proto3 = file.syntax == "proto3"
+        if file.syntax not in ("", "proto2", "proto3"):
+            raise _Unwritable  # editions
+
+    def text(self) -> str:
+        f = self.file
+        out = [f'syntax = "{f.syntax or "proto2"}";\n']
+        if f.package:
+            out.append(f"package {f.package};\n")
+        if f.dependency:
+            public, weak = set(f.public_dependency), set(f.weak_dependency)
+            imports = [
+                f'import {"public " if i in public else "weak " if i in weak else ""}"{name}";\n'
+                for i, name in enumerate(f.dependency)
+            ]
+            out.append("\n" + "".join(imports))
+        options = _statements(f.options)
+        if options:
+            out.append("\n" + options)
+        types = [self.message(m) for m in f.message_type] + [self.enum(e) for e in f.enum_type]
+        if types:
+            out.append("\n" + "".join(types))
+        if f.extension:
+            out.append("\n" + self.extends(f.extension))
+        if f.service:
+            out.append("\n" + "".join(self.service(s) for s in f.service))
+        return "".join(out)
+
+    def message(self, m: descriptor_pb2.DescriptorProto) -> str:
+        entries = {n.name: n for n in m.nested_type if n.options.map_entry}
+        reserved = _ranges("reserved", ((r.start, r.end - 1) for r in m.reserved_range))
+        reserved += "".join(f"reserved {_quoted(name)};\n" for name in m.reserved_name)
+        synthetic = {f.oneof_index for f in m.field if f.proto3_optional}
+        fields = "".join(
+            self.field(f, entries) for f in m.field if not f.HasField("oneof_index") or f.proto3_optional
+        )
+        oneofs = "".join(
+            _block(
+                f"oneof {o.name}",
+                [
+                    _statements(o.options),
+                    "".join(self.field(f, entries, in_oneof=True) for f in m.field if _in(f, i)),
+                ],
+            )
+            for i, o in enumerate(m.oneof_decl)
+            if i not in synthetic
+        )
+        extensions = "".join(
+            _ranges("extensions", [(r.start, r.end - 1)]) if not r.HasField("options") else self.unwritable()
+            for r in m.extension_range
+        )
+        nested = "".join(self.message(n) for n in m.nested_type if n.name not in entries)
+        nested += "".join(self.enum(e) for e in m.enum_type)
+        sections = [reserved, _statements(m.options), fields, oneofs, extensions]
+        sections += [self.extends(m.extension) if m.extension else "", nested]
+        return _block(f"message {m.name}", sections)
+
+    def unwritable(self) -> str:
+        raise _Unwritable
+
+    def field(
+        self, f: FieldProto, entries: dict[str, descriptor_pb2.DescriptorProto], in_oneof: bool = False
+    ) -> str:
+        entry = entries.get(f.type_name.rsplit(".", 1)[-1]) if f.label == f.LABEL_REPEATED else None
+        if entry is not None and f.type_name.endswith(f".{entry.name}"):
+            key, value = entry.field[0], entry.field[1]
+            written = f"map<{self.type(key)}, {self.type(value)}>"
+        else:
+            written = self.type(f)
+            label = self.label(f) if not in_oneof else ""
+            written = f"{label} {written}" if label else written
+        options = []
+        if f.HasField("default_value") and not self.proto3:
+            options.append(f"default = {self.default(f)}")
+        if f.HasField("json_name"):
+            options.append(f"json_name = {_quoted(f.json_name)}")
+        options += _options(f.options)
+        return f"{written} {f.name} = {f.number}{_bracketed(options)};\n"
+
+    def label(self, f: FieldProto) -> str:
+        if f.label == f.LABEL_REPEATED:
+            return "repeated"
+        if f.proto3_optional:
+            return "optional"
+        return "" if self.proto3 else _LABELS[f.label]
+
+    def type(self, f: FieldProto) -> str:
+        if f.type == f.TYPE_GROUP:
+            raise _Unwritable
+        return f.type_name if f.type_name else _SCALARS[f.type]
+
+    def default(self, f: FieldProto) -> str:
+        if f.type == f.TYPE_STRING:
+            return _quoted(f.default_value)
+        if f.type == f.TYPE_BYTES:
+            return f'"{f.default_value}"'  # a descriptor holds a bytes default escaped already
+        return f.default_value
+
+    def enum(self, e: descriptor_pb2.EnumDescriptorProto) -> str:
+        reserved = _ranges("reserved", ((r.start, r.end) for r in e.reserved_range))
+        reserved += "".join(f"reserved {_quoted(name)};\n" for name in e.reserved_name)
+        values = "".join(f"{v.name} = {v.number}{_bracketed(_options(v.options))};\n" for v in e.value)
+        return _block(f"enum {e.name}", [reserved + _statements(e.options) + values])
+
+    def extends(self, fields: Iterable[FieldProto]) -> str:
+        by_extendee: dict[str, list[FieldProto]] = {}
+        for f in fields:
+            by_extendee.setdefault(f.extendee, []).append(f)
+        return "".join(
+            _block(f"extend {extendee}", ["".join(self.field(f, {}) for f in group)])
+            for extendee, group in by_extendee.items()
+        )
+
+    def service(self, s: descriptor_pb2.ServiceDescriptorProto) -> str:
+        rpcs = []
+        for m in s.method:
+            request = f"stream {m.input_type}" if m.client_streaming else m.input_type
+            response = f"stream {m.output_type}" if m.server_streaming else m.output_type
+            options = _statements(m.options)
+            body = f" {{\n{_indented(options)}}}" if options else ""
+            rpcs.append(f"rpc {m.name} ({request}) returns ({response}){body};\n")
+        return _block(f"service {s.name}", [_statements(s.options), "".join(rpcs)])
+
+
+def _in(f: FieldProto, index: int) -> bool:
+    return f.HasField("oneof_index") and f.oneof_index == index and not f.proto3_optional
