@@ -1,15 +1,21 @@
-"""What a subschema constrains, as ``compatibility`` reads it: keyword families, types, values.
+"""What a subschema is, as Confluent's checker sees it: the kind of schema its JSON Schema library
+builds from it (``Shapes``), and what an object's or an array's content model allows.
 
-Like Confluent, a schema without ``type`` counts as the types its keywords constrain
-(``properties`` → object, ``items`` → array, …); ``enum``/``const`` give the types of their
-values. Also whether an object's content model is open, an array's items by position, and the
-number helpers the limits need.
+Confluent compares the typed schemas its JSON Schema library (everit) loads, not keywords: a
+schema is empty (``true``, ``{}``, annotations only), ``false``, one typed schema (string,
+number — ``integer`` is a number that requires integers —, boolean, null, object, array), an
+``enum``, a ``const``, a ``not`` or a combined schema (``allOf``/``anyOf``/``oneOf``). A schema
+whose keywords make several of these (``"type": "string"`` beside ``"enum"``, an ``anyOf`` beside
+``properties``) is the ``allOf`` of them; several types (``"type": ["string", "null"]``) are the
+``anyOf`` of one typed schema each; without ``type``, each family of keywords present makes its
+typed schema (``properties`` an object, ``maxLength`` a string). ``Shapes`` builds the parts it
+needs once per node, so that a comparison can recognise a pair of nodes it has seen.
 """
 
 from __future__ import annotations
 
 from decimal import Decimal, InvalidOperation
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import referencing
 import referencing.jsonschema
@@ -38,132 +44,160 @@ _ARRAY_KEYWORDS: Final = frozenset(
         "maxItems",
         "uniqueItems",
         "contains",
+        "minContains",
+        "maxContains",
         "unevaluatedItems",
     }
 )
-_STRING_KEYWORDS: Final = frozenset({"minLength", "maxLength", "pattern"})
+_STRING_KEYWORDS: Final = frozenset({"minLength", "maxLength", "pattern", "format"})
 _NUMBER_KEYWORDS: Final = frozenset(
     {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}
 )
-_CONSTRAINTS: Final = (
-    _OBJECT_KEYWORDS
-    | _ARRAY_KEYWORDS
-    | _STRING_KEYWORDS
-    | _NUMBER_KEYWORDS
-    | {"type", "enum", "const", "allOf", "anyOf", "oneOf", "not", "$ref", "if"}
+_FAMILIES: Final = (
+    ("object", _OBJECT_KEYWORDS),
+    ("array", _ARRAY_KEYWORDS),
+    ("string", _STRING_KEYWORDS),
+    ("number", _NUMBER_KEYWORDS),
 )
-_UPPER: Final = ("maxLength", "maximum", "exclusiveMaximum", "maxItems", "maxProperties")
-_LOWER: Final = ("minLength", "minimum", "exclusiveMinimum", "minItems", "minProperties")
-_LIMIT_TYPES: Final = {
-    "maxLength": "string",
-    "minLength": "string",
-    "maximum": "number",
-    "minimum": "number",
-    "exclusiveMaximum": "number",
-    "exclusiveMinimum": "number",
-    "maxItems": "array",
-    "minItems": "array",
-    "maxProperties": "object",
-    "minProperties": "object",
-}
 _COMBINATORS: Final = ("allOf", "anyOf", "oneOf")
+_TYPES: Final = frozenset({"string", "number", "integer", "boolean", "null", "object", "array"})
+_MODERN: Final = (referencing.jsonschema.DRAFT201909, referencing.jsonschema.DRAFT202012)
 
 
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
+class Shape(NamedTuple):
+    """What a node is: ``kind`` (``empty``, ``false``, a type name, ``enum``, ``const``, ``not``,
+    ``combined``), the node holding its keywords, and for ``combined`` its criterion and parts."""
+
+    kind: str
+    node: Any
+    criterion: str = ""
+    parts: tuple[Any, ...] = ()
 
 
-def _types(node: dict[str, Any]) -> set[str] | None:
-    """The JSON types ``node`` accepts, or None for any."""
+class Shapes:
+    """The shapes of one comparison's nodes; the parts it makes stay alive (they are compared by
+    identity) for as long as it does."""
+
+    def __init__(self) -> None:
+        self._known: dict[int, tuple[Any, Shape]] = {}
+
+    def of(self, node: Any) -> Shape:
+        if node is True:
+            return Shape("empty", node)
+        if node is False:
+            return Shape("false", node)
+        if not isinstance(node, dict):
+            return Shape("empty", node)
+        known = self._known.get(id(node))
+        if known is None:
+            known = self._known[id(node)] = (node, self._shape(node))
+        return known[1]
+
+    def _shape(self, node: dict[str, Any]) -> Shape:
+        parts: list[Any] = []
+        kinds: list[Shape] = []
+        for criterion in _COMBINATORS:
+            if isinstance(node.get(criterion), list):
+                part = {criterion: node[criterion]}
+                parts.append(part)
+                kinds.append(Shape("combined", part, criterion, tuple(node[criterion])))
+        for keyword in ("not", "const", "enum"):
+            if keyword in node and (keyword != "enum" or isinstance(node[keyword], list)):
+                part = {keyword: node[keyword]}
+                parts.append(part)
+                kinds.append(Shape(keyword, part))
+        declared = node.get("type")
+        if isinstance(declared, str):
+            declared = [declared]
+        if isinstance(declared, list):
+            typed = [t for t in declared if t in _TYPES]
+        else:
+            typed = [t for t, keywords in _FAMILIES if node.keys() & keywords]
+        if isinstance(declared, list) and len(typed) > 1:
+            each = tuple(self._typed(node, t) for t in typed)
+            part = {"anyOf": list(each)}
+            parts.append(part)
+            kinds.append(Shape("combined", part, "anyOf", each))
+        else:
+            for t in typed:
+                part = self._typed(node, t)
+                parts.append(part)
+                kinds.append(Shape(_kind(t), part))
+        if not kinds:
+            return Shape("empty", node)
+        if len(kinds) == 1:
+            return kinds[0]._replace(node=node) if kinds[0].kind != "combined" else kinds[0]
+        return Shape("combined", node, "allOf", tuple(parts))
+
+    def _typed(self, node: dict[str, Any], t: str) -> dict[str, Any]:
+        rest = {k: v for k, v in node.items() if k not in ("type", "not", "const", "enum", *_COMBINATORS)}
+        part = {**rest, "type": t}
+        self._known[id(part)] = (part, Shape(_kind(t), part))
+        return part
+
+
+def _kind(t: str) -> str:
+    return "number" if t == "integer" else t
+
+
+def is_empty(node: Any, shapes: Shapes) -> bool:
+    """An everit ``EmptySchema`` (``true`` included); a ``$ref`` is not one, whatever it names."""
+    if isinstance(node, dict) and "$ref" in node:
+        return False
+    return shapes.of(node).kind == "empty"
+
+
+def requires_integer(node: dict[str, Any]) -> bool:
     declared = node.get("type")
-    if isinstance(declared, str):
-        return {declared}
-    if isinstance(declared, list):
-        return {t for t in declared if isinstance(t, str)}
-    values = _values(node)
-    if values is not None:
-        return {_json_type(v) for v in values}
-    inferred = set()
-    keys = node.keys()
-    if keys & _OBJECT_KEYWORDS:
-        inferred.add("object")
-    if keys & _ARRAY_KEYWORDS:
-        inferred.add("array")
-    if keys & _STRING_KEYWORDS:
-        inferred.add("string")
-    if keys & _NUMBER_KEYWORDS:
-        inferred.add("number")
-    return inferred or None
+    return declared == "integer" or (isinstance(declared, list) and declared == ["integer"])
 
 
-def _values(node: dict[str, Any]) -> list[Any] | None:
-    if "const" in node:
-        return [node["const"]]
-    enum = node.get("enum")
-    return list(enum) if isinstance(enum, list) else None
+def unevaluated(node: dict[str, Any], keyword: str, spec: referencing.Specification[Any]) -> Any:
+    """``unevaluatedProperties``/``unevaluatedItems`` where the draft has them (2019-09 on), or None."""
+    return node.get(keyword) if spec in _MODERN else None
 
 
-def _covers(types: set[str] | None, t: str) -> bool:
-    return types is None or t in types or (t == "integer" and "number" in types)
+def additional(node: dict[str, Any], keyword: str) -> tuple[bool, Any]:
+    """Whether ``additionalProperties``/``additionalItems`` permits more, and its schema (None when
+    it is absent or a boolean)."""
+    value = node.get(keyword, True)
+    if isinstance(value, dict):
+        return True, value
+    return value is not False, None
 
 
-def _allows(types: set[str] | None, t: str) -> bool:
-    if types is None:
-        return True
-    return bool(types & {"number", "integer"}) if t == "number" else t in types
+def items(node: dict[str, Any], spec: referencing.Specification[Any]) -> tuple[Any, list[Any], str]:
+    """An array schema's schema for all items (None if it has none), its per-position item schemas,
+    and the keyword that holds what comes after them."""
+    if spec is referencing.jsonschema.DRAFT202012 or "prefixItems" in node:
+        prefix = node.get("prefixItems")
+        if isinstance(prefix, list):
+            return None, prefix, "items"
+        if isinstance(node.get("items"), bool):  # as Confluent translates it: items permitted or not
+            return None, [], "items"
+        return node.get("items"), [], "additionalItems"
+    value = node.get("items")
+    if isinstance(value, list):
+        return None, value, "additionalItems"
+    return value, [], "additionalItems"
 
 
-def _same_value(a: Any, b: Any) -> bool:
+def same_value(a: Any, b: Any) -> bool:
     if isinstance(a, bool) or isinstance(b, bool):
         return a is b
     if isinstance(a, int | float) and isinstance(b, int | float):
         return a == b
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_same_value(x, y) for x, y in zip(a, b, strict=True))
+        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_same_value(a[k], b[k]) for k in a)
+        return a.keys() == b.keys() and all(same_value(a[k], b[k]) for k in a)
     return bool(a == b)
 
 
-def _is_open(node: dict[str, Any]) -> bool:
-    additional = node.get("additionalProperties", True)
-    unevaluated = node.get("unevaluatedProperties", True)
-    return additional is True and unevaluated is True and not node.get("patternProperties")
-
-
-def _items(node: dict[str, Any], spec: referencing.Specification[Any]) -> tuple[list[Any], Any]:
-    """An array schema's per-position item schemas and the schema of the items after them."""
-    if "prefixItems" in node or spec is referencing.jsonschema.DRAFT202012:
-        prefix = node.get("prefixItems")
-        return (prefix if isinstance(prefix, list) else []), node.get("items", True)
-    items = node.get("items", True)
-    if isinstance(items, list):
-        return items, node.get("additionalItems", True)
-    return [], items
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _divides(divisor: float, value: float) -> bool:
+def number(value: Any) -> Decimal | None:
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
     try:
-        return Decimal(str(value)) % Decimal(str(divisor)) == 0
-    except (InvalidOperation, ZeroDivisionError):
-        return False
+        return Decimal(str(value))
+    except InvalidOperation:
+        return None

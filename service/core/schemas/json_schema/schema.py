@@ -1,14 +1,17 @@
 """A parsed JSON Schema (``JsonSchema``) and the format that parses one (``JsonSchemaFormat``).
 
 ``JsonSchemaFormat.parse`` checks the document against the metaschema of its ``$schema`` (draft-04,
--06, -07, 2019-09 or 2020-12; draft-07 when it names none, as Confluent does) and checks that every
+-06, -07, 2019-09 or 2020-12 by the URLs Confluent knows for them; draft-07 when it names none or
+another, as Confluent parses it) and checks that every
 ``$ref`` resolves, inside the document or to a reference: a ``SchemaReference`` is known by its
 ``name`` (the ``$ref`` as the schema writes it, e.g. ``address.json``, or an absolute URL), by that
 name resolved against the schema's ``$id``, and by the referenced document's own ``$id``. Nothing
 is ever fetched. Regular expressions (``pattern``, ``patternProperties``) must be RE2 syntax and
 are matched by RE2, in linear time, so no schema and value can stall the gateway.
 
-The canonical text is the document with sorted keys and no whitespace.
+The canonical text (what makes two schemas the same) is the document with sorted keys and no
+whitespace, which is also the text ``?normalize=true`` stores; the registry stores the document as
+compact JSON with its keys in their order otherwise, as Confluent does.
 
 ``JsonSchema`` answers the registry's questions with ``compatibility`` (reading rules) and ``codec``
 (built on first use).
@@ -32,6 +35,7 @@ from service.core.json_depth import MAX_SCHEMA_DEPTH, exceeds
 from ..model import InvalidSchema, ParsedSchema, Schema, SchemaType
 from .codec import JsonSchemaCodec, _limit
 from .compatibility import MAX_COMPARISONS, _Comparison, _TooComplex
+from .differences import COMPATIBLE, Difference, message
 from .patterns import _keywords, _Patterns
 from .subschemas import _walk
 
@@ -47,7 +51,34 @@ _DRAFTS: Final[Mapping[type[Any], str]] = {
     jsonschema.Draft201909Validator: "draft 2019-09",
     jsonschema.Draft202012Validator: "draft 2020-12",
 }
-_UNKNOWN: Final[Any] = object()
+# The $schema URLs Confluent knows (its SpecificationVersion), each with and without a final "#";
+# any other $schema, or none, is draft-07, as Confluent parses it.
+_URLS: Final[Mapping[str, type[Any]]] = {
+    f"{scheme}://json-schema.org/{path}": cls
+    for scheme in ("http", "https")
+    for path, cls in (
+        ("draft-04/schema", jsonschema.Draft4Validator),
+        ("schema", jsonschema.Draft4Validator),
+        ("draft-06/schema", jsonschema.Draft6Validator),
+        ("draft-07/schema", jsonschema.Draft7Validator),
+        ("draft/2019-09/schema", jsonschema.Draft201909Validator),
+        ("draft/2020-12/schema", jsonschema.Draft202012Validator),
+    )
+}
+
+
+def _compact(document: Any, text: str) -> str:
+    try:
+        return json.dumps(document, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except ValueError:  # a number beyond a double (1e400) is no JSON once read: keep it as sent
+        return text
+
+
+def _draft_of(document: Any) -> type[Any]:
+    url = document.get("$schema") if isinstance(document, dict) else None
+    if not isinstance(url, str):
+        return jsonschema.Draft7Validator
+    return _URLS.get(url.removesuffix("#"), jsonschema.Draft7Validator)
 
 
 class JsonSchema:
@@ -81,18 +112,29 @@ class JsonSchema:
     def canonical(self) -> str:
         return self._canonical
 
+    def formatted(self) -> str:
+        """The text the registry stores, Confluent's ``canonicalString``: the document as compact
+        JSON, its keys in the order they came."""
+        return _compact(self.document, self.schema.text)
+
+    def normalized(self) -> str:
+        """The text stored for ``?normalize=true``: compact JSON with sorted keys, as Confluent's
+        ``normalize()`` reads the schema into sorted nodes."""
+        return self._canonical
+
     def reading_errors(self, writer: ParsedSchema) -> list[str]:
         if not isinstance(writer, JsonSchema):
             return [f"the writer's schema is {writer.schema.schema_type}, not JSON"]
         comparison = _Comparison(writer, self)
         try:
-            comparison.compare(writer.document, writer.resolver(), self.document, self.resolver(), "")
+            found = comparison.run(writer.document, writer.resolver(), self.document, self.resolver())
         except _TooComplex:
             return [
                 f"the schemas are too complex to compare (more than {MAX_COMPARISONS} pairs of subschemas, "
                 "mostly from nested combinators)"
             ]
-        return list(dict.fromkeys(comparison.errors))
+        incompatible = (d for d in found if d.rule not in COMPATIBLE)
+        return list(dict.fromkeys(message(Difference(d.rule, "#/" + d.path)) for d in incompatible))
 
     def codec(self) -> JsonSchemaCodec:
         if self._codec is None:
@@ -125,17 +167,8 @@ class JsonSchemaFormat:
             raise InvalidSchema(f"a JSON Schema is a JSON document: {exc}") from None
         if not isinstance(document, dict | bool):
             raise InvalidSchema("a JSON Schema is a JSON object or a boolean")
-        cls = jsonschema.validators.validator_for(document, default=_UNKNOWN)
-        if cls is _UNKNOWN:
-            if isinstance(document, dict) and "$schema" in document:
-                raise InvalidSchema(
-                    f"unsupported $schema {json.dumps(document['$schema'])}: draft-04, -06, -07, 2019-09 "
-                    "and 2020-12 are"
-                )
-            cls = jsonschema.Draft7Validator
-        draft = _DRAFTS.get(cls)
-        if draft is None:  # draft-03: known to the library, not to schema registries
-            raise InvalidSchema(f"unsupported $schema {json.dumps(cls.META_SCHEMA.get('$schema'))}")
+        cls = _draft_of(document)
+        draft = _DRAFTS[cls]
         try:
             cls.check_schema(document)
         except SchemaError as exc:
