@@ -1,6 +1,7 @@
 """JSON Schema: parsing and the canonical text (``schema``), Confluent's compatibility rules
-(``compatibility``, over what each subschema constrains: ``constraints``), and the codec (``codec``,
-matching patterns by RE2: ``patterns``)."""
+(``compatibility`` over the typed schemas of ``constraints``, with ``keywords`` and ``objects``;
+the rules' names and messages in ``differences``), and the codec (``codec``, matching patterns by
+RE2: ``patterns``)."""
 
 from .codec import JsonSchemaCodec
 from .compatibility import MAX_COMPARISONS

@@ -155,7 +155,8 @@ def at(path: str, diffs: Diffs) -> Diffs:
 
 
 def message(difference: Difference) -> str:
-    """Confluent's text for an incompatible difference, the reader's schema being the "new" one."""
+    """Confluent's text for an incompatible difference ("reader" and "writer" where Confluent writes
+    "new" and "old", or "old" and "new" when it checks that old readers read new data)."""
     template = _SINGLE.get(difference.rule, "")
     for rules, text in _GROUPS:
         if difference.rule in rules:
