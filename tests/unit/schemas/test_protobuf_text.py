@@ -8,7 +8,7 @@ import base64
 
 import pytest
 
-from service.core.schemas.model import InvalidSchema, SchemaType
+from service.core.schemas.model import InvalidSchema, SchemaReference, SchemaType
 from service.core.schemas.protobuf import ProtobufFormat, ProtobufSchema
 from service.core.schemas.protobuf import options as unknown_options
 from service.core.schemas.protobuf.descriptors import FDP
@@ -52,8 +52,8 @@ message Order {
 
   string id = 1;
   int32 qty = 2 [
-    json_name = "quantity",
-    deprecated = true
+    deprecated = true,
+    json_name = "quantity"
   ];
   map<string, .shop.Order.Item> items = 4;
   optional string note = 5;
@@ -131,6 +131,37 @@ def test_what_the_text_cannot_say_keeps_the_descriptor() -> None:
     file = FDP.FromString(base64.b64decode(serialized(SHOP)))
     file.options.MergeFromString(b"\xc0\x44\x01")  # an extension (1096) no file here defines
     assert render(file) is None
+
+
+def test_a_proto_text_is_stored_as_confluent_prints_it() -> None:
+    """Confluent stores its own print of a parsed .proto (comments left out); type names are
+    written as their shortest name (Confluent keeps them as written)."""
+    expected = (
+        SHOP_AS_CONFLUENT_WRITES_IT.replace(".shop.Order.Item", "Item")
+        .replace(".shop.Order.Kind", "Kind")
+        .replace(".google.protobuf.Timestamp", "google.protobuf.Timestamp")
+        .replace(".shop.Order", "Order")
+    )
+    parsed = schema(SHOP)
+    assert parsed.formatted() == expected
+    assert parsed.schema.text == SHOP  # what was sent is what was parsed
+    assert schema(expected).formatted() == expected
+    without_syntax = "package p;\nmessage A { optional int32 a = 1; }"
+    assert schema(without_syntax).formatted() == "package p;\n\nmessage A {\n  optional int32 a = 1;\n}\n"
+
+
+def test_type_names_stay_as_the_text_spells_them() -> None:
+    money = schema('syntax = "proto3";\npackage shop;\nmessage Money { int64 cents = 1; }\n')
+    price = (
+        'syntax = "proto3";\npackage shop;\nimport "money.proto";\nmessage Price { shop.Money amount = 1; }\n'
+    )
+    refs = (SchemaReference("money.proto", "money", 1),)
+    parsed = parse(price, references={"money.proto": money}, refs=refs)
+    assert isinstance(parsed, ProtobufSchema)
+    assert parsed.formatted() == (
+        'syntax = "proto3";\npackage shop;\n\nimport "money.proto";\n\n'
+        "message Price {\n  shop.Money amount = 1;\n}\n"
+    )
 
 
 def test_the_serialized_form_is_the_descriptor_confluent_names_default() -> None:

@@ -42,9 +42,10 @@ from ..model import InvalidSchema, ParsedSchema, Schema, SchemaType
 from . import builtins, options
 from .descriptors import FDP, PROTOC_LOCK, ROOT_FILE, protoc_include, serialized_file, well_known
 from .schema import ProtobufSchema, canonical
-from .text import render
+from .text import Names, render
 
 _BASE64 = re.compile(r"[A-Za-z0-9+/=\s]+\Z")
+_SYNTAX = re.compile(r"^\s*syntax\s*=", re.MULTILINE)
 _IMPORT = re.compile(r'\bimport\s+(?:public\s+|weak\s+)?"([^"\n]+)"')
 _MAX_ERRORS: Final = 5
 _OPTION_ROUNDS: Final = 5  # protoc reports every unknown option of a file at once: one round is usual
@@ -79,9 +80,14 @@ class ProtobufFormat:
             for path, text in parsed.sources.items():
                 sources.setdefault(path, text)
         file = _from_descriptor(schema.text)
-        source: str | None = schema.text
+        source: str | None
         if file is None:
-            file = _compile(schema.text, sources)
+            file, blanked = _compile(schema.text, sources)
+            source = schema.text
+            if not blanked:  # an option protoc does not know is kept in the text as sent
+                names = Names(_files(file, dependencies), schema.text)
+                declared = _SYNTAX.search(schema.text) is not None
+                source = _as_text(file, sources, names, declared) or schema.text
         else:
             source = _as_text(file, sources)
         pool = _pool(file, dependencies)
@@ -96,17 +102,34 @@ class ProtobufFormat:
         )
 
 
-def _as_text(file: FDP, sources: Mapping[str, str | None]) -> str | None:
-    """The ``.proto`` text of a registered descriptor, as Confluent answers it: ``text.render``'s,
+def _as_text(
+    file: FDP, sources: Mapping[str, str | None], names: Names | None = None, syntax: bool = True
+) -> str | None:
+    """The ``.proto`` text of a parsed file as Confluent stores and answers it: ``text.render``'s,
     if protoc compiles it to the same file (None if not, or if it cannot write the file)."""
-    written = render(file)
+    written = render(file, names, syntax=syntax)
     if written is None:
         return None
     try:
-        again = _compile(written, sources)
+        again, _ = _compile(written, sources)
     except InvalidSchema:
         return None
     return written if canonical(again) == canonical(file) else None
+
+
+def _files(file: FDP, dependencies: Mapping[str, FDP]) -> list[FDP]:
+    """``file`` and every file it imports, directly or not: those whose types it can name."""
+    files = {"": file}
+    pending = list(file.dependency)
+    while pending:
+        name = pending.pop()
+        if name in files:
+            continue
+        found = dependencies.get(name) or well_known(name) or builtins.file(name)
+        if found is not None:
+            files[name] = found
+            pending.extend(found.dependency)
+    return list(files.values())
 
 
 def _check_import_path(path: str) -> None:
@@ -140,9 +163,9 @@ def _from_descriptor(text: str) -> FDP | None:
     return file
 
 
-def _compile(text: str, sources: Mapping[str, str | None]) -> FDP:
+def _compile(text: str, sources: Mapping[str, str | None]) -> tuple[FDP, bool]:
     """``text`` compiled by protoc next to the sources of its references and the built-in files
-    they import; custom options no file defines are left out (``options``), as Confluent does."""
+    they import, and whether custom options no file defines were left out (``options``) for it."""
     texts = {path: source for path, source in sources.items() if source is not None}
     texts[ROOT_FILE] = text
     for written in list(texts.values()):
@@ -169,7 +192,7 @@ def _compile(text: str, sources: Mapping[str, str | None]) -> FDP:
     file = serialized_file(generated[-1][1])  # the last file is the one asked for
     if file is None:
         raise InvalidSchema("protoc produced no descriptor for the schema")  # a grpc_tools change
-    return file
+    return file, attempt > 0
 
 
 def _blank_unknown_options(root: Path, texts: dict[str, str], errors: list[Any]) -> bool:

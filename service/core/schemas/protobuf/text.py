@@ -18,6 +18,7 @@ Collaborators: none (pure); ``parsing`` calls ``render``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Final
 
@@ -27,6 +28,7 @@ from google.protobuf.message import Message
 from .descriptors import FDP, FieldProto
 
 _MAX_TAG: Final = 536870911
+_NAME: Final = re.compile(r"(?<![\w.])\.?[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 _SCALARS: Final = {
     value: name[len("TYPE_") :].lower()
     for name, value in FieldProto.Type.items()
@@ -39,11 +41,64 @@ class _Unwritable(Exception):
     """The descriptor holds what the text cannot say faithfully."""
 
 
-def render(file: FDP) -> str | None:
-    """``file`` as ``.proto`` text, or None if it holds what this writer cannot say faithfully."""
+def render(file: FDP, names: Names | None = None, *, syntax: bool = True) -> str | None:
+    """``file`` as ``.proto`` text, or None if it holds what this writer cannot say faithfully.
+    ``names`` writes type names as a ``.proto`` author does (default: fully qualified, as a
+    descriptor has them); ``syntax``: write the ``syntax`` statement of a proto2 file."""
     try:
-        return _File(file).text()
+        return _File(file, names, syntax).text()
     except _Unwritable:
+        return None
+
+
+class Names:
+    """Type names as a ``.proto`` author writes them (Confluent keeps a parsed text's names as
+    written): of the names protoc resolves, from where the type is used, to the type meant, the
+    longest that ``text`` spells somewhere, else the shortest.
+
+    ``files`` are every file the schema can name types of: its own and those it imports."""
+
+    def __init__(self, files: Iterable[FDP], text: str = "") -> None:
+        self._spelled = set(_NAME.findall(text))
+        self._symbols: set[str] = set()
+        for file in files:
+            parts = file.package.split(".") if file.package else []
+            self._symbols.update(".".join(parts[: i + 1]) for i in range(len(parts)))
+            self._add(file.package, file.message_type, file.enum_type)
+
+    def _add(
+        self,
+        scope: str,
+        messages: Iterable[descriptor_pb2.DescriptorProto],
+        enums: Iterable[descriptor_pb2.EnumDescriptorProto],
+    ) -> None:
+        for enum in enums:
+            self._symbols.add(f"{scope}.{enum.name}" if scope else enum.name)
+        for message in messages:
+            full = f"{scope}.{message.name}" if scope else message.name
+            self._symbols.add(full)
+            self._add(full, message.nested_type, message.enum_type)
+
+    def written(self, full: str, scope: str) -> str:
+        """How to write type ``full`` (``.pkg.Type``) where ``scope`` is (a package or message)."""
+        parts = full.lstrip(".").split(".")
+        names = [
+            ".".join(parts[-size:])
+            for size in range(1, len(parts) + 1)
+            if self._resolved(parts[-size:], scope) == parts
+        ]
+        names.append(full)  # a leading dot: resolved from the root
+        spelled = [name for name in names if name in self._spelled]
+        return spelled[-1] if spelled else names[0]
+
+    def _resolved(self, parts: list[str], scope: str) -> list[str] | None:
+        """What protoc resolves ``parts`` to from ``scope``: the first part in the innermost scope
+        that has it, the rest inside that."""
+        scopes = scope.split(".") if scope else []
+        for depth in range(len(scopes), -1, -1):
+            first = [*scopes[:depth], parts[0]]
+            if ".".join(first) in self._symbols:
+                return [*first, *parts[1:]]
         return None
 
 
@@ -105,15 +160,17 @@ def _ranges(keyword: str, ranges: Iterable[tuple[int, int]]) -> str:
 
 
 class _File:
-    def __init__(self, file: FDP) -> None:
+    def __init__(self, file: FDP, names: Names | None, syntax: bool) -> None:
         self.file = file
+        self.names = names
+        self.syntax = syntax
         self.proto3 = file.syntax == "proto3"
         if file.syntax not in ("", "proto2", "proto3"):
             raise _Unwritable  # editions
 
     def text(self) -> str:
         f = self.file
-        out = [f'syntax = "{f.syntax or "proto2"}";\n']
+        out = [f'syntax = "{f.syntax or "proto2"}";\n'] if self.proto3 or self.syntax else []
         if f.package:
             out.append(f"package {f.package};\n")
         if f.dependency:
@@ -126,29 +183,36 @@ class _File:
         options = _statements(f.options)
         if options:
             out.append("\n" + options)
-        types = [self.message(m) for m in f.message_type] + [self.enum(e) for e in f.enum_type]
+        scope = f.package
+        types = [self.message(m, scope) for m in f.message_type] + [self.enum(e) for e in f.enum_type]
         if types:
             out.append("\n" + "".join(types))
         if f.extension:
-            out.append("\n" + self.extends(f.extension))
+            out.append("\n" + self.extends(f.extension, scope))
         if f.service:
-            out.append("\n" + "".join(self.service(s) for s in f.service))
+            out.append("\n" + "".join(self.service(s, scope) for s in f.service))
         return "".join(out)
 
-    def message(self, m: descriptor_pb2.DescriptorProto) -> str:
+    def name(self, full: str, scope: str) -> str:
+        return self.names.written(full, scope) if self.names is not None else full
+
+    def message(self, m: descriptor_pb2.DescriptorProto, outer: str) -> str:
+        scope = f"{outer}.{m.name}" if outer else m.name
         entries = {n.name: n for n in m.nested_type if n.options.map_entry}
         reserved = _ranges("reserved", ((r.start, r.end - 1) for r in m.reserved_range))
         reserved += "".join(f"reserved {_quoted(name)};\n" for name in m.reserved_name)
         synthetic = {f.oneof_index for f in m.field if f.proto3_optional}
         fields = "".join(
-            self.field(f, entries) for f in m.field if not f.HasField("oneof_index") or f.proto3_optional
+            self.field(f, scope, entries)
+            for f in m.field
+            if not f.HasField("oneof_index") or f.proto3_optional
         )
         oneofs = "".join(
             _block(
                 f"oneof {o.name}",
                 [
                     _statements(o.options),
-                    "".join(self.field(f, entries, in_oneof=True) for f in m.field if _in(f, i)),
+                    "".join(self.field(f, scope, entries, in_oneof=True) for f in m.field if _in(f, i)),
                 ],
             )
             for i, o in enumerate(m.oneof_decl)
@@ -158,32 +222,35 @@ class _File:
             _ranges("extensions", [(r.start, r.end - 1)]) if not r.HasField("options") else self.unwritable()
             for r in m.extension_range
         )
-        nested = "".join(self.message(n) for n in m.nested_type if n.name not in entries)
+        nested = "".join(self.message(n, scope) for n in m.nested_type if n.name not in entries)
         nested += "".join(self.enum(e) for e in m.enum_type)
         sections = [reserved, _statements(m.options), fields, oneofs, extensions]
-        sections += [self.extends(m.extension) if m.extension else "", nested]
+        sections += [self.extends(m.extension, scope) if m.extension else "", nested]
         return _block(f"message {m.name}", sections)
 
     def unwritable(self) -> str:
         raise _Unwritable
 
     def field(
-        self, f: FieldProto, entries: dict[str, descriptor_pb2.DescriptorProto], in_oneof: bool = False
+        self,
+        f: FieldProto,
+        scope: str,
+        entries: dict[str, descriptor_pb2.DescriptorProto],
+        in_oneof: bool = False,
     ) -> str:
         entry = entries.get(f.type_name.rsplit(".", 1)[-1]) if f.label == f.LABEL_REPEATED else None
         if entry is not None and f.type_name.endswith(f".{entry.name}"):
             key, value = entry.field[0], entry.field[1]
-            written = f"map<{self.type(key)}, {self.type(value)}>"
+            written = f"map<{self.type(key, scope)}, {self.type(value, scope)}>"
         else:
-            written = self.type(f)
+            written = self.type(f, scope)
             label = self.label(f) if not in_oneof else ""
             written = f"{label} {written}" if label else written
-        options = []
+        options = _options(f.options)  # then default and json_name, as Confluent writes them
         if f.HasField("default_value") and not self.proto3:
             options.append(f"default = {self.default(f)}")
         if f.HasField("json_name"):
             options.append(f"json_name = {_quoted(f.json_name)}")
-        options += _options(f.options)
         return f"{written} {f.name} = {f.number}{_bracketed(options)};\n"
 
     def label(self, f: FieldProto) -> str:
@@ -193,10 +260,10 @@ class _File:
             return "optional"
         return "" if self.proto3 else _LABELS[f.label]
 
-    def type(self, f: FieldProto) -> str:
+    def type(self, f: FieldProto, scope: str) -> str:
         if f.type == f.TYPE_GROUP:
             raise _Unwritable
-        return f.type_name if f.type_name else _SCALARS[f.type]
+        return self.name(f.type_name, scope) if f.type_name else _SCALARS[f.type]
 
     def default(self, f: FieldProto) -> str:
         if f.type == f.TYPE_STRING:
@@ -211,20 +278,22 @@ class _File:
         values = "".join(f"{v.name} = {v.number}{_bracketed(_options(v.options))};\n" for v in e.value)
         return _block(f"enum {e.name}", [reserved + _statements(e.options) + values])
 
-    def extends(self, fields: Iterable[FieldProto]) -> str:
+    def extends(self, fields: Iterable[FieldProto], scope: str) -> str:
         by_extendee: dict[str, list[FieldProto]] = {}
         for f in fields:
             by_extendee.setdefault(f.extendee, []).append(f)
         return "".join(
-            _block(f"extend {extendee}", ["".join(self.field(f, {}) for f in group)])
+            _block(f"extend {self.name(extendee, scope)}", ["".join(self.field(f, scope, {}) for f in group)])
             for extendee, group in by_extendee.items()
         )
 
-    def service(self, s: descriptor_pb2.ServiceDescriptorProto) -> str:
+    def service(self, s: descriptor_pb2.ServiceDescriptorProto, outer: str) -> str:
+        scope = f"{outer}.{s.name}" if outer else s.name
         rpcs = []
         for m in s.method:
-            request = f"stream {m.input_type}" if m.client_streaming else m.input_type
-            response = f"stream {m.output_type}" if m.server_streaming else m.output_type
+            request, response = self.name(m.input_type, scope), self.name(m.output_type, scope)
+            request = f"stream {request}" if m.client_streaming else request
+            response = f"stream {response}" if m.server_streaming else response
             options = _statements(m.options)
             body = f" {{\n{_indented(options)}}}" if options else ""
             rpcs.append(f"rpc {m.name} ({request}) returns ({response}){body};\n")
