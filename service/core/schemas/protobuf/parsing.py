@@ -80,17 +80,19 @@ class ProtobufFormat:
             for path, text in parsed.sources.items():
                 sources.setdefault(path, text)
         file = _from_descriptor(schema.text)
-        source: str | None
+        described, blanked = file is not None, False
         if file is None:
             file, blanked = _compile(schema.text, sources)
-            source = schema.text
-            if not blanked:  # an option protoc does not know is kept in the text as sent
-                names = Names(_files(file, dependencies), schema.text)
-                declared = _SYNTAX.search(schema.text) is not None
-                source = _as_text(file, sources, names, declared) or schema.text
-        else:
+        pool = _pool(file, dependencies)  # a descriptor is checked before it is written as text
+        source: str | None
+        if described:
             source = _as_text(file, sources)
-        pool = _pool(file, dependencies)
+        elif blanked:  # an option protoc does not know is kept in the text as sent
+            source = schema.text
+        else:
+            names = Names(_files(file, dependencies), schema.text)
+            declared = _SYNTAX.search(schema.text) is not None
+            source = _as_text(file, sources, names, declared) or schema.text
         needed = _imports(file, dependencies)
         return ProtobufSchema(
             schema,

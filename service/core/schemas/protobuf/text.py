@@ -47,7 +47,7 @@ def render(file: FDP, names: Names | None = None, *, syntax: bool = True) -> str
     descriptor has them); ``syntax``: write the ``syntax`` statement of a proto2 file."""
     try:
         return _File(file, names, syntax).text()
-    except _Unwritable:
+    except (_Unwritable, KeyError, IndexError, RecursionError):  # a value no .proto has
         return None
 
 
