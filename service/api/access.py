@@ -197,6 +197,7 @@ RULES: Final[dict[str, Rule]] = {
     f"DELETE {V3}/acls": Rule(needs=(_on(CLUSTER, ALTER),)),
     # the schema registry: reads and checks for any principal; a subject's writes, its topic's
     f"GET {SR}/": Rule(),
+    f"GET {SR}/schemas": Rule(),
     f"GET {SR}/schemas/types": Rule(),
     f"GET {SR}/schemas/ids/{{id}}": Rule(),
     f"GET {SR}/schemas/ids/{{id}}/schema": Rule(),

@@ -2,8 +2,8 @@
 
 ``OneLineStartupErrors`` (outermost: a failed start in one line), ``MetricsMiddleware`` (counts and
 times by route template) and ``RawPathGuard`` (no path segment that decodes to ``.``, ``..`` or
-holds ``/``). ``create_app`` (``service.server.app``) puts them in their order around the API's
-guards (``service.api``: trailing slashes, cross-site, authentication, authorization).
+holds ``/``, but a registry subject's). ``create_app`` (``service.server.app``) puts them in their
+order around the API's guards (``service.api``: trailing slashes, cross-site, authentication, authorization).
 """
 
 from __future__ import annotations
@@ -14,10 +14,13 @@ from urllib.parse import unquote_to_bytes
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.api.http import error_response
+from service.api.registry import SLASH, subject_segment
 from service.errors import ErrorCode
 from service.metrics import Metrics
 
 __all__ = ["MetricsMiddleware", "OneLineStartupErrors", "RawPathGuard"]
+
+_SLASH = SLASH.encode()
 
 
 class MetricsMiddleware:
@@ -58,6 +61,13 @@ class RawPathGuard:
     would act on ``orders``. No name brokergate accepts is such a segment, so the request is refused
     (42207) before any route or the produce fast path sees it. Only paths holding ``%`` or ``/.``
     are looked at.
+
+    One exception, as Confluent's registry has it: a schema subject may hold ``/``. The one segment
+    of a registry path that is a subject (``registry.subject_segment``: after ``subjects``,
+    ``config``, ``mode`` or ``compatibility/subjects``) may decode to hold it; routing is handed
+    that segment with ``registry.SLASH`` in place of each ``/``, so it is one segment, which only
+    a ``subject`` parameter takes, and turns back. A path that decodes to hold ``SLASH`` itself is
+    refused, so no client can forge one.
     """
 
     def __init__(self, app: ASGIApp) -> None:
@@ -66,19 +76,27 @@ class RawPathGuard:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             raw: bytes = scope.get("raw_path") or scope["path"].encode()
-            if b"%" in raw or b"/." in raw:
-                bad = _bad_segment(raw)
+            if b"%" in raw or b"/." in raw or _SLASH in raw:
+                segments = raw.split(b"/")
+                decoded = [unquote_to_bytes(segment) for segment in segments]
+                subject = subject_segment(decoded)
+                bad = _bad_segment(segments, decoded, subject)
                 if bad is not None:
                     message = f"Path segment {bad!r} names no resource: it decodes to '.', '..' or holds '/'."
                     await error_response(422, ErrorCode.INVALID_TOPIC, message)(scope, receive, send)
                     return
+                if subject is not None and b"/" in decoded[subject]:
+                    decoded[subject] = decoded[subject].replace(b"/", _SLASH)
+                    path = b"/".join(decoded).decode("utf-8", "replace")
+                    scope = {**scope, "path": path}
         await self.app(scope, receive, send)
 
 
-def _bad_segment(raw_path: bytes) -> str | None:
-    for segment in raw_path.split(b"/"):
-        decoded = unquote_to_bytes(segment)
-        if decoded in (b".", b"..") or b"/" in decoded:
+def _bad_segment(segments: list[bytes], decoded: list[bytes], subject: int | None) -> str | None:
+    """The first segment that names no resource: one that decodes to ``.`` or ``..``, or holds
+    ``/`` anywhere but in a registry subject (``subject``: its index), or ``media.SLASH``."""
+    for i, (segment, plain) in enumerate(zip(segments, decoded, strict=True)):
+        if plain in (b".", b"..") or (b"/" in plain and i != subject) or _SLASH in plain:
             return segment.decode("latin-1")
     return None
 

@@ -19,11 +19,13 @@ from .media import (
     JSON,
     PREFIX,
     PRODUCES,
+    SLASH,
     SR_DEFAULT,
     SR_V1,
     RegistryJSON,
     is_registry_path,
     response_type,
+    subject_segment,
 )
 from .router import router
 from .served import ExternalRegistryInUse, Served, served_registry
@@ -33,6 +35,7 @@ __all__ = [
     "JSON",
     "PREFIX",
     "PRODUCES",
+    "SLASH",
     "SR_DEFAULT",
     "SR_V1",
     "ExternalRegistryInUse",
@@ -42,4 +45,5 @@ __all__ = [
     "response_type",
     "router",
     "served_registry",
+    "subject_segment",
 ]

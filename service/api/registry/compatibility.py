@@ -15,7 +15,7 @@ from api_schemas import registry as sr
 from service.errors import InvalidSchemaError
 
 from .answers import WRITE_ERRORS, _answer, _doc, _ok
-from .requests import Answer, Normalize, _body, _schema_of, _version
+from .requests import Answer, Normalize, Subject, _body, _schema_of, _version
 from .served import GW, Served, registry_router
 
 router = registry_router()
@@ -47,7 +47,7 @@ async def _check(
     openapi_extra=_doc(sr.RegisterSchemaRequest),
 )
 async def test_compatibility(
-    subject: str,
+    subject: Subject,
     version: str,
     request: Request,
     gw: GW,
@@ -66,7 +66,7 @@ async def test_compatibility(
     openapi_extra=_doc(sr.RegisterSchemaRequest),
 )
 async def test_compatibility_all(
-    subject: str,
+    subject: Subject,
     request: Request,
     gw: GW,
     answer: Answer,

@@ -15,7 +15,7 @@ from fastapi.responses import Response
 from api_schemas import registry as sr
 
 from .answers import ERRORS, WRITE_ERRORS, _answer, _doc, _ok
-from .requests import Answer, _body, _level, _mode
+from .requests import Answer, Subject, _body, _level, _mode
 from .served import GW, registry_router
 
 router = registry_router()
@@ -49,7 +49,7 @@ async def delete_global_config(gw: GW, answer: Answer) -> Response:
 
 @router.get("/config/{subject}", operation_id="getSubjectConfig", responses={**_ok(sr.Config), **ERRORS})
 async def get_subject_config(
-    subject: str, gw: GW, answer: Answer, defaultToGlobal: DefaultToGlobal = False
+    subject: Subject, gw: GW, answer: Answer, defaultToGlobal: DefaultToGlobal = False
 ) -> Response:
     """The subject's level (40408 if it has none, unless ``defaultToGlobal``)."""
     level = await gw.registry.compatibility(subject, default_to_global=defaultToGlobal)
@@ -62,7 +62,7 @@ async def get_subject_config(
     responses={**_ok(sr.ConfigUpdateRequest), **WRITE_ERRORS},
     openapi_extra=_doc(sr.ConfigUpdateRequest),
 )
-async def update_subject_config(subject: str, request: Request, gw: GW, answer: Answer) -> Response:
+async def update_subject_config(subject: Subject, request: Request, gw: GW, answer: Answer) -> Response:
     level = _level((await _body(request, sr.ConfigUpdateRequest)).compatibility)
     await gw.registry.set_compatibility(subject, level)
     return _answer({"compatibility": level.value}, answer)
@@ -71,7 +71,7 @@ async def update_subject_config(subject: str, request: Request, gw: GW, answer: 
 @router.delete(
     "/config/{subject}", operation_id="deleteSubjectConfig", responses={**_ok(sr.Config), **ERRORS}
 )
-async def delete_subject_config(subject: str, gw: GW, answer: Answer) -> Response:
+async def delete_subject_config(subject: Subject, gw: GW, answer: Answer) -> Response:
     """Remove the subject's level (40401 if it has none); the level it was."""
     return _answer({"compatibilityLevel": (await gw.registry.delete_compatibility(subject)).value}, answer)
 
@@ -96,7 +96,7 @@ async def update_global_mode(request: Request, gw: GW, answer: Answer) -> Respon
 
 @router.get("/mode/{subject}", operation_id="getSubjectMode", responses={**_ok(sr.Mode), **ERRORS})
 async def get_subject_mode(
-    subject: str, gw: GW, answer: Answer, defaultToGlobal: DefaultToGlobal = False
+    subject: Subject, gw: GW, answer: Answer, defaultToGlobal: DefaultToGlobal = False
 ) -> Response:
     """The subject's mode (40409 if it has none, unless ``defaultToGlobal``)."""
     return _answer(
@@ -110,13 +110,13 @@ async def get_subject_mode(
     responses={**_ok(sr.Mode), **WRITE_ERRORS},
     openapi_extra=_doc(sr.ModeUpdateRequest),
 )
-async def update_subject_mode(subject: str, request: Request, gw: GW, answer: Answer) -> Response:
+async def update_subject_mode(subject: Subject, request: Request, gw: GW, answer: Answer) -> Response:
     mode = _mode((await _body(request, sr.ModeUpdateRequest)).mode)
     await gw.registry.set_mode(subject, mode)
     return _answer({"mode": mode.value}, answer)
 
 
 @router.delete("/mode/{subject}", operation_id="deleteSubjectMode", responses={**_ok(sr.Mode), **ERRORS})
-async def delete_subject_mode(subject: str, gw: GW, answer: Answer) -> Response:
+async def delete_subject_mode(subject: Subject, gw: GW, answer: Answer) -> Response:
     """Remove the subject's mode (40401 if it has none); the mode it was."""
     return _answer({"mode": (await gw.registry.delete_mode(subject)).value}, answer)

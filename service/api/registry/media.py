@@ -1,7 +1,8 @@
 """The schema registry's media types: what it reads, and what it answers in by ``Accept``.
 
 ``response_type`` picks the answer's type (the first of ``PRODUCES`` the ``Accept`` header
-allows, by its q-values; ``RegistryNotAcceptable`` if it allows none); ``CONSUMES`` are the types
+allows, by its q-values, ``*`` and ``*/x`` allowing any, as Jersey reads them;
+``RegistryNotAcceptable`` if it allows none); ``CONSUMES`` are the types
 ``requests`` reads bodies in; ``is_registry_path`` tells the error handlers which requests are
 the registry's (they answer in ``SR_V1`` there). Collaborators: ``service.api.http.JSONBody``.
 """
@@ -24,6 +25,24 @@ PRODUCES: Final = (SR_V1, SR_DEFAULT, JSON)
 CONSUMES: Final = frozenset({SR_V1, SR_DEFAULT, JSON, "application/octet-stream"})
 
 
+# A subject may hold "/", sent percent-encoded ("%2F") in its one path segment. RawPathGuard
+# hands routing that segment with this character in place of each "/" (routing sees one segment)
+# and refuses any path that decodes to hold it; the routes' ``subject`` parameter turns it back.
+SLASH: Final = "\uffff"
+_SUBJECT_AFTER: Final = {("subjects",): 3, ("config",): 3, ("mode",): 3, ("compatibility", "subjects"): 4}
+
+
+def subject_segment(segments: list[bytes]) -> int | None:
+    """Which of a path's decoded ``segments`` (split at "/", the first empty) is a registry
+    subject, the only segment of a registry path that may hold an encoded "/"; None if none is."""
+    if len(segments) < 4 or segments[1] != PREFIX[1:].encode():
+        return None
+    for head, at in _SUBJECT_AFTER.items():
+        if tuple(s.decode("latin-1") for s in segments[2 : 2 + len(head)]) == head and len(segments) > at:
+            return at
+    return None
+
+
 class RegistryJSON(JSONBody):
     media_type = SR_V1
 
@@ -43,7 +62,7 @@ def response_type(request: Request) -> str:
         if q > 0 and (best is None or q > best[0]):
             best = (q, rank)
     if best is None:
-        raise RegistryNotAcceptable(f"HTTP 406 Not Acceptable: answers are one of {', '.join(PRODUCES)}.")
+        raise RegistryNotAcceptable("HTTP 406 Not Acceptable")  # Jersey's words, as Confluent's
     return PRODUCES[best[1]]
 
 
@@ -53,7 +72,9 @@ def _quality(accept: str, produced: str) -> float:
     for item in accept.split(",")[:32]:
         mt, *params = (p.strip() for p in item.split(";"))
         mt = mt.lower()
-        if mt not in (produced, f"{kind}/*", "*/*"):
+        # Jersey, under Confluent's registry, reads "*" as "*/*" and a wildcard type ("*/x") as
+        # matching any type: both are served.
+        if mt not in (produced, f"{kind}/*", "*") and not mt.startswith("*/"):
             continue
         q = 1.0
         for param in params:

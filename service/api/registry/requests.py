@@ -9,12 +9,13 @@ sent into ``service.core.schemas``' values, raising the registry's errors (``ser
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from typing import Annotated, Final, TypeVar
 
 import orjson
-from fastapi import Depends, Query, Request
-from pydantic import BaseModel, ValidationError
+from fastapi import Depends, Path, Query, Request
+from pydantic import AfterValidator, BaseModel, ValidationError
 
 from api_schemas import registry as sr
 from api_schemas.formats import media_type
@@ -32,10 +33,11 @@ from service.errors import (
     RegistryUnsupportedMediaType,
 )
 
-from .media import CONSUMES, JSON, SR_DEFAULT, SR_V1, response_type
+from .media import CONSUMES, SLASH, response_type
 
 INT32_MAX: Final = 2**31 - 1
 _VERSION_RE: Final = re.compile(r"[+-]?[0-9]{1,10}")
+_CHARSET_RE: Final = re.compile(r";\s*charset\s*=\s*([^;\s]+)", re.IGNORECASE)
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -47,18 +49,25 @@ Format = Annotated[
     str, Query(description="The text in a form of its type (PROTOBUF: serialized); else as stored.")
 ]
 
+
+def _unslashed(subject: str) -> str:
+    return subject.replace(SLASH, "/")
+
+
+# A subject in the path: one segment, where media.SLASH stands for an encoded "/" (RawPathGuard).
+Subject = Annotated[str, Path(), AfterValidator(_unslashed)]
+
 Normalize = Annotated[
     bool, Query(description="Accepted; schemas are always compared by their canonical form.")
 ]
 
 
 async def _body(request: Request, model: type[M]) -> M:
-    mt = media_type(request.headers.get("content-type"))
+    content_type = request.headers.get("content-type")
+    mt = media_type(content_type)
     if mt and mt not in CONSUMES:
-        raise RegistryUnsupportedMediaType(
-            f"HTTP 415 Unsupported Media Type: send {SR_V1}, {SR_DEFAULT} or {JSON}."
-        )
-    body = await read_body(request)
+        raise RegistryUnsupportedMediaType("HTTP 415 Unsupported Media Type")  # Jersey's words
+    body = _utf8(await read_body(request), content_type)
     if not body.strip():
         raise RegistryBadRequest("A JSON request body is required.")
     limit = gateway_of(request.scope).settings.max_json_depth
@@ -75,6 +84,25 @@ async def _body(request: Request, model: type[M]) -> M:
         return model.model_validate(data)
     except ValidationError as exc:
         raise RegistryBadRequest(describe_validation(exc)) from None
+
+
+def _utf8(body: bytes, content_type: str | None) -> bytes:
+    """``body`` in UTF-8: decoded from the ``charset`` it names, or from the UTF-16 or UTF-32 JSON
+    is recognised in (its BOM, its zero bytes), as Confluent's JSON reader takes it; 400 if it
+    is not in that charset."""
+    charset = _CHARSET_RE.search(content_type or "")
+    name = charset.group(1).strip("\"'").lower() if charset else ""
+    detected = json.detect_encoding(body)
+    if name in ("utf-16", "utf-32", "") or name.replace("_", "-") == detected:
+        name = detected  # the byte order, from the BOM or the zero bytes
+    if name.replace("-", "").replace("_", "") in ("utf8", "usascii", "ascii"):
+        return body
+    try:
+        return body.decode(name).encode("utf-8", "surrogatepass")
+    except LookupError:
+        raise RegistryUnsupportedMediaType("HTTP 415 Unsupported Media Type") from None
+    except UnicodeDecodeError as exc:
+        raise RegistryBadRequest(f"The body is not {name}: {exc.reason}.") from None
 
 
 def _version(raw: str) -> int:
@@ -118,7 +146,7 @@ def _level(raw: str | None) -> Compatibility:
 def _mode(raw: str | None) -> Mode:
     mode = (raw or "").strip().upper()
     if mode not in Mode.__members__:
-        raise InvalidMode()
+        raise InvalidMode("Invalid mode. Valid values are READWRITE, READONLY, IMPORT and FORWARD.")
     if Mode(mode) not in SETTABLE_MODES:
         raise InvalidMode(f"Invalid mode {mode}: brokergate sets READWRITE and READONLY.")
     return Mode(mode)

@@ -1,5 +1,5 @@
-"""The schema registry's root and its schemas by id: ``/``, ``/schemas/types``, and
-``/schemas/ids/{id}`` with its text, its subject versions and its subjects.
+"""The schema registry's root and its schemas: ``/``, ``/schemas`` (every subject's versions),
+``/schemas/types``, and ``/schemas/ids/{id}`` with its text, its subject versions and its subjects.
 
 The routes are put together by ``router``; they read ``SchemaRegistry.schema`` and ``uses``.
 """
@@ -14,7 +14,7 @@ from fastapi.responses import Response
 from api_schemas import registry as sr
 from service.core.schemas.output_formats import in_format
 
-from .answers import _RAW, ERRORS, _answer, _described, _ok, _page, _text
+from .answers import _RAW, ERRORS, _answer, _described, _ok, _page, _subject_schema, _text
 from .requests import Answer, Deleted, Format, Limit, Offset
 from .served import GW, registry_router
 
@@ -31,6 +31,26 @@ async def root(answer: Answer) -> Response:
 @router.get("/schemas/types", operation_id="getSchemaTypes", responses={**_ok(list[str]), **ERRORS})
 async def schema_types(answer: Answer) -> Response:
     return _answer(SCHEMA_TYPES, answer)
+
+
+SEARCH_LIMIT: Final = 1000  # Confluent's schema.search.default.limit and max.limit
+
+
+@router.get("/schemas", operation_id="getSchemas", responses={**_ok(list[sr.SubjectSchema]), **ERRORS})
+async def list_schemas(
+    gw: GW,
+    answer: Answer,
+    subjectPrefix: Annotated[str, Query(max_length=1000, description="Only subjects starting so.")] = "",
+    deleted: Deleted = False,
+    latestOnly: Annotated[bool, Query(description="Only the latest version of each subject.")] = False,
+    offset: Offset = 0,
+    limit: Annotated[int, Query(description=f"At most this many (1 to {SEARCH_LIMIT}, else that).")] = -1,
+) -> Response:
+    """Every subject's versions with their schemas, by subject and version (SchemasResource's
+    ``getSchemas``): a limit out of 1 to 1000 is 1000, as Confluent's default and maximum."""
+    found = await gw.registry.all_versions(prefix=subjectPrefix, deleted=deleted, latest_only=latestOnly)
+    size = limit if 0 < limit <= SEARCH_LIMIT else SEARCH_LIMIT
+    return _answer([_subject_schema(r) for r in found[offset : offset + size]], answer)
 
 
 @router.get("/schemas/ids/{id}", operation_id="getSchemaById", responses={**_ok(sr.SchemaString), **ERRORS})

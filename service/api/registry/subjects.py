@@ -16,7 +16,7 @@ from service.core.schemas.output_formats import registered_in_format
 from service.errors import OperationNotPermitted
 
 from .answers import _RAW, ERRORS, WRITE_ERRORS, _answer, _doc, _ok, _page, _subject_schema, _text
-from .requests import Answer, Deleted, Format, Limit, Normalize, Offset, _body, _schema_of, _version
+from .requests import Answer, Deleted, Format, Limit, Normalize, Offset, Subject, _body, _schema_of, _version
 from .served import GW, registry_router
 
 router = registry_router()
@@ -42,7 +42,7 @@ async def list_subjects(
     "/subjects/{subject}/versions", operation_id="listSubjectVersions", responses={**_ok(list[int]), **ERRORS}
 )
 async def list_versions(
-    subject: str,
+    subject: Subject,
     gw: GW,
     answer: Answer,
     deleted: Deleted = False,
@@ -60,7 +60,7 @@ async def list_versions(
     responses={**_ok(sr.SubjectSchema), **ERRORS},
 )
 async def get_version(
-    subject: str, version: str, gw: GW, answer: Answer, deleted: Deleted = False, format: Format = ""
+    subject: Subject, version: str, gw: GW, answer: Answer, deleted: Deleted = False, format: Format = ""
 ) -> Response:
     """A version (a number, or ``latest``: the latest live one) with its schema."""
     found = await gw.registry.get(subject, _version(version), deleted=deleted)
@@ -73,7 +73,7 @@ async def get_version(
     responses={**_RAW, **ERRORS},
 )
 async def get_version_text(
-    subject: str, version: str, gw: GW, answer: Answer, deleted: Deleted = False, format: Format = ""
+    subject: Subject, version: str, gw: GW, answer: Answer, deleted: Deleted = False, format: Format = ""
 ) -> Response:
     found = await gw.registry.get(subject, _version(version), deleted=deleted)
     return _text((await registered_in_format(gw.registry, found, format)).schema.text, answer)
@@ -85,7 +85,7 @@ async def get_version_text(
     responses={**_ok(list[int]), **ERRORS},
 )
 async def referenced_by(
-    subject: str,
+    subject: Subject,
     version: str,
     gw: GW,
     answer: Answer,
@@ -105,7 +105,7 @@ async def referenced_by(
     openapi_extra=_doc(sr.RegisterSchemaRequest),
 )
 async def register(
-    subject: str, request: Request, gw: GW, answer: Answer, normalize: Normalize = False
+    subject: Subject, request: Request, gw: GW, answer: Answer, normalize: Normalize = False
 ) -> Response:
     """Register a schema under a subject: its id (the same as elsewhere for the same schema), and a
     new version unless it is a live version already; 409 if the subject's level forbids it."""
@@ -127,7 +127,7 @@ async def register(
     openapi_extra=_doc(sr.RegisterSchemaRequest),
 )
 async def lookup(
-    subject: str,
+    subject: Subject,
     request: Request,
     gw: GW,
     answer: Answer,
@@ -145,7 +145,7 @@ Permanent = Annotated[bool, Query(description="Hard delete (after a soft delete)
 
 
 @router.delete("/subjects/{subject}", operation_id="deleteSubject", responses={**_ok(list[int]), **ERRORS})
-async def delete_subject(subject: str, gw: GW, answer: Answer, permanent: Permanent = False) -> Response:
+async def delete_subject(subject: Subject, gw: GW, answer: Answer, permanent: Permanent = False) -> Response:
     """Soft-delete every version (40404 if they are already); with ``permanent``, remove them."""
     return _answer(await gw.registry.delete_subject(subject, permanent=permanent), answer)
 
@@ -156,7 +156,7 @@ async def delete_subject(subject: str, gw: GW, answer: Answer, permanent: Perman
     responses={**_ok(int), **ERRORS},
 )
 async def delete_version(
-    subject: str, version: str, gw: GW, answer: Answer, permanent: Permanent = False
+    subject: Subject, version: str, gw: GW, answer: Answer, permanent: Permanent = False
 ) -> Response:
     number = _version(version)
     return _answer(await gw.registry.delete_version(subject, number, permanent=permanent), answer)

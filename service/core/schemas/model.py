@@ -8,6 +8,9 @@ knows its canonical text (two schemas with the same canonical text are the same 
 it can read what another version wrote (the compatibility rules), and its ``Codec``: JSON as a
 REST client sends and receives it, to and from the payload a schema-registry serializer writes.
 
+A format may also give the texts the registry stores (``formatted_text``, and ``normalized_text``
+for ``?normalize=true``) through two optional methods of its parsed schemas.
+
 Nothing here does I/O: the registry resolves references and hands the parsed ones in.
 """
 
@@ -124,6 +127,26 @@ class SchemaFormat(Protocol):
         """``schema`` parsed, its references given by name already parsed; ``InvalidSchema`` if
         it is not a valid schema of this type or names a reference it was not given."""
         ...
+
+
+def formatted_text(parsed: ParsedSchema) -> str:
+    """The text the registry stores and answers for ``parsed``, Confluent's ``canonicalString``:
+    the format's ``formatted()`` where it has one, else the text as it was sent.
+
+    A format provides ``formatted() -> str`` on its parsed schema to have its schemas stored in
+    its canonical spelling (Avro: Avro's compact print)."""
+    hook = getattr(parsed, "formatted", None)
+    return str(hook()) if callable(hook) else parsed.schema.text
+
+
+def normalized_text(parsed: ParsedSchema) -> str:
+    """The text the registry stores for ``?normalize=true``, Confluent's ``normalize()``: the
+    format's ``normalized()`` where it has one, else ``formatted_text``.
+
+    A format provides ``normalized() -> str`` on its parsed schema; it must parse to a schema
+    with the same canonical text (the registry keeps ids by identity)."""
+    hook = getattr(parsed, "normalized", None)
+    return str(hook()) if callable(hook) else formatted_text(parsed)
 
 
 def compatibility_errors(

@@ -14,7 +14,8 @@ subject keeps its version. A write runs to its end even if its client goes away.
 
 Schemas are parsed by ``parsing.SchemaParser`` (references resolved, big texts off the event
 loop, parsed schemas cached by id); schemas are the same when their identity (type, canonical
-text, references) is, whatever ``normalize`` says. It is also the ``SchemaResolver`` that
+text, references) is, whatever ``normalize`` says; a new schema is stored in its canonical text
+(``normalize``: its normalized text), as Confluent stores it. It is also the ``SchemaResolver`` that
 producing and consuming with schemas use.
 """
 
@@ -45,10 +46,9 @@ from service.errors import (
 )
 
 from ..ports import Coordinator, Log
-from ..rules import check_subject
-from .model import Compatibility, ParsedSchema, Schema
+from .model import Compatibility, ParsedSchema, Schema, formatted_text, normalized_text
 from .parsing import SchemaParser
-from .state import LATEST, Mode, Record, RegistryState, Version
+from .state import LATEST, Mode, Record, RegistryState, Version, check_subject
 from .store import RegistryTopic
 
 log = logging.getLogger(__name__)
@@ -149,8 +149,20 @@ class SchemaRegistry:
     async def versions(self, subject: str, *, deleted: bool = False, deleted_only: bool = False) -> list[int]:
         state = await self.state()
         if not state.has_subject(subject, deleted=deleted or deleted_only):
-            raise SubjectNotFound(f"Subject {subject!r} not found.")
+            raise SubjectNotFound(f"Subject '{subject}' not found.")
         return [v.version for v in state.versions(subject, deleted=deleted, deleted_only=deleted_only)]
+
+    async def all_versions(
+        self, *, prefix: str = "", deleted: bool = False, latest_only: bool = False
+    ) -> list[Registered]:
+        """The versions of every subject starting with ``prefix``, by subject and version: live
+        ones (``deleted``: soft-deleted ones too); ``latest_only``: the highest of each subject."""
+        state = await self.state()
+        out: list[Registered] = []
+        for subject in state.subjects(deleted=True, prefix=prefix):
+            versions = state.versions(subject, deleted=deleted)
+            out += [self._registered(state, v) for v in (versions[-1:] if latest_only else versions)]
+        return out
 
     async def get(self, subject: str, version: int, *, deleted: bool = False) -> Registered:
         """Version ``version`` (``LATEST``: the latest live one) of ``subject``."""
@@ -158,7 +170,7 @@ class SchemaRegistry:
         found = state.version(subject, version, deleted=deleted)
         if found is None:
             if not state.has_subject(subject, deleted=deleted):
-                raise SubjectNotFound(f"Subject {subject!r} not found.")
+                raise SubjectNotFound(f"Subject '{subject}' not found.")
             raise VersionNotFound(f"Version {version} not found.")
         return self._registered(state, found)
 
@@ -190,7 +202,7 @@ class SchemaRegistry:
                 return level
             if not default_to_global:
                 raise SubjectCompatibilityNotConfigured(
-                    f"Subject {subject!r} does not have subject-level compatibility configured"
+                    f"Subject '{subject}' does not have subject-level compatibility configured"
                 )
         return state.compatibility(None) or self.default_compatibility
 
@@ -202,7 +214,7 @@ class SchemaRegistry:
         if mode is not None:
             return mode
         if not default_to_global:
-            raise SubjectModeNotConfigured(f"Subject {subject!r} does not have subject-level mode configured")
+            raise SubjectModeNotConfigured(f"Subject '{subject}' does not have subject-level mode configured")
         return state.mode_in_scope(subject)
 
     async def find_version(self, subject: str, schema: Schema, *, deleted: bool = False) -> Registered:
@@ -217,7 +229,7 @@ class SchemaRegistry:
             if await self._parser.identity_of_id(found.schema_id, state) == identity:
                 return self._registered(state, found)
         if not state.has_subject(subject, deleted=deleted):
-            raise SubjectNotFound(f"Subject {subject!r} not found.")
+            raise SubjectNotFound(f"Subject '{subject}' not found.")
         raise SchemaNotFound("Schema not found")
 
     async def check(self, subject: str, schema: Schema, version: int | None = None) -> list[str]:
@@ -244,7 +256,8 @@ class SchemaRegistry:
     ) -> tuple[int, int]:
         """(schema id, version) of ``schema`` under ``subject``: the existing version if it is a
         live one there already, else a new version (the schema's id if the registry knows it).
-        ``normalize`` changes nothing: schemas are always compared by their identity."""
+        A new schema is stored in its format's canonical text, with ``normalize`` its normalized
+        text, as Confluent stores them; schemas are compared by their identity either way."""
         check_subject(subject)
         size = self._check_size(schema)
         state = await self.state()
@@ -252,6 +265,8 @@ class SchemaRegistry:
         schema = self._parser.resolve(schema, state)
         parsed = await self._parser.parse(schema, state)
         identity = await self._parser.identity(parsed)
+        text = normalized_text(parsed) if normalize else formatted_text(parsed)
+        schema = Schema(schema.schema_type, text, schema.references)
         # Parse outside the lock what deciding will need (kept in the caches), so that the lock
         # is held for moments only: the subject's versions and the stored schemas' identities.
         await self._parser.find(identity, schema.schema_type, state)
@@ -283,9 +298,10 @@ class SchemaRegistry:
         level = state.compatibility_in_scope(subject, self.default_compatibility)
         errors = await self._compatibility_errors(state, subject, new.parsed, live, level)
         if errors:
-            details = "; ".join(errors)
+            details = ", ".join(errors)  # as Confluent prints its list of messages
             if len(details) > _MESSAGE_CHARS:
                 details = details[: _MESSAGE_CHARS - 3] + "..."
+            details = f"[{details}]"
             raise IncompatibleSchema(
                 f'Schema being registered is incompatible with an earlier schema for subject "{subject}", '
                 f"details: {details}"
@@ -307,7 +323,7 @@ class SchemaRegistry:
             )
         if state.version_count(subject) >= self.limits.versions:
             raise OperationNotPermitted(
-                f"Subject {subject!r} has {self.limits.versions} versions, the most the registry keeps "
+                f"Subject '{subject}' has {self.limits.versions} versions, the most the registry keeps "
                 "(schema_registry_max_versions); delete old versions permanently first."
             )
         if not state.version_count(subject) and state.subject_count >= self.limits.subjects:
@@ -420,7 +436,7 @@ class SchemaRegistry:
                 previous.append(await self._parser.by_id(v.schema_id, state))
             except InvalidSchemaError as exc:
                 raise InvalidSchemaError(
-                    f"Version {v.version} of subject {subject!r}, to compare with, cannot be parsed: "
+                    f"Version {v.version} of subject '{subject}', to compare with, cannot be parsed: "
                     f"{exc.message}"
                 ) from None
         new_type = parsed.schema.schema_type

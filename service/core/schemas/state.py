@@ -24,6 +24,7 @@ from enum import StrEnum
 from typing import Final
 
 from service.errors import (
+    InvalidSubject,
     OperationNotPermitted,
     ReferenceExists,
     SubjectNotFound,
@@ -34,6 +35,7 @@ from service.errors import (
     VersionSoftDeleted,
 )
 
+from .. import rules
 from . import records as rec
 from .model import Compatibility, Schema
 
@@ -277,17 +279,18 @@ class RegistryState:
         """``OperationNotPermitted`` (42205) unless the mode ruling ``subject`` allows writes."""
         mode = self.mode_in_scope(subject)
         if mode is not Mode.READWRITE:
-            where = f"Subject {subject!r}" if subject is not None else "The registry"
-            kind = "read-only" if mode in (Mode.READONLY, Mode.READONLY_OVERRIDE) else mode.value
-            raise OperationNotPermitted(f"{where} is in {kind} mode.")
+            # Confluent's words: the subject in its context ('.', the default, the only one here)
+            kind = "in read-only" if mode in (Mode.READONLY, Mode.READONLY_OVERRIDE) else "not in read-write"
+            where = f"Subject {subject} in context ." if subject is not None else "The registry"
+            raise OperationNotPermitted(f"{where} is {kind} mode")
 
     def plan_delete_subject(self, subject: str, *, permanent: bool) -> tuple[list[Record], list[int]]:
         """The records deleting ``subject``, and the versions they delete."""
         if not self.has_subject(subject, deleted=True):
-            raise SubjectNotFound(f"Subject {subject!r} not found.")
+            raise SubjectNotFound(f"Subject '{subject}' not found.")
         if not permanent and not self.has_subject(subject):
             raise SubjectSoftDeleted(
-                f"Subject {subject!r} was soft deleted. Set permanent=true to delete permanently"
+                f"Subject '{subject}' was soft deleted.Set permanent=true to delete permanently"
             )
         self.check_writable(subject)
         versions = self.versions(subject, deleted=permanent)
@@ -295,11 +298,11 @@ class RegistryState:
             others = self._referring_subjects(subject, v.version, deleted=permanent) - {subject}
             if others:
                 raise ReferenceExists(
-                    f"One or more references exist to the schema {{subject={subject},version={v.version}}}."
+                    f"One or more references exist to the schema {_schema_key(subject, v.version)}."
                 )
             if permanent and not v.deleted:
                 raise SubjectNotSoftDeleted(
-                    f"Subject {subject!r} was not deleted first before being permanently deleted"
+                    f"Subject '{subject}' was not deleted first before being permanently deleted"
                 )
         numbers = [v.version for v in versions]
         if not permanent:
@@ -315,21 +318,21 @@ class RegistryState:
         found = self.version(subject, version, deleted=True)
         if found is not None and found.deleted and not permanent:
             raise VersionSoftDeleted(
-                f"Subject {subject!r} Version {found.version} was soft deleted. "
+                f"Subject '{subject}' Version {found.version} was soft deleted."
                 "Set permanent=true to delete permanently"
             )
         if found is None:
             if not self.has_subject(subject, deleted=True):
-                raise SubjectNotFound(f"Subject {subject!r} not found.")
+                raise SubjectNotFound(f"Subject '{subject}' not found.")
             raise VersionNotFound(f"Version {version} not found.")
         self.check_writable(subject)
         if self.referenced_by(subject, found.version, deleted=permanent):
             raise ReferenceExists(
-                f"One or more references exist to the schema {{subject={subject},version={found.version}}}."
+                f"One or more references exist to the schema {_schema_key(subject, found.version)}."
             )
         if permanent and not found.deleted:
             raise VersionNotSoftDeleted(
-                f"Subject {subject!r} Version {found.version} was not deleted first before being "
+                f"Subject '{subject}' Version {found.version} was not deleted first before being "
                 "permanently deleted"
             )
         key = rec.schema_key(subject, found.version)
@@ -359,7 +362,7 @@ class RegistryState:
         """The records removing the level of ``subject`` (or the global one), and that level."""
         level = self._configs.get(subject)
         if subject is not None and level is None:
-            raise SubjectNotFound(f"Subject {subject!r} not found.")
+            raise SubjectNotFound(f"Subject '{subject}' not found.")
         self.check_writable(subject)
         return ([(rec.config_key(subject), None)] if level is not None else []), level
 
@@ -369,7 +372,7 @@ class RegistryState:
     def plan_delete_mode(self, subject: str) -> tuple[list[Record], Mode]:
         mode = self._modes.get(subject)
         if mode is None:
-            raise SubjectNotFound(f"Subject {subject!r} not found.")
+            raise SubjectNotFound(f"Subject '{subject}' not found.")
         return [(rec.mode_key(subject), None)], mode
 
     def plan_register(self, subject: str, version: int, schema_id: int, schema: Schema) -> list[Record]:
@@ -379,3 +382,16 @@ class RegistryState:
                 rec.schema_value(subject, version, schema_id, schema, deleted=False),
             )
         ]
+
+
+def _schema_key(subject: str, version: int) -> str:
+    """A version's key as Confluent's messages print it (its SchemaKey's ``toString``)."""
+    return f"{{magic=1,keytype=SCHEMA,subject={subject},version={version}}}"
+
+
+def check_subject(subject: str) -> None:
+    """``rules.check_subject``, refusing in Confluent's words (42208)."""
+    try:
+        rules.check_subject(subject)
+    except InvalidSubject:
+        raise InvalidSubject(f"The specified subject '{subject[:300]}' is not a valid.") from None

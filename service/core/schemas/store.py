@@ -9,7 +9,10 @@ leaves no topic behind, and a read finds it empty.
 
 ``catch_up`` makes the state as fresh as the topic: one offsets call, and a fetch only if the
 topic holds records not yet applied. Should the topic turn out shorter than what was applied
-(it was deleted and created again), the state is rebuilt from the beginning.
+(it was deleted and created again: the broker has none of the records applied), the state is
+rebuilt from the beginning. The state never goes back otherwise: an end offset that reads low,
+or a fetch that returns nothing, leaves it as it is (the registry never serves less than it has
+served), and the position moves only past records applied.
 """
 
 from __future__ import annotations
@@ -63,7 +66,7 @@ class RegistryTopic:
         self._exists = True
         if self._position < end:
             await self._read_to(end, begin)
-        elif self._position > end:
+        elif self._position > end and await self._truncated():
             async with self._reading:
                 if self._position > end:
                     log.warning("the schema registry's topic %r was truncated: reading it again", self.topic)
@@ -113,8 +116,9 @@ class RegistryTopic:
                     if part.log_start_offset > self._position:  # compacted or deleted below us
                         self._position = part.log_start_offset
                         continue
-                    # Nothing more to read (a compacted tail, or a broker that over-reports the end).
-                    self._position = max(self._position, min(end, part.high_watermark))
+                    # Nothing here, or nothing yet: stay. Moving on past records a fetch did not
+                    # return would leave them out of the state for good (a schema missed gets a
+                    # second id); the next catch-up asks again.
                     return
                 for record in part.records:
                     if record.offset < self._position:
@@ -123,6 +127,15 @@ class RegistryTopic:
                     if why is not None:
                         log.warning("schema registry record at offset %d ignored: %s", record.offset, why)
                     self._position = record.offset + 1
+
+    async def _truncated(self) -> bool:
+        """Whether the records applied are no longer in the topic (it was deleted and created
+        again): the broker returns none from the last one applied and says its end is below it.
+        An end offset that reads low alone (a broker's momentary or inexact answer; Tansu's is
+        a multi-record batch's base offset + 1) is no reason to drop what was read."""
+        data = await self._log.fetch({self._tp: self._position - 1}, max_bytes=1, max_wait_ms=0)
+        part = data.get(self._tp)
+        return part is not None and not part.records and part.high_watermark < self._position
 
     def _reset(self, position: int) -> None:
         self.state = RegistryState()

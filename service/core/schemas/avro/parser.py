@@ -13,7 +13,9 @@ text here is the schema as normalized JSON that keeps everything that matters to
 user and nothing that is mere spelling:
 
 - names are full names; ``namespace`` attributes are folded into them; aliases are qualified;
-- a primitive without attributes is its bare name (``{"type": "int"}`` is ``"int"``);
+- a primitive without attributes is its bare name (``{"type": "int"}`` is ``"int"``); the names
+  Avro reserves (``name``, ``doc``, ``namespace``, …) are no attributes of a primitive, an array
+  or a map (``{"type": "int", "name": "X"}`` is ``"int"``);
 - a named type is defined at its first use and referred to by full name afterwards;
 - kept: fields in order, field defaults (numbers of ``float``/``double`` written as floats), docs,
   sorted aliases, ``order`` unless ``ascending`` (the default), enum defaults, logical types and
@@ -32,6 +34,11 @@ from .defaults import _default_problem, _normalize_default
 from .nodes import _NAME, _NAMED_KINDS, PRIMITIVES, Node, _branch
 
 _ORDERS: Final = frozenset({"ascending", "descending", "ignore"})
+# Attributes Avro's parser reserves: on a primitive, an array or a map they are no attributes
+# ({"type": "int", "name": "X"} is "int"), as Avro's Java parser drops them.
+_RESERVED: Final = frozenset(
+    {"type", "name", "namespace", "doc", "aliases", "fields", "symbols", "size", "items", "values"}
+)
 
 
 class _Normalizer:
@@ -65,7 +72,7 @@ class _Normalizer:
                 f"{where}: 'type' of a schema object must be a string, got {json.dumps(kind)}"
             )
         if kind in PRIMITIVES:
-            props = {k: v for k, v in schema.items() if k != "type"}
+            props = {k: v for k, v in schema.items() if k not in _RESERVED}
             return {"type": kind, **props} if props else kind
         if kind in _NAMED_KINDS:
             return self._named(schema, kind, namespace, where)
@@ -73,7 +80,7 @@ class _Normalizer:
             child = "items" if kind == "array" else "values"
             if child not in schema:
                 raise InvalidSchema(f"{where}: an {kind} needs '{child}'")
-            out = {k: v for k, v in schema.items() if k not in ("type", child)}
+            out = {k: v for k, v in schema.items() if k not in _RESERVED}
             out["type"] = kind
             out[child] = self.node(schema[child], namespace, f"{where}.{child}")
             return out

@@ -3,7 +3,8 @@
 ``AvroFormat.parse`` reads the JSON, gathers the named types of the references and hands the
 document to ``parser``; ``AvroSchema`` answers the registry's questions with ``compatibility``
 (reading rules) and ``codec`` (built on first use). The canonical text is the normalized form as
-JSON with sorted keys and no whitespace (``parser`` says what it keeps).
+JSON with sorted keys and no whitespace (``parser`` says what it keeps); the text stored and
+answered is Avro's print of it (``text``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from .codec import AvroCodec
 from .compatibility import _Resolution
 from .nodes import Node
 from .parser import _Normalizer
+from .text import render
 
 __all__ = ["AvroFormat", "AvroSchema"]
 
@@ -26,15 +28,26 @@ class AvroSchema:
     """A parsed Avro schema: its normalized form, the named types it knows (its own and its
     references'), and its codec, built on first use."""
 
-    def __init__(self, schema: Schema, root: Node, named: Mapping[str, Node]) -> None:
+    def __init__(
+        self, schema: Schema, root: Node, named: Mapping[str, Node], referenced: frozenset[str] = frozenset()
+    ) -> None:
         self.schema = schema
         self.root = root
         self.named = named
+        self.referenced = referenced  # the names the references define
         self._canonical = json.dumps(root, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         self._codec: AvroCodec | None = None
 
     def canonical(self) -> str:
         return self._canonical
+
+    def formatted(self) -> str:
+        """The text Confluent stores and answers: Avro's compact print (``text``)."""
+        return render(self.root, self.referenced)
+
+    def normalized(self) -> str:
+        """The text ``?normalize=true`` stores: the same, other attributes sorted (``text``)."""
+        return render(self.root, self.referenced, normalized=True)
 
     def reading_errors(self, writer: ParsedSchema) -> list[str]:
         if not isinstance(writer, AvroSchema):
@@ -91,4 +104,4 @@ class AvroFormat:
             normalizer.finish()
         except RecursionError:
             raise InvalidSchema("the schema is nested too deeply") from None
-        return AvroSchema(schema, root, normalizer.named)
+        return AvroSchema(schema, root, normalizer.named, frozenset(known))

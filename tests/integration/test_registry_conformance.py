@@ -1,0 +1,330 @@
+"""The schema registry against Confluent's API reference, endpoint by endpoint: what a client of
+Confluent's registry sees, it sees here (texts, codes, media types, parameters).
+
+Organised as Confluent's reference is: schemas (``/schemas``, ``/schemas/ids/{id}``), subjects
+and their versions, compatibility, config and mode; then the HTTP around them (``Accept``,
+charsets, subjects holding ``/``) and the registry's state on a Kafka broker. Each test starts a
+real gateway (``gateway`` fixture: embedded log and coordinator; Tansu for the broker tests) and
+speaks HTTP to ``/schema-registry`` as a registry client would. Error texts are Confluent's
+(``Errors.java`` and the ``Rest*Exception`` classes of its registry).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from deploy.local.kafka_broker import TansuBroker
+from tests.conftest import KAFKA_TEST_SETTINGS, RunningGateway, running_gateway
+
+SR = "/schema-registry"
+V1 = "application/vnd.schemaregistry.v1+json"
+
+ORDER = {
+    "type": "record",
+    "name": "Order",
+    "namespace": "shop",
+    "fields": [
+        {"type": "string", "name": "id", "doc": "the order's id"},
+        {"name": "qty", "type": {"type": "int", "connect.name": "q", "a.prop": 1}, "default": 0},
+    ],
+}
+# Avro's compact print of ORDER: each object's keys in Avro's order, attributes as they came
+ORDER_TEXT = (
+    '{"type":"record","name":"Order","namespace":"shop","fields":['
+    '{"name":"id","type":"string","doc":"the order\'s id"},'
+    '{"name":"qty","type":{"type":"int","connect.name":"q","a.prop":1},"default":0}]}'
+)
+# ... and normalized: attributes sorted
+ORDER_NORMALIZED = ORDER_TEXT.replace('"connect.name":"q","a.prop":1', '"a.prop":1,"connect.name":"q"')
+
+
+def spaced(schema: Any) -> str:
+    return json.dumps(schema, indent=2)
+
+
+def record(name: str, *fields: str) -> str:
+    fields_ = [{"name": f, "type": "string"} for f in fields]
+    return json.dumps({"type": "record", "name": name, "fields": fields_}, separators=(",", ":"))
+
+
+class Registry:
+    def __init__(self, client: httpx.AsyncClient) -> None:
+        self.client = client
+
+    async def register(self, subject: str, schema: str, **body: Any) -> httpx.Response:
+        params = {"normalize": "true"} if body.pop("normalize", False) else {}
+        return await self.client.post(
+            f"{SR}/subjects/{subject}/versions", json={"schema": schema, **body}, params=params
+        )
+
+    async def id_of(self, subject: str, schema: str, **body: Any) -> int:
+        r = await self.register(subject, schema, **body)
+        assert r.status_code == 200, r.text
+        return int(r.json()["id"])
+
+    async def get(self, path: str, **params: Any) -> httpx.Response:
+        return await self.client.get(SR + path, params=params)
+
+
+def error(r: httpx.Response, status: int, code: int) -> str:
+    assert (r.status_code, r.json()["error_code"]) == (status, code), r.text
+    return str(r.json()["message"])
+
+
+@pytest.fixture
+def registry(gateway: RunningGateway) -> Registry:
+    return Registry(gateway.client)
+
+
+# --- schemas: GET /schemas ------------------------------------------------------------------
+
+
+async def test_get_schemas_with_its_filters(registry: Registry) -> None:
+    a1, a2 = record("A", "x"), record("A", "x", "y")
+    await registry.client.put(f"{SR}/config", json={"compatibility": "NONE"})
+    ids = [await registry.id_of(s, t) for s, t in [("a-value", a1), ("a-value", a2), ("b-value", a1)]]
+    await registry.id_of("other", record("O", "z"))
+    assert (await registry.client.delete(f"{SR}/subjects/a-value/versions/2")).status_code == 200
+
+    def short(r: httpx.Response) -> list[tuple[str, int, int]]:
+        assert r.status_code == 200, r.text
+        return [(s["subject"], s["version"], s["id"]) for s in r.json()]
+
+    everything = await registry.get("/schemas")
+    assert everything.json()[0] == {"subject": "a-value", "version": 1, "id": ids[0], "schema": a1}
+    assert short(everything) == [("a-value", 1, ids[0]), ("b-value", 1, ids[0]), ("other", 1, 3)]
+    assert short(await registry.get("/schemas", deleted="true"))[:2] == [("a-value", 1, 1), ("a-value", 2, 2)]
+    assert short(await registry.get("/schemas", subjectPrefix="a")) == [("a-value", 1, 1)]
+    assert short(await registry.get("/schemas", subjectPrefix="a", deleted="true", latestOnly="true")) == [
+        ("a-value", 2, 2)
+    ]
+    assert short(await registry.get("/schemas", latestOnly="true", offset=1, limit=1)) == [("b-value", 1, 1)]
+    # a limit out of 1 to 1000 is Confluent's default, 1000
+    assert len((await registry.get("/schemas", limit=0)).json()) == 3
+
+
+# --- subjects: registering and looking up (normalize, Avro's text) -------------------------
+
+
+async def test_schema_text_is_avros_compact_print(registry: Registry) -> None:
+    schema_id = await registry.id_of("orders-value", spaced(ORDER))
+    assert (await registry.get("/subjects/orders-value/versions/1")).json()["schema"] == ORDER_TEXT
+    assert (await registry.get("/subjects/orders-value/versions/1/schema")).text == ORDER_TEXT
+    assert (await registry.get(f"/schemas/ids/{schema_id}")).json() == {"schema": ORDER_TEXT}
+    assert (await registry.get(f"/schemas/ids/{schema_id}/schema")).text == ORDER_TEXT
+    # the same schema spelled otherwise is the same schema, found by a lookup
+    r = await registry.client.post(f"{SR}/subjects/orders-value", json={"schema": json.dumps(ORDER)})
+    assert (r.status_code, r.json()["schema"], r.json()["id"]) == (200, ORDER_TEXT, schema_id)
+
+
+async def test_normalize_stores_and_returns_the_normalized_text(registry: Registry) -> None:
+    schema_id = await registry.id_of("n-value", spaced(ORDER), normalize=True)
+    assert (await registry.get("/subjects/n-value/versions/1")).json()["schema"] == ORDER_NORMALIZED
+    assert (await registry.get(f"/schemas/ids/{schema_id}")).json() == {"schema": ORDER_NORMALIZED}
+    r = await registry.client.post(
+        f"{SR}/subjects/n-value", params={"normalize": "true"}, json={"schema": json.dumps(ORDER)}
+    )
+    assert (r.status_code, r.json()["version"], r.json()["schema"]) == (200, 1, ORDER_NORMALIZED)
+
+
+async def test_a_name_on_a_primitive_is_no_part_of_it(registry: Registry) -> None:
+    schema_id = await registry.id_of("p-value", '{"type": "int", "name": "X"}')
+    assert (await registry.get(f"/schemas/ids/{schema_id}")).json() == {"schema": '"int"'}
+    for spelling in ('{"type":"int"}', '"int"'):
+        r = await registry.client.post(f"{SR}/subjects/p-value", json={"schema": spelling})
+        assert (r.status_code, r.json()["id"], r.json()["version"]) == (200, schema_id, 1), r.text
+    assert await registry.id_of("p-value", '"int"') == schema_id
+    assert (await registry.get("/subjects/p-value/versions")).json() == [1]
+
+
+# --- error texts, as Confluent's ------------------------------------------------------------
+
+
+async def test_error_messages_are_confluents(registry: Registry) -> None:
+    c = registry.client
+    base = await registry.id_of("base", record("Base", "x"))
+    ref = {"name": "Base", "subject": "base", "version": 1}
+    await registry.id_of("user", record("User", "x").replace('"string"}]', '"Base"}]', 1), references=[ref])
+    r = await c.get(f"{SR}/subjects/nope/versions")
+    assert error(r, 404, 40401) == "Subject 'nope' not found."
+    assert error(await c.get(f"{SR}/subjects/base/versions/7"), 404, 40402) == "Version 7 not found."
+    assert error(await c.get(f"{SR}/schemas/ids/99"), 404, 40403) == "Schema 99 not found"
+    r = await c.post(f"{SR}/subjects/base", json={"schema": record("Other", "y")})
+    assert error(r, 404, 40403) == "Schema not found"
+    r = await c.delete(f"{SR}/subjects/base")
+    assert error(r, 422, 42206) == (
+        "One or more references exist to the schema {magic=1,keytype=SCHEMA,subject=base,version=1}."
+    )
+    r = await c.delete(f"{SR}/subjects/base/versions/1")
+    assert error(r, 422, 42206) == (
+        "One or more references exist to the schema {magic=1,keytype=SCHEMA,subject=base,version=1}."
+    )
+    await registry.id_of("soft", record("Soft", "x"))
+    r = await c.delete(f"{SR}/subjects/soft", params={"permanent": "true"})
+    assert error(r, 404, 40405) == "Subject 'soft' was not deleted first before being permanently deleted"
+    r = await c.delete(f"{SR}/subjects/soft/versions/1", params={"permanent": "true"})
+    assert error(r, 404, 40407) == (
+        "Subject 'soft' Version 1 was not deleted first before being permanently deleted"
+    )
+    assert (await c.delete(f"{SR}/subjects/soft/versions/1")).status_code == 200
+    r = await c.delete(f"{SR}/subjects/soft/versions/1")
+    assert error(r, 404, 40406) == (
+        "Subject 'soft' Version 1 was soft deleted.Set permanent=true to delete permanently"
+    )
+    await registry.id_of("soft2", record("Soft", "x"))
+    assert (await c.delete(f"{SR}/subjects/soft2")).status_code == 200
+    r = await c.delete(f"{SR}/subjects/soft2")
+    assert error(r, 404, 40404) == "Subject 'soft2' was soft deleted.Set permanent=true to delete permanently"
+    r = await c.get(f"{SR}/config/base")
+    assert error(r, 404, 40408) == "Subject 'base' does not have subject-level compatibility configured"
+    r = await c.get(f"{SR}/mode/base")
+    assert error(r, 404, 40409) == "Subject 'base' does not have subject-level mode configured"
+    r = await c.put(f"{SR}/mode", json={"mode": "NOPE"})
+    assert error(r, 422, 42204) == "Invalid mode. Valid values are READWRITE, READONLY, IMPORT and FORWARD."
+    r = await c.put(f"{SR}/config", json={"compatibility": "NOPE"})
+    assert error(r, 422, 42203) == (
+        "Invalid compatibility level. Valid values are none, backward, forward, full, "
+        "backward_transitive, forward_transitive, and full_transitive"
+    )
+    r = await registry.register("__GLOBAL", record("G", "x"))
+    assert error(r, 422, 42208) == "The specified subject '__GLOBAL' is not a valid."
+    r = await c.get(f"{SR}/subjects/base/versions/0")
+    assert error(r, 422, 42202) == (
+        "The specified version '0' is not a valid version id. "
+        'Allowed values are between [1, 2^31-1] and the string "latest"'
+    )
+    r = await registry.register("base", record("Base", "x", "y"))  # BACKWARD: a field without default
+    message = error(r, 409, 409)
+    assert message.startswith(
+        'Schema being registered is incompatible with an earlier schema for subject "base", '
+    )
+    assert message.startswith("details: [", message.index("details: ")) and message.endswith("]"), message
+    assert (await c.put(f"{SR}/mode/base", json={"mode": "READONLY"})).status_code == 200
+    r = await registry.register("base", record("Base", "z"))
+    assert error(r, 422, 42205) == "Subject base in context . is in read-only mode"
+    assert base == 1
+    r = await c.get(f"{SR}/subjects", headers={"Accept": "text/html"})
+    assert error(r, 406, 406) == "HTTP 406 Not Acceptable"
+    r = await c.post(f"{SR}/subjects/base/versions", content=b"{}", headers={"Content-Type": "text/plain"})
+    assert error(r, 415, 415) == "HTTP 415 Unsupported Media Type"
+
+
+# --- HTTP: Accept, charsets -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("accept", ["*", "*/x", "*; q=0.5", "text/html, */x"])
+async def test_wildcard_accepts_are_served(registry: Registry, accept: str) -> None:
+    r = await registry.client.get(f"{SR}/subjects", headers={"Accept": accept})
+    assert (r.status_code, r.headers["content-type"]) == (200, V1), r.text
+
+
+@pytest.mark.parametrize("charset", ["utf-16", "UTF-16BE", "utf-16le", "utf-32"])
+async def test_a_body_in_the_charset_it_names_is_read(registry: Registry, charset: str) -> None:
+    schema = {"type": "record", "name": "Wide", "doc": "é ☃", "fields": []}
+    body = json.dumps({"schema": json.dumps(schema)}, ensure_ascii=False).encode(charset)
+    r = await registry.client.post(
+        f"{SR}/subjects/wide-value/versions",
+        content=body,
+        headers={"Content-Type": f"application/vnd.schemaregistry.v1+json; charset={charset}"},
+    )
+    assert (r.status_code, r.json()) == (200, {"id": 1}), r.text
+    assert json.loads((await registry.get("/schemas/ids/1")).json()["schema"])["doc"] == "é ☃"
+
+
+async def test_a_body_not_in_its_charset_is_a_bad_request(registry: Registry) -> None:
+    r = await registry.client.post(
+        f"{SR}/subjects/bad/versions",
+        content=b'{"schema": "\\"int\\""}\xff',
+        headers={"Content-Type": "application/json; charset=utf-16le"},
+    )
+    error(r, 400, 400)
+    r = await registry.client.post(
+        f"{SR}/subjects/bad/versions",
+        content=b"{}",
+        headers={"Content-Type": "application/json; charset=no-such-charset"},
+    )
+    error(r, 415, 415)
+
+
+# --- subjects holding "/" ---------------------------------------------------------------------
+
+
+async def test_a_subject_holding_a_slash_is_one_segment(registry: Registry) -> None:
+    c = registry.client
+    schema = record("Slashed", "x")
+    r = await c.post(f"{SR}/subjects/team%2Forders-value/versions", json={"schema": schema})
+    assert (r.status_code, r.json()) == (200, {"id": 1}), r.text
+    assert (await c.get(f"{SR}/subjects")).json() == ["team/orders-value"]
+    assert (await c.get(f"{SR}/subjects/team%2Forders-value/versions")).json() == [1]
+    got = (await c.get(f"{SR}/subjects/team%2Forders-value/versions/latest")).json()
+    assert (got["subject"], got["id"]) == ("team/orders-value", 1)
+    assert (await c.get(f"{SR}/subjects/team%2forders-value/versions/1/schema")).json()["name"] == "Slashed"
+    r = await c.post(f"{SR}/subjects/team%2Forders-value", json={"schema": schema})
+    assert r.json()["subject"] == "team/orders-value"
+    subject = "team%2Forders-value"
+    r = await c.post(f"{SR}/compatibility/subjects/{subject}/versions/latest", json={"schema": schema})
+    assert r.json() == {"is_compatible": True}
+    assert (await c.put(f"{SR}/config/{subject}", json={"compatibility": "NONE"})).status_code == 200
+    assert (await c.get(f"{SR}/config/team%2Forders-value")).json() == {"compatibilityLevel": "NONE"}
+    assert (await c.put(f"{SR}/mode/a%2Fb", json={"mode": "READONLY"})).json() == {"mode": "READONLY"}
+    assert (await c.get(f"{SR}/mode/a%2Fb")).json() == {"mode": "READONLY"}
+    assert (await c.get(f"{SR}/schemas/ids/1/subjects")).json() == ["team/orders-value"]
+    # several slashes, and the subject without them is another one
+    assert await registry.id_of("a%2F%2Fb%2F", schema) == 1
+    assert (await c.get(f"{SR}/subjects")).json() == ["a//b/", "team/orders-value"]
+    error(await c.get(f"{SR}/subjects/teamorders-value/versions"), 404, 40401)
+    assert (await c.delete(f"{SR}/subjects/team%2Forders-value")).json() == [1]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        f"{SR}/schemas/ids/1%2Fschema",  # an id: never a subject
+        f"{SR}/subjects/a/versions/1%2Fschema",  # a version
+        f"{SR}/subjects%2Fa/versions",  # the resource's own name
+        f"{SR}/config%2Fa",
+        f"{SR}%2Fsubjects",
+        f"{SR}/subjects/%EF%BF%BF/versions",  # what stands for "/" while routing, forged
+        f"{SR}/subjects/%2E%2E/versions",
+        "/topics/orders%2Fpartitions%2F0",  # outside the registry: never
+        "/topics/a%2Fb",
+    ],
+)
+async def test_an_encoded_slash_elsewhere_is_refused(gateway: RunningGateway, path: str) -> None:
+    r = await gateway.client.get(path)
+    assert (r.status_code, r.json()["error_code"]) == (422, 42207), r.text
+
+
+# --- the registry's state on a Kafka broker ------------------------------------------------
+
+
+async def test_a_low_end_offset_never_empties_the_registry(
+    tmp_path: Path, tansu: TansuBroker, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Tansu answers a topic's end offset as its last batch's base offset + 1: after a batch of
+    several records (a hard delete of a subject of three versions is one), the end reads below
+    what the registry has applied. That is no reason to drop its state."""
+    async with running_gateway(tmp_path, log=tansu.url, **KAFKA_TEST_SETTINGS) as gw:
+        registry = Registry(gw.client)
+        c = gw.client
+        await c.put(f"{SR}/config", json={"compatibility": "NONE"})
+        for i in range(3):
+            await registry.id_of("gone", record(f"G{i}", "x"))
+        kept = await registry.id_of("kept", record("Kept", "x"))
+        assert (await c.delete(f"{SR}/subjects/gone")).json() == [1, 2, 3]
+        caplog.set_level(logging.WARNING, logger="service.core.schemas.store")
+        # three tombstones in one batch, then a record after them
+        assert (await c.delete(f"{SR}/subjects/gone", params={"permanent": "true"})).json() == [1, 2, 3]
+        for _ in range(5):
+            assert (await c.get(f"{SR}/subjects")).json() == ["kept"]
+            assert (await c.get(f"{SR}/schemas/ids/{kept}")).status_code == 200
+        assert await registry.id_of("kept", record("Kept", "x")) == kept  # known: no new id
+        assert await registry.id_of("after", record("After", "x")) == kept + 1
+        assert (await c.get(f"{SR}/subjects")).json() == ["after", "kept"]
+        assert not [r for r in caplog.records if "truncated" in r.getMessage()]
