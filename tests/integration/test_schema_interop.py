@@ -94,7 +94,8 @@ def deserializer(
         return AvroDeserializer(registry)  # type: ignore[no-any-return]
     if fmt == "jsonschema":
         return JSONDeserializer(ORDER_JSON, schema_registry_client=registry)  # type: ignore[no-any-return]
-    protobuf = ProtobufDeserializer(order_class(), {"use.deprecated.format": False})
+    # given the registry, it reads with the writer's schema, fetched with ?format=serialized
+    protobuf = ProtobufDeserializer(order_class(), {"use.deprecated.format": False}, registry)
 
     def decode(data: bytes, ctx: SerializationContext) -> dict[str, Any]:
         message = protobuf(data, ctx)
