@@ -47,7 +47,7 @@ from service.errors import (
 
 from ..ports import Coordinator, Log
 from .model import Compatibility, ParsedSchema, Schema, formatted_text, normalized_text
-from .parsing import SchemaParser
+from .parsing import OFF_LOOP_CHARS, SchemaParser
 from .state import LATEST, Mode, Record, RegistryState, Version, check_subject
 from .store import RegistryTopic
 
@@ -265,7 +265,9 @@ class SchemaRegistry:
         schema = self._parser.resolve(schema, state)
         parsed = await self._parser.parse(schema, state)
         identity = await self._parser.identity(parsed)
-        text = normalized_text(parsed) if normalize else formatted_text(parsed)
+        text_of = normalized_text if normalize else formatted_text
+        big = len(schema.text) >= OFF_LOOP_CHARS  # a big schema's text is written off the loop too
+        text = await asyncio.to_thread(text_of, parsed) if big else text_of(parsed)
         schema = Schema(schema.schema_type, text, schema.references)
         # Parse outside the lock what deciding will need (kept in the caches), so that the lock
         # is held for moments only: the subject's versions and the stored schemas' identities.
