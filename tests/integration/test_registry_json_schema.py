@@ -1,6 +1,6 @@
 """JSON Schema in the registry as Confluent serves it, over HTTP on a real gateway: compatibility by
-Confluent's rules with their names in the answers, and ``$schema`` URLs it does not know read as
-draft-07.
+Confluent's rules with their names in the answers, ``$schema`` URLs it does not know read as
+draft-07, and the schema text answered in Confluent's canonical form (compact JSON).
 """
 
 from __future__ import annotations
@@ -67,3 +67,23 @@ async def test_a_schema_url_the_registry_does_not_know_is_read_as_draft_07(gatew
     assert r.status_code == 200, r.text
     stored = await client.get(f"{SR}/schemas/ids/{r.json()['id']}")
     assert json.loads(stored.json()["schema"]) == schema
+
+
+async def test_the_text_is_answered_in_confluents_canonical_form(gateway: RunningGateway) -> None:
+    client = gateway.client
+    sent = '{\n  "type": "object",\n  "properties": {"b": {"type": "string"}, "a": {"type": "integer"}}\n}'
+    compact = '{"type":"object","properties":{"b":{"type":"string"},"a":{"type":"integer"}}}'
+    r = await register(client, "text-value", sent)
+    assert r.status_code == 200, r.text
+    schema_id = r.json()["id"]
+    assert (await client.get(f"{SR}/schemas/ids/{schema_id}")).json()["schema"] == compact
+    version = (await client.get(f"{SR}/subjects/text-value/versions/1")).json()
+    assert version["schema"] == compact
+    # a lookup by the text as first sent, or as answered, finds the version
+    for text in (sent, compact):
+        found = await client.post(f"{SR}/subjects/text-value", json={"schema": text, "schemaType": "JSON"})
+        assert (found.status_code, found.json()["id"]) == (200, schema_id), found.text
+    # ?normalize=true stores the keys sorted, as Confluent's normalize() does
+    r = await register(client, "sorted-value", {"type": "string", "maxLength": 3}, normalize="true")
+    stored = (await client.get(f"{SR}/schemas/ids/{r.json()['id']}")).json()["schema"]
+    assert stored == '{"maxLength":3,"type":"string"}'
