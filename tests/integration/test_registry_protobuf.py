@@ -2,8 +2,8 @@
 
 ``?format=serialized`` (the base64 ``FileDescriptorProto`` Confluent's Protobuf deserializers
 ask for) on every route that answers a schema, proven with confluent-kafka's
-``ProtobufSerializer`` and ``ProtobufDeserializer`` pointed at the gateway's registry both ways;
-Confluent's built-in imports
+``ProtobufSerializer`` and ``ProtobufDeserializer`` pointed at the gateway's registry both ways; a
+schema registered as a descriptor answered as ``.proto`` text; Confluent's built-in imports
 (``google/type/*``, ``confluent/*``) resolved without references; custom options no file
 defines accepted. Each test starts its own gateway (``gateway`` fixture, embedded log).
 """
@@ -178,6 +178,51 @@ async def test_confluent_kafka_protobuf_serdes_with_the_gateway_registry(
     r = await client.get(f"/topics/{name}/partitions/0/records", headers={"Accept": PROTOBUF_V2})
     assert r.status_code == 200, r.text
     assert r.json()["records"][0]["value"] == {"id": "o-1", "price": {"cents": "250"}, "tags": ["a"]}
+
+
+# --- a descriptor registered is answered as .proto text -----------------------------------------
+
+ORDER_AS_TEXT = """syntax = "proto3";
+package shop;
+
+import "money.proto";
+
+message Order {
+  string id = 1;
+  .shop.Money price = 2;
+  repeated string tags = 3;
+}
+"""
+
+
+async def test_a_schema_registered_as_a_descriptor_is_answered_as_proto_text(gateway: RunningGateway) -> None:
+    client = gateway.client
+    await register(client, "money", MONEY)
+    file = order_class().DESCRIPTOR.file
+    serialized = base64.b64encode(file.serialized_pb).decode()
+    schema_id = await register(client, "orders-value", serialized, references=[MONEY_REF])
+    assert (await client.get(f"{SR}/schemas/ids/{schema_id}")).json()["schema"] == ORDER_AS_TEXT
+    assert (await client.get(f"{SR}/schemas/ids/{schema_id}/schema")).text == ORDER_AS_TEXT
+    version = (await client.get(f"{SR}/subjects/orders-value/versions/1")).json()
+    assert version["schema"] == ORDER_AS_TEXT
+    # the text and the descriptor are one schema: the same id, the same version
+    assert await register(client, "orders-value", ORDER_AS_TEXT, references=[MONEY_REF]) == schema_id
+    assert await register(client, "orders-value", ORDER, references=[MONEY_REF]) == schema_id
+    assert (await client.get(f"{SR}/subjects/orders-value/versions")).json() == [1]
+    r = await client.get(f"{SR}/schemas/ids/{schema_id}", params={"format": "serialized"})
+    assert [f.name for f in descriptor(r.json()["schema"]).message_type[0].field] == ["id", "price", "tags"]
+
+
+async def test_a_proto_text_is_answered_as_confluent_prints_it(gateway: RunningGateway) -> None:
+    """Confluent stores its print of a parsed .proto: its layout, no comments, names as spelled."""
+    client = gateway.client
+    sent = '// money, in cents\nsyntax = "proto3"; package shop;\nmessage Money { int64 cents = 1; }'
+    schema_id = await register(client, "money", sent)
+    assert (await client.get(f"{SR}/schemas/ids/{schema_id}")).json()["schema"] == MONEY
+    assert (await client.get(f"{SR}/subjects/money/versions/1/schema")).text == MONEY
+    assert await register(client, "money", MONEY) == schema_id
+    await register(client, "orders-value", ORDER.replace("\n\n", "\n"), references=[MONEY_REF])
+    assert (await client.get(f"{SR}/subjects/orders-value/versions/1")).json()["schema"] == ORDER
 
 
 # --- built-in imports, undefined custom options ---------------------------------------------------
