@@ -14,13 +14,14 @@ from urllib.parse import unquote_to_bytes
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.api.http import error_response
-from service.api.registry import SLASH, subject_segment
+from service.api.registry import PREFIX, SLASH, subject_segment
 from service.errors import ErrorCode
 from service.metrics import Metrics
 
 __all__ = ["MetricsMiddleware", "OneLineStartupErrors", "RawPathGuard"]
 
 _SLASH = SLASH.encode()
+_REGISTRY = PREFIX[1:].encode()
 
 
 class MetricsMiddleware:
@@ -94,9 +95,11 @@ class RawPathGuard:
 
 def _bad_segment(segments: list[bytes], decoded: list[bytes], subject: int | None) -> str | None:
     """The first segment that names no resource: one that decodes to ``.`` or ``..``, or holds
-    ``/`` anywhere but in a registry subject (``subject``: its index), or ``media.SLASH``."""
+    ``/`` anywhere but in a registry subject (``subject``: its index), or, in a registry path,
+    ``SLASH`` (routing would read it as "/")."""
+    registry = len(decoded) > 1 and decoded[1] == _REGISTRY
     for i, (segment, plain) in enumerate(zip(segments, decoded, strict=True)):
-        if plain in (b".", b"..") or (b"/" in plain and i != subject) or _SLASH in plain:
+        if plain in (b".", b"..") or (b"/" in plain and i != subject) or (registry and _SLASH in plain):
             return segment.decode("latin-1")
     return None
 
