@@ -18,6 +18,8 @@ from typing import Any
 
 import httpx
 import pytest
+from confluent_kafka.schema_registry import AsyncSchemaRegistryClient
+from confluent_kafka.schema_registry import Schema as ConfluentSchema
 
 from deploy.local.kafka_broker import TansuBroker
 from tests.conftest import KAFKA_TEST_SETTINGS, RunningGateway, running_gateway
@@ -280,6 +282,21 @@ async def test_a_subject_holding_a_slash_is_one_segment(registry: Registry) -> N
     assert (await c.get(f"{SR}/subjects")).json() == ["a//b/", "team/orders-value"]
     error(await c.get(f"{SR}/subjects/teamorders-value/versions"), 404, 40401)
     assert (await c.delete(f"{SR}/subjects/team%2Forders-value")).json() == [1]
+
+
+async def test_confluents_client_with_slashes_and_normalize(gateway: RunningGateway) -> None:
+    async with AsyncSchemaRegistryClient({"url": gateway.url + SR}) as client:
+        schema = ConfluentSchema(record("Slashed", "x"), "AVRO")
+        schema_id = await client.register_schema("team/orders-value", schema)
+        assert await client.get_subjects() == ["team/orders-value"]
+        latest = await client.get_latest_version("team/orders-value")
+        assert (latest.schema_id, latest.version, latest.subject) == (schema_id, 1, "team/orders-value")
+        found = await client.lookup_schema("team/orders-value", schema)
+        assert (found.schema_id, found.version) == (schema_id, 1)
+        assert await client.delete_subject("team/orders-value") == [1]
+        # normalize_schemas sends ?normalize=true: the normalized text is what is stored
+        normalized_id = await client.register_schema("n-value", ConfluentSchema(spaced(ORDER), "AVRO"), True)
+        assert (await client.get_schema(normalized_id)).schema_str == ORDER_NORMALIZED
 
 
 @pytest.mark.parametrize(
