@@ -22,7 +22,7 @@ from typing_extensions import TypeIs
 
 from service.core.models import EmbeddedFormat, Header, PlainFormat, SchemaFormat
 from service.core.rules import check_header_name
-from service.errors import ConversionError, UnsupportedMediaType
+from service.errors import BadRequest, ConversionError, UnsupportedMediaType
 
 PLAIN_FORMATS: tuple[PlainFormat, ...] = ("binary", "json", "string")
 SCHEMA_FORMATS: tuple[SchemaFormat, ...] = ("avro", "jsonschema", "protobuf")
@@ -80,6 +80,22 @@ def content_type_for(fmt: EmbeddedFormat) -> str:
 
 
 def _decode_binary(value: Any, where: str) -> bytes | None:
+    # A record's key or value: refused with the 400 and the words of Confluent's record
+    # serializer (``data=… is not a base64 string.``), then where it is.
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise BadRequest(f"Bad Request: data={shown(value)} is not a base64 string. ({where})")
+    try:
+        return pybase64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        raise BadRequest(
+            f"Bad Request: data={shown(value)} is not a valid base64 string. ({where})"
+        ) from None
+
+
+def _header_value(value: Any, where: str) -> bytes | None:
+    # Headers are brokergate's (v2 has none): their errors are its own, 42203.
     if value is None:
         return None
     if not isinstance(value, str):
@@ -88,6 +104,18 @@ def _decode_binary(value: Any, where: str) -> bytes | None:
         return pybase64.b64decode(value, validate=True)
     except (binascii.Error, ValueError) as exc:
         raise ConversionError(f"{where}: invalid base64 ({exc})") from exc
+
+
+_SHOWN_CHARS = 64  # of a refused value, in its error message
+
+
+def shown(value: Any) -> str:
+    """A refused JSON value as Confluent's messages print it (its compact JSON), cut short."""
+    try:
+        text = orjson.dumps(value).decode()
+    except TypeError:
+        text = repr(value)
+    return text if len(text) <= _SHOWN_CHARS else text[:_SHOWN_CHARS] + "..."
 
 
 def holds_float(value: Any) -> bool:
@@ -139,7 +167,7 @@ def _decode_string(value: Any, where: str) -> bytes | None:
     if value is None:
         return None
     if not isinstance(value, str):
-        raise ConversionError(f"{where}: expected a string or null for the string format")
+        raise BadRequest(f"Bad Request: data={shown(value)} is not a string. ({where})")
     return value.encode("utf-8", "surrogatepass")
 
 
@@ -161,7 +189,7 @@ def decode_headers(raw: Any, where: str) -> tuple[Header, ...]:
         if not isinstance(h, dict):
             raise ConversionError(f"{where}[{i}]: a header needs a non-empty string 'name'")
         name = check_header_name(h.get("name"), f"{where}[{i}]")
-        out.append((name, _decode_binary(h.get("value"), f"{where}[{i}].value")))
+        out.append((name, _header_value(h.get("value"), f"{where}[{i}].value")))
     return tuple(out)
 
 

@@ -10,6 +10,7 @@ offending record in its error.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -21,9 +22,9 @@ import pybase64
 from service.core.models import DecodedRecord, EmbeddedFormat, NewRecord, PlainFormat, Record, TopicPartition
 from service.core.rules import record_size
 from service.core.schemas.model import ConversionError as CodecError
-from service.errors import ConversionError, InvalidPayload, PayloadTooLarge
+from service.errors import BadRequest, InvalidPayload, PayloadTooLarge
 
-from .formats import DECODERS, RENDERERS, decode_headers, encode_headers
+from .formats import DECODERS, RENDERERS, decode_headers, encode_headers, shown
 
 _RECORD_KEYS = frozenset({"key", "value", "partition", "headers", "timestamp"})
 _MAX_TS = 2**63 - 1
@@ -61,11 +62,16 @@ def parse_timestamp(raw: Any, where: str) -> int | None:
 
 
 def _records_of(body: Any, max_records: int | None = None) -> list[Any]:
+    # A body of the wrong shape is what Confluent's JSON binding refuses: its 400.
     if not isinstance(body, dict):
-        raise InvalidPayload("The body must be a JSON object with a 'records' list.")
+        raise BadRequest(f"Cannot deserialize a produce request from {json_kind(body)}: it is a JSON object.")
     raw_records = body.get("records")
-    if not isinstance(raw_records, list):
-        raise InvalidPayload("'records' must be a list of records.")
+    if raw_records is not None and not isinstance(raw_records, list):
+        raise BadRequest(
+            f"Cannot deserialize 'records' from {json_kind(raw_records)}: it is a list of records."
+        )
+    if raw_records is None:  # absent or null: an empty list, as Confluent binds it
+        raw_records = []
     if not raw_records:
         raise InvalidPayload("'records' must hold at least one record.")
     if max_records is not None and len(raw_records) > max_records:
@@ -73,6 +79,34 @@ def _records_of(body: Any, max_records: int | None = None) -> list[Any]:
             f"A request carries at most {max_records} records, not {len(raw_records)}; send several."
         )
     return raw_records
+
+
+def json_kind(value: Any) -> str:
+    """What a JSON value is, as a binding error names it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return f"a number ({value})"
+    if isinstance(value, str):
+        return f"a string ({shown(value)})"
+    return "a list" if isinstance(value, list) else "an object"
+
+
+_INT_TEXT = re.compile(r"[+-]?[0-9]{1,10}")
+
+
+def bound_int(value: Any, where: str) -> int | None:
+    """An integer field as Confluent's JSON binding (Jackson) takes it: a JSON integer, or a string
+    of one (``"1"`` is 1); anything else is its 400."""
+    if value is None or type(value) is int:
+        return value
+    if isinstance(value, str) and _INT_TEXT.fullmatch(value.strip()):
+        number = int(value)
+        if -(2**31) <= number < 2**31:
+            return number
+    raise BadRequest(f"Cannot deserialize {where} from {json_kind(value)}: it is an integer.")
 
 
 def parse_produce(
@@ -116,13 +150,17 @@ def schema_choice(body: Any) -> SchemaChoice:
     raw_records = _records_of(body)
     fields: dict[str, Any] = {}
     for side in ("key", "value"):
-        text, schema_id = body.get(f"{side}_schema"), body.get(f"{side}_schema_id")
-        if text is not None and (not isinstance(text, str) or not text.strip()):
+        text = body.get(f"{side}_schema")
+        schema_id = bound_int(body.get(f"{side}_schema_id"), f"'{side}_schema_id'")
+        if text is not None and not isinstance(text, str):
+            raise BadRequest(f"Cannot deserialize '{side}_schema' from {json_kind(text)}: it is a string.")
+        if text is not None and not text.strip():
             raise InvalidPayload(f"'{side}_schema' must be the schema's text, a non-empty string.")
-        if schema_id is not None and (type(schema_id) is not int or not 0 <= schema_id < 2**31):
+        if schema_id is not None and not 0 <= schema_id < 2**31:
             raise InvalidPayload(f"'{side}_schema_id' must be a schema id, an integer from 0.")
         if text is not None and schema_id is not None:
-            raise InvalidPayload(f"Give '{side}_schema' or '{side}_schema_id', not both.")
+            # Confluent's SchemaManager: "Unsupported argument", a 400
+            raise BadRequest(f"Bad Request: give '{side}_schema' or '{side}_schema_id', not both.")
         fields[f"{side}_schema"], fields[f"{side}_schema_id"] = text, schema_id
     return SchemaChoice(
         **fields,
@@ -156,8 +194,8 @@ def _schema_decode(encode: Callable[[Any], bytes] | None) -> Decode:
             raise InvalidPayload(f"{where}: the request has no schema for it.")
         try:
             return encode(value)
-        except CodecError as exc:
-            raise ConversionError(f"{where}: {exc}") from None
+        except CodecError as exc:  # Confluent's record serializer: a 400, the codec's words
+            raise BadRequest(f"Bad Request: {where}: {exc}") from None
 
     return decode
 
@@ -231,13 +269,15 @@ def _careful(
     total = 0
     for i, raw in enumerate(raw_records):
         if not isinstance(raw, dict):
-            raise InvalidPayload(f"records[{i}] must be an object.")
+            raise BadRequest(
+                f"Cannot deserialize records[{i}] from {json_kind(raw)}: a record is a JSON object."
+            )
         if not _RECORD_KEYS.issuperset(raw):
             extra = sorted(set(raw) - _RECORD_KEYS)
             raise InvalidPayload(f"records[{i}]: unknown field(s) {', '.join(extra)}.")
-        partition = raw.get("partition")
+        partition = bound_int(raw.get("partition"), f"records[{i}].partition")
         if partition is not None:
-            if isinstance(partition, bool) or not isinstance(partition, int) or partition < 0:
+            if partition < 0:
                 raise InvalidPayload(f"records[{i}].partition must be a non-negative integer.")
             any_explicit = True
         explicit.append(partition)

@@ -142,9 +142,11 @@ class CreateConsumerResponse(BaseModel):
 
 
 class SubscriptionRequest(BaseModel):
-    """Either ``topics`` or ``topic_pattern`` (a regular expression matched against whole names)."""
+    """``topics`` or ``topic_pattern`` (a regular expression matched against whole names). As in
+    Confluent's proxy: given both, ``topics`` is taken; given neither, nothing changes; an empty
+    ``topics`` list unsubscribes (Kafka's consumer does)."""
 
-    topics: list[str] | None = Field(None, min_length=1)
+    topics: list[str] | None = None
     topic_pattern: str | None = None
 
 

@@ -43,6 +43,7 @@ class ErrorCode(IntEnum):
     INVALID_SCHEMA = 42205
     INVALID_REQUEST = 42206
     INVALID_TOPIC = 42207
+    SERIALIZATION = 42207  # Confluent's proxy: a key or value its schema cannot serialize with
     INVALID_TOPIC_CONFIG = 42208
     THROTTLED = 42901
     INTERNAL = 50001
@@ -163,6 +164,24 @@ class InvalidPayload(GatewayError):
     http_status = 422
     error_code = ErrorCode.INVALID_REQUEST
     default_message = "Invalid request."
+
+
+class BadRequest(GatewayError):
+    """A body Confluent's JSON binding or record serializer refuses: its 400, whose error_code is
+    the status (Jackson's errors and the proxy's ``BadRequestException`` alike)."""
+
+    http_status = 400
+    error_code = 400
+    default_message = "Bad Request"
+
+
+class SerializationError(InvalidPayload):
+    """A produce request's schema the registry does not give for the topic (an unknown id, an id
+    that is no version of the topic's subject, an inline schema the subject's compatibility
+    refuses): Confluent's "Error serializing message." """
+
+    error_code = ErrorCode.SERIALIZATION
+    default_message = "Error serializing message."
 
 
 class ConversionError(InvalidPayload):

@@ -19,6 +19,7 @@ from service.settings import Settings
 
 from .access import check_topics, decision_of, instance_first
 from .http import (
+    ACCEPTS_CONSUMER_TYPES,
     body_doc,
     no_content,
     parse,
@@ -92,6 +93,7 @@ def _base_uri(request: Request, group: str, instance: str) -> str:
 @router.post(
     "",
     operation_id="createConsumer",
+    dependencies=[ACCEPTS_CONSUMER_TYPES],
     responses={200: {"model": v2.CreateConsumerResponse}, **CONSUMER_ERRORS},
     openapi_extra=body_doc(v2.CreateConsumerRequest, required=False),
 )
@@ -105,7 +107,13 @@ async def create_consumer(group: str, request: Request, gw: GW) -> Response:
     return v2_response({"instance_id": state.name, "base_uri": _base_uri(request, group, state.name)})
 
 
-@router.delete(INSTANCE, operation_id="deleteConsumer", status_code=204, responses=_NO_CONTENT)
+@router.delete(
+    INSTANCE,
+    operation_id="deleteConsumer",
+    dependencies=[ACCEPTS_CONSUMER_TYPES],
+    status_code=204,
+    responses=_NO_CONTENT,
+)
 async def delete_consumer(group: str, instance: str, request: Request, gw: GW) -> Response:
     """Delete the instance; its partitions go to the rest of the group."""
     await gw.consumers.delete(group, instance, who=await decision_of(request))
@@ -115,6 +123,7 @@ async def delete_consumer(group: str, instance: str, request: Request, gw: GW) -
 @router.post(
     INSTANCE + "/subscription",
     operation_id="subscribe",
+    dependencies=[ACCEPTS_CONSUMER_TYPES],
     status_code=204,
     responses=_NO_CONTENT,
     openapi_extra=body_doc(v2.SubscriptionRequest),
@@ -123,13 +132,17 @@ async def subscribe(group: str, instance: str, request: Request, gw: GW) -> Resp
     """Subscribe to a list of topics or to a regex pattern (new matching topics are picked up)."""
     async with instance_first(request, gw.consumers.owned, group, instance):
         req = await parse(request, v2.SubscriptionRequest)
-        if (req.topics is None) == (req.topic_pattern is None):
-            raise InvalidPayload(
-                "Give either 'topics' (a list) or 'topic_pattern', not both and not neither."
-            )
-        if req.topics is not None and not req.topics:
-            raise InvalidPayload("'topics' must name at least one topic.")
-        sub = Subscription(tuple(dict.fromkeys(req.topics or ())), req.topic_pattern)
+        # Confluent's proxy hands KafkaConsumer.subscribe the topics if given, else the pattern if
+        # given, else nothing; and that consumer takes an empty list for an unsubscribe.
+        if req.topics is not None:
+            if not req.topics:
+                await gw.consumers.unsubscribe(group, instance, who=await decision_of(request))
+                return no_content()
+            sub = Subscription(tuple(dict.fromkeys(req.topics)))
+        elif req.topic_pattern is not None:
+            sub = Subscription(pattern=req.topic_pattern)
+        else:
+            return no_content()
         who = await check_topics(request, sub.topics, Operation.READ)
         await gw.consumers.subscribe(group, instance, sub, who=who)
         return no_content()
@@ -138,6 +151,7 @@ async def subscribe(group: str, instance: str, request: Request, gw: GW) -> Resp
 @router.get(
     INSTANCE + "/subscription",
     operation_id="getSubscription",
+    dependencies=[ACCEPTS_CONSUMER_TYPES],
     responses={200: {"model": v2.SubscriptionResponse}, **CONSUMER_ERRORS},
 )
 async def get_subscription(group: str, instance: str, request: Request, gw: GW) -> Response:
@@ -151,7 +165,13 @@ async def get_subscription(group: str, instance: str, request: Request, gw: GW) 
     return v2_response({"topics": list(sub.topics)})
 
 
-@router.delete(INSTANCE + "/subscription", operation_id="unsubscribe", status_code=204, responses=_NO_CONTENT)
+@router.delete(
+    INSTANCE + "/subscription",
+    operation_id="unsubscribe",
+    dependencies=[ACCEPTS_CONSUMER_TYPES],
+    status_code=204,
+    responses=_NO_CONTENT,
+)
 async def unsubscribe(group: str, instance: str, request: Request, gw: GW) -> Response:
     await gw.consumers.unsubscribe(group, instance, who=await decision_of(request))
     return no_content()
@@ -164,6 +184,7 @@ def _tps(req: v2.PartitionsRequest) -> list[TopicPartition]:
 @router.post(
     INSTANCE + "/assignments",
     operation_id="assignPartitions",
+    dependencies=[ACCEPTS_CONSUMER_TYPES],
     status_code=204,
     responses=_NO_CONTENT,
     openapi_extra=body_doc(v2.PartitionsRequest),
@@ -181,6 +202,7 @@ async def assign(group: str, instance: str, request: Request, gw: GW) -> Respons
 @router.get(
     INSTANCE + "/assignments",
     operation_id="getAssignments",
+    dependencies=[ACCEPTS_CONSUMER_TYPES],
     responses={200: {"model": v2.AssignmentResponse}, **CONSUMER_ERRORS},
 )
 async def get_assignments(group: str, instance: str, request: Request, gw: GW) -> Response:
@@ -245,6 +267,7 @@ async def poll(
 @router.post(
     INSTANCE + "/offsets",
     operation_id="commitOffsets",
+    dependencies=[ACCEPTS_CONSUMER_TYPES],
     responses={200: {"model": list[v2.TopicPartitionOffset]}, **CONSUMER_ERRORS},
     openapi_extra=body_doc(v2.CommitRequest, required=False),
 )
@@ -268,6 +291,7 @@ async def commit(group: str, instance: str, request: Request, gw: GW) -> Respons
 @router.get(
     INSTANCE + "/offsets",
     operation_id="getCommittedOffsets",
+    dependencies=[ACCEPTS_CONSUMER_TYPES],
     responses={200: {"model": v2.CommittedOffsetsResponse}, **CONSUMER_ERRORS},
     openapi_extra=body_doc(v2.PartitionsRequest, required=False),
 )
@@ -296,6 +320,7 @@ async def committed(group: str, instance: str, request: Request, gw: GW) -> Resp
 @router.post(
     INSTANCE + "/positions",
     operation_id="seek",
+    dependencies=[ACCEPTS_CONSUMER_TYPES],
     status_code=204,
     responses=_NO_CONTENT,
     openapi_extra=body_doc(v2.SeekRequest),
@@ -322,6 +347,7 @@ async def seek(group: str, instance: str, request: Request, gw: GW) -> Response:
 @router.post(
     INSTANCE + "/positions/beginning",
     operation_id="seekToBeginning",
+    dependencies=[ACCEPTS_CONSUMER_TYPES],
     status_code=204,
     responses=_NO_CONTENT,
     openapi_extra=body_doc(v2.PartitionsRequest),
@@ -338,6 +364,7 @@ async def seek_to_beginning(group: str, instance: str, request: Request, gw: GW)
 @router.post(
     INSTANCE + "/positions/end",
     operation_id="seekToEnd",
+    dependencies=[ACCEPTS_CONSUMER_TYPES],
     status_code=204,
     responses=_NO_CONTENT,
     openapi_extra=body_doc(v2.PartitionsRequest),

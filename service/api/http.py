@@ -11,23 +11,24 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Collection, Iterable
 from datetime import datetime
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import orjson
-from fastapi import Request
+from fastapi import Depends, Request
 from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, ValidationError
 
 from api_schemas.formats import FORMATS, V2, content_type_for, media_type
 from api_schemas.records import render_slices
+from api_schemas.v2 import ErrorBody
 from service.api.gateway import gateway_of
 from service.core.json_depth import check_depth
 from service.core.models import EmbeddedFormat, Record, TopicPartition
 from service.core.rules import MAX_OFFSET
-from service.errors import ConversionError, InvalidPayload, PayloadTooLarge, UnsupportedMediaType
+from service.errors import BadRequest, InvalidPayload, NotAcceptable, PayloadTooLarge, UnsupportedMediaType
 
 V3 = "application/json"
 # Accepted for control bodies; the OpenAPI document declares the vendor type only (one media type per
@@ -161,6 +162,81 @@ def _join(host: str, port: int | None) -> str:
     return host if port is None else f"{host}:{port}"
 
 
+# What a v2 control route answers in (Confluent's resources produce application/vnd.kafka.v2+json),
+# and the types that admit it: plain JSON too, as a generated client asks for it, and wildcards.
+V2_ANSWERS = frozenset({V2, "application/json", "application/vnd.kafka+json"})
+_WILDCARDS = frozenset({"*/*", "*", "application/*"})
+
+
+def acceptable(accept: str | None, answers: Collection[str] = V2_ANSWERS) -> bool:
+    """Whether an Accept header admits one of ``answers``: no header does, nor does an item
+    weighted ``q=0``."""
+    if accept is None or not accept.strip():
+        return True
+    for item in accept.split(","):
+        mt, _, params = item.partition(";")
+        mt = mt.strip().lower()
+        if not mt or _refused(params):
+            continue
+        if mt in _WILDCARDS or mt in answers:
+            return True
+    return False
+
+
+def _refused(params: str) -> bool:
+    for param in params.split(";"):
+        name, _, value = param.partition("=")
+        if name.strip().lower() == "q":
+            try:
+                return float(value.strip()) <= 0
+            except ValueError:
+                return False
+    return False
+
+
+# Confluent's consumers resource also answers its control routes in every embedded format's type,
+# "so you can always use these headers when interacting with" it.
+CONSUMER_ANSWERS = V2_ANSWERS | {content_type_for(fmt) for fmt in FORMATS}
+
+
+def accepts_v2(request: Request) -> None:
+    """The v2 control routes' Accept check, a dependency: 406 when the client accepts none of the
+    v2 JSON types. (Confluent's Jersey sends its 406 without a body; the docs list that.)"""
+    check_accept(request.headers.get("accept"))
+
+
+def accepts_consumer_types(request: Request) -> None:
+    """``accepts_v2`` for the consumer routes, which answer in the embedded formats' types too."""
+    check_accept(request.headers.get("accept"), CONSUMER_ANSWERS)
+
+
+def check_accept(accept: str | None, answers: Collection[str] = V2_ANSWERS) -> None:
+    if not acceptable(accept, answers):
+        raise NotAcceptable(
+            f"HTTP 406 Not Acceptable: this route answers in {V2} or application/json, not {accept[:100]!r}."
+            if accept
+            else "HTTP 406 Not Acceptable"
+        )
+
+
+ACCEPTS_V2 = Depends(accepts_v2)
+ACCEPTS_CONSUMER_TYPES = Depends(accepts_consumer_types)
+
+# The OpenAPI declarations of the answers above: a route that checks Accept lists NOT_ACCEPTABLE,
+# a produce route BAD_BODY too.
+NOT_ACCEPTABLE: dict[int | str, dict[str, Any]] = {
+    406: {"model": ErrorBody, "description": "Accept allows none of the route's media types (40602)."}
+}
+BAD_BODY: dict[int | str, dict[str, Any]] = {
+    400: {
+        "model": ErrorBody,
+        "description": "A body Confluent's proxy cannot bind (not JSON, records that are not a list "
+        "of objects) or a key or value it cannot serialize (bad base64, a value its schema refuses): "
+        "error code 400.",
+    }
+}
+
+
 def no_content() -> Response:
     return Response(status_code=204)
 
@@ -201,24 +277,16 @@ PARSE_OFF_LOOP_BYTES = 256 * 1024
 
 
 def loads(body: bytes, *, max_depth: int, records: bool = False) -> Any:
-    """The JSON of ``body``; with ``records`` (a produce body), text that is not UTF-8 is a record
-    that cannot be converted (42203), as for bad base64, rather than a malformed request (42206).
-    Nested deeper than ``max_depth``: 42206, before anything walks it (``json_depth``)."""
+    """The JSON of ``body``; not JSON: 42206, or with ``records`` (a produce body) the 400 of
+    Confluent's JSON parser (text that is not UTF-8 too). Nested deeper than ``max_depth``: 42206,
+    before anything walks it (``json_depth``)."""
     check_depth(body, max_depth)
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError as exc:
-        if records and not _is_utf8(body):
-            raise ConversionError("A record holds text that is not valid UTF-8.") from exc
+        if records:
+            raise BadRequest(f"Request body is not valid JSON: {exc}") from exc
         raise InvalidPayload(f"Request body is not valid JSON: {exc}") from exc
-
-
-def _is_utf8(body: bytes) -> bool:
-    try:
-        body.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
 
 
 async def parse_optional(request: Request, model: type[M]) -> M | None:

@@ -23,6 +23,7 @@ from service.errors import GatewayError
 
 from .access import decision_of
 from .auth import ANONYMOUS, principal_of
+from .http import ACCEPTS_V2, NOT_ACCEPTABLE
 from .http import v2 as v2_response
 from .http import v3 as v3_response
 from .responses import ERRORS
@@ -31,12 +32,22 @@ router = APIRouter(tags=["ops"])
 GW = Annotated[Gateway, Depends(get_gateway)]
 
 
-@router.get("/", operation_id="root", responses={200: {"description": "An empty object, as Confluent's."}})
+@router.get(
+    "/",
+    operation_id="root",
+    dependencies=[ACCEPTS_V2],
+    responses={200: {"description": "An empty object, as Confluent's."}, **NOT_ACCEPTABLE},
+)
 async def root() -> Response:
     return v2_response({})
 
 
-@router.get("/brokers", operation_id="listBrokers", responses={200: {"model": v2.Brokers}})
+@router.get(
+    "/brokers",
+    operation_id="listBrokers",
+    dependencies=[ACCEPTS_V2],
+    responses={200: {"model": v2.Brokers}, **NOT_ACCEPTABLE},
+)
 async def brokers(gw: GW) -> Response:
     return v2_response({"brokers": [b.broker_id for b in await gw.log.brokers()]})
 

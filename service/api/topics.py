@@ -38,7 +38,18 @@ from service.core.schemas.serde import SCHEMA_TYPES, Writer
 from service.errors import NotAcceptable
 
 from .access import caller_of, decision_of, visible
-from .http import V2, body_doc, loads, read_body, records_doc, records_response
+from .http import (
+    ACCEPTS_V2,
+    BAD_BODY,
+    NOT_ACCEPTABLE,
+    V2,
+    body_doc,
+    check_accept,
+    loads,
+    read_body,
+    records_doc,
+    records_response,
+)
 from .http import v2 as v2_response
 from .quotas import client_of, identity_of
 from .responses import ERRORS, PRODUCE_ERRORS, THROTTLED
@@ -84,13 +95,23 @@ def produce_body(
     return {"key_schema_id": key_schema_id, "value_schema_id": value_schema_id, "offsets": offsets}
 
 
-@router.get("/topics", operation_id="listTopics", responses={200: {"model": list[str]}, **ERRORS})
+@router.get(
+    "/topics",
+    operation_id="listTopics",
+    dependencies=[ACCEPTS_V2],
+    responses={200: {"model": list[str]}, **ERRORS, **NOT_ACCEPTABLE},
+)
 async def list_topics(request: Request, gw: GW) -> Response:
     """Names of the topics the caller may see (all of them, with authorization off)."""
     return v2_response(await visible(request, ResourceType.TOPIC, await gw.topics.names()))
 
 
-@router.get("/topics/{topic}", operation_id="getTopic", responses={200: {"model": v2.Topic}, **ERRORS})
+@router.get(
+    "/topics/{topic}",
+    operation_id="getTopic",
+    dependencies=[ACCEPTS_V2],
+    responses={200: {"model": v2.Topic}, **ERRORS, **NOT_ACCEPTABLE},
+)
 async def get_topic(topic: str, gw: GW) -> Response:
     """A topic's configs and partitions."""
     return v2_response(topic_body(await gw.topics.describe(topic)))
@@ -109,6 +130,7 @@ IdempotencyKey = Annotated[
 async def serve_produce(
     request: Request, gw: Gateway, topic: str, partition: int | None, key: str | None
 ) -> Response:
+    check_accept(request.headers.get("accept"))  # here, not a dependency: the fast path calls this too
     fmt = produce_format(request.headers.get("content-type"))
     body = await read_body(request)
     # The same key with the same request (target, format, body) answers with the first response.
@@ -263,7 +285,7 @@ _PRODUCE_DOC = body_doc(
 @router.post(
     "/topics/{topic}",
     operation_id="produceToTopic",
-    responses={200: {"model": v2.ProduceResponse}, **PRODUCE_ERRORS},
+    responses={200: {"model": v2.ProduceResponse}, **BAD_BODY, **PRODUCE_ERRORS, **NOT_ACCEPTABLE},
     openapi_extra=_PRODUCE_DOC,
 )
 async def produce_to_topic(
@@ -276,7 +298,8 @@ async def produce_to_topic(
 @router.get(
     "/topics/{topic}/partitions",
     operation_id="listPartitions",
-    responses={200: {"model": list[v2.Partition]}, **ERRORS},
+    dependencies=[ACCEPTS_V2],
+    responses={200: {"model": list[v2.Partition]}, **ERRORS, **NOT_ACCEPTABLE},
 )
 async def list_partitions(topic: str, gw: GW) -> Response:
     return v2_response([partition_body(p) for p in (await gw.topics.describe(topic)).partitions])
@@ -285,7 +308,8 @@ async def list_partitions(topic: str, gw: GW) -> Response:
 @router.get(
     "/topics/{topic}/partitions/{partition}",
     operation_id="getPartition",
-    responses={200: {"model": v2.Partition}, **ERRORS},
+    dependencies=[ACCEPTS_V2],
+    responses={200: {"model": v2.Partition}, **ERRORS, **NOT_ACCEPTABLE},
 )
 async def get_partition(topic: str, partition: int, gw: GW) -> Response:
     info = await gw.topics.check_partition(TopicPartition(topic, partition))
@@ -295,7 +319,7 @@ async def get_partition(topic: str, partition: int, gw: GW) -> Response:
 @router.post(
     "/topics/{topic}/partitions/{partition}",
     operation_id="produceToPartition",
-    responses={200: {"model": v2.ProduceResponse}, **PRODUCE_ERRORS},
+    responses={200: {"model": v2.ProduceResponse}, **BAD_BODY, **PRODUCE_ERRORS, **NOT_ACCEPTABLE},
     openapi_extra=_PRODUCE_DOC,
 )
 async def produce_to_partition(
@@ -313,7 +337,8 @@ FAST_PATH_ENDPOINTS = (produce_to_topic, produce_to_partition)
 @router.get(
     "/topics/{topic}/partitions/{partition}/offsets",
     operation_id="getPartitionOffsets",
-    responses={200: {"model": v2.PartitionOffsets}, **ERRORS},
+    dependencies=[ACCEPTS_V2],
+    responses={200: {"model": v2.PartitionOffsets}, **ERRORS, **NOT_ACCEPTABLE},
 )
 async def partition_offsets(topic: str, partition: int, gw: GW) -> Response:
     """The first stored offset and the next offset to be written."""

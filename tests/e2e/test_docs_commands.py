@@ -171,7 +171,7 @@ def test_schemas_walkthrough(tmp_path):
         with claim("docs/schemas.md", "A walk-through: Avro orders") as section:
             out = run(section.script(gw.url))
         assert '{"key_schema_id":null,"value_schema_id":1,"offsets":[{"partition":0,"offset":0,' in out
-        assert '{"error_code":42203,"message":"records[0].value: ' in out
+        assert '{"error_code":400,"message":"Bad Request: records[0].value: ' in out
         assert '{"subject":"payments-value","version":1,"id":1,"schema":"{\\"type\\":\\"record\\"' in out
         assert '"key":null,"value":{"id":"p-1","amount":12.5},"partition":0,"offset":0,' in out
         assert '"value":{"id":"p-2","amount":99.0},"partition":0,"offset":1,' in out

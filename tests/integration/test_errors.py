@@ -22,28 +22,29 @@ async def end_offset(client, topic: str, partition: int = 0) -> int:
 @pytest.mark.parametrize(
     ("body", "content_type", "code"),
     [
-        (b"{not json", BINARY, 42206),
-        (b'{"records": {"value": "x"}}', BINARY, 42206),
+        # what Confluent's JSON binding and record serializer refuse is its 400 (error_code 400)
+        (b"{not json", BINARY, 400),
+        (b'{"records": {"value": "x"}}', BINARY, 400),
         (b'{"records": []}', BINARY, 42206),
-        (b'["records"]', BINARY, 42206),
-        (b'{"records": [{"value": "!!!not base64"}]}', BINARY, 42203),
-        (b'{"records": [{"value": 12}]}', BINARY, 42203),
-        (b'{"records": [{"value": 12}]}', STRING, 42203),
+        (b'["records"]', BINARY, 400),
+        (b'{"records": [{"value": "!!!not base64"}]}', BINARY, 400),
+        (b'{"records": [{"value": 12}]}', BINARY, 400),
+        (b'{"records": [{"value": 12}]}', STRING, 400),
         (b'{"records": [{"value": "a", "partition": -1}]}', BINARY, 42206),
-        (b'{"records": [{"value": "a", "partition": "zero"}]}', BINARY, 42206),
+        (b'{"records": [{"value": "a", "partition": "zero"}]}', BINARY, 400),
         (b'{"records": [{"value": "YQ==", "bogus": 1}]}', BINARY, 42206),
         (b'{"records": [{"value": "YQ==", "timestamp": "yesterday"}]}', BINARY, 42206),
         (b'{"records": [{"value": "YQ==", "timestamp": -5}]}', BINARY, 42206),
         (b'{"records": [{"value": "YQ==", "headers": [{"value": "YQ=="}]}]}', BINARY, 42203),
         (b'{"records": [{"value": "YQ==", "headers": "h"}]}', BINARY, 42203),
-        (b'{"records": [{"value": 1e400}]}', JSON, 42206),
+        (b'{"records": [{"value": 1e400}]}', JSON, 400),
     ],
 )
-async def test_bad_produce_bodies_are_422_and_store_nothing(client, name, body, content_type, code):
+async def test_bad_produce_bodies_are_4xx_and_store_nothing(client, name, body, content_type, code):
     await create_topic(client, name, 1)
     await produce(client, name, [{"value": "good"}])
     r = await client.post(f"/topics/{name}", content=body, headers={"Content-Type": content_type})
-    assert_error(r, 422, code)
+    assert_error(r, 400 if code == 400 else 422, code)
     assert await end_offset(client, name) == 1
 
 
@@ -54,7 +55,7 @@ async def test_one_bad_record_rejects_the_whole_batch(client, name):
         json={"records": [{"value": b64("ok")}, {"value": "%%%"}]},
         headers={"Content-Type": BINARY},
     )
-    assert_error(r, 422, 42203)
+    assert_error(r, 400, 400)
     assert "records[1]" in r.json()["message"]
     assert await end_offset(client, name) == 0
 
@@ -172,10 +173,9 @@ async def test_bad_consumer_configs(client, name, body, code):
 
 async def test_bad_subscriptions(client, name):
     base = await consumer(client, name)
+    # {}, {"topics": []} and topics with a pattern are Confluent's no-op, unsubscribe and topics
+    # (test_proxy_conformance)
     for body in [
-        {},
-        {"topics": []},
-        {"topics": ["a"], "topic_pattern": "b"},
         {"topic_pattern": "("},
         {"topics": ["bad name"]},
         {"topics": "a"},

@@ -50,6 +50,10 @@ REQUESTS: list[tuple[str, str, bytes, dict[str, str]]] = [
     ("/topics/" + "x" * 250, BINARY, b'{"records":[{"value":null}]}', {}),
     ("/topics/t/partitions/12345678901", BINARY, b'{"records":[{"value":null}]}', {}),
     ("/topics/t/partitions/-1", BINARY, b'{"records":[{"value":null}]}', {}),
+    ("/topics/t", BINARY, b'{"records":[{"value":null}]}', {"Accept": "application/octet-stream"}),
+    ("/topics/t", BINARY, b'{"records":"eA=="}', {}),
+    ("/topics/t", BINARY, b'{"records":[{"value":12}]}', {}),
+    ("/topics/t", BINARY, b'{"records":[{"value":"eA==","partition":"1"}]}', {}),
 ]
 
 

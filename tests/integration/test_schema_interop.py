@@ -218,12 +218,13 @@ async def test_a_registry_client_sees_the_subjects_produce_registered(gateway: R
 
 
 async def test_http_errors_stay_in_the_v2_shape(gateway: RunningGateway, name: str) -> None:
-    """A registry error met while producing (an unknown id) is answered in the v2 error shape."""
+    """A registry error met while producing (an unknown id) is answered in the v2 error shape, as
+    Confluent's proxy answers it: a serialization error quoting the registry's."""
     r = await gateway.client.post(
         f"/topics/{name}",
         json={"value_schema_id": 424242, "records": [{"value": {}}]},
         headers={"Content-Type": "application/vnd.kafka.avro.v2+json"},
     )
-    assert r.status_code == 404 and r.json()["error_code"] == 40403, r.text
+    assert r.status_code == 422 and r.json()["error_code"] == 42207, r.text
     assert "424242" in r.json()["message"]
     assert r.headers["content-type"] == "application/vnd.kafka.v2+json", r.headers

@@ -169,7 +169,8 @@ async def test_a_bad_message_is_answered_and_the_stream_goes_on(client: httpx.As
         ):
             await ws.send(bad)
             answer = await receive(ws, "error")
-            assert answer["error_code"] in (42206, 42207), (bad, answer)
+            # 400: records that are no list, as Confluent's JSON binding refuses them in a produce
+            assert answer["error_code"] in (42206, 42207, 400), (bad, answer)
             request = json.loads(bad).get("id") if bad.startswith("{") else None
             assert answer.get("id") == request, (bad, answer)
         await ws.send(b"\xff\xfe binary garbage")

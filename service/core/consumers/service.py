@@ -168,6 +168,13 @@ class ConsumerService:
                     "Subscription to topics, partitions and pattern are mutually exclusive; "
                     "delete the assignment first."
                 )
+            old = state.subscription
+            if old is not None and (old.pattern is None) != (subscription.pattern is None):
+                # Kafka's consumer: a pattern and a topic list do not replace each other
+                raise IllegalState(
+                    "Subscription to topics, partitions and pattern are mutually exclusive; "
+                    "delete the subscription first."
+                )
             state.subscription = subscription
 
         state = await self._instances.mutate(group, name, change, who)

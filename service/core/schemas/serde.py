@@ -3,7 +3,8 @@
 A produce request in the ``avro``, ``jsonschema`` or ``protobuf`` format names the schema of
 its keys and of its values, by id or inline; ``Serde.writer`` turns that into a ``Writer``
 (the schema's id and codec), registering an inline schema under its subject first — the
-subject named by the ``SubjectNameStrategy``, as Confluent's serializers name it. A writer
+subject named by the ``SubjectNameStrategy``, as Confluent's serializers name it — and taking
+a schema given by id only if it is a version of that subject, as Confluent's proxy does. A writer
 frames what it encodes exactly as Confluent's serializers do, so every Kafka tool with a
 schema-registry deserializer reads the records.
 
@@ -27,10 +28,14 @@ from typing import Final, Generic, TypeVar
 
 from service.errors import (
     ConversionError,
+    IncompatibleSchema,
     InvalidRecordSchema,
     InvalidSchemaError,
     KeySchemaMissing,
+    RegistryError,
     SchemaNotFound,
+    SerializationError,
+    SubjectNotFound,
     ValueSchemaMissing,
 )
 
@@ -46,6 +51,13 @@ SCHEMA_TYPES: Final[dict[str, SchemaType]] = {
     "avro": SchemaType.AVRO,
     "jsonschema": SchemaType.JSON,
     "protobuf": SchemaType.PROTOBUF,
+}
+
+# The formats' names as Confluent's proxy prints them (its EmbeddedFormat).
+_FORMAT_NAMES: Final[dict[SchemaType, str]] = {
+    SchemaType.AVRO: "AVRO",
+    SchemaType.JSON: "JSONSCHEMA",
+    SchemaType.PROTOBUF: "PROTOBUF",
 }
 
 K = TypeVar("K", bound=Hashable)
@@ -75,6 +87,14 @@ def subject_name(strategy: SubjectNameStrategy, topic: str, *, is_key: bool, rec
             "fixed, a Protobuf message, or a JSON Schema with a title."
         )
     return record if strategy is SubjectNameStrategy.RECORD else f"{topic}-{record}"
+
+
+def _serialization(what: str, refusal: RegistryError) -> SerializationError:
+    """Confluent's proxy's 42207 for a registry's ``refusal`` of ``what`` it asked: its message,
+    then the registry client's (the registry's message and error code)."""
+    return SerializationError(
+        f"Error serializing message. {what}\n{refusal.message}; error code: {int(refusal.error_code)}"
+    )
 
 
 class _Lru(Generic[K, V]):
@@ -156,24 +176,14 @@ class Serde:
     ) -> Writer:
         """The writer of a produce request's ``key_schema[_id]`` or ``value_schema[_id]``.
 
-        By id: that schema, which must be of ``schema_type``. Inline: the schema registered
-        under its subject (looked up first, so that a schema already there takes no registry
-        write), its compatibility checked by the registry as for any registration.
+        By id: that schema, which must be of ``schema_type`` and a version of its subject. Inline:
+        the schema registered under its subject (looked up first, so that a schema already there
+        takes no registry write), its compatibility checked by the registry as for any
+        registration. What the registry refuses is a ``SerializationError``, as in Confluent's proxy.
         """
         what = "key" if is_key else "value"
         if schema_id is not None:
-            cached = self._writers.get(("id", schema_id))
-            if cached is not None and cached.schema_type is schema_type:
-                return cached
-            parsed = await self.schema(schema_id)
-            if parsed.schema.schema_type is not schema_type:
-                raise InvalidRecordSchema(
-                    f"{what}_schema_id {schema_id} is a {parsed.schema.schema_type.value} schema; "
-                    f"this request's format takes {schema_type.value} schemas."
-                )
-            writer = Writer(schema_id, schema_type, parsed.codec())
-            self._writers.put(("id", schema_id), writer)
-            return writer
+            return await self._writer_by_id(schema_type, topic, is_key=is_key, schema_id=schema_id)
         if text is None:
             raise (KeySchemaMissing if is_key else ValueSchemaMissing)(
                 f"The records have {what}s but the request gives no {what}_schema or {what}_schema_id."
@@ -198,9 +208,51 @@ class Serde:
             raise InvalidRecordSchema(
                 f"The {what}_schema was refused by the registry: {exc.message}"
             ) from None
+        except IncompatibleSchema as exc:  # Confluent's proxy: the registry's refusal is its 42207
+            raise _serialization(
+                f"Error when registering schema. format = {_FORMAT_NAMES[schema_type]}, subject = {subject}, "
+                f"schema = {parsed.canonical()}",
+                exc,
+            ) from None
         writer = Writer(found, schema_type, parsed.codec())
         self._writers.put(key, writer)
         self._schemas.put(found, parsed)
+        return writer
+
+    async def _writer_by_id(
+        self, schema_type: SchemaType, topic: str, *, is_key: bool, schema_id: int
+    ) -> Writer:
+        """The writer of schema ``schema_id``, which must be a version of the subject the
+        strategy names for ``topic`` (as Confluent's proxy asks the registry for the schema's
+        version under that subject): else the registry's refusal as a ``SerializationError``."""
+        try:
+            parsed = await self.schema(schema_id)
+        except SchemaNotFound as exc:
+            raise _serialization(f"Error when fetching schema by id. schemaId = {schema_id}", exc) from None
+        if parsed.schema.schema_type is not schema_type:
+            raise InvalidRecordSchema(
+                f"{'key' if is_key else 'value'}_schema_id {schema_id} is a "
+                f"{parsed.schema.schema_type.value} schema; this request's format takes "
+                f"{schema_type.value} schemas."
+            )
+        subject = subject_name(self.strategy, topic, is_key=is_key, record=parsed.record_name())
+        key = ("id", schema_id, subject)
+        cached = self._writers.get(key)
+        if cached is not None:
+            return cached
+        if await self._resolver.lookup(subject, parsed.schema) is None:
+            refusal: RegistryError
+            try:  # which of the registry's two answers: no such subject, or not a version of it
+                await self._resolver.version(subject, "latest")
+                refusal = SchemaNotFound("Schema not found")
+            except SubjectNotFound as exc:
+                refusal = exc
+            raise _serialization(
+                f"Error when fetching schema version. subject = {subject}, schema = {parsed.canonical()}",
+                refusal,
+            )
+        writer = Writer(schema_id, schema_type, parsed.codec())
+        self._writers.put(key, writer)
         return writer
 
     # --- consume --------------------------------------------------------------------------
