@@ -5,7 +5,8 @@ UTF-8 JSON text), ``string`` carries UTF-8 text. ``avro``, ``jsonschema`` and
 ``protobuf`` carry JSON that a schema turns into the schema-registry wire format
 (``service.core.schemas.serde`` does that). Header values are base64 in
 every format, as in Confluent's v3 API. Decoding turns client input into
-bytes (raising ``ConversionError`` with the record's position); encoding turns
+bytes (a key or value it cannot take is Confluent's ``BadRequest``, a header
+a ``ConversionError``, each with the record's position); encoding turns
 stored bytes back into JSON-ready values.
 """
 

@@ -31,15 +31,15 @@ BATCH = 500
 
 
 class BatchRefused(Exception):
-    """The gateway refused a batch whole (422: one of its records cannot be stored); the message
-    says why, and names the record's line when the gateway names the record."""
+    """The gateway refused a batch whole (400 or 422: one of its records cannot be stored); the
+    message says why, and names the record's line when the gateway names the record."""
 
 
 _RECORD_INDEX = re.compile(r"records\[(\d+)\]")
 
 
 def refused_batch(exc: ClientError, lines: Sequence[int]) -> BatchRefused:
-    found = _RECORD_INDEX.match(exc.message)
+    found = _RECORD_INDEX.search(exc.message)  # after "Bad Request: " in a 400
     index = int(found[1]) if found else len(lines)
     where = f"line {lines[index]}: " if index < len(lines) else ""
     return BatchRefused(f"{where}{exc.message} (HTTP {exc.status}, error {exc.error_code})")
@@ -64,7 +64,7 @@ class _Sender:
         try:
             results = self._produce(batch)
         except ClientError as exc:
-            if exc.status != 422:
+            if exc.status not in (400, 422):
                 raise
             raise refused_batch(exc, lines) from exc
         for n, result in enumerate(results):

@@ -240,7 +240,7 @@ def test_avro_round_trip_with_keys(gateway, name, tmp_path):
     by_id = ("produce", "--topic", name, "--format", "avro", "--value-schema-id", value_id)
     more = '{"id": "o5", "qty": 5}\n\n{"id": "o6", "qty": "six"}\n'
     line = refused(bg(gateway, *by_id, stdin=more), 1, "line 3: ")
-    assert "(HTTP 422, error 42203)" in line and "after sending 0 record(s)" in line
+    assert "(HTTP 400, error 400)" in line and "after sending 0 record(s)" in line
     ok(bg(gateway, *by_id, stdin=more.splitlines()[0] + "\n"))
     at_5 = ("--partition", "0", "--offset", "5", "--max-messages", "1")
     assert ok(bg(gateway, *consume, *at_5)) == '{"id": "o5", "qty": 5}\n'

@@ -223,6 +223,9 @@ def test_a_refused_batch_names_the_line_of_the_record_the_gateway_names():
     assert str(refused_batch(said, lines)) == (
         "line 4: records[2].value: $: expected a string, got an object (HTTP 422, error 42203)"
     )
+    # a 400 names the record after Confluent's words
+    said = ClientError(400, 400, "Bad Request: records[0].value: $.qty: 'six' is not of type 'integer'")
+    assert str(refused_batch(said, lines)).startswith("line 1: Bad Request: records[0].value: ")
     # a refusal that names no record, or one beyond the batch, is left as it is
     for message in ("The value_schema is not a valid AVRO schema", "records[9].value: no"):
         assert (
