@@ -206,7 +206,23 @@ async def test_error_messages_are_confluents(registry: Registry) -> None:
     assert message.startswith(
         'Schema being registered is incompatible with an earlier schema for subject "base", '
     )
-    assert message.startswith("details: [", message.index("details: ")) and message.endswith("]"), message
+    assert message.startswith("details: [", message.index("details: ")), message
+    old_text = record("Base", "x")  # the version it may not follow, then the level, as Confluent lists them
+    assert message.endswith(
+        f"{{oldSchemaVersion: 1}}, {{oldSchema: '{old_text}'}}, "
+        "{validateFields: 'false', compatibility: 'BACKWARD'}]"
+    ), message
+    r = await c.post(
+        f"{SR}/compatibility/subjects/base/versions/latest",
+        params={"verbose": "true"},
+        json={"schema": record("Base", "x", "y")},
+    )
+    assert r.json()["is_compatible"] is False
+    assert r.json()["messages"][-3:] == [
+        "{oldSchemaVersion: 1}",
+        f"{{oldSchema: '{old_text}'}}",
+        "{validateFields: 'false', compatibility: 'BACKWARD'}",
+    ]
     assert (await c.put(f"{SR}/mode/base", json={"mode": "READONLY"})).status_code == 200
     r = await registry.register("base", record("Base", "z"))
     assert error(r, 422, 42205) == "Subject base in context . is in read-only mode"

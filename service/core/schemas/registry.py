@@ -55,7 +55,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 DEFAULT_TOPIC: Final = "_schemas"
-_MESSAGE_CHARS: Final = 4000  # of the compatibility errors put in one message
+_MESSAGE_CHARS: Final = 4000  # of the compatibility errors put in one message (the old text's too)
 
 
 @dataclass(frozen=True, slots=True)
@@ -430,24 +430,24 @@ class SchemaRegistry:
         against: list[Version],
         level: Compatibility,
     ) -> list[str]:
-        if level is Compatibility.NONE or not against:
-            return []
-        previous = []
-        for v in against if level.transitive else against[-1:]:
+        """As Confluent's checker: the latest version first, the errors of the first one ``parsed``
+        may not follow, with that version and its text, then the level (empty if none)."""
+        previous = against if level.transitive else against[-1:]
+        for v in reversed(previous if level is not Compatibility.NONE else []):
             try:
-                previous.append(await self._parser.by_id(v.schema_id, state))
+                old = await self._parser.by_id(v.schema_id, state)
             except InvalidSchemaError as exc:
                 raise InvalidSchemaError(
                     f"Version {v.version} of subject '{subject}', to compare with, cannot be parsed: "
                     f"{exc.message}"
                 ) from None
-        new_type = parsed.schema.schema_type
-        others = [p.schema.schema_type.value for p in previous if p.schema.schema_type is not new_type]
-        if others:  # the formats compare schemas of one type only
-            errors = [f"Incompatible because of different schema type: {new_type.value} after {others[-1]}"]
-        else:
-            errors = await self._parser.compatibility_errors(parsed, previous, level)
-        return [*errors, f"{{compatibility: '{level.value}'}}"] if errors else []
+            errors = ["Incompatible because of different schema type"]  # one type is compared only
+            if old.schema.schema_type is parsed.schema.schema_type:
+                errors = await self._parser.compatibility_errors(parsed, [old], level)
+            if errors:
+                errors += [f"{{oldSchemaVersion: {v.version}}}", f"{{oldSchema: '{old.schema.text}'}}"]
+                return [*errors, f"{{validateFields: 'false', compatibility: '{level.value}'}}"]
+        return []
 
     async def _write(
         self,
