@@ -121,6 +121,12 @@ async def test_other_formats_answer_the_text_as_confluent_does(gateway: RunningG
     for name in ("", "default", "ignore_extensions", "no-such-format"):
         r = await client.get(f"{SR}/schemas/ids/1", params={"format": name})
         assert (r.status_code, r.json()["schema"]) == (200, MONEY), name
+    extended = 'syntax = "proto2";\n\nmessage M {\n  optional int32 a = 1;\n\n  extensions 100 to max;\n}\n'
+    extended += "\nextend M {\n  optional int32 b = 100;\n}\n"
+    schema_id = await register(client, "extended", extended)
+    assert (await client.get(f"{SR}/schemas/ids/{schema_id}")).json()["schema"] == extended
+    r = await client.get(f"{SR}/schemas/ids/{schema_id}/schema", params={"format": "ignore_extensions"})
+    assert r.text == 'syntax = "proto2";\n\nmessage M {\n  optional int32 a = 1;\n}\n'
     avro = '{"type":"record","name":"A","fields":[{"name":"x","type":"int"}]}'
     r = await client.post(f"{SR}/subjects/a-value/versions", json={"schema": avro})
     assert r.status_code == 200, r.text

@@ -168,7 +168,19 @@ def test_the_serialized_form_is_the_descriptor_confluent_names_default() -> None
     file = FDP.FromString(base64.b64decode(serialized(SHOP), validate=True))
     assert file.name == "default" and file.package == "shop"
     assert [m.name for m in file.message_type] == ["Order"]
-    assert schema(SHOP).in_format("ignore_extensions") is None
+    assert schema(SHOP).in_format("resolved") is None  # not a Protobuf form: the text as stored
+
+
+def test_ignore_extensions_leaves_out_extensions_and_custom_options() -> None:
+    without = schema(PROTO2).in_format("ignore_extensions")
+    assert without is not None and "extend" not in without and "extensions" not in without
+    assert schema(without).canonical() != schema(PROTO2).canonical()
+    assert 'optional string s = 1 [default = "a\\"b"];' in without
+    custom = 'syntax = "proto3";\nmessage P {\n  string a = 1 [(my_option) = 2];\n}\n'
+    assert (
+        schema(custom).in_format("ignore_extensions")
+        == 'syntax = "proto3";\n\nmessage P {\n  string a = 1;\n}\n'
+    )
 
 
 @pytest.mark.parametrize(

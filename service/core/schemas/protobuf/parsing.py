@@ -85,13 +85,13 @@ class ProtobufFormat:
             file, blanked = _compile(schema.text, sources)
         pool = _pool(file, dependencies)  # a descriptor is checked before it is written as text
         source: str | None
+        names = None if described else Names(_files(file, dependencies), schema.text)
+        declared = described or _SYNTAX.search(schema.text) is not None
         if described:
             source = _as_text(file, sources)
         elif blanked:  # an option protoc does not know is kept in the text as sent
             source = schema.text
         else:
-            names = Names(_files(file, dependencies), schema.text)
-            declared = _SYNTAX.search(schema.text) is not None
             source = _as_text(file, sources, names, declared) or schema.text
         needed = _imports(file, dependencies)
         return ProtobufSchema(
@@ -101,6 +101,8 @@ class ProtobufFormat:
             {p: sources.get(p) for p in needed},
             source,
             pool,
+            names=names,
+            syntax=declared,
         )
 
 

@@ -23,8 +23,10 @@ from ..model import ParsedSchema, Schema
 from .codec import ProtobufCodec
 from .compatibility import Diff
 from .descriptors import FDP, ROOT_FILE
+from .text import Names, render
 
 SERIALIZED: Final = "serialized"
+IGNORE_EXTENSIONS: Final = "ignore_extensions"
 _SERIALIZED_NAME: Final = "default"  # the file name Confluent's serialized descriptors carry
 
 
@@ -39,6 +41,9 @@ class ProtobufSchema:
         sources: Mapping[str, str | None],
         source: str | None,
         pool: descriptor_pool.DescriptorPool,
+        *,
+        names: Names | None = None,
+        syntax: bool = True,
     ) -> None:
         self.schema = schema
         self.file = file
@@ -46,6 +51,8 @@ class ProtobufSchema:
         self.sources = sources  # import path -> .proto text (None: registered as a descriptor)
         self.source = source  # this schema's .proto text (None: a descriptor no text says faithfully)
         self.pool = pool
+        self._names = names  # how its text spells type names (None: fully qualified)
+        self._syntax = syntax  # whether its text says its syntax
         self.descriptor: FileDescriptor = pool.FindFileByName(ROOT_FILE)
         self._canonical = canonical(file)
         self._codec: ProtobufCodec | None = None
@@ -60,7 +67,11 @@ class ProtobufSchema:
 
     def in_format(self, name: str) -> str | None:
         """The text for Confluent's ``?format=``: ``serialized``, the ``FileDescriptorProto`` in
-        base64 (what Confluent's deserializers ask for); None for its other formats."""
+        base64 (what Confluent's deserializers ask for); ``ignore_extensions``, the text without
+        extensions, extension ranges and custom options; None for a name it has no form of (or
+        a text it cannot write)."""
+        if name == IGNORE_EXTENSIONS:
+            return render(self.file, self._names, syntax=self._syntax, extensions=False)
         if name != SERIALIZED:
             return None
         file = FDP()

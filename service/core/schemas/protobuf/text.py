@@ -28,6 +28,7 @@ from google.protobuf.message import Message
 from .descriptors import FDP, FieldProto
 
 _MAX_TAG: Final = 536870911
+_CONFLUENT_META: Final = 1088  # the number of Confluent's meta option on every kind of options
 _NAME: Final = re.compile(r"(?<![\w.])\.?[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 _SCALARS: Final = {
     value: name[len("TYPE_") :].lower()
@@ -41,12 +42,16 @@ class _Unwritable(Exception):
     """The descriptor holds what the text cannot say faithfully."""
 
 
-def render(file: FDP, names: Names | None = None, *, syntax: bool = True) -> str | None:
+def render(
+    file: FDP, names: Names | None = None, *, syntax: bool = True, extensions: bool = True
+) -> str | None:
     """``file`` as ``.proto`` text, or None if it holds what this writer cannot say faithfully.
     ``names`` writes type names as a ``.proto`` author does (default: fully qualified, as a
-    descriptor has them); ``syntax``: write the ``syntax`` statement of a proto2 file."""
+    descriptor has them); ``syntax``: write the ``syntax`` statement of a proto2 file; without
+    ``extensions``, Confluent's ``ignore_extensions`` form: no extensions, extension ranges nor
+    custom options (but Confluent's own)."""
     try:
-        return _File(file, names, syntax).text()
+        return _File(file, names, syntax, extensions).text()
     except (_Unwritable, KeyError, IndexError, RecursionError):  # a value no .proto has
         return None
 
@@ -115,14 +120,14 @@ def _quoted(text: str) -> str:
     return '"' + text_encoding.CEscape(text, as_utf8=True) + '"'
 
 
-def _options(options: Message, skip: Iterable[str] = ()) -> list[str]:
-    """``name = value`` of each option set (standard ones: a descriptor cannot name custom ones)."""
-    if len(unknown_fields.UnknownFieldSet(options)):
+def _options(options: Message, custom: bool = True) -> list[str]:
+    """``name = value`` of each option set: standard ones, as a descriptor cannot name custom ones
+    (without ``custom``, those are left out, but Confluent's own, which it keeps)."""
+    numbers = {field.field_number for field in unknown_fields.UnknownFieldSet(options)}
+    if numbers and (custom or _CONFLUENT_META in numbers):
         raise _Unwritable
     out = []
     for field, value in options.ListFields():
-        if field.name in skip:
-            continue
         if field.message_type is not None or field.is_extension:
             raise _Unwritable  # features, edition defaults, extensions
         values = list(value) if not isinstance(value, (str, bytes, bool, int, float)) else [value]
@@ -139,8 +144,8 @@ def _options(options: Message, skip: Iterable[str] = ()) -> list[str]:
     return out
 
 
-def _statements(options: Message, skip: Iterable[str] = ()) -> str:
-    return "".join(f"option {option};\n" for option in _options(options, skip))
+def _statements(options: Message, custom: bool = True) -> str:
+    return "".join(f"option {option};\n" for option in _options(options, custom))
 
 
 def _bracketed(options: list[str]) -> str:
@@ -160,10 +165,11 @@ def _ranges(keyword: str, ranges: Iterable[tuple[int, int]]) -> str:
 
 
 class _File:
-    def __init__(self, file: FDP, names: Names | None, syntax: bool) -> None:
+    def __init__(self, file: FDP, names: Names | None, syntax: bool, extensions: bool) -> None:
         self.file = file
         self.names = names
         self.syntax = syntax
+        self.extensions = extensions
         self.proto3 = file.syntax == "proto3"
         if file.syntax not in ("", "proto2", "proto3"):
             raise _Unwritable  # editions
@@ -180,18 +186,24 @@ class _File:
                 for i, name in enumerate(f.dependency)
             ]
             out.append("\n" + "".join(imports))
-        options = _statements(f.options)
+        options = self.statements(f.options)
         if options:
             out.append("\n" + options)
         scope = f.package
         types = [self.message(m, scope) for m in f.message_type] + [self.enum(e) for e in f.enum_type]
         if types:
             out.append("\n" + "".join(types))
-        if f.extension:
+        if f.extension and self.extensions:
             out.append("\n" + self.extends(f.extension, scope))
         if f.service:
             out.append("\n" + "".join(self.service(s, scope) for s in f.service))
         return "".join(out)
+
+    def options(self, options: Message) -> list[str]:
+        return _options(options, custom=self.extensions)
+
+    def statements(self, options: Message) -> str:
+        return _statements(options, custom=self.extensions)
 
     def name(self, full: str, scope: str) -> str:
         return self.names.written(full, scope) if self.names is not None else full
@@ -211,7 +223,7 @@ class _File:
             _block(
                 f"oneof {o.name}",
                 [
-                    _statements(o.options),
+                    self.statements(o.options),
                     "".join(self.field(f, scope, entries, in_oneof=True) for f in m.field if _in(f, i)),
                 ],
             )
@@ -220,12 +232,12 @@ class _File:
         )
         extensions = "".join(
             _ranges("extensions", [(r.start, r.end - 1)]) if not r.HasField("options") else self.unwritable()
-            for r in m.extension_range
+            for r in (m.extension_range if self.extensions else [])
         )
         nested = "".join(self.message(n, scope) for n in m.nested_type if n.name not in entries)
         nested += "".join(self.enum(e) for e in m.enum_type)
-        sections = [reserved, _statements(m.options), fields, oneofs, extensions]
-        sections += [self.extends(m.extension, scope) if m.extension else "", nested]
+        sections = [reserved, self.statements(m.options), fields, oneofs, extensions]
+        sections += [self.extends(m.extension, scope) if m.extension and self.extensions else "", nested]
         return _block(f"message {m.name}", sections)
 
     def unwritable(self) -> str:
@@ -246,7 +258,7 @@ class _File:
             written = self.type(f, scope)
             label = self.label(f) if not in_oneof else ""
             written = f"{label} {written}" if label else written
-        options = _options(f.options)  # then default and json_name, as Confluent writes them
+        options = self.options(f.options)  # then default and json_name, as Confluent writes them
         if f.HasField("default_value") and not self.proto3:
             options.append(f"default = {self.default(f)}")
         if f.HasField("json_name"):
@@ -275,8 +287,8 @@ class _File:
     def enum(self, e: descriptor_pb2.EnumDescriptorProto) -> str:
         reserved = _ranges("reserved", ((r.start, r.end) for r in e.reserved_range))
         reserved += "".join(f"reserved {_quoted(name)};\n" for name in e.reserved_name)
-        values = "".join(f"{v.name} = {v.number}{_bracketed(_options(v.options))};\n" for v in e.value)
-        return _block(f"enum {e.name}", [reserved + _statements(e.options) + values])
+        values = "".join(f"{v.name} = {v.number}{_bracketed(self.options(v.options))};\n" for v in e.value)
+        return _block(f"enum {e.name}", [reserved + self.statements(e.options) + values])
 
     def extends(self, fields: Iterable[FieldProto], scope: str) -> str:
         by_extendee: dict[str, list[FieldProto]] = {}
@@ -294,10 +306,10 @@ class _File:
             request, response = self.name(m.input_type, scope), self.name(m.output_type, scope)
             request = f"stream {request}" if m.client_streaming else request
             response = f"stream {response}" if m.server_streaming else response
-            options = _statements(m.options)
+            options = self.statements(m.options)
             body = f" {{\n{_indented(options)}}}" if options else ""
             rpcs.append(f"rpc {m.name} ({request}) returns ({response}){body};\n")
-        return _block(f"service {s.name}", [_statements(s.options), "".join(rpcs)])
+        return _block(f"service {s.name}", [self.statements(s.options), "".join(rpcs)])
 
 
 def _in(f: FieldProto, index: int) -> bool:
