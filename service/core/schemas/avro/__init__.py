@@ -1,4 +1,5 @@
-"""Avro schemas: parsing and the canonical text (``parser``), Avro's schema-resolution rules
+"""Avro schemas: parsing and the canonical text (``parser``), the texts the registry stores
+(``text``: Avro's compact print, and the normalized one), Avro's schema-resolution rules
 (``compatibility``), the codec (``codec``, over the value conversions of ``values``), and the parsed
 schema that ties them together (``schema``)."""
 
