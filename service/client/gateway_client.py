@@ -13,9 +13,10 @@ may be any text, and no name can address another resource.
 
 The schema registry the gateway serves under ``/schema-registry`` is reached through the same
 client (``subjects``, ``register_schema``, ``check_compatibility``...): subjects are checked with
-the registry's own rule (``check_subject``) before anything is sent, and one that is ``.``, ``..``
-or holds a ``/`` (no path can name it) is refused here too. ``produce_with_schemas`` produces
-JSON records in a schema format (``avro``, ``jsonschema``, ``protobuf``).
+the registry's own rule (``check_subject``) before anything is sent, and one that is ``.`` or ``..``
+(no path can name it) is refused here too; a ``/`` in a subject travels as ``%2F``.
+``produce_with_schemas`` produces JSON records in a schema format (``avro``, ``jsonschema``,
+``protobuf``).
 
 Consumers: ``consumer`` creates a ``Consumer``, an instance of a consumer group. Share groups (the
 gateway's KIP-932 extension): ``share_consumer`` creates a ``ShareConsumer``; ``share_groups``,
@@ -441,13 +442,11 @@ def registry_path(*segments: str | int) -> str:
 
 def registry_subject(subject: str) -> str:
     """``subject`` if a path can name it: a valid subject (``check_subject``), not ``.`` or ``..``
-    (an HTTP client removes such a segment, and the request would reach another resource), and
-    without ``/`` (the gateway refuses a segment holding one)."""
+    (an HTTP client removes such a segment, and the request would reach another resource). A
+    ``/`` in it is sent as ``%2F``, which the registry reads as part of the subject."""
     check_subject(subject)
-    if subject in (".", "..") or "/" in subject:
-        raise InvalidSubject(
-            f"The subject {subject!r} cannot be named in a URL path: it is '.' or '..' or holds '/'."
-        )
+    if subject in (".", ".."):
+        raise InvalidSubject(f"The subject {subject!r} cannot be named in a URL path: it is '.' or '..'.")
     return subject
 
 

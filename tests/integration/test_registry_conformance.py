@@ -11,6 +11,7 @@ speaks HTTP to ``/schema-registry`` as a registry client would. Error texts are 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from pathlib import Path
@@ -22,6 +23,8 @@ from confluent_kafka.schema_registry import AsyncSchemaRegistryClient
 from confluent_kafka.schema_registry import Schema as ConfluentSchema
 
 from deploy.local.kafka_broker import TansuBroker
+from service.client import GatewayClient
+from service.core.schemas.model import Schema, SchemaType
 from tests.conftest import KAFKA_TEST_SETTINGS, RunningGateway, running_gateway
 
 SR = "/schema-registry"
@@ -366,3 +369,20 @@ async def test_a_low_end_offset_never_empties_the_registry(
         assert await registry.id_of("after", record("After", "x")) == kept + 1
         assert (await c.get(f"{SR}/subjects")).json() == ["after", "kept"]
         assert not [r for r in caplog.records if "truncated" in r.getMessage()]
+
+
+async def test_brokergates_client_names_a_subject_holding_a_slash(gateway: RunningGateway) -> None:
+    """``service.client`` sends the ``/`` of a subject as ``%2F``, which the registry reads back."""
+
+    def calls() -> tuple[int, list[str], dict[str, Any], list[int]]:
+        with GatewayClient(gateway.url) as client:
+            schema = Schema(SchemaType.AVRO, record("Slashed", "x"))
+            schema_id = client.register_schema("team/orders-value", schema)
+            subjects = client.subjects()
+            found = client.lookup_schema("team/orders-value", schema)
+            return schema_id, subjects, found, client.delete_subject("team/orders-value")
+
+    schema_id, subjects, found, deleted = await asyncio.to_thread(calls)
+    assert subjects == ["team/orders-value"]
+    assert (found["id"], found["subject"], found["version"]) == (schema_id, "team/orders-value", 1)
+    assert deleted == [1]
