@@ -170,6 +170,7 @@ SAMPLES: dict[str, Sample] = {
     ),
     f"DELETE {V3}/acls": Sample(query={"resource_type": "TOPIC", "principal": "User:carol"}),
     f"GET {SR}/": Sample(),
+    f"GET {SR}/schemas": _REGISTERED,
     f"GET {SR}/schemas/types": Sample(),
     f"GET {SR}/schemas/ids/{{id}}": _REGISTERED,
     f"GET {SR}/schemas/ids/{{id}}/schema": _REGISTERED,
@@ -228,6 +229,7 @@ OPEN_TO_ANY = {
     f"GET {V3}/share-groups",
     # the schema registry's reads and checks: schemas are read by every client that decodes
     f"GET {SR}/",
+    f"GET {SR}/schemas",
     f"GET {SR}/schemas/types",
     f"GET {SR}/schemas/ids/{{id}}",
     f"GET {SR}/schemas/ids/{{id}}/schema",
