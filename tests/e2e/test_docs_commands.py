@@ -49,9 +49,12 @@ def test_make_run_serves_and_make_test_runs_lint_and_the_suite(tmp_path):
     assert commands == ["make run", "make test"]
     port = free_port()
     # -o: the install step counts as done (this suite runs in the venv it installed)
+    # Under `make test` the suite inherits MAKELEVEL and MAKEFLAGS: without them these runs are a user's.
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
     serve = subprocess.Popen(
         ["make", "-s", "-o", ".venv/.installed", "run", f"PORT={port}"],
         cwd=ROOT,
+        env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         start_new_session=True,
@@ -71,8 +74,18 @@ def test_make_run_serves_and_make_test_runs_lint_and_the_suite(tmp_path):
         _, errors = serve.communicate(timeout=30)
     assert serve.returncode in (0, -signal.SIGTERM, 2), errors  # make reports a stopped child as 2
     dry = subprocess.run(
-        ["make", "-n", "-o", ".venv/.installed-test", "-o", "system-packages", "test"],
+        [
+            "make",
+            "-n",
+            "--no-print-directory",
+            "-o",
+            ".venv/.installed-test",
+            "-o",
+            "system-packages",
+            "test",
+        ],
         cwd=ROOT,
+        env=env,
         capture_output=True,
         text=True,
         check=True,
