@@ -255,7 +255,9 @@ def _fuzz_records_and_credentials(gw: GatewayProcess) -> None:
             answer = bob.post(f"/topics/fuzz-bob{path}", content=raw, headers=headers)
             assert answer.status_code < 500, answer.text
             if answer.status_code >= 400:
-                assert answer.json()["error_code"] // 100 == answer.status_code, answer.text
+                # Confluent's codes: the status and a digit or two (42203), or the status itself (400)
+                code = answer.json()["error_code"]
+                assert answer.status_code in (code, code // 100), answer.text
                 assert ends("fuzz-bob") == own, answer.text
 
         produce()
@@ -271,7 +273,7 @@ def _fuzz_records_and_credentials(gw: GatewayProcess) -> None:
             )
             # 429: a budget of failed sign-ins per address (the fuzzer guesses a lot)
             assert r.status_code in (400, 401, 429), r.text
-            assert r.json()["error_code"] // 100 == r.status_code
+            assert r.status_code in (r.json()["error_code"], r.json()["error_code"] // 100)
             assert ends("secret") == secret
 
         credentials()
