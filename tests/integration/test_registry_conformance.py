@@ -114,6 +114,62 @@ async def test_get_schemas_with_its_filters(registry: Registry) -> None:
     assert len((await registry.get("/schemas", limit=0)).json()) == 3
 
 
+# --- schemas: ?format= ----------------------------------------------------------------------
+
+C_TEXT = '{"type":"record","name":"C","namespace":"n","fields":[{"name":"c","type":"string"}]}'
+B_TEXT = '{"type":"record","name":"B","namespace":"n","fields":[{"name":"c","type":"C"}]}'
+A_TEXT = (
+    '{"type":"record","name":"A","namespace":"m","fields":['
+    '{"name":"b","type":"n.B"},{"name":"c2","type":["null","n.C"],"default":null}]}'
+)
+# A with the types of its references (B, and C through B) written in full where first used,
+# in the namespace they are written in, as Avro's Schema.toString() prints it
+A_RESOLVED = (
+    '{"type":"record","name":"A","namespace":"m","fields":['
+    '{"name":"b","type":{"type":"record","name":"B","namespace":"n","fields":['
+    '{"name":"c","type":{"type":"record","name":"C","fields":[{"name":"c","type":"string"}]}}]}},'
+    '{"name":"c2","type":["null","n.C"],"default":null}]}'
+)
+
+
+async def test_format_resolved_inlines_an_avro_schemas_references(registry: Registry) -> None:
+    """AvroSchema.formattedString("resolved"): A refs B refs C, answered with both written in full;
+    the references stay listed. Another name, or none, answers the text as stored."""
+    await registry.id_of("c", C_TEXT)
+    await registry.id_of("b", B_TEXT, references=[{"name": "n.C", "subject": "c", "version": 1}])
+    refs = [{"name": "n.B", "subject": "b", "version": 1}]
+    a = await registry.id_of("a-value", A_TEXT, references=refs)
+    for fmt in ("resolved", "RESOLVED", " resolved"):
+        got = (await registry.get(f"/schemas/ids/{a}", format=fmt)).json()
+        assert got == {"references": refs, "schema": A_RESOLVED}, fmt
+    assert (await registry.get(f"/schemas/ids/{a}/schema", format="resolved")).text == A_RESOLVED
+    got = (await registry.get("/subjects/a-value/versions/1", format="resolved")).json()
+    assert (got["id"], got["schema"], got["references"]) == (a, A_RESOLVED, refs)
+    r = await registry.get("/subjects/a-value/versions/latest/schema", format="resolved")
+    assert r.text == A_RESOLVED
+    r = await registry.client.post(
+        f"{SR}/subjects/a-value", params={"format": "resolved"}, json={"schema": A_TEXT, "references": refs}
+    )
+    assert r.json()["schema"] == A_RESOLVED, r.text
+    # a schema without references is its text; an unknown format, or default, is the text as stored
+    assert (await registry.get("/schemas/ids/1", format="resolved")).json()["schema"] == C_TEXT
+    for fmt in ("default", "no-such-format", "serialized", ""):
+        assert (await registry.get(f"/schemas/ids/{a}", format=fmt)).json()["schema"] == A_TEXT, fmt
+
+
+async def test_format_resolved_is_the_text_for_json_schema_and_protobuf(registry: Registry) -> None:
+    """JsonSchema's and ProtobufSchema's formattedString know no "resolved": their canonical text."""
+    inner = await registry.id_of("inner", '{"type":"string"}', schemaType="JSON")
+    outer_text = '{"type":"object","properties":{"s":{"$ref":"inner.json"}}}'
+    refs = [{"name": "inner.json", "subject": "inner", "version": 1}]
+    outer = await registry.id_of("outer", outer_text, schemaType="JSON", references=refs)
+    proto_text = 'syntax = "proto3";\nmessage P {\n  string s = 1;\n}\n'
+    proto = await registry.id_of("p", proto_text, schemaType="PROTOBUF")
+    for schema_id in (inner, outer, proto):
+        stored = (await registry.get(f"/schemas/ids/{schema_id}")).json()
+        assert (await registry.get(f"/schemas/ids/{schema_id}", format="resolved")).json() == stored
+
+
 # --- subjects: registering and looking up (normalize, Avro's text) -------------------------
 
 

@@ -49,6 +49,11 @@ class AvroSchema:
         """The text ``?normalize=true`` stores: the same, other attributes sorted (``text``)."""
         return render(self.root, self.referenced, normalized=True)
 
+    def in_format(self, name: str) -> str | None:
+        """``resolved``: the text with the references' types written in full (``text``), as
+        Confluent's ``formattedString``; None for another name (``output_formats``)."""
+        return render(self.root, (), inline=self.named) if name == "resolved" else None
+
     def reading_errors(self, writer: ParsedSchema) -> list[str]:
         if not isinstance(writer, AvroSchema):
             return [f"the writer's schema is {writer.schema.schema_type}, not AVRO"]

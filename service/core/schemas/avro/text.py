@@ -9,14 +9,16 @@ afterwards, relative to the enclosing namespace; types of the references by name
 ``?normalize=true`` stores the same text with the other attributes sorted by name (logical-type
 attributes first), as Confluent's normalization reparsed by Avro comes out.
 
-``render`` works on the normalized form ``parser`` builds (full names, qualified aliases,
-defaults checked); it does no I/O.
+``?format=resolved`` answers the text with the references' types written in full where first
+used (Avro's ``Schema.toString()`` of the schema parsed with them): ``render`` given the named
+types (``inline``). ``render`` works on the normalized form ``parser`` builds (full names,
+qualified aliases, defaults checked); it does no I/O.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from .nodes import PRIMITIVES, Node
@@ -26,23 +28,34 @@ _FIELD_KEYS: Final = frozenset({"name", "type", "doc", "default", "order", "alia
 _LOGICAL_FIRST: Final = ("logicalType", "precision", "scale")
 
 
-def render(root: Node, references: Iterable[str], *, normalized: bool = False) -> str:
+def render(
+    root: Node,
+    references: Iterable[str],
+    *,
+    normalized: bool = False,
+    inline: Mapping[str, Node] | None = None,
+) -> str:
     """The text of ``root`` as Avro prints it; ``references`` are the full names the references
-    define (written by name); ``normalized``: other attributes sorted."""
-    return _Writer(set(references), normalized).text(root)
+    define (written by name); ``normalized``: other attributes sorted; ``inline``: the named types
+    by full name, a type not yet written is written in full where it is first used."""
+    return _Writer(set(references), normalized, inline or {}).text(root)
 
 
 class _Writer:
-    def __init__(self, written: set[str], normalized: bool) -> None:
+    def __init__(self, written: set[str], normalized: bool, inline: Mapping[str, Node]) -> None:
         self._written = written
         self._normalized = normalized
+        self._inline = inline
 
     def text(self, root: Node) -> str:
         return json.dumps(self._node(root, ""), separators=(",", ":"), ensure_ascii=False)
 
     def _node(self, node: Node, space: str) -> Any:
         if isinstance(node, str):
-            return node if node in PRIMITIVES else self._name_ref(node, space)
+            if node in PRIMITIVES:
+                return node
+            found = self._inline.get(node) if node not in self._written else None
+            return self._named(found, space) if isinstance(found, dict) else self._name_ref(node, space)
         if isinstance(node, list):
             return [self._node(branch, space) for branch in node]
         kind = node["type"]
