@@ -188,6 +188,10 @@ SAMPLES: dict[str, Sample] = {
     f"GET {SR}/config/{{subject}}": _REGISTERED,
     f"GET {SR}/mode": Sample(),
     f"GET {SR}/mode/{{subject}}": _REGISTERED,
+    f"GET {SR}/contexts": Sample(),
+    f"GET {SR}/v1/metadata/id": Sample(),
+    f"GET {SR}/v1/metadata/version": Sample(),
+    f"GET {SR}/v1/metadata/deployment": Sample(),
     f"POST {SR}/subjects/{{subject}}/versions": _SCHEMA,
     f"DELETE {SR}/subjects/{{subject}}": _REGISTERED,
     f"DELETE {SR}/subjects/{{subject}}/versions/{{version}}": _REGISTERED,
@@ -247,6 +251,10 @@ OPEN_TO_ANY = {
     f"GET {SR}/config/{{subject}}",
     f"GET {SR}/mode",
     f"GET {SR}/mode/{{subject}}",
+    f"GET {SR}/contexts",
+    f"GET {SR}/v1/metadata/id",
+    f"GET {SR}/v1/metadata/version",
+    f"GET {SR}/v1/metadata/deployment",
 }
 
 

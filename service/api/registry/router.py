@@ -4,7 +4,7 @@ OpenAPI document lists them (``schemas``, ``subjects``, ``compatibility``, ``con
 
 from __future__ import annotations
 
-from . import compatibility, config, schemas, subjects
+from . import compatibility, config, metadata, schemas, subjects
 from .served import registry_router
 
 router = registry_router()
@@ -12,5 +12,5 @@ router = registry_router()
 # then descends into, a cost every request that gets that far would pay. registry_router makes
 # the routers alike, so these are the routes that declaring them all on this one router made.
 router.routes.extend(
-    route for routes in (schemas, subjects, compatibility, config) for route in routes.router.routes
+    route for routes in (schemas, subjects, compatibility, config, metadata) for route in routes.router.routes
 )

@@ -1,0 +1,485 @@
+"""The schema registry, indexed by Confluent's Schema Registry API reference: every endpoint, in
+the reference's order, with where it is tested or why it is not served.
+
+``INDEX`` is the reference (the ``@Path`` resources of Confluent's registry: ``SchemasResource``,
+``SubjectsResource``, ``SubjectVersionsResource``, ``ModeResource``, ``ConfigResource``,
+``CompatibilityResource``, ``ContextsResource``, ``ServerMetadataResource``, ``RootResource``,
+then ``AssociationsResource`` and the DEK registry's ``DekRegistryResource``), one ``Endpoint``
+a row: the tests that prove the gateway's answers to it (``module::test``, this module's or the
+other registry test modules'), its query parameters the gateway does not serve, and for an
+endpoint not served the reason (the gateway answers it with the registry's 404 or 405). Two
+tests keep the index whole: every registry route of the app is in it, and every row has a test
+that exists or a reason. docs/schemas.md lists the differences, pointing here.
+
+The sections below test, endpoint by endpoint, the parameters and error codes the other modules
+do not: status and ``error_code`` always, the message where Confluent's clients match it. Each
+test starts a real gateway (``gateway``; ``registry`` and the helpers are
+test_registry_conformance's) and speaks HTTP to ``/schema-registry``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import pytest
+from confluent_kafka.schema_registry import AsyncSchemaRegistryClient
+from fastapi.routing import iter_route_contexts
+
+from service.api.access import route_keys
+from service.server.app import create_app
+from service.settings import Settings
+from tests.conftest import RunningGateway
+from tests.integration import test_registry_conformance as conformance
+from tests.integration.test_registry_conformance import SR, V1, Registry, error, record
+
+registry = conformance.registry  # the fixture: a Registry over the gateway's client
+
+HERE: Final = "test_registry_api_reference"
+BASICS: Final = "test_schema_registry"
+CONFORMANCE: Final = "test_registry_conformance"
+PROTOBUF: Final = "test_registry_protobuf"
+JSON_SCHEMA: Final = "test_registry_json_schema"
+# the reason shared by the data contracts' endpoints and parameters
+CONTRACTS: Final = (
+    "data contracts (metadata, rule sets, tags, associations, encryption keys) are Confluent "
+    "Platform's and Cloud's; the registry keeps none (docs/schemas.md)"
+)
+CONTEXTS: Final = "the registry has one context, the default ('.'); no tenants or other contexts"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A row of Confluent's API reference: ``METHOD /path`` as its resources declare it."""
+
+    route: str
+    tested: tuple[str, ...] = ()  # "module::test" (modules of tests/integration)
+    not_served: str = ""  # why the gateway does not serve it
+    params_not_served: dict[str, str] = field(default_factory=dict)  # query parameter: why
+
+
+INDEX: Final[tuple[Endpoint, ...]] = (
+    # --- schemas (SchemasResource)
+    Endpoint(
+        "GET /schemas",
+        (f"{CONFORMANCE}::test_get_schemas_with_its_filters",),
+        params_not_served={
+            "aliases": CONTEXTS,
+            "ruleType": CONTRACTS,
+            "resourceType": CONTRACTS,
+            "associationType": CONTRACTS,
+            "lifecycle": CONTRACTS,
+        },
+    ),
+    Endpoint(
+        "GET /schemas/ids/{id}",
+        (
+            f"{BASICS}::test_register_then_read_it_back_every_way",
+            f"{CONFORMANCE}::test_schema_text_is_avros_compact_print",
+            f"{CONFORMANCE}::test_error_messages_are_confluents",
+            f"{PROTOBUF}::test_format_serialized_answers_the_descriptor_on_every_route",
+            f"{PROTOBUF}::test_other_formats_answer_the_text_as_confluent_does",
+        ),
+        params_not_served={
+            "referenceFormat": "references are answered as registered",
+            "findTags": CONTRACTS,
+            "fetchMaxId": "ids are not answered with the registry's highest",
+        },
+    ),
+    Endpoint(
+        "GET /schemas/ids/{id}/subjects",
+        (f"{BASICS}::test_one_schema_has_one_id_in_every_subject_whatever_its_spelling", f"{HERE}::test_ids"),
+        params_not_served={"subject": CONTEXTS},
+    ),
+    Endpoint(
+        "GET /schemas/ids/{id}/versions",
+        (f"{BASICS}::test_register_then_read_it_back_every_way", f"{HERE}::test_ids"),
+        params_not_served={"subject": CONTEXTS},
+    ),
+    Endpoint(
+        "GET /schemas/ids/{id}/schema",
+        (f"{BASICS}::test_register_then_read_it_back_every_way", f"{HERE}::test_ids"),
+        params_not_served={"subject": CONTEXTS},
+    ),
+    Endpoint("GET /schemas/guids/{guid}", not_served=CONTRACTS),
+    Endpoint("GET /schemas/guids/{guid}/ids", not_served=CONTRACTS),
+    Endpoint("GET /schemas/types", (f"{BASICS}::test_register_then_read_it_back_every_way",)),
+    # --- subjects (SubjectsResource)
+    Endpoint(
+        "POST /subjects/{subject}",
+        (
+            f"{BASICS}::test_register_then_read_it_back_every_way",
+            f"{CONFORMANCE}::test_normalize_stores_and_returns_the_normalized_text",
+            f"{CONFORMANCE}::test_a_name_on_a_primitive_is_no_part_of_it",
+            f"{HERE}::test_lookup",
+        ),
+    ),
+    Endpoint("GET /subjects/{subject}/metadata", not_served=CONTRACTS),
+    Endpoint("GET /subjects", (f"{BASICS}::test_soft_then_hard_delete", f"{HERE}::test_subjects")),
+    Endpoint(
+        "DELETE /subjects/{subject}",
+        (f"{BASICS}::test_soft_then_hard_delete", f"{CONFORMANCE}::test_error_messages_are_confluents"),
+    ),
+    # --- subject versions (SubjectVersionsResource)
+    Endpoint(
+        "GET /subjects/{subject}/versions/{version}",
+        (f"{BASICS}::test_register_then_read_it_back_every_way", f"{BASICS}::test_soft_then_hard_delete"),
+        params_not_served={"referenceFormat": "references are answered as registered", "findTags": CONTRACTS},
+    ),
+    Endpoint(
+        "GET /subjects/{subject}/versions/{version}/schema",
+        (f"{BASICS}::test_register_then_read_it_back_every_way", f"{HERE}::test_version_text"),
+    ),
+    Endpoint(
+        "GET /subjects/{subject}/versions/{version}/referencedby",
+        (f"{BASICS}::test_references", f"{HERE}::test_referenced_by"),
+    ),
+    Endpoint(
+        "GET /subjects/{subject}/versions",
+        (f"{BASICS}::test_soft_then_hard_delete", f"{HERE}::test_versions"),
+        params_not_served={"deletedAsNegative": "soft-deleted versions are listed with ?deleted=true"},
+    ),
+    Endpoint(
+        "POST /subjects/{subject}/versions",
+        (
+            f"{BASICS}::test_register_then_read_it_back_every_way",
+            f"{BASICS}::test_bad_requests_get_confluent_codes",
+            f"{BASICS}::test_compatibility_per_level",
+            f"{CONFORMANCE}::test_a_body_in_the_charset_it_names_is_read",
+        ),
+        params_not_served={
+            "format": "a schema is registered as sent (Protobuf: text or a base64 descriptor)",
+            "force": "no IMPORT mode: a schema's id is always the registry's",
+        },
+    ),
+    Endpoint(
+        "DELETE /subjects/{subject}/versions/{version}",
+        (f"{BASICS}::test_soft_then_hard_delete", f"{CONFORMANCE}::test_error_messages_are_confluents"),
+    ),
+    Endpoint("POST /subjects/{subject}/versions/{version}/tags", not_served=CONTRACTS),
+    # --- mode (ModeResource)
+    Endpoint(
+        "PUT /mode/{subject}",
+        (f"{BASICS}::test_read_only_mode_refuses_writes", f"{HERE}::test_mode"),
+        params_not_served={"force": "no IMPORT mode, which ?force lets a registry with schemas enter"},
+    ),
+    Endpoint("GET /mode/{subject}", (f"{BASICS}::test_read_only_mode_refuses_writes",)),
+    Endpoint(
+        "PUT /mode",
+        (f"{BASICS}::test_read_only_mode_refuses_writes", f"{HERE}::test_mode"),
+        params_not_served={"force": "no IMPORT mode, which ?force lets a registry with schemas enter"},
+    ),
+    Endpoint("GET /mode", (f"{BASICS}::test_read_only_mode_refuses_writes", f"{HERE}::test_mode")),
+    Endpoint(
+        "DELETE /mode",
+        (f"{HERE}::test_what_is_not_served_is_the_registrys_404_or_405",),
+        not_served="the global mode is set back with PUT /mode (READWRITE); no recursive delete",
+    ),
+    Endpoint(
+        "DELETE /mode/{subject}",
+        (f"{BASICS}::test_read_only_mode_refuses_writes",),
+        params_not_served={"recursive": CONTEXTS},
+    ),
+    # --- config (ConfigResource)
+    Endpoint("PUT /config/{subject}", (f"{BASICS}::test_compatibility_per_level", f"{HERE}::test_config")),
+    Endpoint("GET /config/{subject}", (f"{BASICS}::test_config",)),
+    Endpoint("PUT /config", (f"{BASICS}::test_config",)),
+    Endpoint("GET /config", (f"{BASICS}::test_config", f"{HERE}::test_config")),
+    Endpoint("DELETE /config", (f"{BASICS}::test_config",)),
+    Endpoint("DELETE /config/{subject}", (f"{BASICS}::test_config",)),
+    # --- compatibility (CompatibilityResource)
+    Endpoint(
+        "POST /compatibility/subjects/{subject}/versions/{version}",
+        (f"{BASICS}::test_compatibility_per_level", f"{HERE}::test_compatibility"),
+    ),
+    Endpoint(
+        "POST /compatibility/subjects/{subject}/versions",
+        (
+            f"{BASICS}::test_transitive_levels_compare_with_every_version",
+            f"{JSON_SCHEMA}::test_compatibility_follows_confluents_rules_and_names_them",
+        ),
+    ),
+    # --- contexts (ContextsResource)
+    Endpoint("GET /contexts", (f"{HERE}::test_contexts",)),
+    Endpoint("DELETE /contexts/{context}", not_served=CONTEXTS),
+    # --- server metadata (ServerMetadataResource)
+    Endpoint("GET /v1/metadata/id", (f"{HERE}::test_server_metadata",)),
+    Endpoint("GET /v1/metadata/version", (f"{HERE}::test_server_metadata",)),
+    Endpoint("GET /v1/metadata/deployment", (f"{HERE}::test_server_metadata",)),
+    # --- root (RootResource)
+    Endpoint("GET /", (f"{BASICS}::test_register_then_read_it_back_every_way",)),
+    Endpoint(
+        "POST /",
+        (f"{HERE}::test_what_is_not_served_is_the_registrys_404_or_405",),
+        not_served="a no-op Confluent keeps for its own server tests",
+    ),
+    # --- associations (AssociationsResource) and the DEK registry (DekRegistryResource)
+    Endpoint("GET /associations/subjects/{subject}", not_served=CONTRACTS),
+    Endpoint("GET /associations/resources/{resourceNamespace}/{resourceName}", not_served=CONTRACTS),
+    Endpoint("GET /associations/resources/{resourceId}", not_served=CONTRACTS),
+    Endpoint("POST /associations", not_served=CONTRACTS),
+    Endpoint("PUT /associations/resources/{resourceId}", not_served=CONTRACTS),
+    Endpoint("POST /associations:batchGet", not_served=CONTRACTS),
+    Endpoint("POST /associations:batchMutate", not_served=CONTRACTS),
+    Endpoint("DELETE /associations/resources/{resourceId}", not_served=CONTRACTS),
+    Endpoint("GET /dek-registry/v1/keks", not_served=CONTRACTS),
+    Endpoint("POST /dek-registry/v1/keks", not_served=CONTRACTS),
+    Endpoint("GET /dek-registry/v1/keks/{name}", not_served=CONTRACTS),
+    Endpoint("PUT /dek-registry/v1/keks/{name}", not_served=CONTRACTS),
+    Endpoint("DELETE /dek-registry/v1/keks/{name}", not_served=CONTRACTS),
+    Endpoint("POST /dek-registry/v1/keks/{name}/test", not_served=CONTRACTS),
+    Endpoint("POST /dek-registry/v1/keks/{name}/undelete", not_served=CONTRACTS),
+    Endpoint("GET /dek-registry/v1/keks/{name}/deks", not_served=CONTRACTS),
+    Endpoint("POST /dek-registry/v1/keks/{name}/deks", not_served=CONTRACTS),
+    Endpoint("GET /dek-registry/v1/keks/{name}/deks/{subject}", not_served=CONTRACTS),
+    Endpoint("POST /dek-registry/v1/keks/{name}/deks/{subject}", not_served=CONTRACTS),
+    Endpoint("DELETE /dek-registry/v1/keks/{name}/deks/{subject}", not_served=CONTRACTS),
+    Endpoint("POST /dek-registry/v1/keks/{name}/deks/{subject}/undelete", not_served=CONTRACTS),
+    Endpoint("GET /dek-registry/v1/keks/{name}/deks/{subject}/versions", not_served=CONTRACTS),
+    Endpoint("GET /dek-registry/v1/keks/{name}/deks/{subject}/versions/{version}", not_served=CONTRACTS),
+    Endpoint("DELETE /dek-registry/v1/keks/{name}/deks/{subject}/versions/{version}", not_served=CONTRACTS),
+    Endpoint(
+        "POST /dek-registry/v1/keks/{name}/deks/{subject}/versions/{version}/undelete", not_served=CONTRACTS
+    ),
+)
+# Confluent Platform's schema linking (exporters) is not in Confluent's public registry: not indexed.
+
+
+# --- the index itself ---------------------------------------------------------------------------
+
+
+def registry_routes() -> list[str]:
+    """``METHOD /path`` of every route the app serves under the registry's prefix."""
+    app = create_app(Settings())
+    keys = [key for route in iter_route_contexts(app.routes) for key in route_keys(route)]
+    return [f"{k.split()[0]} {k.split()[1].removeprefix(SR) or '/'}" for k in keys if f" {SR}/" in k]
+
+
+def test_every_registry_route_is_an_endpoint_of_the_index() -> None:
+    named = {e.route for e in INDEX}
+    assert len(named) == len(INDEX), "an endpoint is named twice"
+    served = registry_routes()
+    assert served, "no registry route found"
+    assert not [r for r in served if r not in named], "routes the index does not name"
+    assert not [e.route for e in INDEX if e.route in served and e.not_served], "served, yet 'not served'"
+
+
+def test_every_endpoint_has_a_test_or_a_reason() -> None:
+    for endpoint in INDEX:
+        assert endpoint.tested or endpoint.not_served, f"{endpoint.route}: neither a test nor a reason"
+        for where in endpoint.tested:
+            module, test = where.split("::")
+            found = getattr(importlib.import_module(f"tests.integration.{module}"), test, None)
+            assert callable(found), f"{endpoint.route}: no test {where}"
+
+
+@pytest.mark.parametrize(
+    "endpoint", [e for e in INDEX if e.not_served], ids=lambda e: e.route if isinstance(e, Endpoint) else ""
+)
+async def test_what_is_not_served_is_the_registrys_404_or_405(
+    gateway: RunningGateway, endpoint: Endpoint
+) -> None:
+    """A route of Confluent's the gateway does not serve gets the registry's error shape, nothing done."""
+    method, path = endpoint.route.split()
+    concrete = re.sub(r"\{[^}]+\}", "1", path)
+    r = await gateway.client.request(method, SR + concrete, json={} if method in ("POST", "PUT") else None)
+    assert (r.status_code, r.headers["content-type"]) in ((404, V1), (405, V1)), r.text
+    assert r.json() == {
+        "error_code": r.status_code,
+        "message": "HTTP 404 Not Found" if r.status_code == 404 else "HTTP 405 Method Not Allowed",
+    }
+
+
+# --- schemas: /schemas/ids/{id}/subjects, /versions and /schema ---------------------------------
+
+
+async def test_ids(registry: Registry) -> None:
+    await registry.client.put(f"{SR}/config", json={"compatibility": "NONE"})
+    text = record("Shared", "x")
+    shared = [await registry.id_of(s, text) for s in ("a-value", "b-value", "c-value")]
+    assert len(set(shared)) == 1
+    schema_id = shared[0]
+    assert (await registry.client.delete(f"{SR}/subjects/b-value")).status_code == 200
+    subjects = f"/schemas/ids/{schema_id}/subjects"
+    versions = f"/schemas/ids/{schema_id}/versions"
+    assert (await registry.get(subjects)).json() == ["a-value", "c-value"]
+    assert (await registry.get(subjects, deleted="true")).json() == ["a-value", "b-value", "c-value"]
+    assert (await registry.get(subjects, deleted="true", offset=1, limit=1)).json() == ["b-value"]
+    assert (await registry.get(versions)).json() == [
+        {"subject": "a-value", "version": 1},
+        {"subject": "c-value", "version": 1},
+    ]
+    assert (await registry.get(versions, deleted="true", offset=2)).json() == [
+        {"subject": "c-value", "version": 1}
+    ]
+    assert (await registry.get(versions, limit=1)).json() == [{"subject": "a-value", "version": 1}]
+    # an id no version holds: Confluent's 40403 (its message here is "Schema not found")
+    for path in ("/schemas/ids/99/subjects", "/schemas/ids/99/versions"):
+        error(await registry.get(path), 404, 40403)
+    assert error(await registry.get("/schemas/ids/99/schema"), 404, 40403) == "Schema 99 not found"
+    # an id that is no integer: Jersey finds no resource (404)
+    error(await registry.get("/schemas/ids/one/versions"), 404, 404)
+
+
+# --- subjects: lookup, list -------------------------------------------------------------------
+
+
+async def test_lookup(registry: Registry) -> None:
+    """``deleted`` finds a soft-deleted version too; without it, such a version is not found."""
+    text = record("Gone", "x")
+    schema_id = await registry.id_of("gone-value", text)
+    assert (await registry.client.delete(f"{SR}/subjects/gone-value/versions/1")).status_code == 200
+    r = await registry.client.post(f"{SR}/subjects/gone-value", json={"schema": text})
+    error(r, 404, 40401)
+    r = await registry.client.post(
+        f"{SR}/subjects/gone-value", params={"deleted": "true"}, json={"schema": text}
+    )
+    assert (r.status_code, r.json()["id"], r.json()["version"]) == (200, schema_id, 1), r.text
+    error(await registry.client.post(f"{SR}/subjects/gone-value", json={"schema": "{oops"}), 422, 42201)
+    error(await registry.client.post(f"{SR}/subjects/gone-value", json={}), 422, 42201)
+
+
+async def test_subjects(registry: Registry) -> None:
+    for subject in ("a-key", "a-value", "b-value", "c-value"):
+        await registry.id_of(subject, record("S", "x"))
+    assert (await registry.client.delete(f"{SR}/subjects/b-value")).status_code == 200
+    assert (await registry.get("/subjects")).json() == ["a-key", "a-value", "c-value"]
+    assert (await registry.get("/subjects", subjectPrefix="a-")).json() == ["a-key", "a-value"]
+    assert (await registry.get("/subjects", deletedOnly="true")).json() == ["b-value"]
+    # both: the deleted only, as Confluent's
+    assert (await registry.get("/subjects", deleted="true", deletedOnly="true")).json() == ["b-value"]
+    assert (await registry.get("/subjects", deleted="true", offset=1, limit=2)).json() == [
+        "a-value",
+        "b-value",
+    ]
+    assert (await registry.get("/subjects", limit=0)).json() == ["a-key", "a-value", "c-value"]
+
+
+# --- subject versions ---------------------------------------------------------------------------
+
+
+async def test_versions(registry: Registry) -> None:
+    await registry.client.put(f"{SR}/config", json={"compatibility": "NONE"})
+    for i in range(4):
+        await registry.id_of("s", record(f"V{i}", "x"))
+    assert (await registry.client.delete(f"{SR}/subjects/s/versions/2")).status_code == 200
+    assert (await registry.get("/subjects/s/versions")).json() == [1, 3, 4]
+    assert (await registry.get("/subjects/s/versions", offset=1, limit=1)).json() == [3]
+    assert (await registry.get("/subjects/s/versions", deleted="true", offset=1)).json() == [2, 3, 4]
+    assert (await registry.get("/subjects/s/versions", deleted="true", deletedOnly="true")).json() == [2]
+    assert error(await registry.get("/subjects/nope/versions"), 404, 40401) == "Subject 'nope' not found."
+
+
+async def test_version_text(registry: Registry) -> None:
+    text = record("T", "x")
+    await registry.id_of("t", text)
+    assert (await registry.get("/subjects/t/versions/latest/schema")).text == text
+    assert (
+        error(await registry.get("/subjects/nope/versions/1/schema"), 404, 40401)
+        == "Subject 'nope' not found."
+    )
+    assert error(await registry.get("/subjects/t/versions/2/schema"), 404, 40402) == "Version 2 not found."
+    error(await registry.get("/subjects/t/versions/zero/schema"), 422, 42202)
+    await registry.client.put(f"{SR}/config/t", json={"compatibility": "NONE"})
+    await registry.id_of("t", record("T2", "y"))
+    assert (await registry.client.delete(f"{SR}/subjects/t/versions/1")).status_code == 200
+    error(await registry.get("/subjects/t/versions/1/schema"), 404, 40402)
+    assert (await registry.get("/subjects/t/versions/1/schema", deleted="true")).text == text
+
+
+async def test_referenced_by(registry: Registry) -> None:
+    await registry.id_of("base", record("Base", "x"))
+    ref = [{"name": "Base", "subject": "base", "version": 1}]
+    referrers = [
+        await registry.id_of(f"r{i}", record(f"R{i}", "x").replace('"string"}]', '"Base"}]'), references=ref)
+        for i in range(3)
+    ]
+    path = "/subjects/base/versions/1/referencedby"
+    assert (await registry.get(path)).json() == referrers
+    assert (await registry.get(path, offset=1, limit=1)).json() == referrers[1:2]
+    error(await registry.get("/subjects/nope/versions/1/referencedby"), 404, 40401)
+    error(await registry.get("/subjects/base/versions/2/referencedby"), 404, 40402)
+    error(await registry.get("/subjects/base/versions/0/referencedby"), 422, 42202)
+
+
+# --- mode and config ----------------------------------------------------------------------------
+
+
+async def test_mode(registry: Registry) -> None:
+    c = registry.client
+    assert (await registry.get("/mode", defaultToGlobal="true")).json() == {"mode": "READWRITE"}
+    message = error(await c.put(f"{SR}/mode/s", json={"mode": "IMPORT"}), 422, 42204)
+    assert "READWRITE and READONLY" in message
+    error(await c.put(f"{SR}/mode/s", json={"mode": "NOPE"}), 422, 42204)
+    error(await c.put(f"{SR}/mode", json={"nomode": 1}), 422, 42204)
+    error(await c.put(f"{SR}/mode", content=b"{oops", headers={"Content-Type": V1}), 400, 400)
+    assert (await c.put(f"{SR}/mode/s", json={"mode": "readonly"})).json() == {"mode": "READONLY"}
+    assert (await registry.get("/mode/s")).json() == {"mode": "READONLY"}
+
+
+async def test_config(registry: Registry) -> None:
+    c = registry.client
+    assert (await registry.get("/config", defaultToGlobal="true")).json() == {
+        "compatibilityLevel": "BACKWARD"
+    }
+    error(await c.put(f"{SR}/config/s", json={"compatibility": "SOMETIMES"}), 422, 42203)
+    error(await c.put(f"{SR}/config/s", content=b"[]", headers={"Content-Type": V1}), 400, 400)
+    r = await c.put(f"{SR}/config/s", json={"compatibility": "forward_transitive"})
+    assert r.json() == {"compatibility": "FORWARD_TRANSITIVE"}
+    assert (await registry.get("/config/s")).json() == {"compatibilityLevel": "FORWARD_TRANSITIVE"}
+
+
+# --- compatibility ------------------------------------------------------------------------------
+
+
+async def test_compatibility(registry: Registry) -> None:
+    c = registry.client
+    await registry.id_of("c", record("C", "x"))
+    body: dict[str, Any] = {"schema": record("C", "x")}
+    url = f"{SR}/compatibility/subjects/c/versions"
+    r = await c.post(f"{url}/1", params={"normalize": "true", "verbose": "true"}, json=body)
+    assert r.json() == {"is_compatible": True, "messages": []}
+    # a version of a subject with none: Confluent's 40402, as for a version the subject lacks
+    r = await c.post(f"{SR}/compatibility/subjects/none/versions/1", json=body)
+    assert error(r, 404, 40402) == "Version 1 not found."
+    error(await c.post(f"{url}/0", json=body), 422, 42202)
+    error(await c.post(f"{url}/latest", json={"schema": "{oops"}), 422, 42201)
+    error(await c.post(f"{url}/latest", content=b"{oops", headers={"Content-Type": V1}), 400, 400)
+
+
+# --- contexts and server metadata (ContextsResource, ServerMetadataResource) ----------------------
+
+
+async def test_contexts(registry: Registry) -> None:
+    """The registry has Confluent's default context only: ``.``, filtered and paged as Confluent's."""
+    assert (await registry.get("/contexts")).json() == ["."]
+    assert (await registry.get("/contexts", contextPrefix=".")).json() == ["."]
+    assert (await registry.get("/contexts", contextPrefix=".other")).json() == []
+    assert (await registry.get("/contexts", offset=1)).json() == []
+    assert (await registry.get("/contexts", limit=1)).json() == ["."]
+    r = await registry.client.get(f"{SR}/contexts", headers={"Accept": "application/json"})
+    assert (r.status_code, r.headers["content-type"]) == (200, "application/json")
+
+
+async def test_server_metadata(gateway: RunningGateway, registry: Registry) -> None:
+    """Confluent's shapes: the cluster ids in a scope (its empty ``id`` left out, as its JSON leaves
+    out empty values), the server's version, the deployment's attributes (none)."""
+    cluster = (await gateway.client.get("/v3/clusters")).json()["data"][0]["cluster_id"]
+    assert (await registry.get("/v1/metadata/id")).json() == {
+        "scope": {
+            "path": [],
+            "clusters": {"kafka-cluster": cluster, "schema-registry-cluster": "schema-registry"},
+        }
+    }
+    version = (await registry.get("/v1/metadata/version")).json()
+    assert list(version) == ["version"] and re.fullmatch(r"\d+\.\d+\.\d+.*", version["version"]), version
+    assert (await registry.get("/v1/metadata/deployment")).json() == {"attributes": []}
+    error(await registry.client.get(f"{SR}/v1/metadata/id", headers={"Accept": "text/html"}), 406, 406)
+
+
+async def test_confluents_client_reads_the_contexts(gateway: RunningGateway) -> None:
+    async with AsyncSchemaRegistryClient({"url": gateway.url + SR}) as client:
+        assert await client.get_contexts() == ["."]
+        assert await client.get_contexts(offset=1) == []
