@@ -52,7 +52,7 @@ from pyspark.sql.types import (
 )
 
 from service.core.schemas.avro import PRIMITIVES, AvroSchema
-from service.core.schemas.model import ParsedSchema
+from service.core.schemas.model import ParsedSchema, fill_roles
 
 from .column_types import (
     MICROS_PER_MILLI,
@@ -383,7 +383,8 @@ class AvroColumns:
         errors = self._reader.reading_errors(writer)
         if errors:
             return DecodeError(
-                f"schema {writer_id} cannot be read as the column's schema {self._reader_id}: {errors[0]}"
+                f"schema {writer_id} cannot be read as the column's schema {self._reader_id}: "
+                f"{fill_roles(errors[0], 'reader', 'writer')}"
             )
         read = _read_py.schemaless_reader if _is_recursive(writer) else schemaless_reader
         return (

@@ -292,6 +292,137 @@ async def test_error_messages_are_confluents(registry: Registry) -> None:
     assert error(r, 415, 415) == "HTTP 415 Unsupported Media Type"
 
 
+# --- compatibility: why not, in Confluent's words -------------------------------------------
+
+_MATCHES = "in the new schema does not match with the old schema"
+# (the old schema, the new one, what Confluent's Avro checker says of the new one under BACKWARD)
+AVRO_REFUSALS = [
+    (
+        record("R", "x"),
+        record("R", "x", "y"),
+        "{errorType:'READER_FIELD_MISSING_DEFAULT_VALUE', description:'The field 'y' at path '/fields/1' "
+        "in the new schema has no default value and is missing in the old schema', additionalInfo:'y'}",
+    ),
+    (
+        record("R", "x"),
+        record("R", "x").replace('"string"', '"int"'),
+        f"{{errorType:'TYPE_MISMATCH', description:'The type (path '/fields/0/type') of a field {_MATCHES}', "
+        "additionalInfo:'reader type: INT not compatible with writer type: STRING'}",
+    ),
+    (
+        record("R", "x"),
+        record("S", "x"),
+        "{errorType:'NAME_MISMATCH', description:'The name of the schema has changed (path '/name')', "
+        "additionalInfo:'expected: R'}",
+    ),
+    (
+        '{"type":"enum","name":"E","symbols":["A","C","B"]}',
+        '{"type":"enum","name":"E","symbols":["A"]}',
+        "{errorType:'MISSING_ENUM_SYMBOLS', description:'The new schema is missing enum symbols '[B, C]' "
+        "at path '/symbols' in the old schema', additionalInfo:'[B, C]'}",
+    ),
+    (
+        '{"type":"fixed","name":"F","size":4}',
+        '{"type":"fixed","name":"F","size":8}',
+        "{errorType:'FIXED_SIZE_MISMATCH', description:'The size of FIXED type field at path '/size' "
+        f"{_MATCHES}', "
+        "additionalInfo:'expected: 4, found: 8'}",
+    ),
+    (
+        '["int","string"]',
+        '["int","boolean"]',
+        "{errorType:'MISSING_UNION_BRANCH', description:'The new schema is missing a type inside a union "
+        "field at path '/1' in the old schema', additionalInfo:'reader union lacking writer type: STRING'}",
+    ),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "why"), AVRO_REFUSALS, ids=lambda v: str(v)[:30])
+async def test_an_avro_refusal_is_worded_as_confluents(
+    registry: Registry, old: str, new: str, why: str
+) -> None:
+    """A 409's details and a verbose check's messages: Avro's incompatibilities as Confluent's
+    Difference words them, the version and its text, then the level."""
+    await registry.id_of("s", old)
+    envelope = ["{oldSchemaVersion: 1}", f"{{oldSchema: '{old}'}}", BACKWARD]
+    r = await registry.register("s", new)
+    assert error(r, 409, 409) == (
+        'Schema being registered is incompatible with an earlier schema for subject "s", '
+        f"details: [{', '.join([why, *envelope])}]"
+    )
+    r = await registry.client.post(
+        f"{SR}/compatibility/subjects/s/versions/latest", params={"verbose": "true"}, json={"schema": new}
+    )
+    assert r.json() == {"is_compatible": False, "messages": [why, *envelope]}, r.text
+
+
+BACKWARD = "{validateFields: 'false', compatibility: 'BACKWARD'}"
+
+
+async def test_forward_and_full_refusals_are_assembled_as_confluents(registry: Registry) -> None:
+    """FORWARD: the old schema reads new data ("old" first), the old schema after; FULL: those
+    errors first, then the new schema's reading old data, then the old schema, only after those."""
+    c = registry.client
+    old = record("R", "x")
+    await registry.id_of("f", old)
+    dropped = record("R", "y").replace('"string"}', '"string","default":""}')  # x dropped, y added
+    missing_x = (
+        "{errorType:'READER_FIELD_MISSING_DEFAULT_VALUE', description:'The field 'x' at path '/fields/0' "
+        "in the old schema has no default value and is missing in the new schema', additionalInfo:'x'}"
+    )
+    old_schema = ["{oldSchemaVersion: 1}", f"{{oldSchema: '{old}'}}"]
+    for level, expected in (
+        ("FORWARD", [missing_x, *old_schema]),
+        ("FULL", [missing_x]),  # the new schema reads the old data: no old schema listed
+        ("BACKWARD", []),
+    ):
+        assert (await c.put(f"{SR}/config/f", json={"compatibility": level})).status_code == 200
+        r = await c.post(
+            f"{SR}/compatibility/subjects/f/versions/latest",
+            params={"verbose": "true"},
+            json={"schema": dropped},
+        )
+        tail = [f"{{validateFields: 'false', compatibility: '{level}'}}"] if expected else []
+        assert r.json()["messages"] == [*expected, *tail], (level, r.text)
+    await c.put(f"{SR}/config/f", json={"compatibility": "FULL"})
+    typed = record("R", "x").replace('"string"', '"int"')
+    r = await c.post(
+        f"{SR}/compatibility/subjects/f/versions/latest", params={"verbose": "true"}, json={"schema": typed}
+    )
+    mismatch = "{errorType:'TYPE_MISMATCH', description:'The type (path '/fields/0/type') of a field in the "
+    mismatch += "%s schema "
+    assert r.json()["messages"] == [
+        mismatch.replace("%s", "old") + "does not match with the new schema', "
+        "additionalInfo:'reader type: STRING not compatible with writer type: INT'}",
+        mismatch.replace("%s", "new") + "does not match with the old schema', "
+        "additionalInfo:'reader type: INT not compatible with writer type: STRING'}",
+        *old_schema,
+        "{validateFields: 'false', compatibility: 'FULL'}",
+    ]
+
+
+async def test_other_refusals_are_assembled_alike(registry: Registry) -> None:
+    """JSON Schema's rules in the same envelope, "new" and "old" in their places; a schema of
+    another type is Confluent's one line and the level."""
+    c = registry.client
+    old = '{"type":"object","properties":{"a":{"type":"string","maxLength":5}}}'
+    await registry.id_of("j", old, schemaType="JSON")
+    new = old.replace("5", "3")
+    r = await registry.register("j", new, schemaType="JSON")
+    assert error(r, 409, 409).endswith(
+        'details: [{errorType:"MAX_LENGTH_DECREASED", description:"The value at path '
+        "'#/properties/a/maxLength' in the new schema is less than its value in the old schema'}, "
+        f"{{oldSchemaVersion: 1}}, {{oldSchema: '{old}'}}, {BACKWARD}]"
+    )
+    r = await c.post(
+        f"{SR}/compatibility/subjects/j/versions/1", params={"verbose": "true"}, json={"schema": '"int"'}
+    )
+    assert r.json() == {
+        "is_compatible": False,
+        "messages": ["Incompatible because of different schema type", BACKWARD],
+    }, r.text
+
+
 # --- HTTP: Accept, charsets -------------------------------------------------------------------
 
 

@@ -107,7 +107,8 @@ class ParsedSchema(Protocol):
 
     def reading_errors(self, writer: ParsedSchema) -> list[str]:
         """Why this schema, as a reader, cannot read data ``writer`` wrote (empty: it can).
-        ``writer`` is always of the same type."""
+        ``writer`` is always of the same type. In Confluent's words where the format has them,
+        ``%s`` where they name the roles (the reader's, then the writer's: ``fill_roles``)."""
         ...
 
     def codec(self) -> Codec:
@@ -152,14 +153,26 @@ def normalized_text(parsed: ParsedSchema) -> str:
 def compatibility_errors(
     new: ParsedSchema, previous: Sequence[ParsedSchema], level: Compatibility
 ) -> list[str]:
-    """Why ``new`` may not follow ``previous`` (oldest first) under ``level``; empty if it may."""
+    """Why ``new`` may not follow ``previous`` (oldest first) under ``level``; empty if it may.
+
+    As Confluent's checker: the latest first, the errors of the first one ``new`` may not follow,
+    those of the old schema reading new data (FORWARD, FULL) before those of the new one reading
+    old data (BACKWARD, FULL), each with its roles filled in (``fill_roles``)."""
     if level is Compatibility.NONE or not previous:
         return []
     against = previous if level.transitive else previous[-1:]
-    errors: list[str] = []
-    for old in reversed(against):  # the latest first: its errors are the ones users look for
-        if level.backward:
-            errors += [f"reading data of an earlier version: {e}" for e in new.reading_errors(old)]
+    for old in reversed(against):
+        errors: list[str] = []
         if level.forward:
-            errors += [f"an earlier version reading new data: {e}" for e in old.reading_errors(new)]
-    return errors
+            errors += [fill_roles(e, "old", "new") for e in old.reading_errors(new)]
+        if level.backward:
+            errors += [fill_roles(e, "new", "old") for e in new.reading_errors(old)]
+        if errors:
+            return errors
+    return []
+
+
+def fill_roles(text: str, reader: str, writer: str) -> str:
+    """A ``reading_errors`` text with its roles written: the first ``%s`` the reader's, the next
+    the writer's, as Confluent fills in its checkers' descriptions ("new" and "old" or back)."""
+    return text.replace("%s", reader, 1).replace("%s", writer, 1)

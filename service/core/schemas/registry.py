@@ -46,6 +46,7 @@ from service.errors import (
 )
 
 from ..ports import Coordinator, Log
+from .incompatibility import compatibility_messages
 from .model import Compatibility, ParsedSchema, Schema, formatted_text, normalized_text
 from .parsing import OFF_LOOP_CHARS, SchemaParser
 from .state import LATEST, Mode, Record, RegistryState, Version, check_subject
@@ -55,7 +56,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 DEFAULT_TOPIC: Final = "_schemas"
-_MESSAGE_CHARS: Final = 4000  # of the compatibility errors put in one message (the old text's too)
+_MESSAGE_CHARS: Final = 64 * 1024  # of the compatibility errors put in one 409 (the old text's too)
 
 
 @dataclass(frozen=True, slots=True)
@@ -430,24 +431,8 @@ class SchemaRegistry:
         against: list[Version],
         level: Compatibility,
     ) -> list[str]:
-        """As Confluent's checker: the latest version first, the errors of the first one ``parsed``
-        may not follow, with that version and its text, then the level (empty if none)."""
-        previous = against if level.transitive else against[-1:]
-        for v in reversed(previous if level is not Compatibility.NONE else []):
-            try:
-                old = await self._parser.by_id(v.schema_id, state)
-            except InvalidSchemaError as exc:
-                raise InvalidSchemaError(
-                    f"Version {v.version} of subject '{subject}', to compare with, cannot be parsed: "
-                    f"{exc.message}"
-                ) from None
-            errors = ["Incompatible because of different schema type"]  # one type is compared only
-            if old.schema.schema_type is parsed.schema.schema_type:
-                errors = await self._parser.compatibility_errors(parsed, [old], level)
-            if errors:
-                errors += [f"{{oldSchemaVersion: {v.version}}}", f"{{oldSchema: '{old.schema.text}'}}"]
-                return [*errors, f"{{validateFields: 'false', compatibility: '{level.value}'}}"]
-        return []
+        """Confluent's messages for why ``parsed`` may not follow ``against`` (``incompatibility``)."""
+        return await compatibility_messages(self._parser, state, subject, parsed, against, level)
 
     async def _write(
         self,

@@ -16,7 +16,7 @@ import pytest
 from service.core.schemas.json_schema import JsonSchemaFormat
 from service.core.schemas.json_schema.compatibility import _Comparison
 from service.core.schemas.json_schema.differences import COMPATIBLE
-from service.core.schemas.model import SchemaType
+from service.core.schemas.model import Compatibility, SchemaType, compatibility_errors
 from tests.unit.schemas.helpers import Parser
 
 parse = Parser(JsonSchemaFormat(), SchemaType.JSON)
@@ -406,16 +406,17 @@ def test_what_confluent_does_not_compare_is_no_difference(writer: Any, reader: A
 
 
 def test_a_message_names_the_rule_and_where_in_confluents_words() -> None:
+    """%s where Confluent writes the roles: "new" and "old" when the new schema reads old data."""
     [error] = parse.reading_errors(arr(items=[S]), arr(items=S))
     assert error == (
-        '{errorType:"ITEM_ADDED_TO_OPEN_CONTENT_MODEL", description:"The reader schema has an open content '
-        "model and has a property or item at path '#/items/0' which is missing in the writer schema'}"
+        '{errorType:"ITEM_ADDED_TO_OPEN_CONTENT_MODEL", description:"The %s schema has an open content '
+        "model and has a property or item at path '#/items/0' which is missing in the %s schema'}"
     )
-    [error] = parse.reading_errors(obj({"a": {**S, "maxLength": 3}}), obj({"a": {**S, "maxLength": 5}}))
-    assert error == (
+    new, old = parse(obj({"a": {**S, "maxLength": 3}})), parse(obj({"a": {**S, "maxLength": 5}}))
+    assert compatibility_errors(new, [old], Compatibility.BACKWARD) == [
         '{errorType:"MAX_LENGTH_DECREASED", description:"The value at path \'#/properties/a/maxLength\' in '
-        "the reader schema is less than its value in the writer schema'}"
-    )
+        "the new schema is less than its value in the old schema'}"
+    ]
 
 
 def test_a_cycle_assumed_compatible_does_not_hide_a_difference_behind_it() -> None:

@@ -16,7 +16,7 @@ from service.core.json_depth import MAX_SCHEMA_DEPTH, exceeds
 
 from ..model import InvalidSchema, ParsedSchema, Schema, SchemaType
 from .codec import AvroCodec
-from .compatibility import _Resolution
+from .compatibility import incompatibilities
 from .nodes import Node
 from .parser import _Normalizer
 from .text import render
@@ -55,11 +55,10 @@ class AvroSchema:
         return render(self.root, (), inline=self.named) if name == "resolved" else None
 
     def reading_errors(self, writer: ParsedSchema) -> list[str]:
+        """Confluent's texts of Avro's incompatibilities (``compatibility``), ``%s`` for the roles."""
         if not isinstance(writer, AvroSchema):
-            return [f"the writer's schema is {writer.schema.schema_type}, not AVRO"]
-        errors: list[str] = []
-        _Resolution(self.named, writer.named, errors).check(self.root, writer.root, "")
-        return list(dict.fromkeys(errors))
+            return ["Incompatible because of different schema type"]
+        return [found.text() for found in incompatibilities(self.root, writer.root, self.named, writer.named)]
 
     def codec(self) -> AvroCodec:
         if self._codec is None:

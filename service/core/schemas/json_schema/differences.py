@@ -6,8 +6,7 @@ the reader's ("update") as ``Difference``\\ s: a rule name, as Confluent's ``Dif
 spells it, and the JSON path where it was found (``#/properties/a``). ``COMPATIBLE`` is the set of
 rules Confluent's strict (default) policy accepts; any other difference makes the schemas
 incompatible. ``message`` words it as Confluent does (``{errorType:"…", description:"…'}``,
-Confluent's own spelling), with "reader" and "writer" in the places Confluent fills with "new"
-and "old".
+Confluent's own spelling), ``%s`` in the places Confluent fills with "new" and "old".
 """
 
 from __future__ import annotations
@@ -155,13 +154,13 @@ def at(path: str, diffs: Diffs) -> Diffs:
 
 
 def message(difference: Difference) -> str:
-    """Confluent's text for an incompatible difference ("reader" and "writer" where Confluent writes
-    "new" and "old", or "old" and "new" when it checks that old readers read new data)."""
+    """Confluent's text for an incompatible difference, ``%s`` where Confluent writes the roles
+    ("new" and "old", or "old" and "new" when it checks that old readers read new data:
+    ``model.fill_roles``)."""
     template = _SINGLE.get(difference.rule, "")
     for rules, text in _GROUPS:
         if difference.rule in rules:
             template = text
             break
-    description = template.replace("{path}", difference.path).replace("%s", "reader", 1)
-    description = description.replace("%s", "writer", 1)
+    description = template.replace("{path}", difference.path)
     return f'{{errorType:"{difference.rule}", description:"{description}\'}}'
