@@ -122,6 +122,12 @@ class CreateConsumerRequest(BaseModel):
         # Confluent clients send "true"/"false" strings, in any case.
         return v.lower() if isinstance(v, str) else v
 
+    @field_validator("format", mode="before")
+    @classmethod
+    def _format_in_any_case(cls, v: object) -> object:
+        # Confluent's proxy upper-cases the format before it looks it up: "BINARY" is binary.
+        return v.lower() if isinstance(v, str) else v
+
     @field_validator("fetch_min_bytes", "consumer_request_timeout_ms", "consumer_instance_timeout_ms")
     @classmethod
     def _int_like(cls, v: int | str | None) -> int | None:
