@@ -14,7 +14,8 @@ from service.api.gateway import Gateway, get_gateway
 from service.core.acl import Operation
 from service.core.assignors import STRATEGIES
 from service.core.models import InstanceConfig, Subscription, TopicPartition
-from service.errors import InvalidConsumerConfig, InvalidPayload
+from service.core.rules import MAX_PARTITION
+from service.errors import InvalidConsumerConfig, InvalidPayload, PayloadTooLarge
 from service.settings import Settings
 
 from .access import check_topics, decision_of, instance_first
@@ -288,6 +289,37 @@ async def commit(group: str, instance: str, request: Request, gw: GW) -> Respons
         )
 
 
+NamedPartitions = Annotated[
+    list[str] | None,
+    Query(
+        description="The partitions, as `topic:partition`, repeated or comma-separated "
+        "(`?partitions=orders:0,orders:1`): the form a client that cannot send a GET with a body "
+        "(fetch) uses instead of the body.",
+    ),
+]
+
+
+def named_partitions(values: list[str], limit_bytes: int) -> list[TopicPartition]:
+    """The partitions ``?partitions=`` names (``topic:partition``, repeated or comma-separated),
+    in order, each once; ``InvalidPayload`` for a malformed one, ``PayloadTooLarge`` past the
+    size a body may have."""
+    size = sum(len(value) for value in values)
+    if size > limit_bytes:
+        raise PayloadTooLarge(f"The partitions named in the query are over the limit of {limit_bytes} bytes.")
+    named: dict[TopicPartition, None] = {}
+    for value in values:
+        for item in value.split(","):
+            topic, _, number = item.rpartition(":")
+            digits = number.isascii() and number.isdigit() and len(number) <= len(str(MAX_PARTITION))
+            if not topic or not digits or int(number) > MAX_PARTITION:
+                raise InvalidPayload(
+                    f"partitions: {item[:100]!r} is not topic:partition "
+                    f"(a partition from 0 to {MAX_PARTITION})."
+                )
+            named[TopicPartition(topic, int(number))] = None
+    return list(named)
+
+
 @router.get(
     INSTANCE + "/offsets",
     operation_id="getCommittedOffsets",
@@ -295,11 +327,18 @@ async def commit(group: str, instance: str, request: Request, gw: GW) -> Respons
     responses={200: {"model": v2.CommittedOffsetsResponse}, **CONSUMER_ERRORS},
     openapi_extra=body_doc(v2.PartitionsRequest, required=False),
 )
-async def committed(group: str, instance: str, request: Request, gw: GW) -> Response:
-    """Committed offsets of the listed partitions (default: the instance's assignment)."""
+async def committed(
+    group: str, instance: str, request: Request, gw: GW, partitions: NamedPartitions = None
+) -> Response:
+    """Committed offsets of the listed partitions (default: the instance's assignment), listed in
+    the body as Confluent's proxy takes them, or in the query (`partitions`)."""
     async with instance_first(request, gw.consumers.owned, group, instance):
         req = await parse_optional(request, v2.PartitionsRequest)
         tps = _tps(req) if req else None
+        if partitions is not None:
+            if tps is not None:
+                raise InvalidPayload("Name the partitions in the body or in the query, not both.")
+            tps = named_partitions(partitions, gw.settings.max_request_bytes)
         who = await check_topics(request, (tp.topic for tp in tps or ()), Operation.DESCRIBE)
         found = await gw.consumers.committed(group, instance, tps, who=who)
         return v2_response(

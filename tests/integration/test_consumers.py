@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from tests.conftest import backend_settings, running_gateway
 from tests.helpers import (
     BINARY,
     JSON,
@@ -191,6 +192,112 @@ async def test_commit_explicit_stores_offset_plus_one_and_get_offsets(client, na
             {"topic": name, "partition": 1, "offset": -1, "metadata": ""},
         ]
     }
+
+
+async def committed_in_query(client, name):
+    """A consumer of ``name`` (3 partitions of 2 records each) that committed 0:2 and 2:1."""
+    await create_topic(client, name, 3)
+    await produce(client, name, [{"value": str(i), "partition": i % 3} for i in range(6)])
+    base = await consumer(client, f"g-{name}")
+    await subscribe(client, base, name)
+    await poll_until(client, base, 6)
+    await commit(client, base, [{"topic": name, "partition": p, "offset": o} for p, o in ((0, 1), (2, 0))])
+    return base
+
+
+async def test_committed_offsets_of_partitions_named_in_the_query(client, name):
+    # fetch() sends no body with a GET: the query names the partitions, as the body would.
+    base = await committed_in_query(client, name)
+    body = await client.request(
+        "GET",
+        f"{base}/offsets",
+        json={"partitions": [{"topic": name, "partition": 2}, {"topic": name, "partition": 1}]},
+        headers={"Content-Type": V2},
+    )
+    assert body.status_code == 200, body.text
+    expected = {
+        "offsets": [
+            {"topic": name, "partition": 2, "offset": 1, "metadata": ""},
+            {"topic": name, "partition": 1, "offset": -1, "metadata": ""},
+        ]
+    }
+    assert body.json() == expected
+    for query in (
+        f"partitions={name}:2,{name}:1",  # comma-separated
+        f"partitions={name}:2&partitions={name}:1",  # repeated, as openapi-fetch and httpx send a list
+        f"partitions={name}:2&partitions={name}:1,{name}:2",  # each partition once, in order
+    ):
+        r = await client.get(f"{base}/offsets?{query}")
+        assert r.status_code == 200, (query, r.text)
+        assert r.headers["content-type"] == V2
+        assert r.json() == expected, query
+    r = await client.get(f"{base}/offsets", params={"partitions": [f"{name}:0"]})
+    assert r.json()["offsets"] == [{"topic": name, "partition": 0, "offset": 2, "metadata": ""}]
+
+
+async def test_malformed_partitions_in_the_query_are_refused(client, name):
+    base = await committed_in_query(client, name)
+    for value in (
+        "",
+        name,
+        f"{name}:",
+        f":{name}",
+        ":0",
+        f"{name}:-1",
+        f"{name}:x",
+        f"{name}:1.0",
+        f"{name}:2147483648",
+        f"{name}:\u0661",  # an Arabic-Indic one: a digit to str.isdigit, not to Kafka
+        f"{name}:0,",
+        f"{name}:0,,{name}:1",
+        f"{name}:{'9' * 5000}",
+    ):
+        r = await client.get(f"{base}/offsets", params={"partitions": value})
+        assert r.status_code == 422, (value, r.text)
+        assert r.json()["error_code"] == 42206, value
+        assert "is not topic:partition" in r.json()["message"], value
+    both = await client.request(
+        "GET",
+        f"{base}/offsets?partitions={name}:0",
+        json={"partitions": [{"topic": name, "partition": 0}]},
+        headers={"Content-Type": V2},
+    )
+    assert both.status_code == 422 and both.json()["error_code"] == 42206, both.text
+    assert both.json()["message"] == "Name the partitions in the body or in the query, not both."
+    # an unknown topic is the body form's answer, and an instance not there is decided first
+    unknown = await client.get(f"{base}/offsets", params={"partitions": "no-such-topic:0"})
+    body = await client.request(
+        "GET",
+        f"{base}/offsets",
+        json={"partitions": [{"topic": "no-such-topic", "partition": 0}]},
+        headers={"Content-Type": V2},
+    )
+    assert (unknown.status_code, unknown.json()) == (body.status_code, body.json())
+    gone = await client.get(f"{base}-gone/offsets", params={"partitions": "x:"})
+    assert gone.status_code == 404 and gone.json()["error_code"] == 40403, gone.text
+
+
+async def test_partitions_in_the_query_are_bounded_as_a_body_is(
+    request, tmp_path, log_backend, coordinator, sessions, name
+):
+    settings = backend_settings(request, log_backend, coordinator, sessions)
+    async with running_gateway(tmp_path / "data", max_request_bytes=1024, **settings) as gw:
+        base = await consumer(gw.client, f"g-{name}")
+        many = ",".join(f"{name}:{p}" for p in range(200))
+        assert len(many) > 1024
+        r = await gw.client.get(f"{base}/offsets", params={"partitions": many})
+        assert r.status_code == 413, r.text
+        assert r.json()["error_code"] == 41301
+        body = await gw.client.request(
+            "GET",
+            f"{base}/offsets",
+            json={"partitions": [{"topic": name, "partition": p} for p in range(200)]},
+            headers={"Content-Type": V2},
+        )
+        assert (body.status_code, body.json()["error_code"]) == (413, 41301)
+        await create_topic(gw.client, name, 1)
+        few = await gw.client.get(f"{base}/offsets", params={"partitions": f"{name}:0"})
+        assert few.json() == {"offsets": [{"topic": name, "partition": 0, "offset": -1, "metadata": ""}]}
 
 
 async def test_empty_commit_commits_everything_fetched(client, name):
