@@ -20,6 +20,7 @@ test_registry_conformance's) and speaks HTTP to ``/schema-registry``.
 from __future__ import annotations
 
 import importlib
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -483,3 +484,58 @@ async def test_confluents_client_reads_the_contexts(gateway: RunningGateway) -> 
     async with AsyncSchemaRegistryClient({"url": gateway.url + SR}) as client:
         assert await client.get_contexts() == ["."]
         assert await client.get_contexts(offset=1) == []
+
+
+# --- what is served otherwise than Confluent's (docs/schemas.md lists each) ---------------------
+
+READS_WITH_PARAMS_NOT_SERVED: Final = [
+    (e.route.split()[1], param) for e in INDEX if e.route.startswith("GET ") for param in e.params_not_served
+]
+
+
+@pytest.mark.parametrize(("path", "param"), READS_WITH_PARAMS_NOT_SERVED)
+async def test_parameters_not_served_are_ignored(registry: Registry, path: str, param: str) -> None:
+    """A read's parameter the gateway does not serve changes nothing in its answer (Confluent's
+    query parameters of the writes it does not serve, ``format`` and ``force``, are ignored too)."""
+    await registry.id_of("s", record("S", "x"))
+    concrete = path.replace("{id}", "1").replace("{subject}", "s").replace("{version}", "1")
+    plain = await registry.get(concrete)
+    assert plain.status_code == 200, plain.text
+    given = await registry.get(concrete, **{param: "true"})
+    assert (given.status_code, given.json()) == (200, plain.json())
+
+
+async def test_data_contracts_are_accepted_not_kept(registry: Registry) -> None:
+    """``metadata`` and ``ruleSet`` in a registration are taken and left out: the version has neither."""
+    metadata = {"properties": {"owner": "team-a"}}
+    rules = {"domainRules": [{"name": "r", "kind": "CONDITION", "mode": "WRITE", "type": "CEL", "expr": "1"}]}
+    schema_id = await registry.id_of("dc", record("Dc", "x"), metadata=metadata, ruleSet=rules)
+    got = (await registry.get("/subjects/dc/versions/1")).json()
+    assert got == {"subject": "dc", "version": 1, "id": schema_id, "schema": record("Dc", "x")}
+    r = await registry.client.post(
+        f"{SR}/subjects/dc", json={"schema": record("Dc", "x"), "metadata": metadata}
+    )
+    assert (r.status_code, r.json()["id"]) == (200, schema_id)
+
+
+async def test_avro_aliases_are_sorted_and_float_defaults_decimal(registry: Registry) -> None:
+    schema = {
+        "type": "record",
+        "name": "R",
+        "aliases": ["z", "a"],
+        "fields": [{"name": "f", "type": "float", "default": 0, "aliases": ["y", "b"]}],
+    }
+    schema_id = await registry.id_of("al", json.dumps(schema))
+    assert (await registry.get(f"/schemas/ids/{schema_id}")).json()["schema"] == (
+        '{"type":"record","name":"R","fields":[{"name":"f","type":"float","default":0.0,'
+        '"aliases":["b","y"]}],"aliases":["a","z"]}'
+    )
+
+
+async def test_a_json_schemas_key_order_makes_no_other_schema(registry: Registry) -> None:
+    """Without ``normalize`` Confluent's registry finds a new schema (and version) here."""
+    first = '{"type":"object","properties":{"a":{"type":"string"}}}'
+    other = '{"properties":{"a":{"type":"string"}},"type":"object"}'
+    schema_id = await registry.id_of("order", first, schemaType="JSON")
+    assert await registry.id_of("order", other, schemaType="JSON") == schema_id
+    assert (await registry.get("/subjects/order/versions")).json() == [1]
