@@ -432,6 +432,53 @@ async def test_wildcard_accepts_are_served(registry: Registry, accept: str) -> N
     assert (r.status_code, r.headers["content-type"]) == (200, V1), r.text
 
 
+# Accept as Jersey reads it under Confluent's proxy and registry (AcceptableMediaType, HttpHeaderReader):
+# what it serves, and what it cannot read (its 400: HeaderValueException, an inbound header).
+ACCEPT_SERVED = [
+    "*",  # "*/*"
+    "*/x",  # a wildcard type admits any subtype (MediaType.isCompatible)
+    "application/*",
+    "application",  # a type alone: "application/*"
+    "APPLICATION/JSON;Q=.5",
+    "text/html, */*; q=0.1",
+    'application/json; x="a,b" ;q=1.000',
+    "application/json,",  # a last comma ends the list
+]
+ACCEPT_REFUSED = ["text/*", "text/html", "application/json; q=0", "application/xml, text/*; q=1"]
+ACCEPT_MALFORMED = [
+    "application/json; q=abc",
+    "application/json; q=2",
+    "application/json; q=-1",
+    "application/json; q=1.5",
+    "application/json; q=0.12345",
+    "application/json; q",
+    "application/json; q = 0.5",
+    "application/json,,*/*",
+    ", application/json",
+    "application /json",
+    "application/json text/html",
+]
+
+
+@pytest.mark.parametrize("path", ["/brokers", f"{SR}/subjects"])
+async def test_one_accept_parser_for_the_proxy_and_the_registry(gateway: RunningGateway, path: str) -> None:
+    """The v2 routes and the registry read Accept alike: Jersey's wildcards served, a header it
+    cannot read 400 with the route's error shape (Confluent's servers send that 400 bodyless), one
+    that admits none of the route's types 406."""
+    c = gateway.client
+    for accept in ACCEPT_SERVED:
+        r = await c.get(path, headers={"Accept": accept})
+        assert r.status_code == 200, (accept, r.text)
+    for accept in ACCEPT_REFUSED:
+        r = await c.get(path, headers={"Accept": accept})
+        assert r.status_code == 406, (accept, r.text)
+        assert r.json()["error_code"] in (406, 40602), (accept, r.text)
+    for accept in ACCEPT_MALFORMED:
+        r = await c.get(path, headers={"Accept": accept})
+        assert (r.status_code, r.json()["error_code"]) == (400, 400), (accept, r.text)
+        assert r.json()["message"].startswith("HTTP 400 Bad Request: the Accept header cannot"), r.text
+
+
 @pytest.mark.parametrize("charset", ["utf-16", "UTF-16BE", "utf-16le", "utf-32"])
 async def test_a_body_in_the_charset_it_names_is_read(registry: Registry, charset: str) -> None:
     schema = {"type": "record", "name": "Wide", "doc": "é ☃", "fields": []}

@@ -1,10 +1,11 @@
 """The schema registry's media types: what it reads, and what it answers in by ``Accept``.
 
 ``response_type`` picks the answer's type (the first of ``PRODUCES`` the ``Accept`` header
-allows, by its q-values, ``*`` and ``*/x`` allowing any, as Jersey reads them;
-``RegistryNotAcceptable`` if it allows none); ``CONSUMES`` are the types
+allows, by its q-values, read by the gateway's one Accept parser, ``service.api.http``'s, as
+Jersey reads them; ``RegistryNotAcceptable`` if it allows none); ``CONSUMES`` are the types
 ``requests`` reads bodies in; ``is_registry_path`` tells the error handlers which requests are
-the registry's (they answer in ``SR_V1`` there). Collaborators: ``service.api.http.JSONBody``.
+the registry's (they answer in ``SR_V1`` there). Collaborators: ``service.api.http``
+(``JSONBody``, ``media_ranges``).
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from typing import Final
 
 from fastapi import Request
 
-from service.api.http import JSONBody
-from service.errors import RegistryNotAcceptable
+from service.api.http import JSONBody, MalformedAccept, media_ranges, quality
+from service.errors import RegistryBadRequest, RegistryNotAcceptable
 
 PREFIX: Final = "/schema-registry"
 SR_V1: Final = "application/vnd.schemaregistry.v1+json"
@@ -52,37 +53,14 @@ def is_registry_path(path: str) -> bool:
 
 
 def response_type(request: Request) -> str:
-    """The media type of the answer, by ``Accept`` (``RegistryNotAcceptable`` if it allows none)."""
-    accept = request.headers.get("accept")
-    if not accept or not accept.strip():
-        return SR_V1
-    best: tuple[float, int] | None = None
-    for rank, produced in enumerate(PRODUCES):
-        q = _quality(accept, produced)
-        if q > 0 and (best is None or q > best[0]):
-            best = (q, rank)
-    if best is None:
+    """The media type of the answer, by ``Accept`` (``service.api.http.media_ranges``, as Jersey
+    reads it): the one of ``PRODUCES`` with the highest ``q`` above 0, the first of them on a tie;
+    ``RegistryNotAcceptable`` if it allows none, ``RegistryBadRequest`` if Jersey cannot read it."""
+    try:
+        ranges = media_ranges(request.headers.get("accept"))
+    except MalformedAccept as exc:
+        raise RegistryBadRequest(f"HTTP 400 Bad Request: the Accept header cannot be read: {exc}.") from None
+    best = max(PRODUCES, key=lambda produced: quality(ranges, produced))  # the first of the best
+    if quality(ranges, best) <= 0:
         raise RegistryNotAcceptable("HTTP 406 Not Acceptable")  # Jersey's words, as Confluent's
-    return PRODUCES[best[1]]
-
-
-def _quality(accept: str, produced: str) -> float:
-    kind = produced.split("/", 1)[0]
-    found = 0.0
-    for item in accept.split(",")[:32]:
-        mt, *params = (p.strip() for p in item.split(";"))
-        mt = mt.lower()
-        # Jersey, under Confluent's registry, reads "*" as "*/*" and a wildcard type ("*/x") as
-        # matching any type: both are served.
-        if mt not in (produced, f"{kind}/*", "*") and not mt.startswith("*/"):
-            continue
-        q = 1.0
-        for param in params:
-            name, _, value = param.partition("=")
-            if name.strip().lower() == "q":
-                try:
-                    q = min(max(float(value), 0.0), 1.0)
-                except ValueError:
-                    q = 0.0
-        found = max(found, q)
-    return found
+    return best
