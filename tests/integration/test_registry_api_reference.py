@@ -9,12 +9,15 @@ a row: the tests that prove the gateway's answers to it (``module::test``, this 
 other registry test modules'), its query parameters the gateway does not serve, and for an
 endpoint not served the reason (the gateway answers it with the registry's 404 or 405). Two
 tests keep the index whole: every registry route of the app is in it, and every row has a test
-that exists or a reason. docs/schemas.md lists the differences, pointing here.
+that exists or a reason. docs/schemas.md (the registry) and docs/api.md (the REST Proxy) list the
+differences, each with the test that proves the gateway's answer; the last test here proves each
+test they name exists.
 
-The sections below test, endpoint by endpoint, the parameters and error codes the other modules
-do not: status and ``error_code`` always, the message where Confluent's clients match it. Each
-test starts a real gateway (``gateway``; ``registry`` and the helpers are
-test_registry_conformance's) and speaks HTTP to ``/schema-registry``.
+The sections below, one per endpoint of Confluent's, test the parameters and error codes the
+other modules do not: status and ``error_code`` always, the message where Confluent's clients
+match it; then what is served otherwise than Confluent's. Each test starts a real gateway
+(``gateway``; ``registry`` and the helpers are test_registry_conformance's) and speaks HTTP to
+``/schema-registry``.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import importlib
 import json
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Final
 
 import pytest
@@ -91,17 +95,20 @@ INDEX: Final[tuple[Endpoint, ...]] = (
     ),
     Endpoint(
         "GET /schemas/ids/{id}/subjects",
-        (f"{BASICS}::test_one_schema_has_one_id_in_every_subject_whatever_its_spelling", f"{HERE}::test_ids"),
+        (
+            f"{BASICS}::test_one_schema_has_one_id_in_every_subject_whatever_its_spelling",
+            f"{HERE}::test_subjects_of_an_id",
+        ),
         params_not_served={"subject": CONTEXTS},
     ),
     Endpoint(
         "GET /schemas/ids/{id}/versions",
-        (f"{BASICS}::test_register_then_read_it_back_every_way", f"{HERE}::test_ids"),
+        (f"{BASICS}::test_register_then_read_it_back_every_way", f"{HERE}::test_versions_of_an_id"),
         params_not_served={"subject": CONTEXTS},
     ),
     Endpoint(
         "GET /schemas/ids/{id}/schema",
-        (f"{BASICS}::test_register_then_read_it_back_every_way", f"{HERE}::test_ids"),
+        (f"{BASICS}::test_register_then_read_it_back_every_way", f"{HERE}::test_text_of_an_id"),
         params_not_served={"subject": CONTEXTS},
     ),
     Endpoint("GET /schemas/guids/{guid}", not_served=CONTRACTS),
@@ -163,16 +170,16 @@ INDEX: Final[tuple[Endpoint, ...]] = (
     # --- mode (ModeResource)
     Endpoint(
         "PUT /mode/{subject}",
-        (f"{BASICS}::test_read_only_mode_refuses_writes", f"{HERE}::test_mode"),
+        (f"{BASICS}::test_read_only_mode_refuses_writes", f"{HERE}::test_put_subject_mode"),
         params_not_served={"force": "no IMPORT mode, which ?force lets a registry with schemas enter"},
     ),
     Endpoint("GET /mode/{subject}", (f"{BASICS}::test_read_only_mode_refuses_writes",)),
     Endpoint(
         "PUT /mode",
-        (f"{BASICS}::test_read_only_mode_refuses_writes", f"{HERE}::test_mode"),
+        (f"{BASICS}::test_read_only_mode_refuses_writes", f"{HERE}::test_put_mode"),
         params_not_served={"force": "no IMPORT mode, which ?force lets a registry with schemas enter"},
     ),
-    Endpoint("GET /mode", (f"{BASICS}::test_read_only_mode_refuses_writes", f"{HERE}::test_mode")),
+    Endpoint("GET /mode", (f"{BASICS}::test_read_only_mode_refuses_writes", f"{HERE}::test_get_mode")),
     Endpoint(
         "DELETE /mode",
         (f"{HERE}::test_what_is_not_served_is_the_registrys_404_or_405",),
@@ -184,10 +191,13 @@ INDEX: Final[tuple[Endpoint, ...]] = (
         params_not_served={"recursive": CONTEXTS},
     ),
     # --- config (ConfigResource)
-    Endpoint("PUT /config/{subject}", (f"{BASICS}::test_compatibility_per_level", f"{HERE}::test_config")),
+    Endpoint(
+        "PUT /config/{subject}",
+        (f"{BASICS}::test_compatibility_per_level", f"{HERE}::test_put_subject_config"),
+    ),
     Endpoint("GET /config/{subject}", (f"{BASICS}::test_config",)),
     Endpoint("PUT /config", (f"{BASICS}::test_config",)),
-    Endpoint("GET /config", (f"{BASICS}::test_config", f"{HERE}::test_config")),
+    Endpoint("GET /config", (f"{BASICS}::test_config", f"{HERE}::test_get_config")),
     Endpoint("DELETE /config", (f"{BASICS}::test_config",)),
     Endpoint("DELETE /config/{subject}", (f"{BASICS}::test_config",)),
     # --- compatibility (CompatibilityResource)
@@ -206,9 +216,9 @@ INDEX: Final[tuple[Endpoint, ...]] = (
     Endpoint("GET /contexts", (f"{HERE}::test_contexts",)),
     Endpoint("DELETE /contexts/{context}", not_served=CONTEXTS),
     # --- server metadata (ServerMetadataResource)
-    Endpoint("GET /v1/metadata/id", (f"{HERE}::test_server_metadata",)),
-    Endpoint("GET /v1/metadata/version", (f"{HERE}::test_server_metadata",)),
-    Endpoint("GET /v1/metadata/deployment", (f"{HERE}::test_server_metadata",)),
+    Endpoint("GET /v1/metadata/id", (f"{HERE}::test_cluster_id",)),
+    Endpoint("GET /v1/metadata/version", (f"{HERE}::test_server_version",)),
+    Endpoint("GET /v1/metadata/deployment", (f"{HERE}::test_deployment",)),
     # --- root (RootResource)
     Endpoint("GET /", (f"{BASICS}::test_register_then_read_it_back_every_way",)),
     Endpoint(
@@ -293,38 +303,52 @@ async def test_what_is_not_served_is_the_registrys_404_or_405(
     }
 
 
-# --- schemas: /schemas/ids/{id}/subjects, /versions and /schema ---------------------------------
+# --- GET /schemas/ids/{id}/subjects (SchemasResource.getSubjects) ------------------------------
 
 
-async def test_ids(registry: Registry) -> None:
+async def shared_by_three(registry: Registry) -> int:
+    """One schema in subjects a-, b- and c-value, b-value soft-deleted: its id."""
     await registry.client.put(f"{SR}/config", json={"compatibility": "NONE"})
-    text = record("Shared", "x")
-    shared = [await registry.id_of(s, text) for s in ("a-value", "b-value", "c-value")]
-    assert len(set(shared)) == 1
-    schema_id = shared[0]
-    assert (await registry.client.delete(f"{SR}/subjects/b-value")).status_code == 200
-    subjects = f"/schemas/ids/{schema_id}/subjects"
-    versions = f"/schemas/ids/{schema_id}/versions"
+    ids = {await registry.id_of(s, record("Shared", "x")) for s in ("a-value", "b-value", "c-value")}
+    assert len(ids) == 1 and (await registry.client.delete(f"{SR}/subjects/b-value")).status_code == 200
+    return ids.pop()
+
+
+async def test_subjects_of_an_id(registry: Registry) -> None:
+    subjects = f"/schemas/ids/{await shared_by_three(registry)}/subjects"
     assert (await registry.get(subjects)).json() == ["a-value", "c-value"]
     assert (await registry.get(subjects, deleted="true")).json() == ["a-value", "b-value", "c-value"]
     assert (await registry.get(subjects, deleted="true", offset=1, limit=1)).json() == ["b-value"]
-    assert (await registry.get(versions)).json() == [
-        {"subject": "a-value", "version": 1},
-        {"subject": "c-value", "version": 1},
-    ]
-    assert (await registry.get(versions, deleted="true", offset=2)).json() == [
-        {"subject": "c-value", "version": 1}
-    ]
-    assert (await registry.get(versions, limit=1)).json() == [{"subject": "a-value", "version": 1}]
-    # an id no version holds: Confluent's 40403 (its message here is "Schema not found")
-    for path in ("/schemas/ids/99/subjects", "/schemas/ids/99/versions"):
-        error(await registry.get(path), 404, 40403)
-    assert error(await registry.get("/schemas/ids/99/schema"), 404, 40403) == "Schema 99 not found"
+    # an id no version holds: Confluent's 40403 (its message here: "Schema not found")
+    error(await registry.get("/schemas/ids/99/subjects"), 404, 40403)
     # an id that is no integer: Jersey finds no resource (404)
+    error(await registry.get("/schemas/ids/one/subjects"), 404, 404)
+
+
+# --- GET /schemas/ids/{id}/versions (SchemasResource.getVersions) ------------------------------
+
+
+async def test_versions_of_an_id(registry: Registry) -> None:
+    versions = f"/schemas/ids/{await shared_by_three(registry)}/versions"
+    a, b, c = ({"subject": f"{s}-value", "version": 1} for s in "abc")
+    assert (await registry.get(versions)).json() == [a, c]
+    assert (await registry.get(versions, deleted="true")).json() == [a, b, c]
+    assert (await registry.get(versions, deleted="true", offset=2)).json() == [c]
+    assert (await registry.get(versions, limit=1)).json() == [a]
+    error(await registry.get("/schemas/ids/99/versions"), 404, 40403)
     error(await registry.get("/schemas/ids/one/versions"), 404, 404)
 
 
-# --- subjects: lookup, list -------------------------------------------------------------------
+# --- GET /schemas/ids/{id}/schema (SchemasResource.getSchemaOnly) ------------------------------
+
+
+async def test_text_of_an_id(registry: Registry) -> None:
+    schema_id = await shared_by_three(registry)
+    assert (await registry.get(f"/schemas/ids/{schema_id}/schema")).text == record("Shared", "x")
+    assert error(await registry.get("/schemas/ids/99/schema"), 404, 40403) == "Schema 99 not found"
+
+
+# --- POST /subjects/{subject} (SubjectsResource.lookUpSchemaUnderSubject) ----------------------
 
 
 async def test_lookup(registry: Registry) -> None:
@@ -340,6 +364,9 @@ async def test_lookup(registry: Registry) -> None:
     assert (r.status_code, r.json()["id"], r.json()["version"]) == (200, schema_id, 1), r.text
     error(await registry.client.post(f"{SR}/subjects/gone-value", json={"schema": "{oops"}), 422, 42201)
     error(await registry.client.post(f"{SR}/subjects/gone-value", json={}), 422, 42201)
+
+
+# --- GET /subjects (SubjectsResource.list) -----------------------------------------------------
 
 
 async def test_subjects(registry: Registry) -> None:
@@ -358,19 +385,7 @@ async def test_subjects(registry: Registry) -> None:
     assert (await registry.get("/subjects", limit=0)).json() == ["a-key", "a-value", "c-value"]
 
 
-# --- subject versions ---------------------------------------------------------------------------
-
-
-async def test_versions(registry: Registry) -> None:
-    await registry.client.put(f"{SR}/config", json={"compatibility": "NONE"})
-    for i in range(4):
-        await registry.id_of("s", record(f"V{i}", "x"))
-    assert (await registry.client.delete(f"{SR}/subjects/s/versions/2")).status_code == 200
-    assert (await registry.get("/subjects/s/versions")).json() == [1, 3, 4]
-    assert (await registry.get("/subjects/s/versions", offset=1, limit=1)).json() == [3]
-    assert (await registry.get("/subjects/s/versions", deleted="true", offset=1)).json() == [2, 3, 4]
-    assert (await registry.get("/subjects/s/versions", deleted="true", deletedOnly="true")).json() == [2]
-    assert error(await registry.get("/subjects/nope/versions"), 404, 40401) == "Subject 'nope' not found."
+# --- GET /subjects/{subject}/versions/{version}/schema (SubjectVersionsResource.getSchemaOnly) --
 
 
 async def test_version_text(registry: Registry) -> None:
@@ -390,6 +405,9 @@ async def test_version_text(registry: Registry) -> None:
     assert (await registry.get("/subjects/t/versions/1/schema", deleted="true")).text == text
 
 
+# --- GET /subjects/{subject}/versions/{version}/referencedby (SubjectVersionsResource) ---------
+
+
 async def test_referenced_by(registry: Registry) -> None:
     await registry.id_of("base", record("Base", "x"))
     ref = [{"name": "Base", "subject": "base", "version": 1}]
@@ -405,26 +423,55 @@ async def test_referenced_by(registry: Registry) -> None:
     error(await registry.get("/subjects/base/versions/0/referencedby"), 422, 42202)
 
 
-# --- mode and config ----------------------------------------------------------------------------
+# --- GET /subjects/{subject}/versions (SubjectVersionsResource.listVersions) -------------------
 
 
-async def test_mode(registry: Registry) -> None:
+async def test_versions(registry: Registry) -> None:
+    await registry.client.put(f"{SR}/config", json={"compatibility": "NONE"})
+    for i in range(4):
+        await registry.id_of("s", record(f"V{i}", "x"))
+    assert (await registry.client.delete(f"{SR}/subjects/s/versions/2")).status_code == 200
+    assert (await registry.get("/subjects/s/versions")).json() == [1, 3, 4]
+    assert (await registry.get("/subjects/s/versions", offset=1, limit=1)).json() == [3]
+    assert (await registry.get("/subjects/s/versions", deleted="true", offset=1)).json() == [2, 3, 4]
+    assert (await registry.get("/subjects/s/versions", deleted="true", deletedOnly="true")).json() == [2]
+    assert error(await registry.get("/subjects/nope/versions"), 404, 40401) == "Subject 'nope' not found."
+
+
+# --- PUT /mode/{subject} (ModeResource.updateMode) ---------------------------------------------
+
+
+async def test_put_subject_mode(registry: Registry) -> None:
     c = registry.client
-    assert (await registry.get("/mode", defaultToGlobal="true")).json() == {"mode": "READWRITE"}
     message = error(await c.put(f"{SR}/mode/s", json={"mode": "IMPORT"}), 422, 42204)
     assert "READWRITE and READONLY" in message
     error(await c.put(f"{SR}/mode/s", json={"mode": "NOPE"}), 422, 42204)
-    error(await c.put(f"{SR}/mode", json={"nomode": 1}), 422, 42204)
-    error(await c.put(f"{SR}/mode", content=b"{oops", headers={"Content-Type": V1}), 400, 400)
     assert (await c.put(f"{SR}/mode/s", json={"mode": "readonly"})).json() == {"mode": "READONLY"}
     assert (await registry.get("/mode/s")).json() == {"mode": "READONLY"}
 
 
-async def test_config(registry: Registry) -> None:
+# --- PUT /mode (ModeResource.updateTopLevelMode) -----------------------------------------------
+
+
+async def test_put_mode(registry: Registry) -> None:
     c = registry.client
-    assert (await registry.get("/config", defaultToGlobal="true")).json() == {
-        "compatibilityLevel": "BACKWARD"
-    }
+    error(await c.put(f"{SR}/mode", json={"nomode": 1}), 422, 42204)
+    error(await c.put(f"{SR}/mode", content=b"{oops", headers={"Content-Type": V1}), 400, 400)
+    assert (await c.put(f"{SR}/mode", json={"mode": "READONLY"})).json() == {"mode": "READONLY"}
+
+
+# --- GET /mode (ModeResource.getTopLevelMode) --------------------------------------------------
+
+
+async def test_get_mode(registry: Registry) -> None:
+    assert (await registry.get("/mode", defaultToGlobal="true")).json() == {"mode": "READWRITE"}
+
+
+# --- PUT /config/{subject} (ConfigResource.updateSubjectLevelConfig) ---------------------------
+
+
+async def test_put_subject_config(registry: Registry) -> None:
+    c = registry.client
     error(await c.put(f"{SR}/config/s", json={"compatibility": "SOMETIMES"}), 422, 42203)
     error(await c.put(f"{SR}/config/s", content=b"[]", headers={"Content-Type": V1}), 400, 400)
     r = await c.put(f"{SR}/config/s", json={"compatibility": "forward_transitive"})
@@ -432,7 +479,16 @@ async def test_config(registry: Registry) -> None:
     assert (await registry.get("/config/s")).json() == {"compatibilityLevel": "FORWARD_TRANSITIVE"}
 
 
-# --- compatibility ------------------------------------------------------------------------------
+# --- GET /config (ConfigResource.getTopLevelConfig) --------------------------------------------
+
+
+async def test_get_config(registry: Registry) -> None:
+    assert (await registry.get("/config", defaultToGlobal="true")).json() == {
+        "compatibilityLevel": "BACKWARD"
+    }
+
+
+# --- POST /compatibility/subjects/{subject}/versions/{version} (CompatibilityResource) ---------
 
 
 async def test_compatibility(registry: Registry) -> None:
@@ -450,7 +506,7 @@ async def test_compatibility(registry: Registry) -> None:
     error(await c.post(f"{url}/latest", content=b"{oops", headers={"Content-Type": V1}), 400, 400)
 
 
-# --- contexts and server metadata (ContextsResource, ServerMetadataResource) ----------------------
+# --- GET /contexts (ContextsResource.listContexts) ---------------------------------------------
 
 
 async def test_contexts(registry: Registry) -> None:
@@ -464,9 +520,18 @@ async def test_contexts(registry: Registry) -> None:
     assert (r.status_code, r.headers["content-type"]) == (200, "application/json")
 
 
-async def test_server_metadata(gateway: RunningGateway, registry: Registry) -> None:
-    """Confluent's shapes: the cluster ids in a scope (its empty ``id`` left out, as its JSON leaves
-    out empty values), the server's version, the deployment's attributes (none)."""
+async def test_confluents_client_reads_the_contexts(gateway: RunningGateway) -> None:
+    async with AsyncSchemaRegistryClient({"url": gateway.url + SR}) as client:
+        assert await client.get_contexts() == ["."]
+        assert await client.get_contexts(offset=1) == []
+
+
+# --- GET /v1/metadata/id (ServerMetadataResource.getClusterId) ---------------------------------
+
+
+async def test_cluster_id(gateway: RunningGateway, registry: Registry) -> None:
+    """The cluster ids in Confluent's scope (its empty ``id`` left out, as its JSON leaves out empty
+    values): the Kafka cluster's, as v3 gives it, and the registry's, Confluent's default group."""
     cluster = (await gateway.client.get("/v3/clusters")).json()["data"][0]["cluster_id"]
     assert (await registry.get("/v1/metadata/id")).json() == {
         "scope": {
@@ -474,16 +539,23 @@ async def test_server_metadata(gateway: RunningGateway, registry: Registry) -> N
             "clusters": {"kafka-cluster": cluster, "schema-registry-cluster": "schema-registry"},
         }
     }
-    version = (await registry.get("/v1/metadata/version")).json()
-    assert list(version) == ["version"] and re.fullmatch(r"\d+\.\d+\.\d+.*", version["version"]), version
-    assert (await registry.get("/v1/metadata/deployment")).json() == {"attributes": []}
     error(await registry.client.get(f"{SR}/v1/metadata/id", headers={"Accept": "text/html"}), 406, 406)
 
 
-async def test_confluents_client_reads_the_contexts(gateway: RunningGateway) -> None:
-    async with AsyncSchemaRegistryClient({"url": gateway.url + SR}) as client:
-        assert await client.get_contexts() == ["."]
-        assert await client.get_contexts(offset=1) == []
+# --- GET /v1/metadata/version (ServerMetadataResource.getSchemaRegistryVersion) ----------------
+
+
+async def test_server_version(registry: Registry) -> None:
+    """brokergate's version; no ``commitId`` (Confluent leaves an empty one out)."""
+    version = (await registry.get("/v1/metadata/version")).json()
+    assert list(version) == ["version"] and re.fullmatch(r"\d+\.\d+\.\d+.*", version["version"]), version
+
+
+# --- GET /v1/metadata/deployment (ServerMetadataResource.getSchemaRegistryDeployment) ----------
+
+
+async def test_deployment(registry: Registry) -> None:
+    assert (await registry.get("/v1/metadata/deployment")).json() == {"attributes": []}
 
 
 # --- what is served otherwise than Confluent's (docs/schemas.md lists each) ---------------------
@@ -539,3 +611,29 @@ async def test_a_json_schemas_key_order_makes_no_other_schema(registry: Registry
     schema_id = await registry.id_of("order", first, schemaType="JSON")
     assert await registry.id_of("order", other, schemaType="JSON") == schema_id
     assert (await registry.get("/subjects/order/versions")).json() == [1]
+
+
+# --- the docs' list of differences ------------------------------------------------------------
+
+DOCS: Final = Path(__file__).resolve().parents[2] / "docs"
+TEST_NAMED: Final = re.compile(r"`((?:tests/unit/[\w/]+/)?test_\w+)\.py::(test_\w+)`")
+
+
+def named_tests(page: str, heading: str) -> list[tuple[str, str]]:
+    """The ``file.py::test`` a page's section names (tests/integration's unless a path is given)."""
+    text = (DOCS / page).read_text(encoding="utf-8")
+    section = text[text.index(heading) :]
+    section = section[: section.find("\n## ", 1)] if "\n## " in section[1:] else section
+    return TEST_NAMED.findall(section)
+
+
+@pytest.mark.parametrize(
+    ("page", "heading"),
+    [("schemas.md", "## Where it differs from Confluent's registry"), ("api.md", "## Where it differs")],
+)
+def test_the_docs_differences_name_tests_that_exist(page: str, heading: str) -> None:
+    named = named_tests(page, heading)
+    assert len(named) >= 8, named
+    for module, test in named:
+        dotted = module.replace("/", ".") if "/" in module else f"tests.integration.{module}"
+        assert callable(getattr(importlib.import_module(dotted), test, None)), f"{page}: no {module}::{test}"
