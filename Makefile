@@ -7,6 +7,8 @@ PORT   ?= 8082
 # Debian packages the tests use: curl runs the README walk-through, zookeeper and redis-server
 # are the real servers of the coordinator and sessions suites (Java 17, which ZooKeeper and Spark
 # run on, comes with the machine), chromium and chromium-driver the browser of the web console's.
+# Node.js and npm run the TypeScript client generated from openapi.yaml and Redocly's linter
+# (tests/e2e/test_typescript_client.py): installed when no node is on the PATH (any will do).
 SYSTEM_PACKAGES := curl zookeeper redis-server nginx chromium chromium-driver
 
 .PHONY: run test lint unit bench openapi docs clean system-packages
@@ -37,6 +39,10 @@ system-packages:
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+	@if ! command -v node >/dev/null 2>&1; then \
+		echo "installing: nodejs npm"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; \
 	fi
 
 lint: $(VENV)/.installed-test
