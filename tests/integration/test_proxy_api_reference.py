@@ -57,7 +57,11 @@ V2_INDEX: Final[tuple[Endpoint, ...]] = (
     Endpoint("GET /topics", (f"{META}::test_topics_and_partitions", ACCEPT)),
     Endpoint(
         "GET /topics/{topic}",
-        (f"{META}::test_topics_and_partitions", f"{ERRORS}::test_unknown_topic_and_partition"),
+        (
+            f"{HERE}::test_what_is_not_there",
+            f"{META}::test_topics_and_partitions",
+            f"{ERRORS}::test_unknown_topic_and_partition",
+        ),
     ),
     Endpoint(
         "POST /topics/{topic}",
@@ -75,14 +79,28 @@ V2_INDEX: Final[tuple[Endpoint, ...]] = (
         ),
     ),
     # --- partitions (PartitionsResource, ProduceToPartitionAction)
-    Endpoint("GET /topics/{topic}/partitions", (f"{META}::test_topics_and_partitions",)),
+    Endpoint(
+        "GET /topics/{topic}/partitions",
+        (
+            f"{HERE}::test_what_is_not_there",
+            f"{META}::test_topics_and_partitions",
+        ),
+    ),
     Endpoint(
         "GET /topics/{topic}/partitions/{partition}",
-        (f"{META}::test_topics_and_partitions", f"{ERRORS}::test_unknown_topic_and_partition"),
+        (
+            f"{HERE}::test_what_is_not_there",
+            f"{META}::test_topics_and_partitions",
+            f"{ERRORS}::test_unknown_topic_and_partition",
+        ),
     ),
     Endpoint(
         "GET /topics/{topic}/partitions/{partition}/offsets",
-        (f"{META}::test_partition_offsets", f"{ERRORS}::test_unknown_topic_and_partition"),
+        (
+            f"{HERE}::test_what_is_not_there",
+            f"{META}::test_partition_offsets",
+            f"{ERRORS}::test_unknown_topic_and_partition",
+        ),
     ),
     Endpoint(
         "POST /topics/{topic}/partitions/{partition}",
@@ -296,16 +314,23 @@ async def test_what_is_not_served_is_a_404_or_405(client: httpx.AsyncClient, end
     assert set(r.json()) == {"error_code", "message"}, r.text
 
 
-# --- produce: every format, to a topic and to a partition ---------------------------------------
+# --- GET /topics/{topic}, GET /topics/{topic}/partitions[/{partition}[/offsets]] (TopicsResource,
+# PartitionsResource) ---------------------------------------------------------------------------
 
 
-async def register(client: httpx.AsyncClient, subject: str, schema_type: str, text: str) -> int:
-    r = await client.post(
-        f"/schema-registry/subjects/{subject}/versions", json={"schema": text, "schemaType": schema_type}
-    )
-    assert r.status_code == 200, r.text
-    return int(r.json()["id"])
+async def test_what_is_not_there(client: httpx.AsyncClient, name: str) -> None:
+    """Confluent's codes; the messages name the topic and partition, where Confluent's say "Topic
+    not found." and "Partition not found." (docs/api.md lists the difference)."""
+    for path in (f"/topics/{name}", f"/topics/{name}/partitions", f"/topics/{name}/partitions/0/offsets"):
+        assert name in refused(await client.get(path), 404, 40401), path
+    await create_topic(client, name, 1)
+    for path in (f"/topics/{name}/partitions/1", f"/topics/{name}/partitions/1/offsets"):
+        message = refused(await client.get(path), 404, 40402)
+        assert name in message and "1" in message, path
 
+
+# --- POST /topics/{topic}, POST /topics/{topic}/partitions/{partition} (ProduceToTopicAction,
+# ProduceToPartitionAction): every embedded format ------------------------------------------------
 
 FORMATS_ON_THE_WIRE: Final[list[Any]] = [
     pytest.param(BINARY, {}, {"value": b64("v")}, id="binary"),
@@ -339,7 +364,7 @@ async def test_produce_in_every_format(
     refused(r, 404, 40402)
 
 
-# --- consumers: create in every format, commit ---------------------------------------------------
+# --- POST /consumers/{group} (ConsumersResource.createGroup) -------------------------------------
 
 
 @pytest.mark.parametrize("fmt", ["binary", "json", "avro", "jsonschema", "protobuf", "BINARY"])
@@ -362,6 +387,9 @@ async def test_a_consumer_in_every_format(client: httpx.AsyncClient, name: str, 
     assert (
         await client.delete(f"/consumers/g-{name}/instances/c", headers={"Content-Type": V2})
     ).status_code == 204
+
+
+# --- POST /consumers/{group}/instances/{instance}/offsets (ConsumersResource.commitOffsets) ------
 
 
 async def test_a_commit_takes_async(client: httpx.AsyncClient, name: str) -> None:
