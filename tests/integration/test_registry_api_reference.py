@@ -215,6 +215,8 @@ INDEX: Final[tuple[Endpoint, ...]] = (
     # --- contexts (ContextsResource)
     Endpoint("GET /contexts", (f"{HERE}::test_contexts",)),
     Endpoint("DELETE /contexts/{context}", not_served=CONTEXTS),
+    # Confluent's ContextFilter serves every route under /contexts/{context}/ in that context
+    Endpoint("GET /contexts/{context}/subjects", not_served=CONTEXTS),
     # --- server metadata (ServerMetadataResource)
     Endpoint("GET /v1/metadata/id", (f"{HERE}::test_cluster_id",)),
     Endpoint("GET /v1/metadata/version", (f"{HERE}::test_server_version",)),
