@@ -23,8 +23,14 @@ from confluent_kafka.schema_registry import AsyncSchemaRegistryClient
 from confluent_kafka.schema_registry import Schema as ConfluentSchema
 
 from deploy.local.kafka_broker import TansuBroker
+from service.adapters.embedded.log import EmbeddedLog
+from service.adapters.kafka import KafkaLog
+from service.adapters.kafka.options import KafkaOptions
 from service.client import GatewayClient
+from service.core.models import NewRecord, TopicPartition
 from service.core.schemas.model import Schema, SchemaType
+from service.core.schemas.records import schema_key, schema_value
+from service.core.schemas.store import RegistryTopic
 from tests.conftest import KAFKA_TEST_SETTINGS, RunningGateway, running_gateway
 
 SR = "/schema-registry"
@@ -576,7 +582,7 @@ async def test_an_encoded_slash_elsewhere_is_refused(gateway: RunningGateway, pa
     assert (r.status_code, r.json()["error_code"]) == (422, 42207), r.text
 
 
-# --- the registry's state on a Kafka broker ------------------------------------------------
+# --- the registry's state in its topic ------------------------------------------------------
 
 
 async def test_a_low_end_offset_never_empties_the_registry(
@@ -603,6 +609,81 @@ async def test_a_low_end_offset_never_empties_the_registry(
         assert await registry.id_of("after", record("After", "x")) == kept + 1
         assert (await c.get(f"{SR}/subjects")).json() == ["after", "kept"]
         assert not [r for r in caplog.records if "truncated" in r.getMessage()]
+
+
+async def test_a_topic_deleted_and_created_again_is_read_again(
+    tmp_path: Path, tansu: TansuBroker, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A real truncation: the registry's topic deleted on the broker and created again by another
+    replica, holding fewer records than this replica applied. The broker has none of them (a fetch
+    of the last one applied comes back empty, the end below it): the state is read again."""
+    async with running_gateway(tmp_path / "a", log=tansu.url, **KAFKA_TEST_SETTINGS) as a:
+        first = Registry(a.client)
+        for name in ("x", "y", "z"):
+            await first.id_of(name, record(name.upper(), "f"))
+        assert (await a.client.get(f"{SR}/subjects")).json() == ["x", "y", "z"]
+        broker = KafkaLog(tansu.url, KafkaOptions(idempotence=False, request_timeout_ms=5000))
+        await broker.start()
+        try:
+            await broker.delete_topic("_schemas")
+        finally:
+            await broker.stop()
+        async with running_gateway(tmp_path / "b", log=tansu.url, **KAFKA_TEST_SETTINGS) as b:
+            assert await Registry(b.client).id_of("fresh", record("Fresh", "f")) == 1  # creates it again
+        caplog.set_level(logging.WARNING, logger="service.core.schemas.store")
+        assert (await a.client.get(f"{SR}/subjects")).json() == ["fresh"]
+        assert (await a.client.get(f"{SR}/schemas/ids/1")).json()["schema"] == record("Fresh", "f")
+        assert await first.id_of("next", record("Next", "f")) == 2  # ids follow the topic's records
+        assert [r for r in caplog.records if "truncated" in r.getMessage()]
+
+
+def put(subject: str, schema_id: int) -> tuple[bytes, bytes]:
+    """The registry's record of version 1 of ``subject``, schema ``schema_id``, in Confluent's format."""
+    schema = Schema(SchemaType.AVRO, record(subject.upper(), "f"))
+    return schema_key(subject, 1), schema_value(subject, 1, schema_id, schema, deleted=False)
+
+
+class _RecreatedWhileReading:
+    """The embedded log, every call its own, where another writer deletes the registry's topic
+    and creates it again with one record right after a reader asked for the end offset and before
+    it fetches. On the embedded log and on a broker, a fetch below the end the log just reported
+    comes back empty only so: when the topic changed between the two calls."""
+
+    def __init__(self, log: EmbeddedLog) -> None:
+        self._log = log
+        self.armed = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._log, name)
+
+    async def offsets(self, tp: TopicPartition) -> tuple[int, int]:
+        found = await self._log.offsets(tp)
+        if self.armed:
+            self.armed = False
+            await self._log.delete_topic(tp.topic)
+            await self._log.create_topic(tp.topic, 1, 1, {})
+            await self._log.append(tp, [NewRecord(*put("other", 7))])
+        return found
+
+
+async def test_an_empty_fetch_never_empties_the_registry(tmp_path: Path) -> None:
+    """The registry's store reading its topic over a real log: a fetch that returns nothing below
+    the end leaves the state as it is (never less than it served); only the next read, which finds
+    the records it applied gone, reads the topic again."""
+    log = EmbeddedLog(tmp_path / "log")
+    await log.start()
+    try:
+        racing = _RecreatedWhileReading(log)
+        store, writer = RegistryTopic(racing, "_schemas"), RegistryTopic(log, "_schemas")  # two replicas
+        for schema_id, name in enumerate(("a", "b"), 1):
+            await store.append([put(name, schema_id)])
+        await writer.catch_up()
+        await writer.append([put("c", 3)])
+        racing.armed = True  # the end reads 3, then the topic holds one record
+        assert (await store.catch_up()).subjects() == ["a", "b"]  # the fetch at 2 came back empty
+        assert (await store.catch_up()).subjects() == ["other"]  # the records applied are gone
+    finally:
+        await log.stop()
 
 
 async def test_brokergates_client_names_a_subject_holding_a_slash(gateway: RunningGateway) -> None:
