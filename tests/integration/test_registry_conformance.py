@@ -611,12 +611,20 @@ async def test_a_low_end_offset_never_empties_the_registry(
         assert not [r for r in caplog.records if "truncated" in r.getMessage()]
 
 
+@pytest.mark.parametrize(
+    ("fresh", "noticed"),
+    [
+        (["p"], "truncated"),  # fewer records than applied: none of them is left
+        (["p", "q", "r", "s", "t"], "created again"),  # more: another record where the last one was
+    ],
+)
 async def test_a_topic_deleted_and_created_again_is_read_again(
-    tmp_path: Path, tansu: TansuBroker, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, tansu: TansuBroker, caplog: pytest.LogCaptureFixture, fresh: list[str], noticed: str
 ) -> None:
     """A real truncation: the registry's topic deleted on the broker and created again by another
-    replica, holding fewer records than this replica applied. The broker has none of them (a fetch
-    of the last one applied comes back empty, the end below it): the state is read again."""
+    replica. This replica reads it again from its start, whether the topic now holds fewer records
+    than it applied (a fetch of the last one applied comes back empty, the end below it) or more
+    (the record at that offset is another one), instead of adding the new records to the old state."""
     async with running_gateway(tmp_path / "a", log=tansu.url, **KAFKA_TEST_SETTINGS) as a:
         first = Registry(a.client)
         for name in ("x", "y", "z"):
@@ -629,12 +637,13 @@ async def test_a_topic_deleted_and_created_again_is_read_again(
         finally:
             await broker.stop()
         async with running_gateway(tmp_path / "b", log=tansu.url, **KAFKA_TEST_SETTINGS) as b:
-            assert await Registry(b.client).id_of("fresh", record("Fresh", "f")) == 1  # creates it again
+            for i, name in enumerate(fresh, 1):  # creates it again
+                assert await Registry(b.client).id_of(name, record(name.upper(), "g")) == i
         caplog.set_level(logging.WARNING, logger="service.core.schemas.store")
-        assert (await a.client.get(f"{SR}/subjects")).json() == ["fresh"]
-        assert (await a.client.get(f"{SR}/schemas/ids/1")).json()["schema"] == record("Fresh", "f")
-        assert await first.id_of("next", record("Next", "f")) == 2  # ids follow the topic's records
-        assert [r for r in caplog.records if "truncated" in r.getMessage()]
+        assert (await a.client.get(f"{SR}/subjects")).json() == fresh
+        assert (await a.client.get(f"{SR}/schemas/ids/1")).json()["schema"] == record("P", "g")
+        assert await first.id_of("next", record("Next", "f")) == len(fresh) + 1  # ids follow the topic's
+        assert [r for r in caplog.records if noticed in r.getMessage()]
 
 
 def put(subject: str, schema_id: int) -> tuple[bytes, bytes]:

@@ -10,9 +10,11 @@ leaves no topic behind, and a read finds it empty.
 ``catch_up`` makes the state as fresh as the topic: one offsets call, and a fetch only if the
 topic holds records not yet applied. Should the topic turn out shorter than what was applied
 (it was deleted and created again: the broker has none of the records applied), the state is
-rebuilt from the beginning. The state never goes back otherwise: an end offset that reads low,
-or a fetch that returns nothing, leaves it as it is (the registry never serves less than it has
-served), and the position moves only past records applied.
+rebuilt from the beginning; so is it when the topic holds, at the offset of the last record
+applied, another record (it was deleted and created again, and written past that offset): a
+fetch for new records starts there to see it. The state never goes back otherwise: an end offset
+that reads low, or a fetch that returns nothing, leaves it as it is (the registry never serves
+less than it has served), and the position moves only past records applied.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ class RegistryTopic:
         self._tp = TopicPartition(topic, 0)
         self.state = RegistryState()
         self._position = 0  # the offset of the next record to apply
+        self._last: tuple[int, bytes | None, bytes | None] | None = None  # the last one applied
         self._exists = False  # seen to exist (then created or read)
         self._reading = asyncio.Lock()
 
@@ -107,11 +110,25 @@ class RegistryTopic:
     async def _read_to(self, end: int, begin: int) -> None:
         async with self._reading:
             self._position = max(self._position, begin)
+            check = self._last if self._last is not None and self._last[0] >= begin else None
             while self._position < end:
-                data = await self._log.fetch({self._tp: self._position}, max_bytes=FETCH_BYTES, max_wait_ms=0)
+                # The first fetch starts at the last record applied, to see it is still there: a
+                # topic deleted and created again longer than what was applied holds another one.
+                start = check[0] if check is not None else self._position
+                data = await self._log.fetch({self._tp: start}, max_bytes=FETCH_BYTES, max_wait_ms=0)
                 part = data.get(self._tp)
                 if part is None:
                     return
+                if check is not None:
+                    first = part.records[0] if part.records else None
+                    at, key, value = check
+                    check = None
+                    if first is not None and first.offset == at and (first.key, first.value) != (key, value):
+                        log.warning(
+                            "the schema registry's topic %r was created again: reading it again", self.topic
+                        )
+                        self._reset(begin)
+                        continue
                 if not part.records:
                     if part.log_start_offset > self._position:  # compacted or deleted below us
                         self._position = part.log_start_offset
@@ -127,6 +144,7 @@ class RegistryTopic:
                     if why is not None:
                         log.warning("schema registry record at offset %d ignored: %s", record.offset, why)
                     self._position = record.offset + 1
+                    self._last = (record.offset, record.key, record.value)
 
     async def _truncated(self) -> bool:
         """Whether the records applied are no longer in the topic (it was deleted and created
@@ -140,3 +158,4 @@ class RegistryTopic:
     def _reset(self, position: int) -> None:
         self.state = RegistryState()
         self._position = position
+        self._last = None
