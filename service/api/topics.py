@@ -198,9 +198,10 @@ async def store_records(
 OFF_LOOP_BYTES = 256 * 1024
 
 
-# A body in a schema format this big or bigger is encoded in a worker thread (a schema's codec
-# costs about ten times the plain formats' per record).
-OFF_LOOP_SCHEMA_BYTES = 32 * 1024
+# A body in a schema format this big or bigger is encoded in a worker thread. Avro's codec costs
+# about what the plain formats cost per record, so it shares their threshold: below it, a worker
+# thread costs more CPU than it spares the loop (bench/README.md, "Avro through the gateway").
+OFF_LOOP_SCHEMA_BYTES = {"avro": OFF_LOOP_BYTES, "jsonschema": 32 * 1024, "protobuf": 32 * 1024}
 
 
 def _parse(
@@ -227,7 +228,7 @@ async def _encode(
 ) -> tuple[ParsedProduce, SchemaIds]:
     """The records of a body in a schema format, each key and value encoded with its schema (an
     inline schema registered first), and the schemas' ids."""
-    big = len(body) >= OFF_LOOP_SCHEMA_BYTES
+    big = len(body) >= OFF_LOOP_SCHEMA_BYTES[fmt]
     if data is None:
         parse = functools.partial(loads, body, records=True, max_depth=gw.settings.max_json_depth)
         data = await asyncio.to_thread(parse) if big else parse()

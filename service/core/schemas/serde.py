@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final, Generic, TypeVar
 
@@ -124,10 +124,14 @@ class Writer:
     schema_id: int
     schema_type: SchemaType
     codec: Codec
+    header: bytes = field(init=False, repr=False, compare=False)  # the same before every value
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "header", frame(self.schema_id, b""))
 
     def encode(self, value: JSON) -> bytes:
         """``value`` in the wire format; the codec's ``ConversionError`` if it does not fit."""
-        return frame(self.schema_id, self.codec.encode(value))
+        return self.header + self.codec.encode(value)
 
 
 @dataclass(frozen=True, slots=True)

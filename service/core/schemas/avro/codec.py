@@ -8,9 +8,13 @@ prints it; NaN and infinities of ``float``/``double`` are the strings
 ``"NaN"``, ``"Infinity"``, ``"-Infinity"``; logical types are their underlying type (a
 ``timestamp-millis`` is a number, a ``decimal`` its bytes). Record fields missing from the JSON
 take their default; a field that is missing without a default, or a field the record does not
-have, is a ``ConversionError`` naming it. Binary encoding is fastavro's schemaless writer and
-reader over the schema parsed once per ``AvroSchema``; this module only checks and reshapes the
-JSON around them.
+have, is a ``ConversionError`` naming it.
+
+Encoding is compiled once per schema (``AvroSchema`` keeps its codec) into a tree of closures,
+one per type (``values``), that check the JSON as they write Avro's binary encoding: the bytes of
+fastavro's and Confluent's serializers, with no datum built in between and one pass over the value.
+Defaults are encoded once, when the codec is built. Decoding is fastavro's schemaless reader over
+the schema parsed once; this module reshapes its datum into Avro JSON.
 
 One ambiguity the binary form cannot resolve through fastavro: in a union holding both ``int`` and
 ``long`` (or ``float`` and ``double``) a decoded number is reported under the first of those
@@ -19,16 +23,18 @@ branches, in union order, that can hold it.
 
 from __future__ import annotations
 
+import functools
 import io
 import struct
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from fastavro import _read_py, parse_schema, schemaless_reader, schemaless_writer
+from fastavro import _read_py, parse_schema, schemaless_reader
 
 from ..model import JSON, ConversionError, InvalidSchema
 from .defaults import _as_avro_json, _default_problem
 from .nodes import _INT_RANGE, PRIMITIVES, Node, _branch, _kind, _resolve
+from .unrolled import unrolled
 from .values import (
     _SIMPLE_ENCODERS,
     Decoder,
@@ -42,6 +48,7 @@ from .values import (
     _is_float32,
     _json_type,
     _key,
+    _long,
     _map_encoder,
     _Mismatch,
     _where,
@@ -63,7 +70,7 @@ class AvroCodec:
         self._decoders: dict[str, Decoder] = {}
         # Defaults are encoded once every encoder exists: a default may hold a value of the very
         # record whose encoder was being built.
-        self._pending_defaults: list[Callable[[], None]] = []
+        self._pending_defaults: list[Callable[[], bytes]] = []
         self._encode = self._encoder(root)
         while self._pending_defaults:
             self._pending_defaults.pop()()
@@ -73,17 +80,13 @@ class AvroCodec:
 
     def encode(self, value: JSON) -> bytes:
         try:
-            datum = self._encode(value)
+            return self._encode(value)
         except _Mismatch as exc:
             raise ConversionError(f"{_where(exc.path)}: {exc.reason}") from None
         except RecursionError:
             raise ConversionError(_TOO_DEEP) from None
-        out = io.BytesIO()
-        try:
-            schemaless_writer(out, self._fastavro, datum)
-        except (ValueError, TypeError, OverflowError, struct.error) as exc:
+        except (ValueError, TypeError, OverflowError, struct.error) as exc:  # a lone surrogate
             raise ConversionError(f"the value does not fit the Avro schema: {exc}") from None
-        return out.getvalue()
 
     def decode(self, payload: bytes) -> JSON:
         # fastavro's compiled reader recurses on the C stack, as deep as the payload nests, and a
@@ -100,7 +103,7 @@ class AvroCodec:
         except Exception as exc:  # fastavro raises many kinds for bytes that are not a datum
             raise ConversionError(f"the payload is not Avro data of this schema: {exc!r}") from None
 
-    # Encoders turn Avro JSON into the datum fastavro writes, checking it on the way.
+    # Encoders turn Avro JSON into Avro binary, checking it on the way.
 
     def _encoder(self, node: Node) -> Encoder:
         if isinstance(node, str) and node not in PRIMITIVES:
@@ -133,51 +136,59 @@ class AvroCodec:
         raise InvalidSchema(f"cannot encode type {kind}")  # unreachable for a parsed schema
 
     def _record_encoder(self, node: dict[str, Any]) -> Encoder:
-        fields: list[tuple[str, Encoder, bool, int]] = []
-        defaults: list[Any] = [None] * len(node["fields"])
-        for i, field in enumerate(node["fields"]):
-            fields.append((field["name"], self._encoder(field["type"]), "default" in field, i))
-            if "default" in field:
+        fields: list[tuple[str, Encoder, int]] = []  # name, encoder, index of its default or -1
+        with_defaults = [f for f in node["fields"] if "default" in f]
+        # Encoded once every encoder exists, or first when a default being encoded needs one.
+        defaults: list[bytes | None] = [None] * len(with_defaults)
 
-                def encode_default(i: int = i, field: dict[str, Any] = field) -> None:
-                    defaults[i] = self._default_datum(field["default"], field["type"])
+        def default_at(at: int) -> bytes:
+            data = defaults[at]
+            if data is None:
+                field = with_defaults[at]
+                data = defaults[at] = self._default_bytes(field["default"], field["type"])
+            return data
 
-                self._pending_defaults.append(encode_default)
+        self._pending_defaults.extend(functools.partial(default_at, at) for at in range(len(defaults)))
+        at = 0
+        for field in node["fields"]:
+            fields.append((field["name"], self._encoder(field["type"]), at if "default" in field else -1))
+            at += "default" in field
         names = frozenset(f[0] for f in fields)
+        count = len(fields)
+        record = node["name"]
 
-        def encode(value: Any) -> Any:
+        def careful(value: Any) -> bytes:
             if type(value) is not dict:
-                raise _Mismatch(f"expected an object (record '{node['name']}'), got {_json_type(value)}")
-            out = {}
-            seen = 0
+                raise _Mismatch(f"expected an object (record '{record}'), got {_json_type(value)}")
+            out: list[bytes] = []
+            append = out.append
+            missing = 0
             name = ""
             try:
-                for name, encoder, has_default, i in fields:
+                for name, encoder, default in fields:
                     if name in value:
-                        out[name] = encoder(value[name])
-                        seen += 1
-                    elif has_default:
-                        out[name] = defaults[i]
+                        append(encoder(value[name]))
+                    elif default >= 0:
+                        append(defaults[default] or default_at(default))
+                        missing += 1
                     else:
                         raise _Mismatch("missing field without a default")
             except _Mismatch as exc:
                 exc.path.append(_key(name))
                 raise
-            if seen != len(value):
+            if len(value) != count - missing:
                 unknown = sorted(k for k in value if k not in names)
-                raise _Mismatch(f"record '{node['name']}' has no field {', '.join(map(repr, unknown))}")
-            return out
+                raise _Mismatch(f"record '{record}' has no field {', '.join(map(repr, unknown))}")
+            return b"".join(out)
 
-        return encode
+        return unrolled([f[0] for f in fields], [f[1] for f in fields], careful)
 
-    def _default_datum(self, default: Any, node: Node) -> Any:
+    def _default_bytes(self, default: Any, node: Node) -> bytes:
         node = _resolve(node, self._named)
         if isinstance(node, list):
-            for branch in node:
+            for i, branch in enumerate(node):
                 if _default_problem(default, branch, self._named) is None:
-                    if _kind(_resolve(branch, self._named)) == "null":
-                        return None
-                    return (_branch(branch), self._default_datum(default, branch))
+                    return _long(i) + self._default_bytes(default, branch)
         kind = _kind(node)
         if kind in ("array", "map", "record", "error"):
             # A default of a structured type may itself hold unions or omit fields: build it as
@@ -186,28 +197,28 @@ class AvroCodec:
         return self._encoder(node)(default)
 
     def _union_encoder(self, branches: list[Node]) -> Encoder:
-        by_name: dict[str, Encoder] = {}
-        nullable = False
-        for branch in branches:
+        by_name: dict[str, tuple[bytes, Encoder]] = {}  # the branch's index, encoded, and its encoder
+        null: bytes | None = None
+        for i, branch in enumerate(branches):
             name = _branch(branch)
             if name == "null":
-                nullable = True
+                null = _long(i)
             else:
-                by_name[name] = self._encoder(branch)
+                by_name[name] = (_long(i), self._encoder(branch))
         names = ", ".join(repr(n) for n in [_branch(b) for b in branches])
 
-        def encode(value: Any) -> Any:
+        def encode(value: Any) -> bytes:
             if value is None:
-                if nullable:
-                    return None
+                if null is not None:
+                    return null
                 raise _Mismatch(f"null is not a branch of the union [{names}]")
             if type(value) is dict and len(value) == 1:
                 ((name, inner),) = value.items()
-                encoder = by_name.get(name)
-                if encoder is None:
+                branch = by_name.get(name)
+                if branch is None:
                     raise _Mismatch(f"'{name}' is not a branch of the union [{names}]")
                 try:
-                    return (name, encoder(inner))
+                    return branch[0] + branch[1](inner)
                 except _Mismatch as exc:
                     exc.path.append(_key(name))
                     raise

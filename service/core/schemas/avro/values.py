@@ -1,8 +1,9 @@
-"""Avro JSON values to and from the datums fastavro writes and reads, one type at a time.
+"""Avro JSON values to Avro binary, and the datums fastavro reads back to Avro JSON, one type at a time.
 
-An encoder checks a JSON value against its type and returns the datum, or raises ``_Mismatch``
-naming what is wrong (the path is added as it unwinds); a decoder turns a datum back into Avro
-JSON. ``codec.AvroCodec`` composes them along a schema and handles unions, records and named types.
+An encoder checks a JSON value against its type as it writes it, and returns its Avro binary
+encoding, or raises ``_Mismatch`` naming what is wrong (the path is added as it unwinds); a decoder
+turns a datum fastavro read back into Avro JSON. ``codec.AvroCodec`` composes them along a schema
+and handles unions, records and named types.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ class _Mismatch(Exception):
         self.path: list[str] = []
 
 
-Encoder = Callable[[Any], Any]
+Encoder = Callable[[Any], bytes]
 Decoder = Callable[[Any], Any] | None  # None: the datum is already the JSON
 
 
@@ -58,27 +59,62 @@ def _json_type(value: Any) -> str:
     return type(value).__name__
 
 
-def _encode_null(value: Any) -> Any:
+# Avro's binary encoding of the values an encoder has checked: zig-zag varints, little-endian
+# IEEE floats, length-prefixed strings and bytes, blocks of items ended by a zero count.
+
+_BYTE: Final = tuple(bytes((i,)) for i in range(256))
+_DOUBLE = struct.Struct("<d")
+_EMPTY_BLOCKS: Final = b"\x00"  # an array or map without items: only the closing zero count
+
+
+def _varint(n: int) -> bytes:
+    """A non-negative integer in 7-bit groups, least significant first."""
+    if n < 0x80:
+        return _BYTE[n]
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _long(value: int) -> bytes:
+    """An Avro int or long: zig-zag (0, -1, 1, -2 ... as 0, 1, 2, 3 ...), then a varint."""
+    return _varint(value << 1 if value >= 0 else (~value << 1) | 1)
+
+
+def _sized(data: bytes) -> bytes:
+    """Avro bytes and strings: the length, then the bytes."""
+    n = len(data)
+    return (_BYTE[n << 1] if n < 0x40 else _varint(n << 1)) + data
+
+
+def _encode_null(value: Any) -> bytes:
     if value is not None:
         raise _Mismatch(f"expected null, got {_json_type(value)}")
-    return None
+    return b""
 
 
-def _encode_boolean(value: Any) -> Any:
-    if value is True or value is False:
-        return value
+def _encode_boolean(value: Any) -> bytes:
+    if value is True:
+        return b"\x01"
+    if value is False:
+        return b"\x00"
     raise _Mismatch(f"expected a boolean, got {_json_type(value)}")
 
 
 def _integer_encoder(kind: str, low: int, high: int) -> Encoder:
     article = "an" if kind == "int" else "a"
 
-    def encode(value: Any) -> Any:
+    def encode(value: Any) -> bytes:
         if type(value) is int:
             if low <= value <= high:
-                return value
+                if 0 <= value < 0x40:  # most integers a record holds: one byte
+                    return _BYTE[value << 1]
+                return _long(value)
         elif type(value) is float and value.is_integer() and low <= value <= high:
-            return int(value)
+            return _long(int(value))
         raise _Mismatch(f"expected {article} {kind} ({low}..{high}), got {_json_type(value)}")
 
     return encode
@@ -87,34 +123,39 @@ def _integer_encoder(kind: str, low: int, high: int) -> Encoder:
 _SPECIAL_FLOATS: Final = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
 
-def _float_encoder(kind: str, limit: float) -> Encoder:
-    def encode(value: Any) -> Any:
+def _float_encoder(kind: str, limit: float, packing: struct.Struct) -> Encoder:
+    pack = packing.pack
+
+    def encode(value: Any) -> bytes:
         tv = type(value)
         if tv is float or tv is int:
             if -limit <= value <= limit:
-                return float(value)
+                return pack(value)  # an int as float(value) is: rounded to the nearest
             if tv is float and math.isinf(value):
-                return value
+                return pack(value)
             if kind == "float":  # just above the largest float, yet rounding to it
                 try:
-                    return _FLOAT32.unpack(_FLOAT32.pack(value))[0]
-                except OverflowError:
+                    return pack(value)
+                except (OverflowError, struct.error):  # struct.error: an int beyond any float
                     pass
             raise _Mismatch(f"{value!r} is out of range for a {kind}")
         if tv is str and value in _SPECIAL_FLOATS:
-            return _SPECIAL_FLOATS[value]
+            return pack(_SPECIAL_FLOATS[value])
         raise _Mismatch(f"expected a number ({kind}), got {_json_type(value)}")
 
     return encode
 
 
-def _encode_string(value: Any) -> Any:
+def _encode_string(value: Any) -> bytes:
     if type(value) is str:
-        return value
+        # A lone surrogate (no JSON parser of the API lets one through) raises UnicodeEncodeError.
+        data = value.encode()
+        n = len(data)  # _sized, inline: strings are the most common field
+        return (_BYTE[n << 1] if n < 0x40 else _varint(n << 1)) + data
     raise _Mismatch(f"expected a string, got {_json_type(value)}")
 
 
-def _encode_bytes(value: Any) -> Any:
+def _latin1(value: Any) -> bytes:
     if type(value) is not str:
         raise _Mismatch(f"expected a string of bytes (code points 0-255), got {_json_type(value)}")
     try:
@@ -123,9 +164,13 @@ def _encode_bytes(value: Any) -> Any:
         raise _Mismatch("bytes are a string of code points 0-255 in Avro's JSON encoding") from None
 
 
+def _encode_bytes(value: Any) -> bytes:
+    return _sized(_latin1(value))
+
+
 def _fixed_encoder(size: int) -> Encoder:
-    def encode(value: Any) -> Any:
-        data = _encode_bytes(value)
+    def encode(value: Any) -> bytes:
+        data = _latin1(value)
         if len(data) != size:
             raise _Mismatch(f"expected {size} bytes, got {len(data)}")
         return data
@@ -134,46 +179,55 @@ def _fixed_encoder(size: int) -> Encoder:
 
 
 def _enum_encoder(symbols: list[str]) -> Encoder:
-    allowed = frozenset(symbols)
+    indexes = {symbol: _long(i) for i, symbol in enumerate(symbols)}
 
-    def encode(value: Any) -> Any:
-        if type(value) is str and value in allowed:
-            return value
+    def encode(value: Any) -> bytes:
+        if type(value) is str:
+            index = indexes.get(value)
+            if index is not None:
+                return index
         raise _Mismatch(f"expected one of the symbols {symbols}, got {json.dumps(value)[:100]}")
 
     return encode
 
 
 def _array_encoder(item: Encoder) -> Encoder:
-    def encode(value: Any) -> Any:
+    def encode(value: Any) -> bytes:
         if type(value) is not list:
             raise _Mismatch(f"expected an array, got {_json_type(value)}")
+        if not value:
+            return _EMPTY_BLOCKS
         i = 0
         try:
-            out = []
+            out = [_long(len(value))]
             for i, v in enumerate(value):  # noqa: B007 - i names the item in an error
                 out.append(item(v))
-            return out
         except _Mismatch as exc:
             exc.path.append(f"[{i}]")
             raise
+        out.append(_EMPTY_BLOCKS)
+        return b"".join(out)
 
     return encode
 
 
 def _map_encoder(values: Encoder) -> Encoder:
-    def encode(value: Any) -> Any:
+    def encode(value: Any) -> bytes:
         if type(value) is not dict:
             raise _Mismatch(f"expected an object (map), got {_json_type(value)}")
+        if not value:
+            return _EMPTY_BLOCKS
         key = ""
         try:
-            out = {}
+            out = [_long(len(value))]
             for key, v in value.items():
-                out[key] = values(v)
-            return out
+                out.append(_sized(key.encode()))
+                out.append(values(v))
         except _Mismatch as exc:
             exc.path.append(_key(key))
             raise
+        out.append(_EMPTY_BLOCKS)
+        return b"".join(out)
 
     return encode
 
@@ -183,8 +237,8 @@ _SIMPLE_ENCODERS: Final[Mapping[str, Encoder]] = {
     "boolean": _encode_boolean,
     "int": _integer_encoder("int", *_INT_RANGE),
     "long": _integer_encoder("long", *_LONG_RANGE),
-    "float": _float_encoder("float", _FLOAT_MAX),
-    "double": _float_encoder("double", _DOUBLE_MAX),
+    "float": _float_encoder("float", _FLOAT_MAX, _FLOAT32),
+    "double": _float_encoder("double", _DOUBLE_MAX, _DOUBLE),
     "string": _encode_string,
     "bytes": _encode_bytes,
 }
