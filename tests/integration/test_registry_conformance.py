@@ -408,8 +408,8 @@ async def test_forward_and_full_refusals_are_assembled_as_confluents(registry: R
 
 
 async def test_other_refusals_are_assembled_alike(registry: Registry) -> None:
-    """JSON Schema's rules in the same envelope, "new" and "old" in their places; a schema of
-    another type is Confluent's one line and the level."""
+    """JSON Schema's and Protobuf's rules in the same envelope, "new" and "old" in their places
+    (Protobuf's at Confluent's paths); a schema of another type is Confluent's one line and the level."""
     c = registry.client
     old = '{"type":"object","properties":{"a":{"type":"string","maxLength":5}}}'
     await registry.id_of("j", old, schemaType="JSON")
@@ -420,6 +420,17 @@ async def test_other_refusals_are_assembled_alike(registry: Registry) -> None:
         "'#/properties/a/maxLength' in the new schema is less than its value in the old schema'}, "
         f"{{oldSchemaVersion: 1}}, {{oldSchema: '{old}'}}, {BACKWARD}]"
     )
+    proto = 'syntax = "proto3";\nmessage A {\n  int32 a = 1;\n  oneof o {\n    int32 b = 2;\n  }\n}\n'
+    await registry.id_of("p", proto, schemaType="PROTOBUF")
+    old_proto = (await registry.get("/subjects/p/versions/1/schema")).text
+    changed = proto.replace("int32 a", "string a").replace("int32 b", "sint32 b")
+    r = await registry.register("p", changed, schemaType="PROTOBUF")
+    scalar = '{errorType:"FIELD_SCALAR_KIND_CHANGED", description:"The kind of a SCALAR field at path '
+    assert error(r, 409, 409).endswith(
+        f"details: [{scalar}'#/A/1' in the new schema does not match its kind in the old schema\"}}, "
+        f"{scalar}'#/A/o/2' in the new schema does not match its kind in the old schema\"}}, "
+        f"{{oldSchemaVersion: 1}}, {{oldSchema: '{old_proto}'}}, {BACKWARD}]"
+    ), r.text
     r = await c.post(
         f"{SR}/compatibility/subjects/j/versions/1", params={"verbose": "true"}, json={"schema": '"int"'}
     )

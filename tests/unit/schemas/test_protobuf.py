@@ -22,6 +22,7 @@ from service.core.schemas.model import (
 )
 from service.core.schemas.protobuf import (
     ProtobufFormat,
+    ProtobufSchema,
     read_message_indexes,
     write_message_indexes,
 )
@@ -235,85 +236,162 @@ def test_confluent_compatible_changes(writer: str, reader: str) -> None:
     assert errors(proto3(reader), proto3(writer)) == []
 
 
+A1_KIND = [("FIELD_SCALAR_KIND_CHANGED", "#/A/1")]
+A1_KIND_OF_FIELD = [("FIELD_KIND_CHANGED", "#/A/1")]
+
+
+def kinds(found: list[str]) -> list[tuple[str, str]]:
+    """(Confluent's errorType, its path) of each error, checking each is worded as Confluent's."""
+    out = []
+    for error in found:
+        match = re.fullmatch(r'\{errorType:"([A-Z_]+)", description:"(.*)"\}', error)
+        assert match is not None, error
+        path = re.search(r"'(#/[^']*)'", match.group(2))
+        assert path is not None and match.group(2).count("%s") in (1, 2), error
+        out.append((match.group(1), path.group(1)))
+    return out
+
+
 @pytest.mark.parametrize(
-    ("writer", "reader", "message"),
+    ("writer", "reader", "expected"),
     [
-        ("message A {}", "message A {}", "package changed from 'demo' to 'other'"),
+        ("message A {}", "message A {}", [("PACKAGE_CHANGED", "#/")]),
         (
             "message A { int32 a = 1; } message B {}",
             "message A { int32 a = 1; }",
-            "B: the message type was removed",
+            [("MESSAGE_REMOVED", "#/B")],
+        ),
+        (
+            "message A { message N {} }",
+            "message A { }",
+            [("MESSAGE_REMOVED", "#/A/N")],
         ),
         (
             "message A { int32 a = 1; }",
             "message A { string a = 1; }",
-            r"A\.a \(1\): the type changed from int32 to string",
+            [("FIELD_SCALAR_KIND_CHANGED", "#/A/1")],
         ),
-        ("message A { int32 a = 1; }", "message A { sint32 a = 1; }", "encoded differently"),
-        ("message A { int32 a = 1; }", "message A { fixed32 a = 1; }", "encoded differently"),
-        ("message A { float a = 1; }", "message A { double a = 1; }", "from float to double"),
+        (
+            "message A { int32 a = 1; }",
+            "message A { sint32 a = 1; }",
+            [("FIELD_SCALAR_KIND_CHANGED", "#/A/1")],
+        ),
+        (
+            "message A { int32 a = 1; }",
+            "message A { fixed32 a = 1; }",
+            [("FIELD_SCALAR_KIND_CHANGED", "#/A/1")],
+        ),
+        (
+            "message A { float a = 1; }",
+            "message A { double a = 1; }",
+            [("FIELD_SCALAR_KIND_CHANGED", "#/A/1")],
+        ),
         (
             "message A { int32 a = 1; }",
             "message A { repeated int32 a = 1; }",
-            "between singular and repeated",
+            [("FIELD_NUMERIC_LABEL_CHANGED", "#/A/1")],
         ),
-        ("message A { int32 a = 1; }", "message A { B a = 1; } message B {}", "from a scalar to a message"),
+        (
+            "message A { int32 a = 1; }",
+            "message A { B a = 1; } message B {}",
+            [("FIELD_KIND_CHANGED", "#/A/1")],
+        ),
         (
             "message A { map<string, int32> m = 1; }",
             "message A { repeated int32 m = 1; }",
-            "from a map to a scalar",
+            [("FIELD_KIND_CHANGED", "#/A/1")],
         ),
         (
             "message A { map<string, int32> m = 1; }",
             "message A { map<string, string> m = 1; }",
-            r"A\.m \(1\) value: the type changed",
+            [("FIELD_SCALAR_KIND_CHANGED", "#/A/1")],  # the value's, where the field is
         ),
         (
             "message A { B b = 1; } message B {}",
             "message A { C b = 1; } message C {}",
-            "the message type changed from B to C",
+            [("FIELD_NAMED_TYPE_CHANGED", "#/A/1"), ("MESSAGE_REMOVED", "#/B")],
         ),
-        (
+        (  # the message's own path, not the field's that uses it
             "message A { B b = 1; } message B { int32 x = 1; }",
             "message A { B b = 1; } message B { string x = 1; }",
-            r"B\.x \(1\): the type changed",
+            [("FIELD_SCALAR_KIND_CHANGED", "#/B/1")],
         ),
         (
             "message A { oneof o { int32 a = 1; int32 b = 2; } }",
             "message A { oneof o { int32 a = 1; } }",
-            r"A\.b \(2\): the field was removed from oneof o",
+            [("ONEOF_FIELD_REMOVED", "#/A/o/2")],
+        ),
+        (
+            "message A { oneof o { int32 a = 1; string b = 2; } }",
+            "message A { oneof o { int32 a = 1; int32 b = 2; } }",
+            [("FIELD_SCALAR_KIND_CHANGED", "#/A/o/2")],
         ),
         (
             "message A { int32 a = 1; int32 b = 2; }",
             "message A { oneof o { int32 a = 1; int32 b = 2; } }",
-            "fields that could be set together are now in one oneof",
+            [("MULTIPLE_FIELDS_MOVED_TO_ONEOF", "#/A/o")],
+        ),
+        (
+            "message A { oneof o { int32 a = 1; } int32 b = 2; }",
+            "message A { oneof o { int32 a = 1; int32 b = 2; } }",
+            [("FIELD_MOVED_TO_EXISTING_ONEOF", "#/A/o")],
         ),
         (
             "message A { oneof o { int32 a = 1; } oneof p { int32 b = 2; } }",
             "message A { oneof o { int32 a = 1; int32 b = 2; } }",
-            "now in one oneof",
+            [("FIELD_MOVED_TO_EXISTING_ONEOF", "#/A/o")],
         ),
-        ("message A { A next = 1; int64 v = 2; }", "message A { A next = 1; string v = 2; }", r"A\.v \(2\)"),
+        (
+            "message A { A next = 1; int64 v = 2; }",
+            "message A { A next = 1; string v = 2; }",
+            [("FIELD_SCALAR_KIND_CHANGED", "#/A/2")],
+        ),
     ],
 )
-def test_confluent_incompatible_changes(writer: str, reader: str, message: str) -> None:
-    package = "other" if "package" in message else "demo"
-    found = errors(proto3(reader, package), proto3(writer))
-    assert any(re.search(message, e) for e in found), found
+def test_confluent_incompatible_changes(writer: str, reader: str, expected: list[tuple[str, str]]) -> None:
+    """Confluent's difference types at Confluent's paths: #/ then the message's names, a oneof
+    member's oneof, the field's number."""
+    package = "other" if expected[0][0] == "PACKAGE_CHANGED" else "demo"
+    assert kinds(errors(proto3(reader, package), proto3(writer))) == expected
+
+
+def test_a_message_type_of_a_reference_is_compared_where_it_is_defined() -> None:
+    """A field whose type comes from a reference: that type's differences at its own path, then
+    the field's FIELD_NAMED_TYPE_CHANGED, as Confluent compares another subject's version."""
+    ref = SchemaReference("dep.proto", "dep", 1)
+    main = proto3('import "dep.proto";\nmessage A { D d = 1; }')
+
+    def with_dep(body: str) -> ProtobufSchema:
+        return parse(main, {"dep.proto": parse(proto3(body))}, (ref,))
+
+    old, new = with_dep("message D { int32 x = 1; }"), with_dep("message D { string x = 1; }")
+    assert kinds(new.reading_errors(old)) == [
+        ("FIELD_SCALAR_KIND_CHANGED", "#/D/1"),
+        ("FIELD_NAMED_TYPE_CHANGED", "#/A/1"),
+    ]
+    assert with_dep("message D { int32 x = 1; }").reading_errors(old) == []
+
+
+def test_a_refusal_is_worded_as_confluents() -> None:
+    found = errors(proto3("message A { string a = 1; }"), proto3("message A { int32 a = 1; }"))
+    assert found == [
+        '{errorType:"FIELD_SCALAR_KIND_CHANGED", description:"The kind of a SCALAR field at path \'#/A/1\' '
+        'in the %s schema does not match its kind in the %s schema"}'
+    ]
 
 
 @pytest.mark.parametrize(
-    ("writer", "reader", "message"),
+    ("writer", "reader", "expected"),
     [
-        ("message A { required int32 a = 1; }", "message A { }", "a required field was removed"),
-        ("message A { }", "message A { required int32 a = 1; }", "a required field was added"),
+        ("message A { required int32 a = 1; }", "message A { }", ("REQUIRED_FIELD_REMOVED", "#/A/1")),
+        ("message A { }", "message A { required int32 a = 1; }", ("REQUIRED_FIELD_ADDED", "#/A/1")),
     ],
 )
 def test_proto2_required_fields_may_be_neither_added_nor_removed(
-    writer: str, reader: str, message: str
+    writer: str, reader: str, expected: tuple[str, str]
 ) -> None:
     found = errors(f'syntax = "proto2";\n{reader}', f'syntax = "proto2";\n{writer}')
-    assert any(message in e for e in found), found
+    assert kinds(found) == [expected]
 
 
 _SCALARS = [
