@@ -20,13 +20,13 @@ class ErrorCode(IntEnum):
     TOPIC_EXISTS = 40002
     UNAUTHORIZED = 40101
     FORBIDDEN = 40301
-    NOT_FOUND = 40400
+    NOT_FOUND = 404  # Jersey's own errors: rest-utils answers the status as the code
     TOPIC_NOT_FOUND = 40401
     PARTITION_NOT_FOUND = 40402
     CONSUMER_INSTANCE_NOT_FOUND = 40403
     LEADER_NOT_AVAILABLE = 40404
     GROUP_NOT_FOUND = 40405
-    METHOD_NOT_ALLOWED = 40501
+    METHOD_NOT_ALLOWED = 405
     REQUEST_TIMEOUT = 40801
     CONSUMER_FORMAT_MISMATCH = 40601
     NOT_ACCEPTABLE = 40602
@@ -34,7 +34,7 @@ class ErrorCode(IntEnum):
     CONSUMER_ALREADY_EXISTS = 40902
     ILLEGAL_STATE = 40903
     PAYLOAD_TOO_LARGE = 41301
-    UNSUPPORTED_MEDIA_TYPE = 41501
+    UNSUPPORTED_MEDIA_TYPE = 415
     HEADERS_TOO_LARGE = 43101
     KEY_SCHEMA_MISSING = 42201
     VALUE_SCHEMA_MISSING = 42202
@@ -84,6 +84,9 @@ class Forbidden(GatewayError):
 
 
 class NotFound(GatewayError):
+    """A resource that is not there; the subclasses are Confluent's codes for which one, this
+    the status as the code, as rest-utils answers Jersey's NotFoundException."""
+
     http_status = 404
     error_code = ErrorCode.NOT_FOUND
     default_message = "Not found."
@@ -121,7 +124,7 @@ class ConsumerFormatMismatch(GatewayError):
     http_status = 406
     error_code = ErrorCode.CONSUMER_FORMAT_MISMATCH
     default_message = (
-        "The requested embedded data format does not match the deserializer for this consumer instance."
+        "The requested embedded data format does not match the deserializer for this consumer instance"
     )
 
 
@@ -153,9 +156,12 @@ class PayloadTooLarge(GatewayError):
 
 
 class UnsupportedMediaType(GatewayError):
+    """A Content-Type the route does not read: Jersey's NotSupportedException under Confluent's
+    proxy, the status as the code (rest-utils' WebApplicationExceptionMapper)."""
+
     http_status = 415
     error_code = ErrorCode.UNSUPPORTED_MEDIA_TYPE
-    default_message = "Unsupported Content-Type."
+    default_message = "HTTP 415 Unsupported Media Type"
 
 
 class InvalidPayload(GatewayError):

@@ -9,6 +9,7 @@ registry's (``registry.SR_V1``, its generic codes), elsewhere the REST Proxy's.
 from __future__ import annotations
 
 import logging
+from http import HTTPStatus
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -55,10 +56,9 @@ async def _validation_error(request: Request, exc: Exception) -> Response:
     errors = exc.errors()
     in_registry = registry.is_registry_path(request.url.path)
     if any(err["loc"][:1] == ("path",) for err in errors):
-        # /topics/t/partitions/abc names no resource: that is a 404, as Confluent answers.
-        if in_registry:  # the schema registry's generic codes are the HTTP status
-            return error_response(404, 404, "HTTP 404 Not Found", media_type=registry.SR_V1)
-        return error_response(404, ErrorCode.NOT_FOUND, f"Not found: {request.url.path}")
+        # /topics/t/partitions/abc names no resource: Jersey's 404, as a path parameter it cannot
+        # convert is there.
+        return jersey_error(request, 404)
     parts = [
         f"{'.'.join(str(x) for x in err['loc'][1:]) or err['loc'][0]}: {err['msg']}" for err in errors[:5]
     ]
@@ -69,17 +69,20 @@ async def _validation_error(request: Request, exc: Exception) -> Response:
 
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
-    if registry.is_registry_path(request.url.path):
-        return error_response(
-            exc.status_code,
-            exc.status_code,
-            f"HTTP {exc.status_code} {exc.detail}",
-            headers=dict(exc.headers or {}),
-            media_type=registry.SR_V1,
-        )
-    if exc.status_code == 404:  # no route: nothing says which resource, so the generic code
-        return error_response(404, ErrorCode.NOT_FOUND, f"Not found: {request.url.path}")
-    return error_response(exc.status_code, exc.status_code * 100 + 1, str(exc.detail))
+    return jersey_error(request, exc.status_code, headers=dict(exc.headers or {}))
+
+
+def jersey_error(request: Request, status: int, *, headers: dict[str, str] | None = None) -> Response:
+    """What Confluent's proxy and registry answer for an error of Jersey's own (no route, a method
+    or a Content-Type the route does not take): rest-utils' WebApplicationExceptionMapper gives the
+    status as the code and the exception's message, Jersey's ``HTTP 404 Not Found``."""
+    try:
+        phrase = HTTPStatus(status).phrase
+    except ValueError:
+        phrase = "Error"
+    return error_response(
+        status, status, f"HTTP {status} {phrase}", headers=headers, media_type=_error_type(request)
+    )
 
 
 async def _unexpected(request: Request, exc: Exception) -> Response:

@@ -365,10 +365,7 @@ def check_control_type(request: Request) -> None:
         and mt not in CONTROL_TYPES
         and not (mt.startswith("application/vnd.kafka") and mt.endswith("+json"))
     ):
-        raise UnsupportedMediaType(
-            f"Unsupported Content-Type {mt!r}; "
-            "send JSON as application/vnd.kafka.v2+json or application/json."
-        )
+        raise UnsupportedMediaType()  # Jersey's NotSupportedException: its status line only
 
 
 # A body this big or bigger is measured (``json_depth``: up to some 40 ms per MiB of brackets

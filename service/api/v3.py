@@ -30,7 +30,7 @@ def _base(request: Request) -> str:
 
 def _check(cluster_id: str, gw: Gateway) -> None:
     if cluster_id != gw.log.cluster_id:
-        raise NotFound(f"Cluster {cluster_id!r} not found.")
+        raise NotFound(f"Cluster {cluster_id} cannot be found.")  # Confluent's AbstractConfigManager's words
 
 
 def _cluster(base: str, cid: str) -> dict[str, Any]:

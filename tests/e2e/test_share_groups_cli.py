@@ -295,7 +295,7 @@ def test_list_describe_reset_and_delete(gateway, name):
     } == ends
 
     assert rows(ok(bg(gateway, "share-groups", "delete", name))) == [[name, "deleted"]]
-    refused(bg(gateway, "share-groups", "describe", name), 1, "(HTTP 404, error 40400)")
+    refused(bg(gateway, "share-groups", "describe", name), 1, "(HTTP 404, error 404)")
     assert name not in {row[0] for row in rows(ok(bg(gateway, "share-groups", "list")))}
 
 

@@ -84,7 +84,8 @@ async def test_wrong_content_type_is_415(client, name, content_type):
     r = await client.post(
         f"/topics/{name}", content=b'{"records": []}', headers={"Content-Type": content_type}
     )
-    assert_error(r, 415, 41501)
+    assert_error(r, 415, 415)  # Jersey's NotSupportedException: the status as the code
+    assert r.json()["message"] == "HTTP 415 Unsupported Media Type"
 
 
 async def test_body_over_the_limit_is_413(tmp_path):
@@ -113,7 +114,7 @@ async def test_bad_topic_names_are_rejected(client, topic):
         f"/topics/{topic}", json={"records": [{"value": "x"}]}, headers={"Content-Type": STRING}
     )
     assert r.status_code in (404, 422), r.text
-    assert r.json()["error_code"] in (42207, 40400, 40401)
+    assert r.json()["error_code"] in (42207, 404, 40401)
 
 
 async def test_path_traversal_topic_names_never_touch_the_disk(client, gateway):

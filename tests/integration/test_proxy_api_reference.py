@@ -309,9 +309,62 @@ async def test_what_is_not_served_is_a_404_or_405(client: httpx.AsyncClient, end
     body = {} if method in ("POST", "PUT") else None
     r = await client.request(method, concrete, json=body, headers={"Content-Type": V2})
     # Confluent's (rest-utils' WebApplicationExceptionMapper): the status as the error code,
-    # "HTTP 404 Not Found"; the gateway's five-digit codes (docs/api.md lists the difference)
-    assert (r.status_code, r.json()["error_code"]) in ((404, 40400), (405, 40501)), r.text
-    assert set(r.json()) == {"error_code", "message"}, r.text
+    # Jersey's message
+    expected = {404: "HTTP 404 Not Found", 405: "HTTP 405 Method Not Allowed"}
+    assert r.json() == {"error_code": r.status_code, "message": expected[r.status_code]}, r.text
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "content_type", "status", "message"),
+    [
+        ("GET", "/no/such/route", None, 404, "HTTP 404 Not Found"),
+        ("POST", "/topics/{t}/nonsense", V2, 404, "HTTP 404 Not Found"),
+        ("GET", "/v3/nothing", None, 404, "HTTP 404 Not Found"),
+        ("GET", "/topics/{t}/partitions/abc", None, 404, "HTTP 404 Not Found"),
+        ("GET", "/consumers/{t}/instances/i/nothing", None, 404, "HTTP 404 Not Found"),
+        ("DELETE", "/topics/{t}", None, 405, "HTTP 405 Method Not Allowed"),
+        ("PUT", "/consumers/{t}", V2, 405, "HTTP 405 Method Not Allowed"),
+        ("POST", "/brokers", V2, 405, "HTTP 405 Method Not Allowed"),
+        ("POST", "/topics/{t}", "text/plain", 415, "HTTP 415 Unsupported Media Type"),
+        ("POST", "/consumers/{t}", "application/xml", 415, "HTTP 415 Unsupported Media Type"),
+        ("POST", "/v3/clusters/{c}/topics", "text/plain", 415, "HTTP 415 Unsupported Media Type"),
+        ("GET", "/schema-registry/nothing", None, 404, "HTTP 404 Not Found"),
+        ("DELETE", "/schema-registry/schemas", None, 405, "HTTP 405 Method Not Allowed"),
+    ],
+)
+async def test_jerseys_own_errors_are_the_status_as_the_code(
+    client: httpx.AsyncClient,
+    name: str,
+    method: str,
+    path: str,
+    content_type: str | None,
+    status: int,
+    message: str,
+) -> None:
+    """A path no route has, a method the route does not take, a Content-Type it does not read and
+    a path parameter that does not convert are Jersey's NotFoundException, NotAllowedException and
+    NotSupportedException under Confluent's proxy and registry: rest-utils'
+    WebApplicationExceptionMapper answers the status as the code and Jersey's message."""
+    await create_topic(client, name, 1)
+    cluster = (await client.get("/v3/clusters")).json()["data"][0]["cluster_id"]
+    headers = {"Content-Type": content_type} if content_type else {}
+    body = b"{}" if content_type else None
+    r = await client.request(method, path.format(t=name, c=cluster), content=body, headers=headers)
+    assert r.status_code == status, r.text
+    assert r.json() == {"error_code": status, "message": message}, r.text
+    if status == 405:
+        assert r.headers["allow"], r.headers
+
+
+async def test_what_is_there_keeps_its_own_code(client: httpx.AsyncClient, name: str) -> None:
+    """Not Jersey's 404: an unknown topic, partition and consumer instance are the proxy's own
+    40401, 40402 and 40403 (Errors.java), an unknown subject the registry's 40401."""
+    refused(await client.get(f"/topics/{name}"), 404, 40401)
+    await create_topic(client, name, 1)
+    refused(await client.get(f"/topics/{name}/partitions/7"), 404, 40402)
+    refused(await client.get(f"/consumers/{name}/instances/ghost/subscription"), 404, 40403)
+    r = await client.get(f"/schema-registry/subjects/{name}/versions")
+    assert (r.status_code, r.json()["error_code"]) == (404, 40401), r.text
 
 
 # --- GET /topics/{topic}, GET /topics/{topic}/partitions[/{partition}[/offsets]] (TopicsResource,
