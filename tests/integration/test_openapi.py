@@ -214,7 +214,15 @@ async def test_every_answer_is_listed_with_the_media_type_it_comes_in(client, na
     for path in ("/consumer-groups", f"/consumer-groups/{group}", f"/consumer-groups/{group}/lags"):
         await send("GET", f"{v3}{path}")
     await send("GET", f"{v3}/consumer-groups/{group}/lag-summary")
+    await send("GET", f"{v3}/topics")
+    acl = {"resource_type": "TOPIC", "resource_name": name, "pattern_type": "LITERAL"}
+    acl |= {"principal": "User:alice", "host": "*", "operation": "READ", "permission": "ALLOW"}
+    assert (await send("POST", f"{v3}/acls", json=acl)).status_code == 201
     await send("GET", f"{v3}/acls")
+    assert (
+        await send("DELETE", f"{v3}/acls", params={"resource_type": "TOPIC", "principal": "User:alice"})
+    ).status_code == 200
+    await send("GET", f"{v3}/share-groups/no-such-group")
     await send("GET", f"{v3}/share-groups")
     # errors: v2, v3 and the registry's
     await send("GET", "/topics/no-such-topic")
