@@ -56,20 +56,6 @@ def is_schema_format(fmt: EmbeddedFormat) -> TypeIs[SchemaFormat]:
     return fmt in SCHEMA_FORMATS
 
 
-def accept_formats(accept: str | None) -> set[EmbeddedFormat] | None:
-    """Formats an Accept header allows; None when it allows any (absent, */*, generic JSON)."""
-    if not accept:
-        return None
-    allowed: set[EmbeddedFormat] = set()
-    for item in accept.split(","):
-        mt = media_type(item)
-        if mt in ("*/*", "application/*") or mt in _GENERIC_TYPES:
-            return None
-        if mt in _DATA_TYPES:
-            allowed.add(_DATA_TYPES[mt])
-    return allowed
-
-
 def content_type_for(fmt: EmbeddedFormat) -> str:
     return f"application/vnd.kafka.{fmt}.v2+json"
 

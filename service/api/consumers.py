@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
 from api_schemas import v2
-from api_schemas.formats import accept_formats, content_type_for
+from api_schemas.formats import content_type_for
 from service.api.gateway import Gateway, get_gateway
 from service.core.acl import Operation
 from service.core.assignors import STRATEGIES
@@ -21,6 +21,7 @@ from service.settings import Settings
 from .access import check_topics, decision_of, instance_first
 from .http import (
     ACCEPTS_CONSUMER_TYPES,
+    accepted_formats,
     body_doc,
     no_content,
     parse,
@@ -255,7 +256,7 @@ async def poll(
         instance,
         timeout_ms=timeout,
         max_bytes=budget,
-        accept=accept_formats(request.headers.get("accept")),
+        accept=accepted_formats(request.headers.get("accept")),
         client=client_of(request, gw.quotas) if gw.quotas.consume else "",
         who=await decision_of(request),
     )

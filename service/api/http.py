@@ -310,13 +310,38 @@ def check_accept(accept: str | None, answers: Collection[str] = V2_ANSWERS) -> N
     try:
         admitted = acceptable(accept, answers)
     except MalformedAccept as exc:
-        raise BadRequest(f"HTTP 400 Bad Request: the Accept header cannot be read: {exc}.") from None
+        raise _unreadable(exc) from None
     if not admitted:
         raise NotAcceptable(
             f"HTTP 406 Not Acceptable: this route answers in {V2} or application/json, not {accept[:100]!r}."
             if accept
             else "HTTP 406 Not Acceptable"
         )
+
+
+_ANY_FORMAT: Final = V2_ANSWERS | {"application/*"}
+
+
+def accepted_formats(accept: str | None) -> set[EmbeddedFormat] | None:
+    """The embedded formats a records route may answer in by Accept (``media_ranges``, ``q``
+    above 0): None when it admits them all (no header, a wildcard, a generic v2 JSON type: the
+    instance's or the default format); ``BadRequest`` when Jersey cannot read it."""
+    try:
+        ranges = media_ranges(accept)
+    except MalformedAccept as exc:
+        raise _unreadable(exc) from None
+    allowed: set[EmbeddedFormat] = set()
+    for r in ranges:
+        if r.q <= 0:
+            continue
+        if r.type == "*" or f"{r.type}/{r.subtype}" in _ANY_FORMAT:
+            return None
+        allowed.update(fmt for fmt in FORMATS if r.admits(content_type_for(fmt)))
+    return allowed
+
+
+def _unreadable(exc: MalformedAccept) -> BadRequest:
+    return BadRequest(f"HTTP 400 Bad Request: the Accept header cannot be read: {exc}.")
 
 
 ACCEPTS_V2 = Depends(accepts_v2)

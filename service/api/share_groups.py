@@ -20,7 +20,7 @@ from fastapi.responses import Response
 
 from api_schemas import shares as wire
 from api_schemas import v2
-from api_schemas.formats import accept_formats, content_type_for
+from api_schemas.formats import content_type_for
 from service.api.gateway import Gateway, get_gateway
 from service.core.acl import Operation, ResourceType
 from service.core.models import InstanceConfig, TopicPartition
@@ -32,7 +32,7 @@ from service.errors import NotFound
 
 from .access import check_topics, decision_of, instance_first, visible
 from .consumers import set_timeouts
-from .http import body_doc, no_content, parse, parse_optional, public_base, records_doc
+from .http import accepted_formats, body_doc, no_content, parse, parse_optional, public_base, records_doc
 from .http import v2 as v2_response
 from .http import v3 as v3_response
 from .quotas import client_of
@@ -208,7 +208,7 @@ async def _poll(
         if max_records is None or max_records <= 0
         else min(max_records, s.share_max_records)
     )
-    accept = accept_formats(request.headers.get("accept"))
+    accept = accepted_formats(request.headers.get("accept"))
     who = await check_topics(request, {a.tp.topic for a in acks}, Operation.READ)
     state, delivered, refused = await gw.share_consumers.poll(
         group,

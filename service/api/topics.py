@@ -21,7 +21,6 @@ from fastapi.responses import Response
 from api_schemas import v2
 from api_schemas.formats import (
     FORMATS,
-    accept_formats,
     content_type_for,
     holds_float,
     is_schema_format,
@@ -43,6 +42,7 @@ from .http import (
     BAD_BODY,
     NOT_ACCEPTABLE,
     V2,
+    accepted_formats,
     body_doc,
     check_accept,
     loads,
@@ -395,7 +395,7 @@ async def read_partition(
             max_bytes=max_bytes,
             last_event_id=last_event_id,
         )
-    allowed = accept_formats(request.headers.get("accept"))
+    allowed = accepted_formats(request.headers.get("accept"))
     if allowed is not None and (not allowed or (format_ is not None and format_ not in allowed)):
         raise NotAcceptable("Accept one of " + ", ".join(content_type_for(f) for f in FORMATS))
     if format_ is not None:

@@ -496,6 +496,30 @@ async def test_one_accept_parser_for_the_proxy_and_the_registry(gateway: Running
         assert r.json()["message"].startswith("HTTP 400 Bad Request: the Accept header cannot"), r.text
 
 
+async def test_the_records_routes_read_accept_alike(gateway: RunningGateway) -> None:
+    """The routes whose Accept picks an embedded format (a consumer's poll, the stateless read)
+    read it with the same parser: a wildcard answers in the instance's (or the default) format."""
+    c = gateway.client
+    binary = "application/vnd.kafka.binary.v2+json"
+    r = await c.post("/topics/acc", json={"records": [{"value": "eA=="}]}, headers={"Content-Type": binary})
+    assert r.status_code == 200, r.text
+    body = {"name": "i", "format": "binary", "auto.offset.reset": "earliest"}
+    base = (await c.post("/consumers/acc-g", json=body)).json()["base_uri"].split("/consumers", 1)[1]
+    assert (await c.post(f"/consumers{base}/subscription", json={"topics": ["acc"]})).status_code == 204
+    poll = (f"/consumers{base}/records", {"timeout": 50})
+    routes = [poll, ("/topics/acc/partitions/0/records", {"offset": 0})]
+    for path, params in routes:
+        for accept in [*ACCEPT_SERVED, binary, f"text/html, {binary}; q=0.5"]:
+            r = await c.get(path, params=params, headers={"Accept": accept})
+            assert (r.status_code, r.headers["content-type"]) == (200, binary), (path, accept, r.text)
+        for accept in ["text/*", "text/html", f"{binary}; q=0"]:
+            r = await c.get(path, params=params, headers={"Accept": accept})
+            assert r.status_code == 406, (path, accept, r.text)
+        for accept in ACCEPT_MALFORMED:
+            r = await c.get(path, params=params, headers={"Accept": accept})
+            assert (r.status_code, r.json()["error_code"]) == (400, 400), (path, accept, r.text)
+
+
 @pytest.mark.parametrize("charset", ["utf-16", "UTF-16BE", "utf-16le", "utf-32"])
 async def test_a_body_in_the_charset_it_names_is_read(registry: Registry, charset: str) -> None:
     schema = {"type": "record", "name": "Wide", "doc": "é ☃", "fields": []}

@@ -50,7 +50,6 @@ from fastapi import Header, Request
 from fastapi.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from api_schemas.formats import media_type
 from api_schemas.records import render_slices
 from service.api.gateway import Gateway
 from service.core.cursors import parse_offset, parse_positions, render_positions
@@ -60,6 +59,7 @@ from service.errors import GatewayError
 
 from ..access import caller_of
 from ..auth import credential_of
+from ..http import MalformedAccept, media_ranges
 from ..quotas import client_of
 
 log = logging.getLogger(__name__)
@@ -94,9 +94,13 @@ _HEADERS: Final = [
 
 
 def wants_events(request: Request) -> bool:
-    """Whether ``Accept`` asks for Server-Sent Events."""
-    accept = request.headers.get("accept")
-    return accept is not None and any(media_type(item) == EVENT_STREAM for item in accept.split(","))
+    """Whether ``Accept`` asks for Server-Sent Events: an item naming ``text/event-stream`` with a
+    ``q`` above 0, read by the gateway's one Accept parser (one it cannot read does not)."""
+    try:
+        ranges = media_ranges(request.headers.get("accept"))
+    except MalformedAccept:
+        return False
+    return any((r.type, r.subtype) == ("text", "event-stream") and r.q > 0 for r in ranges)
 
 
 class _Streaming(Protocol):
