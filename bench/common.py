@@ -19,6 +19,8 @@ from api_schemas.formats import V2, content_type_for
 from bench.httpload import Connection
 from deploy.local.gateway import GatewayReplica
 from deploy.local.kafka_broker import TansuBroker
+from service.adapters.embedded.log import EmbeddedLog
+from service.core.models import Record, TopicPartition
 
 BINARY = content_type_for("binary")
 
@@ -70,13 +72,16 @@ async def rest_produce(
     clients: int,
     seconds: float,
     headers: dict[str, str] | None = None,
+    body: tuple[bytes, str] | None = None,
 ) -> float:
     """Records/s of ``clients`` keep-alive connections producing ``batch``-record requests to ``topic``
-    (each request with ``headers``, e.g. credentials)."""
+    (each request with ``headers``, e.g. credentials): binary-format bodies of ``value``, or ``body``,
+    a request body of ``batch`` records and its Content-Type."""
     conns = [Connection("127.0.0.1", port) for _ in range(clients)]
     for conn in conns:
         await conn.__aenter__()
-    request = conns[0].build("POST", f"/topics/{topic}", produce_body(value, batch), BINARY, headers=headers)
+    content, content_type = body or (produce_body(value, batch), BINARY)
+    request = conns[0].build("POST", f"/topics/{topic}", content, content_type, headers=headers)
 
     async def one(n: int) -> int:
         status, _ = await conns[n].send(request)
@@ -91,11 +96,12 @@ async def rest_produce(
     return records / elapsed
 
 
-async def subscribed(http: httpx.AsyncClient, group: str, topic: str) -> str:
-    """A new binary consumer instance of ``group`` reading ``topic`` from the beginning: its path."""
+async def subscribed(http: httpx.AsyncClient, group: str, topic: str, fmt: str = "binary") -> str:
+    """A new consumer instance of ``group`` in the embedded format ``fmt`` reading ``topic`` from the
+    beginning: its path."""
     r = await http.post(
         f"/consumers/{group}",
-        json={"format": "binary", "auto.offset.reset": "earliest"},
+        json={"format": fmt, "auto.offset.reset": "earliest"},
         headers={"Content-Type": V2},
     )
     base = r.json()["base_uri"]
@@ -165,3 +171,20 @@ def cpu_seconds(pid: int) -> float:
     """The CPU time a process has used (user and system), from Linux's /proc."""
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def fetch_through(
+    log: EmbeddedLog, tp: TopicPartition, count: int, each: Callable[[list[Record]], object] | None = None
+) -> float:
+    """Records/s of in-process fetches of up to 1 MB reading ``count`` records of ``tp`` from its
+    start, ``each`` given every fetch's records (what a native client does with them)."""
+    got, offset = 0, 0
+    start = time.perf_counter()
+    while got < count:
+        data = await log.fetch({tp: offset}, max_bytes=1_000_000, max_wait_ms=1000)
+        records = data[tp].records
+        if each is not None:
+            each(records)
+        got += len(records)
+        offset = records[-1].offset + 1
+    return count / (time.perf_counter() - start)

@@ -38,6 +38,7 @@ from bench.common import (  # noqa: E402
     BINARY,
     V2,
     create_topic,
+    fetch_through,
     produce_body,
     rest_consume,
     rest_produce,
@@ -90,16 +91,7 @@ class Bench:
         for _ in range(count // 1000):
             await self.http.post(f"/topics/{name}", content=body, headers={"Content-Type": BINARY})
         rest = await rest_consume(self.http, self.port, name, count)
-
-        got, offset = 0, 0
-        start = time.perf_counter()
-        while got < count:
-            data = await self.log.fetch({tp: offset}, max_bytes=1_000_000, max_wait_ms=1000)
-            recs = data[tp].records
-            got += len(recs)
-            offset = recs[-1].offset + 1
-        t_local = time.perf_counter() - start
-        self.record(f"consume {size:>4} B", rest, count / t_local, size)
+        self.record(f"consume {size:>4} B", rest, await fetch_through(self.log, tp, count), size)
 
     async def latency(self) -> None:
         name = "lat"

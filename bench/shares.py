@@ -135,8 +135,10 @@ class Bench:
         max_records: int,
         seconds: float,
         share_max_bytes: bool = True,
+        partitions: int = PARTITIONS,
     ) -> None:
         self.port = port
+        self.partitions = partitions  # of the topic; the consumer group has an instance for each
         self.pid = pid  # the gateway's, whose CPU time per record is measured
         self.records = records
         self.size = size
@@ -153,11 +155,13 @@ class Bench:
         self.partial: dict[str, int] = {}  # per way, rounds stopped by the clock before the last record
 
     async def fill(self, topic: str) -> None:
-        await create_topic(self.http, topic, PARTITIONS)
+        await create_topic(self.http, topic, self.partitions)
         body = produce_body(os.urandom(self.size), 1000)
         for n in range(self.records // 1000):
             r = await self.http.post(
-                f"/topics/{topic}/partitions/{n % PARTITIONS}", content=body, headers={"Content-Type": BINARY}
+                f"/topics/{topic}/partitions/{n % self.partitions}",
+                content=body,
+                headers={"Content-Type": BINARY},
             )
             assert r.status_code == 200, r.text
 
@@ -189,7 +193,7 @@ class Bench:
     async def consumer_group(self, topic: str) -> None:
         group = f"bench-group-{time.monotonic_ns()}"
         paths = []
-        for partition in range(PARTITIONS):
+        for partition in range(self.partitions):
             config = {"format": "binary", "auto.offset.reset": "earliest", "auto.commit.enable": "false"}
             path = await self._instance(f"/consumers/{group}", config)
             body = {"partitions": [{"topic": topic, "partition": partition}]}
@@ -294,7 +298,7 @@ class Bench:
 
     def report(self, labels: list[str]) -> None:
         print(
-            f"{self.records:,} records of {self.size} B on {PARTITIONS} partitions read from the start "
+            f"{self.records:,} records of {self.size} B on {self.partitions} partitions read from the start "
             f"(or for {self.seconds:g} s), {self.max_records} records a poll"
             + ("" if self.share_max_bytes else " (share consumers: no max_bytes)")
             + f", median of {self.rounds} rounds"

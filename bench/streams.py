@@ -36,6 +36,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import orjson
@@ -73,17 +74,27 @@ def _b64values(records: list[dict[str, object]]) -> int:
 
 
 class Consumers:
-    """The three ways to consume from one gateway, counting or parsing."""
+    """The three ways to consume from one gateway, counting or parsing (parsing clients read an
+    answer with ``loads`` and each record list with ``values``, polling with ``accept``)."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(
+        self,
+        port: int,
+        loads: Callable[[str | bytes], Any] = orjson.loads,
+        values: Callable[[list[dict[str, object]]], int] = _b64values,
+        accept: str = BINARY,
+    ) -> None:
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
+        self.loads = loads
+        self.values = values
+        self.accept = accept
 
     # --- long-poll -----------------------------------------------------------------------
 
     async def poll_count(self, path: str, count: int) -> None:
         async with Connection("127.0.0.1", self.port) as conn:
-            request = conn.build("GET", path + "/records?timeout=1000&max_bytes=1000000", accept=BINARY)
+            request = conn.build("GET", path + "/records?timeout=1000&max_bytes=1000000", accept=self.accept)
             got = 0
             while got < count:
                 _, payload = await conn.send(request)
@@ -96,9 +107,9 @@ class Consumers:
                 r = await http.get(
                     path + "/records",
                     params={"timeout": 1000, "max_bytes": 1000000},
-                    headers={"Accept": BINARY},
+                    headers={"Accept": self.accept},
                 )
-                got += _b64values(orjson.loads(r.content))
+                got += self.values(self.loads(r.content))
 
     # --- Server-Sent Events --------------------------------------------------------------
 
@@ -135,7 +146,7 @@ class Consumers:
                     scan = 0
                     if event.startswith(b"event: records"):
                         data = event[event.index(b"\ndata: ") + 7 :]
-                        got += _b64values(orjson.loads(data))
+                        got += self.values(self.loads(data))
                 if got >= count:
                     return
 
@@ -148,10 +159,10 @@ class Consumers:
             got = 0
             async for raw in ws:
                 if parse:
-                    message = orjson.loads(raw)
+                    message = self.loads(raw)
                     if message["type"] != "records":
                         continue
-                    n = _b64values(message["records"])
+                    n = self.values(message["records"])
                     size = message["bytes"]
                 else:
                     if not raw.startswith('{"v":1,"type":"records"'):
