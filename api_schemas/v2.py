@@ -134,12 +134,9 @@ class CreateConsumerRequest(BaseModel):
         if v is None:
             return None
         try:
-            n = int(v)
+            return int(v)
         except ValueError as exc:
             raise ValueError("must be an integer") from exc
-        if n < 0:
-            raise ValueError("must not be negative")
-        return n
 
 
 class CreateConsumerResponse(BaseModel):

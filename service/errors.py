@@ -17,6 +17,7 @@ class ErrorCode(IntEnum):
     """Confluent REST Proxy error codes, plus brokergate's own in the same scheme."""
 
     BAD_REQUEST = 40001
+    INVALID_CONSUMER_CONFIG_CONSTRAINT = 40001  # Confluent's Errors: a config outside its range
     TOPIC_EXISTS = 40002
     UNAUTHORIZED = 40101
     FORBIDDEN = 40301
@@ -42,6 +43,7 @@ class ErrorCode(IntEnum):
     INVALID_CONSUMER_CONFIG = 42204
     INVALID_SCHEMA = 42205
     INVALID_REQUEST = 42206
+    UNPROCESSABLE = 422  # rest-utils' RestConstraintViolationException's default code: the status
     INVALID_TOPIC = 42207
     SERIALIZATION = 42207  # Confluent's proxy: a key or value its schema cannot serialize with
     INVALID_TOPIC_CONFIG = 42208
@@ -216,6 +218,22 @@ class InvalidRecordSchema(InvalidPayload):
 class InvalidConsumerConfig(InvalidPayload):
     error_code = ErrorCode.INVALID_CONSUMER_CONFIG
     default_message = "Invalid consumer configuration."
+
+
+class ConsumerConfigConstraint(InvalidPayload):
+    """A consumer config outside the range Confluent's proxy allows (``fetch.min.bytes``): its
+    ``invalidConsumerConfigConstraintException``, 40001."""
+
+    error_code = ErrorCode.INVALID_CONSUMER_CONFIG_CONSTRAINT
+    default_message = "Invalid consumer configuration. It does not abide by the constraints."
+
+
+class Unprocessable(InvalidPayload):
+    """A value Confluent's request class refuses as it is built (a consumer's unknown ``format``):
+    rest-utils' RestConstraintViolationException with its default code, the status."""
+
+    error_code = ErrorCode.UNPROCESSABLE
+    default_message = "Unprocessable entity"
 
 
 class InvalidTopic(InvalidPayload):

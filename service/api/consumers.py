@@ -15,17 +15,22 @@ from service.core.acl import Operation
 from service.core.assignors import STRATEGIES
 from service.core.models import InstanceConfig, Subscription, TopicPartition
 from service.core.rules import MAX_PARTITION
-from service.errors import InvalidConsumerConfig, InvalidPayload, PayloadTooLarge
+from service.errors import (
+    ConsumerConfigConstraint,
+    InvalidConsumerConfig,
+    InvalidPayload,
+    PayloadTooLarge,
+    Unprocessable,
+)
 from service.settings import Settings
 
 from .access import check_topics, decision_of, instance_first
+from .binding import Refusals, bind, bind_optional
 from .http import (
     ACCEPTS_CONSUMER_TYPES,
     accepted_formats,
     body_doc,
     no_content,
-    parse,
-    parse_optional,
     public_base,
     records_doc,
     records_response,
@@ -42,6 +47,23 @@ INSTANCE = "/instances/{instance}"
 _RECORDS = {"type": "array", "items": {"$ref": "#/components/schemas/ConsumerRecord"}}
 _NO_CONTENT = {204: {"description": "Done."}, **CONSUMER_ERRORS}
 
+# Confluent's proxy passes these to Kafka's consumer, whose ConfigException it answers 42204 with
+# the consumer's message (KafkaConsumerManager.createConsumer); its CreateConsumerInstanceRequest
+# refuses a format it does not know as it is built, with RestConstraintViolationException's 422.
+_CONFIG_REFUSALS: Refusals = {
+    "format": lambda value: Unprocessable("Invalid format type."),
+    "auto.offset.reset": lambda value: InvalidConsumerConfig(
+        f"Invalid consumer configuration: Invalid value {value} for configuration auto.offset.reset: "
+        "String must be one of: latest, earliest, none"
+    ),
+    "auto.commit.enable": lambda value: InvalidConsumerConfig(
+        f"Invalid consumer configuration: Invalid value {value} for configuration enable.auto.commit: "
+        "Expected value to be either true or false"
+    ),
+}
+# KafkaRestConfig.PROXY_FETCH_MIN_BYTES_VALIDATOR: -1 (no minimum) to 10 MB.
+FETCH_MIN_BYTES_RANGE = (-1, 10_000_000)
+
 
 def _config(req: v2.CreateConsumerRequest | None, gw: Gateway) -> InstanceConfig:
     s = gw.settings
@@ -57,7 +79,7 @@ def _config(req: v2.CreateConsumerRequest | None, gw: Gateway) -> InstanceConfig
     if req.auto_commit_enable is not None:
         config.auto_commit = str(req.auto_commit_enable).lower() == "true"
     if req.fetch_min_bytes is not None:
-        config.fetch_min_bytes = max(1, int(req.fetch_min_bytes))
+        config.fetch_min_bytes = max(1, _fetch_min_bytes(int(req.fetch_min_bytes)))
     set_timeouts(config, s, req.consumer_request_timeout_ms, req.consumer_instance_timeout_ms)
     if req.partition_assignment_strategy is not None:
         if req.partition_assignment_strategy not in STRATEGIES:
@@ -69,12 +91,26 @@ def _config(req: v2.CreateConsumerRequest | None, gw: Gateway) -> InstanceConfig
     return config
 
 
+def _fetch_min_bytes(value: int) -> int:
+    """``fetch.min.bytes`` within Confluent's range, else its 40001 (the range's ConfigException)."""
+    least, most = FETCH_MIN_BYTES_RANGE
+    if value < least or value > most:
+        bound = f"be at least {least}" if value < least else f"be no more than {most}"
+        raise ConsumerConfigConstraint(
+            "Invalid consumer configuration. It does not abide by the constraints: "
+            f"Invalid value {value} for configuration fetch.min.bytes: Value must {bound}"
+        )
+    return value
+
+
 def set_timeouts(
     config: InstanceConfig, s: Settings, request_ms: int | str | None, instance_ms: int | str | None
 ) -> None:
     """``consumer.request.timeout.ms`` (capped at the most a poll waits) and
     ``consumer.instance.timeout.ms`` (refused beyond what the settings allow) into ``config``."""
     if request_ms is not None:
+        if int(request_ms) < 0:
+            raise InvalidPayload("consumer.request.timeout.ms: must not be negative")
         config.request_timeout_ms = min(int(request_ms), s.consumer_max_timeout_ms)
     if instance_ms is not None:
         timeout = int(instance_ms)
@@ -101,7 +137,7 @@ def _base_uri(request: Request, group: str, instance: str) -> str:
 )
 async def create_consumer(group: str, request: Request, gw: GW) -> Response:
     """Create a consumer instance in `group`; it belongs to the caller (anyone else gets 404)."""
-    req = await parse_optional(request, v2.CreateConsumerRequest)
+    req = await bind_optional(request, v2.CreateConsumerRequest, refusals=_CONFIG_REFUSALS)
     who = await decision_of(request)
     state = await gw.consumers.create(
         group, req.name if req else None, _config(req, gw), owner=who.caller.principal
@@ -133,7 +169,7 @@ async def delete_consumer(group: str, instance: str, request: Request, gw: GW) -
 async def subscribe(group: str, instance: str, request: Request, gw: GW) -> Response:
     """Subscribe to a list of topics or to a regex pattern (new matching topics are picked up)."""
     async with instance_first(request, gw.consumers.owned, group, instance):
-        req = await parse(request, v2.SubscriptionRequest)
+        req = await bind(request, v2.SubscriptionRequest)
         # Confluent's proxy hands KafkaConsumer.subscribe the topics if given, else the pattern if
         # given, else nothing; and that consumer takes an empty list for an unsubscribe.
         if req.topics is not None:
@@ -194,7 +230,7 @@ def _tps(req: v2.PartitionsRequest) -> list[TopicPartition]:
 async def assign(group: str, instance: str, request: Request, gw: GW) -> Response:
     """Manually assign partitions (no group management)."""
     async with instance_first(request, gw.consumers.owned, group, instance):
-        req = await parse(request, v2.PartitionsRequest)
+        req = await bind(request, v2.PartitionsRequest)
         tps = _tps(req)
         who = await check_topics(request, (tp.topic for tp in tps), Operation.READ)
         await gw.consumers.assign(group, instance, tps, who=who)
@@ -276,7 +312,7 @@ async def poll(
 async def commit(group: str, instance: str, request: Request, gw: GW) -> Response:
     """Commit: each listed offset is the last processed (offset+1 is stored); no body commits all fetched."""
     async with instance_first(request, gw.consumers.owned, group, instance):
-        req = await parse_optional(request, v2.CommitRequest)
+        req = await bind_optional(request, v2.CommitRequest)
         offsets = None
         if req is not None and req.offsets is not None:
             offsets = {TopicPartition(o.topic, o.partition): o.offset for o in req.offsets}
@@ -334,7 +370,7 @@ async def committed(
     """Committed offsets of the listed partitions (default: the instance's assignment), listed in
     the body as Confluent's proxy takes them, or in the query (`partitions`)."""
     async with instance_first(request, gw.consumers.owned, group, instance):
-        req = await parse_optional(request, v2.PartitionsRequest)
+        req = await bind_optional(request, v2.PartitionsRequest)
         tps = _tps(req) if req else None
         if partitions is not None:
             if tps is not None:
@@ -368,7 +404,7 @@ async def committed(
 async def seek(group: str, instance: str, request: Request, gw: GW) -> Response:
     """Seek assigned partitions to offsets, or to the first offset at/after timestamps."""
     async with instance_first(request, gw.consumers.owned, group, instance):
-        req = await parse(request, v2.SeekRequest)
+        req = await bind(request, v2.SeekRequest)
         if not req.offsets and not req.timestamps:
             raise InvalidPayload("Give 'offsets' or 'timestamps'.")
         named = [o.topic for o in req.offsets or ()] + [t.topic for t in req.timestamps or ()]
@@ -394,7 +430,7 @@ async def seek(group: str, instance: str, request: Request, gw: GW) -> Response:
 )
 async def seek_to_beginning(group: str, instance: str, request: Request, gw: GW) -> Response:
     async with instance_first(request, gw.consumers.owned, group, instance):
-        req = await parse(request, v2.PartitionsRequest)
+        req = await bind(request, v2.PartitionsRequest)
         tps = _tps(req)
         who = await check_topics(request, (tp.topic for tp in tps), Operation.DESCRIBE)
         await gw.consumers.seek_to(group, instance, tps, end=False, who=who)
@@ -411,7 +447,7 @@ async def seek_to_beginning(group: str, instance: str, request: Request, gw: GW)
 )
 async def seek_to_end(group: str, instance: str, request: Request, gw: GW) -> Response:
     async with instance_first(request, gw.consumers.owned, group, instance):
-        req = await parse(request, v2.PartitionsRequest)
+        req = await bind(request, v2.PartitionsRequest)
         tps = _tps(req)
         who = await check_topics(request, (tp.topic for tp in tps), Operation.DESCRIBE)
         await gw.consumers.seek_to(group, instance, tps, end=True, who=who)

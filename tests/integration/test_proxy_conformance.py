@@ -270,6 +270,122 @@ async def test_a_pattern_and_a_topic_list_do_not_replace_each_other(
     assert await subscription(client, base) == {"topics": [name]}
 
 
+# --- The consumer routes' bodies: what Confluent's JSON binding refuses, and what it binds -------
+
+# (route under the instance, method, body, the message's start): text that is not JSON and a value
+# of the wrong JSON type are Jackson's JsonParseException and JsonMappingException, rest-utils'
+# 400 with error code 400, on every consumer route as on produce.
+BAD_CONSUMER_BODIES = [
+    ("/subscription", "POST", b"[", "Request body is not valid JSON"),
+    ("/subscription", "POST", b'["topics"]', "Cannot deserialize the request body from a list"),
+    ("/subscription", "POST", b'"topics"', "Cannot deserialize the request body from a string"),
+    ("/subscription", "POST", b'{"topics": "a"}', "Cannot deserialize 'topics' from a string"),
+    ("/subscription", "POST", b'{"topics": [["a"]]}', "Cannot deserialize topics[0] from a list"),
+    ("/subscription", "POST", b'{"topic_pattern": {"p": 1}}', "Cannot deserialize 'topic_pattern'"),
+    ("/assignments", "POST", b'{"partitions": {"topic": "t"}}', "Cannot deserialize 'partitions'"),
+    (
+        "/assignments",
+        "POST",
+        b'{"partitions": [{"topic": "t", "partition": "zero"}]}',
+        "Cannot deserialize partitions[0].partition from a string",
+    ),
+    ("/assignments", "POST", b'{"partitions": [7]}', "Cannot deserialize partitions[0] from a number"),
+    ("/offsets", "POST", b"{", "Request body is not valid JSON"),
+    (
+        "/offsets",
+        "POST",
+        b'{"offsets": [{"topic": "t", "partition": 0, "offset": "x"}]}',
+        "Cannot deserialize offsets[0].offset",
+    ),
+    ("/offsets", "GET", b'{"partitions": "t"}', "Cannot deserialize 'partitions'"),
+    ("/positions", "POST", b'{"offsets": "x"}', "Cannot deserialize 'offsets'"),
+    (
+        "/positions",
+        "POST",
+        b'{"timestamps": [{"topic": "t", "partition": 0, "timestamp": "yesterday"}]}',
+        "Cannot deserialize timestamps[0].timestamp",
+    ),
+    ("/positions/beginning", "POST", b'{"partitions": 5}', "Cannot deserialize 'partitions'"),
+    ("/positions/end", "POST", b"[]", "Cannot deserialize the request body from a list"),
+]
+
+
+@pytest.mark.parametrize(("route", "method", "body", "message"), BAD_CONSUMER_BODIES)
+async def test_consumer_bodies_confluents_binding_refuses_are_bad_requests(
+    client: httpx.AsyncClient, name: str, route: str, method: str, body: bytes, message: str
+) -> None:
+    base = await consumer(client, f"g-{name}")
+    r = await client.request(method, f"{base}{route}", content=body, headers={"Content-Type": V2})
+    said = refused(r, 400, 400)
+    assert said.startswith(message), said
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code", "message"),
+    [
+        (b"[", 400, 400, "Request body is not valid JSON"),
+        (b'[{"format": "json"}]', 400, 400, "Cannot deserialize the request body from a list"),
+        (b'{"fetch.min.bytes": "lots"}', 400, 400, "Cannot deserialize 'fetch.min.bytes' from a string"),
+        (b'{"format": {"json": true}}', 400, 400, "Cannot deserialize 'format' from an object"),
+        (b'{"auto.offset.reset": ["earliest"]}', 400, 400, "Cannot deserialize 'auto.offset.reset'"),
+        # CreateConsumerInstanceRequest refuses a format it does not know as it is built: 422, 422
+        (b'{"format": "thrift"}', 422, 422, "Invalid format type."),
+        (b'{"format": 5}', 422, 422, "Invalid format type."),
+        # Kafka's consumer refuses these configs: KafkaConsumerManager's 42204
+        (
+            b'{"auto.offset.reset": "smallest"}',
+            422,
+            42204,
+            "Invalid consumer configuration: Invalid value smallest for configuration auto.offset.reset",
+        ),
+        (
+            b'{"auto.commit.enable": "maybe"}',
+            422,
+            42204,
+            "Invalid consumer configuration: Invalid value maybe for configuration enable.auto.commit",
+        ),
+        # KafkaRestConfig.PROXY_FETCH_MIN_BYTES_VALIDATOR: -1 to 10 MB, else 40001
+        (
+            b'{"fetch.min.bytes": -5}',
+            422,
+            40001,
+            "Invalid consumer configuration. It does not abide by the constraints: Invalid value -5 "
+            "for configuration fetch.min.bytes: Value must be at least -1",
+        ),
+        (b'{"fetch.min.bytes": 10000001}', 422, 40001, "Invalid consumer configuration. It does not"),
+    ],
+)
+async def test_consumer_configs_confluent_refuses(
+    client: httpx.AsyncClient, name: str, body: bytes, status: int, code: int, message: str
+) -> None:
+    r = await client.post(f"/consumers/{name}", content=body, headers={"Content-Type": V2})
+    said = refused(r, status, code)
+    assert said.startswith(message), said
+
+
+async def test_consumer_bodies_bind_as_jackson_binds_them(client: httpx.AsyncClient, name: str) -> None:
+    """Jackson takes a number or a boolean where a string goes as its text, and a null as a field
+    left out; fetch.min.bytes -1 is Confluent's "no minimum"."""
+    await create_topic(client, name, 1)
+    body = {"name": 12345, "format": None, "auto.commit.enable": False, "fetch.min.bytes": -1}
+    r = await client.post(f"/consumers/g-{name}", json=body, headers={"Content-Type": V2})
+    assert r.status_code == 200, r.text
+    assert r.json()["instance_id"] == "12345"
+    base = r.json()["base_uri"]
+    r = await subscribe_with(client, base, {"topics": [name], "topic_pattern": None})
+    assert r.status_code == 204, r.text
+    assert await subscription(client, base) == {"topics": [name]}
+    other = await consumer(client, f"h-{name}")
+    r = await client.post(
+        f"{other}/assignments",
+        json={"partitions": [{"topic": name, "partition": "0"}]},
+        headers={"Content-Type": V2},
+    )
+    assert r.status_code == 204, r.text
+    r = await client.get(f"{other}/assignments")
+    assert r.json() == {"partitions": [{"topic": name, "partition": 0}]}, r.text
+
+
 # --- Content negotiation: the Accept header on every v2 route ---------------------------------
 
 
@@ -297,7 +413,7 @@ async def v2_routes(client: httpx.AsyncClient, name: str) -> list[tuple[str, str
 
 @pytest.mark.parametrize(
     "accept",
-    ["application/octet-stream", "text/plain", "application/xml, text/html", "application/json; q=0"],
+    ["application/octet-stream", "text/plain", "application/xml, text/html", "text/*; q=0"],
 )
 async def test_routes_refuse_an_accept_they_cannot_answer(
     client: httpx.AsyncClient, name: str, accept: str
@@ -324,6 +440,9 @@ async def test_routes_refuse_an_accept_they_cannot_answer(
         "application/*",
         "text/html, application/vnd.kafka.v2+json; q=0.5",
         "application/vnd.kafka.v2+json, application/vnd.kafka+json, application/json",
+        # Jersey selects by compatibility and orders by q: an item weighted 0 is served, last
+        "application/json; q=0",
+        "text/html, */*; q=0",
     ],
 )
 async def test_routes_answer_the_v2_types_and_wildcards(
@@ -353,6 +472,48 @@ async def test_consumer_routes_answer_the_embedded_formats_types_too(
             assert r.status_code in (200, 204), (method, path, r.text)
         else:
             refused(r, 406, 40602)
+
+
+async def test_content_type_is_checked_before_accept(client: httpx.AsyncClient, name: str) -> None:
+    """Jersey's MethodSelectingRouter refuses a Content-Type its resource does not consume (415)
+    before it reads Accept (406, or 400 when it cannot read it), on every method: a request wrong
+    in both is 415. The brokers resource consumes anything (an empty @Consumes): there, Accept."""
+    routes = await v2_routes(client, name)
+    for accept in ["text/html", "application/json; q=abc"]:
+        for method, path, body in routes:
+            content = None if body is None else json.dumps(body).encode()
+            headers = {"Accept": accept, "Content-Type": "text/plain"}
+            r = await client.request(method, path, content=content, headers=headers)
+            if path == "/brokers":
+                assert r.status_code == (406 if accept == "text/html" else 400), (method, path, r.text)
+            else:
+                assert r.status_code == 415, (method, path, accept, r.text)
+                assert r.json()["message"] == "HTTP 415 Unsupported Media Type", r.text
+    r = await client.get("/topics", headers={"Content-Type": "application/xml"})
+    assert r.status_code == 415, r.text
+    r = await client.get("/brokers", headers={"Content-Type": "application/xml"})
+    assert r.status_code == 200, r.text
+    assert await end_offset(client, name) == 0  # no produce was served
+
+
+async def test_the_document_lists_the_400_of_an_unreadable_accept(
+    client: httpx.AsyncClient, name: str
+) -> None:
+    """Every operation that reads Accept (it lists a 406) lists the 400 of one Jersey cannot read,
+    which each route of the sample answers; the root lists the 415 it now answers too."""
+    for method, path, body in await v2_routes(client, name):
+        content = None if body is None else json.dumps(body).encode()
+        headers = {"Accept": "application/json; q=abc", "Content-Type": V2}
+        if path.startswith("/topics/"):
+            headers["Content-Type"] = BINARY
+        r = await client.request(method, path, content=content, headers=headers)
+        assert refused(r, 400, 400).startswith("HTTP 400 Bad Request: the Accept header"), (method, path)
+    document = (await client.get("/openapi.json")).json()
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            if "406" in operation["responses"]:
+                assert "Accept" in operation["responses"]["400"]["description"], (method, path)
+    assert "415" in document["paths"]["/"]["get"]["responses"]
 
 
 # --- Paths: a trailing slash is served, not redirected ----------------------------------------

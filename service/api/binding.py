@@ -1,0 +1,186 @@
+"""A control body bound as Confluent's proxy binds it: ``bind`` and ``bind_optional``.
+
+Confluent's proxy reads a consumer request with Jackson (rest-utils' JacksonMessageBodyProvider).
+Text that is not JSON is a ``JsonParseException``, a value of the wrong JSON type (a list where an
+object goes, a string where a list goes, an integer field given ``"abc"``) a
+``JsonMappingException``: rest-utils' JsonParseExceptionMapper and JsonMappingExceptionMapper
+answer both 400 with error code 400. What binds but is refused afterwards keeps its own answer:
+a value the request class refuses as it is built (``refusals``: a consumer's ``format``), what the
+consumer manager refuses (the routes' codes), and what the gateway validates itself (422, 42206).
+
+Jackson also takes what pydantic would not: a number or a boolean where a string goes is its
+text, a null the field left out. The body is bound once more with those values as Jackson reads
+them before anything is refused.
+
+Collaborators: ``http`` reads the body (size limit, Content-Type, depth) and describes what the
+gateway refuses; ``api_schemas.records.json_kind`` names a JSON value as the produce routes do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from fastapi import Request
+from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
+
+from api_schemas.records import json_kind
+from service.api.gateway import gateway_of
+from service.errors import BadRequest, GatewayError, InvalidPayload
+
+from .http import PARSE_OFF_LOOP_BYTES, check_control_type, describe_validation, loads, read_body
+
+__all__ = ["Refusals", "bind", "bind_optional"]
+
+M = TypeVar("M", bound=BaseModel)
+
+# What a request class refuses as Jackson builds it, by the body's field: the error for a value of
+# the right JSON type that the class does not take.
+Refusals = Mapping[str, Callable[[Any], GatewayError]]
+
+# pydantic's errors for a value of the wrong JSON type: where Jackson's binding fails, and what the
+# field is, for the message.
+_WRONG_TYPE: Mapping[str, str] = {
+    "model_type": "a JSON object",
+    "model_attributes_type": "a JSON object",
+    "dict_type": "a JSON object",
+    "list_type": "a list",
+    "tuple_type": "a list",
+    "string_type": "a string",
+    "int_type": "an integer",
+    "int_parsing": "an integer",
+    "float_type": "a number",
+    "float_parsing": "a number",
+    "bool_type": "a boolean",
+    "bool_parsing": "a boolean",
+    "datetime_type": "a timestamp",
+    "datetime_parsing": "a timestamp",
+    "datetime_from_date_parsing": "a timestamp",
+}
+# A field validator's own words for a value that is no integer (api_schemas.v2's ``_int_like``).
+_NOT_AN_INTEGER = "must be an integer"
+
+
+async def bind_optional(request: Request, model: type[M], *, refusals: Refusals | None = None) -> M | None:
+    """The body of ``request`` bound to ``model`` as Confluent's proxy binds it; an empty body, or
+    JSON null, is None (Jackson's null entity)."""
+    check_control_type(request)
+    body = await read_body(request)
+    if not body.strip():
+        return None
+    max_depth = gateway_of(request.scope).settings.max_json_depth
+    # records=True: text that is not JSON is Jackson's 400, as in a produce body
+    parse = functools.partial(loads, body, records=True, max_depth=max_depth)
+    data = await asyncio.to_thread(parse) if len(body) >= PARSE_OFF_LOOP_BYTES else parse()
+    if data is None:
+        return None
+    if not isinstance(data, dict):
+        raise BadRequest(f"Cannot deserialize the request body from {json_kind(data)}: it is a JSON object.")
+    # A null is a field left out: every field of Confluent's request classes is nullable.
+    data = {key: value for key, value in data.items() if value is not None}
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        coerced = _as_jackson_reads(data, exc.errors())
+        if coerced is None:
+            raise _refusal(exc, data, refusals or {}) from None
+    try:
+        return model.model_validate(coerced)
+    except ValidationError as exc:
+        raise _refusal(exc, coerced, refusals or {}) from None
+
+
+async def bind(request: Request, model: type[M], *, refusals: Refusals | None = None) -> M:
+    """``bind_optional`` for a route that needs a body."""
+    bound = await bind_optional(request, model, refusals=refusals)
+    if bound is None:
+        raise InvalidPayload("A JSON request body is required.")
+    return bound
+
+
+def _as_jackson_reads(data: dict[str, Any], errors: list[ErrorDetails]) -> dict[str, Any] | None:
+    """``data`` with each number or boolean a string field refused as Jackson reads it (its text),
+    or None when there is none."""
+    changed = False
+    for err in errors:
+        value = err["input"]
+        if err["type"] != "string_type" or type(value) not in (int, bool) or _path(err) != err["loc"]:
+            continue  # a member of a union, as for ``int | str``, is no string field
+        text = ("true" if value else "false") if isinstance(value, bool) else str(value)
+        changed = _set(data, _path(err), text) or changed
+    return data if changed else None
+
+
+def _wrong_type(err: ErrorDetails) -> bool:
+    """Whether pydantic refused a value for its JSON type, where Jackson's binding fails too."""
+    if err["type"] == "value_error":
+        return _NOT_AN_INTEGER in err["msg"]
+    return err["type"] in _WRONG_TYPE
+
+
+def _set(data: Any, path: tuple[str | int, ...], value: Any) -> bool:
+    for step in path[:-1]:
+        try:
+            data = data[step]
+        except (KeyError, IndexError, TypeError):
+            return False
+    if not path or not isinstance(data, dict | list):
+        return False
+    container: Any = data
+    try:
+        container[path[-1]] = value
+    except (IndexError, TypeError):
+        return False
+    return True
+
+
+def _path(err: ErrorDetails) -> tuple[str | int, ...]:
+    """The place in the body an error is about, without the union member pydantic adds."""
+    loc = err["loc"]
+    if len(loc) > 1 and isinstance(loc[-1], str) and ("[" in loc[-1] or loc[-1] in _UNION_MEMBERS):
+        loc = loc[:-1]
+    return tuple(loc)
+
+
+_UNION_MEMBERS = frozenset({"int", "str", "bool", "datetime", "float", "list", "dict", "none"})
+
+
+def _where(path: tuple[str | int, ...]) -> str:
+    """A place in the body as the produce routes name it: ``'topics'``, ``offsets[0].partition``."""
+    if len(path) == 1 and isinstance(path[0], str):
+        return f"'{path[0]}'"
+    text = ""
+    for step in path:
+        text += f"[{step}]" if isinstance(step, int) else (f".{step}" if text else step)
+    return text or "the request body"
+
+
+def _refusal(exc: ValidationError, data: dict[str, Any], refusals: Refusals) -> GatewayError:
+    """What Confluent's proxy answers for what pydantic refused in ``data``: Jackson's 400 for a
+    value of the wrong JSON type, first; then the request class's refusal of a value; else the
+    gateway's 422."""
+    errors = exc.errors()
+    # A value of a union type (``int | str``) is of the wrong JSON type when every member refuses it so.
+    wrong = {_path(err) for err in errors if _wrong_type(err)}
+    wrong -= {_path(err) for err in errors if not _wrong_type(err)}
+    for err in errors:
+        path = _path(err)
+        field = path[0] if path else None
+        value = err["input"]
+        if isinstance(field, str) and field in refusals and len(path) == 1:
+            if not isinstance(value, dict | list):
+                continue  # a value of a type Jackson binds: the class refuses it, below
+        elif path not in wrong:
+            continue
+        expected = _WRONG_TYPE.get(err["type"], "an integer")
+        if isinstance(field, str) and field in refusals:
+            expected = "a string"
+        return BadRequest(f"Cannot deserialize {_where(path)} from {json_kind(value)}: it is {expected}.")
+    for err in errors:
+        path = _path(err)
+        if len(path) == 1 and isinstance(path[0], str) and path[0] in refusals:
+            return refusals[path[0]](data.get(path[0]))
+    return InvalidPayload(describe_validation(exc))
