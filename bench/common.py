@@ -59,6 +59,15 @@ async def create_topic(http: httpx.AsyncClient, name: str, partitions: int = 1) 
     assert r.status_code == 201, r.text
 
 
+def json_values(size: int, count: int) -> list[bytes]:
+    """``count`` distinct JSON objects of ``size`` bytes each, as a producer's serializer writes them."""
+    out = []
+    for n in range(count):
+        shell = orjson.dumps({"id": n, "user": f"u{n % 97}", "ok": n % 2 == 0, "score": n / 7, "pad": ""})
+        out.append(shell[:-2] + b"x" * (size - len(shell)) + b'"}')
+    return out
+
+
 def produce_body(value: bytes, batch: int) -> bytes:
     """A binary-format produce body of ``batch`` copies of ``value``, encoded once up front."""
     return orjson.dumps({"records": [{"value": base64.b64encode(value).decode()}] * batch})

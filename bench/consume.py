@@ -65,6 +65,7 @@ from bench.common import (  # noqa: E402
     cpu_seconds,
     create_topic,
     fetch_through,
+    json_values,
     on_each_log,
     rest_produce,
     run_for,
@@ -115,15 +116,6 @@ ROWS: list[tuple[str, str, str, tuple[str, ...]]] = [
         ("produce json",),
     ),
 ]
-
-
-def json_values(size: int, count: int) -> list[bytes]:
-    """``count`` distinct JSON objects of ``size`` bytes each, as a producer's serializer writes them."""
-    out = []
-    for n in range(count):
-        shell = orjson.dumps({"id": n, "user": f"u{n % 97}", "ok": n % 2 == 0, "score": n / 7, "pad": ""})
-        out.append(shell[:-2] + b"x" * (size - len(shell)) + b'"}')
-    return out
 
 
 def count(records: list[dict[str, object]]) -> int:

@@ -7,13 +7,22 @@ core, without HTTP or fsync, next to the in-process work the benchmark uses
 as its reference. It explains the REST/in-process ratios of bench/embedded.py:
 the stages the in-process path does not have (JSON and base64 both ways) are
 per-record work that the REST path cannot skip.
+
+Then the terms of the consume model (bench/consume.py, bench/README.md), per
+record of a poll of 1000 x 100 B JSON values: the gateway's side (fetch on each
+log, the renderings of each format, values embedded as stored, framings) and
+the client's (json.loads of an answer, aiokafka's batch reader, the framings
+read back), and what storing a share-partition's state costs per poll, whole
+as now or as a delta.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import os
+import struct
 import sys
 import tempfile
 import time
@@ -22,19 +31,27 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pyarrow as pa
+from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from api_schemas.records import parse_produce, render_records
+from bench.common import json_values
 from service.adapters.embedded.log import EmbeddedLog
+from service.adapters.embedded.shares_format import write_frame
+from service.adapters.kafka.records import decode as kafka_decode
+from service.adapters.share_states import decode_state, encode_state
 from service.api.topics import produce_body
-from service.core.models import TopicPartition
+from service.core.models import NewRecord, Record, TopicPartition
 from service.core.partitioner import Partitioner
 from service.core.producer import ProduceService
+from service.core.shares.state import AckType, SharePartition
 from service.core.topics import TopicService
 
 ROUNDS = 300
 BATCH = 1000
+_FRAME_HEAD = struct.Struct(">qqI")  # offset, timestamp, value length
 
 
 class Stages:
@@ -110,6 +127,251 @@ async def consume(log: EmbeddedLog, size: int) -> None:
     stages.show(f"poll {BATCH} x {size} B", "in-process fetch (decode)")
 
 
+def per_record(fn: Callable[[], Any], records: int = BATCH, rounds: int = ROUNDS) -> float:
+    """µs per record of ``fn()``, which handles ``records`` records, the best of 3 runs of ``rounds``
+    calls (the least disturbed by other processes on a shared machine)."""
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        for _ in range(rounds):
+            fn()
+        best = min(best, time.perf_counter() - started)
+    return best / rounds / records * 1e6
+
+
+def show(title: str, stages: list[tuple[str, float]]) -> None:
+    print(title)
+    for name, us in stages:
+        print(f"  {name:<58} {us:6.2f} us/record")
+    print()
+
+
+def kafka_batch(values: list[bytes]) -> bytes:
+    """A Kafka record batch (v2, uncompressed) of ``values``, as a broker's fetch answer holds it."""
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=0,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 30,
+    )
+    for offset, value in enumerate(values):
+        builder.append(offset, 1_700_000_000_000, None, value, [])
+    return bytes(builder.build())
+
+
+def length_prefixed(records: list[Record]) -> bytes:
+    """Records as a length-prefixed binary frame: offset, timestamp, value length, value."""
+    pack = _FRAME_HEAD.pack
+    return b"".join([pack(r.offset, r.timestamp, len(r.value or b"")) + (r.value or b"") for r in records])
+
+
+def read_length_prefixed(frame: bytes) -> list[bytes]:
+    values, pos, unpack = [], 0, _FRAME_HEAD.unpack_from
+    while pos < len(frame):
+        _, _, n = unpack(frame, pos)
+        pos += _FRAME_HEAD.size
+        values.append(frame[pos : pos + n])
+        pos += n
+    return values
+
+
+def arrow_batch(records: list[Record]) -> bytes:
+    """Records as one Arrow IPC stream holding one record batch (offset, timestamp, value)."""
+    batch = pa.record_batch(
+        [
+            pa.array([r.offset for r in records], pa.int64()),
+            pa.array([r.timestamp for r in records], pa.int64()),
+            pa.array([r.value for r in records], pa.binary()),
+        ],
+        names=["offset", "timestamp", "value"],
+    )
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema) as writer:
+        writer.write_batch(batch)
+    return bytes(sink.getvalue())
+
+
+def loads_each(values: list[bytes]) -> None:
+    for value in values:
+        json.loads(value)
+
+
+def json_text(tp: TopicPartition, records: list[Record]) -> bytes:
+    """A json-format poll's answer written as text around the stored values, none parsed (what
+    trusting values checked when produced would allow)."""
+    head = b'{"topic":' + orjson.dumps(tp.topic) + b',"key":null,"value":'
+    after = b',"partition":%d,"offset":' % tp.partition
+    return (
+        b"["
+        + b",".join(
+            [
+                head
+                + (r.value or b"null")
+                + after
+                + b'%d,"timestamp":%d,"headers":[]}' % (r.offset, r.timestamp)
+                for r in records
+            ]
+        )
+        + b"]"
+    )
+
+
+async def consume_paths(log: EmbeddedLog) -> None:
+    """A poll of 1000 records of 100 B JSON, stage by stage, gateway side and client side, and
+    what the directions of a faster consume would change."""
+    topic = "consume-json"
+    await log.create_topic(topic, 1, 1, {})
+    tp = TopicPartition(topic, 0)
+    values = json_values(100, BATCH)
+    await log.append(tp, [NewRecord(None, v) for v in values])
+    records = (await log.fetch({tp: 0}, max_bytes=1 << 30, max_wait_ms=0))[tp].records
+    polled = [(tp, records)]
+    json_answer = orjson.dumps(render_records("json", polled))
+    binary_answer = orjson.dumps(render_records("binary", polled))
+    batch = kafka_batch(values)
+    frame = length_prefixed(records)
+    arrow = arrow_batch(records)
+    trusted = [
+        {
+            "topic": topic,
+            "key": None,
+            "value": orjson.Fragment(r.value or b"null"),
+            "partition": 0,
+            "offset": r.offset,
+            "timestamp": r.timestamp,
+            "headers": [],
+        }
+        for r in records
+    ]
+
+    def aiokafka_read(parse: bool) -> None:
+        for record in DefaultRecordBatch(batch):
+            if parse:
+                json.loads(record.value)
+
+    def arrow_read(parse: bool) -> None:
+        table = pa.ipc.open_stream(arrow).read_all()
+        got = table.column("value").to_pylist()
+        if parse:
+            loads_each(got)
+
+    started = time.perf_counter()
+    for _ in range(ROUNDS):
+        await log.fetch({tp: 0}, max_bytes=1 << 30, max_wait_ms=0)
+    fetched = (time.perf_counter() - started) / ROUNDS / BATCH * 1e6
+    show(
+        f"consume: a poll of {BATCH} x {len(values[0])} B JSON values, the gateway's side",
+        [
+            ("embedded log: in-process fetch (records read, Record objects)", fetched),
+            (
+                "Kafka log: decode a fetched batch into Record objects",
+                per_record(lambda: kafka_decode(batch, 0)),
+            ),
+            (
+                "Kafka log: iterate the same batch (aiokafka, no Record objects)",
+                per_record(lambda: aiokafka_read(False)),
+            ),
+            ("render binary (base64, text)", per_record(lambda: render_records("binary", polled))),
+            (
+                "render json as today (each value checked, dicts, orjson)",
+                per_record(lambda: render_records("json", polled)),
+            ),
+            (
+                "  of which the check (orjson.loads of each value)",
+                per_record(lambda: loads_with(orjson.loads, values)),
+            ),
+            (
+                "render json, values trusted (dicts of Fragments, orjson)",
+                per_record(lambda: orjson.dumps(trusted)),
+            ),
+            ("render json, values trusted, as text (no dict)", per_record(lambda: json_text(tp, records))),
+            ("frame: length-prefixed binary", per_record(lambda: length_prefixed(records))),
+            ("frame: Arrow IPC record batch", per_record(lambda: arrow_batch(records))),
+        ],
+    )
+    show(
+        "consume: the same poll, the client's side (without HTTP)",
+        [
+            ("json.loads of each 100 B value alone", per_record(lambda: loads_each(values))),
+            ("json format: json.loads of the answer", per_record(lambda: json.loads(json_answer))),
+            (
+                "binary format: json.loads of the answer, b64decode + json.loads each value",
+                per_record(
+                    lambda: [json.loads(base64.b64decode(r["value"])) for r in json.loads(binary_answer)]
+                ),
+            ),
+            ("aiokafka: iterate the batch, no parse", per_record(lambda: aiokafka_read(False))),
+            ("aiokafka: iterate the batch, json.loads each value", per_record(lambda: aiokafka_read(True))),
+            (
+                "length-prefixed frame: split, json.loads each value",
+                per_record(lambda: loads_each(read_length_prefixed(frame))),
+            ),
+            ("Arrow IPC: read, values to bytes, json.loads each", per_record(lambda: arrow_read(True))),
+            ("Arrow IPC: read, values to bytes, no parse", per_record(lambda: arrow_read(False))),
+        ],
+    )
+
+
+def loads_with(loads: Callable[[bytes], Any], values: list[bytes]) -> None:
+    for value in values:
+        loads(value)
+
+
+def share_stores(data_dir: Path, in_flight: int = 2000, poll: int = 500) -> None:
+    """What storing a share-partition's state costs per poll of ``poll`` records, ``in_flight``
+    records in flight: the whole state (decoded, changed, encoded, journaled, fdatasync'ed) now,
+    once for the acquisition and once for the acknowledgement, against a delta of the records
+    the poll changed, written once per poll."""
+    member = "m-" + "0" * 36
+    state = SharePartition(0)
+    state.acquire(member, 0, max_records=in_flight, log_offsets=range(in_flight))
+    stored = encode_state(state.to_json(), "p")
+    tp = TopicPartition("t", 0)
+    fd = os.open(data_dir / "shares.journal", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+
+    def durable(payload: bytes) -> None:
+        os.write(fd, payload)
+        os.fdatasync(fd)
+
+    def load() -> SharePartition:
+        return SharePartition.from_json(decode_state(stored, "p"))
+
+    def settle() -> None:
+        load().acknowledge(member, range(poll), AckType.ACCEPT, 0)
+
+    loaded = load()
+
+    def dump() -> None:
+        write_frame("g", [(tp, encode_state(loaded.to_json(), "p"), 1)])
+
+    def delta() -> None:
+        changed = [[o, "ACQUIRED", 1, member, 30_000, None] for o in range(poll)]
+        write_frame("g", [(tp, orjson.dumps({"changed": changed}), 1)])
+
+    frame_bytes = len(write_frame("g", [(tp, stored, 1)]))
+    try:
+        show(
+            f"share groups: one store of a partition's state, {in_flight} records in flight, "
+            f"per record of a {poll}-record poll",
+            [
+                ("whole state read back: decode, SharePartition.from_json", per_record(load, poll, 50)),
+                ("read back, then the poll's change (accept it all)", per_record(settle, poll, 50)),
+                ("whole state written: to_json, encode, frame", per_record(dump, poll, 50)),
+                (
+                    "fdatasync of its frame",
+                    per_record(lambda: durable(write_frame("g", [(tp, stored, 1)])), poll, 50),
+                ),
+                ("a delta of the poll's records instead: encode, frame", per_record(delta, poll, 50)),
+            ],
+        )
+        print(f"  (a whole state's frame: {frame_bytes:,} bytes)\n")
+    finally:
+        os.close(fd)
+
+
 async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         log = EmbeddedLog(Path(tmp), flush="never")
@@ -119,8 +381,10 @@ async def main() -> None:
                 await produce(log, size)
             for size in (100, 1000):
                 await consume(log, size)
+            await consume_paths(log)
         finally:
             await log.stop()
+        share_stores(Path(tmp))
 
 
 if __name__ == "__main__":
