@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -37,7 +38,7 @@ class EventReader:
     ended: bool = False
 
     def __post_init__(self) -> None:
-        self._lines = self.response.aiter_lines()
+        self._lines = _event_stream_lines(self.response)
 
     async def next(self, timeout: float = 10) -> Event:
         """The next event dispatched (an ``id:`` alone dispatches none); ``EOFError`` at the end."""
@@ -72,6 +73,21 @@ class EventReader:
                 assert event.event == "records", event
                 got.extend(event.json())
         return got
+
+
+async def _event_stream_lines(response: httpx.Response) -> AsyncIterator[str]:
+    """The lines of an event stream as SSE ends them: at CR, LF or CRLF only (httpx's
+    ``aiter_lines`` ends them at U+001C-U+001E and U+0085 too, which JSON leaves unescaped)."""
+    pending = ""
+    async for text in response.aiter_text():
+        pending += text
+        cut = len(pending) - pending.endswith("\r")  # a CR's LF may be in the next chunk
+        *lines, rest = re.split(r"\r\n|\r|\n", pending[:cut])
+        pending = rest + pending[cut:]
+        for line in lines:
+            yield line
+    if pending:
+        yield pending.removesuffix("\r")
 
 
 @asynccontextmanager

@@ -28,6 +28,7 @@ from google.protobuf.message import Message
 
 from tests.conftest import RunningGateway
 from tests.helpers import BINARY, b64, consumer, create_topic, poll_until, subscribe, unb64
+from tests.stream_client import events
 
 ORDER_AVRO = json.dumps(
     {
@@ -228,3 +229,74 @@ async def test_http_errors_stay_in_the_v2_shape(gateway: RunningGateway, name: s
     assert r.status_code == 422 and r.json()["error_code"] == 42207, r.text
     assert "424242" in r.json()["message"]
     assert r.headers["content-type"] == "application/vnd.kafka.v2+json", r.headers
+
+
+# A schema that is "bytes" at top level, with or without a logical type on it: Confluent's Avro
+# serializers write the value's bytes alone after the header (no Avro length before them) and
+# their deserializers take the rest of the message as the bytes.
+BYTES_SCHEMAS = {
+    "bytes": '"bytes"',
+    "decimal": json.dumps({"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 2}),
+}
+# The last would read as the two bytes "ab" were it taken for Avro's length-prefixed form.
+BLOBS = [b"\x00\x01\xff", "h\u00e9llo".encode(), bytes(range(256)), b"\x04ab"]
+AVRO = "application/vnd.kafka.avro.v2+json"
+
+
+async def test_confluent_kafkas_bytes_records_read_through_the_gateway_as_their_bytes(
+    gateway: RunningGateway, name: str
+) -> None:
+    client = gateway.client
+    registry = SchemaRegistryClient({"url": f"{gateway.url}/schema-registry"})
+    servers = bootstrap(gateway)
+    for kind, schema in BYTES_SCHEMAS.items():
+        topic = f"{name}-{kind}"
+        await create_topic(client, topic, 1)
+        context = SerializationContext(topic, MessageField.VALUE)
+        values = await asyncio.to_thread(each, AvroSerializer(registry, schema), BLOBS, context)
+        schema_id = int.from_bytes(values[0][1:5], "big")
+        assert values == [b"\x00" + schema_id.to_bytes(4, "big") + blob for blob in BLOBS], kind
+        if servers is not None:
+            await asyncio.to_thread(confluent_produce, servers, topic, values)
+        else:
+            body = {"records": [{"value": b64(v)} for v in values]}
+            r = await client.post(f"/topics/{topic}", json=body, headers={"Content-Type": BINARY})
+            assert r.status_code == 200, r.text
+        expected = [blob.decode("latin-1") for blob in BLOBS]  # Avro JSON: code points 0-255
+        base = await consumer(client, f"g-{topic}", fmt="avro")
+        await subscribe(client, base, topic)
+        assert [r["value"] for r in await poll_until(client, base, len(BLOBS), fmt=AVRO)] == expected
+        base = await consumer(client, f"s-{topic}", fmt="avro")
+        await subscribe(client, base, topic)
+        async with events(client, f"{base}/records") as stream:
+            assert [r["value"] for r in await stream.records(len(BLOBS))] == expected, kind
+
+
+async def test_the_gateways_bytes_records_confluent_kafka_deserializes(
+    gateway: RunningGateway, name: str
+) -> None:
+    client = gateway.client
+    registry = SchemaRegistryClient({"url": f"{gateway.url}/schema-registry"})
+    servers = bootstrap(gateway)
+    for kind, schema in BYTES_SCHEMAS.items():
+        topic = f"{name}-{kind}"
+        await create_topic(client, topic, 1)
+        records = [{"value": blob.decode("latin-1")} for blob in BLOBS]
+        r = await client.post(
+            f"/topics/{topic}",
+            json={"value_schema": schema, "records": records[:2]},
+            headers={"Content-Type": AVRO},
+        )
+        assert r.status_code == 200, r.text
+        schema_id = r.json()["value_schema_id"]
+        by_id = {"value_schema_id": schema_id, "records": records[2:]}
+        r = await client.post(f"/topics/{topic}", json=by_id, headers={"Content-Type": AVRO})
+        assert r.status_code == 200, r.text
+        if servers is not None:
+            values = await asyncio.to_thread(confluent_consume, servers, topic, len(BLOBS))
+        else:
+            r = await client.get(f"/topics/{topic}/partitions/0/records", headers={"Accept": BINARY})
+            values = [unb64(record["value"]) or b"" for record in r.json()["records"]]
+        assert values == [b"\x00" + schema_id.to_bytes(4, "big") + blob for blob in BLOBS], kind
+        context = SerializationContext(topic, MessageField.VALUE)
+        assert await asyncio.to_thread(each, AvroDeserializer(registry), values, context) == BLOBS, kind

@@ -16,6 +16,13 @@ fastavro's and Confluent's serializers, with no datum built in between and one p
 Defaults are encoded once, when the codec is built. Decoding is fastavro's schemaless reader over
 the schema parsed once; this module reshapes its datum into Avro JSON.
 
+A schema whose top-level type is ``bytes`` (a logical type on it, such as ``decimal``, included) is
+the one exception to Avro's binary encoding, as Confluent's serializers make it (Java's
+``AbstractKafkaAvroSerializer`` and ``AbstractKafkaAvroDeserializer``, confluent-kafka's
+``AvroSerializer`` and ``AvroDeserializer``): the payload is the value's bytes alone, without the
+length Avro writes before bytes, and reading takes the whole payload as the bytes. ``fixed``, and
+``bytes`` anywhere below the top (a field, a union branch), keep Avro's encoding.
+
 One ambiguity the binary form cannot resolve through fastavro: in a union holding both ``int`` and
 ``long`` (or ``float`` and ``double``) a decoded number is reported under the first of those
 branches, in union order, that can hold it.
@@ -40,6 +47,7 @@ from .values import (
     Decoder,
     Encoder,
     _array_encoder,
+    _bare_bytes_encoder,
     _decode_bytes,
     _decode_float,
     _decode_float32,
@@ -77,6 +85,11 @@ class AvroCodec:
         self._decode = self._decoder(root)
         self._fastavro = parse_schema(_codec_schema(root, named, set()), {})
         self._recursive = _is_recursive(root, named)
+        # Confluent's framing of a top-level bytes value (see the module's docstring): chosen here,
+        # once, so that no other value pays for the exception.
+        self._bare = _kind(root) == "bytes"
+        if self._bare:
+            self._encode = _bare_bytes_encoder
 
     def encode(self, value: JSON) -> bytes:
         try:
@@ -89,6 +102,8 @@ class AvroCodec:
             raise ConversionError(f"the value does not fit the Avro schema: {exc}") from None
 
     def decode(self, payload: bytes) -> JSON:
+        if self._bare:  # Confluent's reading: the whole payload is the value's bytes
+            return _decode_bytes(payload)
         # fastavro's compiled reader recurses on the C stack, as deep as the payload nests, and a
         # few thousand levels crash the process. A payload of a recursive schema that could nest
         # that deep (every level takes a byte) goes to its Python reader, which stops at Python's

@@ -168,6 +168,12 @@ def _encode_bytes(value: Any) -> bytes:
     return _sized(_latin1(value))
 
 
+def _bare_bytes_encoder(value: Any) -> bytes:
+    """A value of a top-level ``bytes`` schema as Confluent's serializers write it: the bytes alone,
+    without Avro's length before them (``codec.AvroCodec`` picks it for the whole value)."""
+    return _latin1(value)
+
+
 def _fixed_encoder(size: int) -> Encoder:
     def encode(value: Any) -> bytes:
         data = _latin1(value)
