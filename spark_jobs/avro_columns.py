@@ -18,9 +18,11 @@ A payload is decoded with the schema it was written with and resolved to the
 reader schema by Avro's rules (fastavro's reader, given both; the registry's
 ``reading_errors`` decides first whether the writer can be read at all, with
 Java's rules: a record or enum whose name changed namespace is matched by its
-unqualified name). Logical types are left out of what fastavro is given and
-applied here from the reader's schema, so a value always has the column's type
-whatever the writer's annotations.
+unqualified name). A writer whose top-level type is ``bytes`` framed its value as
+Confluent's serializers do, the bytes alone without Avro's length before them: the
+payload is all the bytes, resolved to the reader as Avro bytes are. Logical types
+are left out of what fastavro is given and applied here from the reader's schema,
+so a value always has the column's type whatever the writer's annotations.
 """
 
 from __future__ import annotations
@@ -355,10 +357,10 @@ class AvroColumns:
         self._convert: Convert = nullable(shape.convert)
         self._reader_id = reader_id
         self._reader = reader
-        # by writer id: the writer's and the reader's fastavro schemas (None: the same), and
+        # by writer id: the writer's and the reader's fastavro schemas (None: the same),
         # fastavro's reader (its pure-Python one for recursive writers: it cannot overflow the C
-        # stack); or why the writer cannot be read
-        self._plans: dict[int, tuple[Any, Any, Any] | DecodeError] = {}
+        # stack) and whether the writer's payloads are bare bytes; or why it cannot be read
+        self._plans: dict[int, tuple[Any, Any, Any, bool] | DecodeError] = {}
 
     def read(self, writer_id: int, writer: ParsedSchema, payload: bytes) -> Any:
         plan = self._plans.get(writer_id)
@@ -366,7 +368,9 @@ class AvroColumns:
             plan = self._plans[writer_id] = self._plan(writer_id, writer)
         if isinstance(plan, DecodeError):
             raise plan
-        writer_schema, reader_schema, read = plan
+        writer_schema, reader_schema, read, bare = plan
+        if bare:
+            payload = _as_avro_bytes(payload)
         try:
             datum = read(io.BytesIO(payload), writer_schema, reader_schema, return_named_type=True)
         except RecursionError:
@@ -375,11 +379,12 @@ class AvroColumns:
             raise DecodeError(f"the payload is not Avro data of schema {writer_id}: {exc!r}") from None
         return self._convert(datum)
 
-    def _plan(self, writer_id: int, writer: ParsedSchema) -> tuple[Any, Any, Any] | DecodeError:
+    def _plan(self, writer_id: int, writer: ParsedSchema) -> tuple[Any, Any, Any, bool] | DecodeError:
         if not isinstance(writer, AvroSchema):
             return DecodeError(f"schema {writer_id} is {writer.schema.schema_type.value}, not AVRO")
+        bare = _kind(writer.root) == "bytes"
         if writer_id == self._reader_id or writer.canonical() == self._reader.canonical():
-            return _parsed_for_fastavro(self._reader), None, schemaless_reader
+            return _parsed_for_fastavro(self._reader), None, schemaless_reader, bare
         errors = self._reader.reading_errors(writer)
         if errors:
             return DecodeError(
@@ -391,4 +396,17 @@ class AvroColumns:
             _parsed_for_fastavro(writer),
             _parsed_for_fastavro(self._reader, _renamed(self._reader, writer)),
             read,
+            bare,
         )
+
+
+def _as_avro_bytes(payload: bytes) -> bytes:
+    """A bare-bytes payload as Avro's binary encoding has the bytes: their length (zig-zag, then
+    7 bits a byte), then them, for fastavro's reader to resolve."""
+    n = len(payload) << 1
+    length = bytearray()
+    while n > 0x7F:
+        length.append((n & 0x7F) | 0x80)
+        n >>= 7
+    length.append(n)
+    return bytes(length) + payload

@@ -169,6 +169,33 @@ def test_avro_values_and_keys_across_schema_versions(spark: SparkSession, embedd
     assert by_id.schema["value"].dataType == pinned.schema["value"].dataType
 
 
+def test_avro_values_of_a_top_level_bytes_schema_are_the_bytes_after_the_header(
+    spark: SparkSession, embedded: TestLog
+) -> None:
+    """As Confluent's serializers frame them: the bytes alone, no Avro length before them; read as
+    the writer's type or resolved to another reader (bytes to string), a logical type applied."""
+    registry = TestRegistry(embedded)
+    topic = embedded.create_topic(1)
+    writer = registry.register(f"{topic}-value", SchemaType.AVRO, '"bytes"')
+    as_text = registry.register(f"{topic}-text", SchemaType.AVRO, '"string"')
+    blobs = [b"\x04ab", "h\u00e9llo".encode(), b""]  # the first is "ab" to Avro's length-prefixed form
+    produce(embedded, topic, *[(None, framed(writer, blob)) for blob in blobs])
+    frame = read(spark, embedded.url, topic, valueFormat="avro")
+    assert frame.schema["value"].dataType.simpleString() == "binary"
+    assert [bytes(r.value) for r in rows(frame, "value")] == blobs
+    text = read(spark, embedded.url, topic, valueFormat="avro", valueSchemaId=as_text)
+    assert [r.value for r in rows(text, "value")] == [b.decode() for b in blobs]
+
+    decimals = embedded.create_topic(1)
+    money = {"type": "bytes", "logicalType": "decimal", "precision": 6, "scale": 2}
+    price = registry.register(f"{decimals}-value", SchemaType.AVRO, json.dumps(money))
+    produce(
+        embedded, decimals, *[(None, framed(price, n.to_bytes(2, "big", signed=True))) for n in (1234, -5)]
+    )
+    got = rows(read(spark, embedded.url, decimals, valueFormat="avro"), "value")
+    assert [r.value for r in got] == [Decimal("12.34"), Decimal("-0.05")]
+
+
 def test_export_writes_decoded_columns_as_nested_parquet(
     spark: SparkSession, embedded: TestLog, tmp_path: Path
 ) -> None:
