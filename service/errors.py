@@ -30,7 +30,7 @@ class ErrorCode(IntEnum):
     METHOD_NOT_ALLOWED = 405
     REQUEST_TIMEOUT = 40801
     CONSUMER_FORMAT_MISMATCH = 40601
-    NOT_ACCEPTABLE = 40602
+    NOT_ACCEPTABLE = 406  # Jersey's NotAcceptableException: rest-utils' mapper gives the status
     CONSUMER_ALREADY_SUBSCRIBED = 40901
     CONSUMER_ALREADY_EXISTS = 40902
     ILLEGAL_STATE = 40903

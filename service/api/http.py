@@ -350,7 +350,7 @@ ACCEPTS_CONSUMER_TYPES = Depends(accepts_consumer_types)
 # The OpenAPI declarations of the answers above: a route that checks Accept lists NOT_ACCEPTABLE,
 # a produce route BAD_BODY too.
 NOT_ACCEPTABLE: dict[int | str, dict[str, Any]] = {
-    406: {"model": ErrorBody, "description": "Accept allows none of the route's media types (40602)."}
+    406: {"model": ErrorBody, "description": "Accept allows none of the route's media types (406)."}
 }
 BAD_BODY: dict[int | str, dict[str, Any]] = {
     400: {
