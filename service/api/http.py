@@ -283,10 +283,11 @@ def quality(ranges: Iterable[MediaRange], produced: str) -> int:
 
 
 def acceptable(accept: str | None, answers: Collection[str] = V2_ANSWERS) -> bool:
-    """Whether an Accept header admits one of ``answers`` with a ``q`` above 0 (no header does);
-    ``MalformedAccept`` if Jersey cannot read it."""
+    """Whether an Accept header admits one of ``answers`` (no header does), an item weighted 0
+    too: Jersey selects by compatibility and only orders by ``q``; ``MalformedAccept`` if Jersey
+    cannot read it."""
     ranges = media_ranges(accept)
-    return any(quality(ranges, answer) > 0 for answer in answers)
+    return any(quality(ranges, answer) >= 0 for answer in answers)
 
 
 # Confluent's consumers resource also answers its control routes in every embedded format's type,
@@ -295,13 +296,21 @@ CONSUMER_ANSWERS = V2_ANSWERS | {content_type_for(fmt) for fmt in FORMATS}
 
 
 def accepts_v2(request: Request) -> None:
-    """The v2 control routes' Accept check, a dependency: 406 when the client accepts none of the
-    v2 JSON types. (Confluent's Jersey sends its 406 without a body; the docs list that.)"""
+    """The v2 control routes' checks, a dependency: the Content-Type first (415), as Jersey checks
+    a resource's ``@Consumes`` before Accept, on every method; then 406 when the client accepts
+    none of the v2 JSON types. (Confluent's Jersey sends its 406 without a body; the docs list that.)"""
+    check_control_type(request)
+    check_accept(request.headers.get("accept"))
+
+
+def accepts_v2_reading_any(request: Request) -> None:
+    """``accepts_v2`` for a route whose resource consumes any Content-Type (the brokers'): Accept only."""
     check_accept(request.headers.get("accept"))
 
 
 def accepts_consumer_types(request: Request) -> None:
     """``accepts_v2`` for the consumer routes, which answer in the embedded formats' types too."""
+    check_control_type(request)
     check_accept(request.headers.get("accept"), CONSUMER_ANSWERS)
 
 
@@ -323,21 +332,27 @@ _ANY_FORMAT: Final = V2_ANSWERS | {"application/*"}
 
 
 def accepted_formats(accept: str | None) -> set[EmbeddedFormat] | None:
-    """The embedded formats a records route may answer in by Accept (``media_ranges``, ``q``
-    above 0): None when it admits them all (no header, a wildcard, a generic v2 JSON type: the
-    instance's or the default format); ``BadRequest`` when Jersey cannot read it."""
+    """The embedded formats a records route may answer in by Accept (``media_ranges``): those of
+    the items it weights highest, as Jersey orders by ``q`` (an item weighted 0 too); None when
+    they admit them all (no header, a wildcard, a generic v2 JSON type: the instance's or the
+    default format); ``BadRequest`` when Jersey cannot read it."""
     try:
         ranges = media_ranges(accept)
     except MalformedAccept as exc:
         raise _unreadable(exc) from None
+    best = -1
+    any_format = False
     allowed: set[EmbeddedFormat] = set()
     for r in ranges:
-        if r.q <= 0:
+        everything = r.type == "*" or f"{r.type}/{r.subtype}" in _ANY_FORMAT
+        formats = set() if everything else {fmt for fmt in FORMATS if r.admits(content_type_for(fmt))}
+        if (not everything and not formats) or r.q < best:
             continue
-        if r.type == "*" or f"{r.type}/{r.subtype}" in _ANY_FORMAT:
-            return None
-        allowed.update(fmt for fmt in FORMATS if r.admits(content_type_for(fmt)))
-    return allowed
+        if r.q > best:
+            best, any_format, allowed = r.q, False, set()
+        any_format = any_format or everything
+        allowed |= formats
+    return None if any_format else allowed
 
 
 def _unreadable(exc: MalformedAccept) -> BadRequest:
@@ -345,6 +360,7 @@ def _unreadable(exc: MalformedAccept) -> BadRequest:
 
 
 ACCEPTS_V2 = Depends(accepts_v2)
+ACCEPTS_V2_READING_ANY = Depends(accepts_v2_reading_any)
 ACCEPTS_CONSUMER_TYPES = Depends(accepts_consumer_types)
 
 # The OpenAPI declarations of the answers above: a route that checks Accept lists NOT_ACCEPTABLE,

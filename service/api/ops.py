@@ -23,7 +23,7 @@ from service.errors import GatewayError
 
 from .access import decision_of
 from .auth import ANONYMOUS, principal_of
-from .http import ACCEPTS_V2, NOT_ACCEPTABLE
+from .http import ACCEPTS_V2, ACCEPTS_V2_READING_ANY, NOT_ACCEPTABLE
 from .http import v2 as v2_response
 from .http import v3 as v3_response
 from .responses import ERRORS
@@ -45,7 +45,7 @@ async def root() -> Response:
 @router.get(
     "/brokers",
     operation_id="listBrokers",
-    dependencies=[ACCEPTS_V2],
+    dependencies=[ACCEPTS_V2_READING_ANY],
     responses={200: {"model": v2.Brokers}, **NOT_ACCEPTABLE},
 )
 async def brokers(gw: GW) -> Response:

@@ -130,8 +130,10 @@ IdempotencyKey = Annotated[
 async def serve_produce(
     request: Request, gw: Gateway, topic: str, partition: int | None, key: str | None
 ) -> Response:
-    check_accept(request.headers.get("accept"))  # here, not a dependency: the fast path calls this too
+    # Content-Type first, then Accept, as Jersey checks them; here, not a dependency: the fast
+    # path calls this too
     fmt = produce_format(request.headers.get("content-type"))
+    check_accept(request.headers.get("accept"))
     body = await read_body(request)
     # The same key with the same request (target, format, body) answers with the first response.
     idempotent = None

@@ -413,7 +413,7 @@ async def v2_routes(client: httpx.AsyncClient, name: str) -> list[tuple[str, str
 
 @pytest.mark.parametrize(
     "accept",
-    ["application/octet-stream", "text/plain", "application/xml, text/html", "application/json; q=0"],
+    ["application/octet-stream", "text/plain", "application/xml, text/html", "text/*; q=0"],
 )
 async def test_routes_refuse_an_accept_they_cannot_answer(
     client: httpx.AsyncClient, name: str, accept: str
@@ -440,6 +440,9 @@ async def test_routes_refuse_an_accept_they_cannot_answer(
         "application/*",
         "text/html, application/vnd.kafka.v2+json; q=0.5",
         "application/vnd.kafka.v2+json, application/vnd.kafka+json, application/json",
+        # Jersey selects by compatibility and orders by q: an item weighted 0 is served, last
+        "application/json; q=0",
+        "text/html, */*; q=0",
     ],
 )
 async def test_routes_answer_the_v2_types_and_wildcards(
@@ -469,6 +472,28 @@ async def test_consumer_routes_answer_the_embedded_formats_types_too(
             assert r.status_code in (200, 204), (method, path, r.text)
         else:
             refused(r, 406, 406)
+
+
+async def test_content_type_is_checked_before_accept(client: httpx.AsyncClient, name: str) -> None:
+    """Jersey's MethodSelectingRouter refuses a Content-Type its resource does not consume (415)
+    before it reads Accept (406, or 400 when it cannot read it), on every method: a request wrong
+    in both is 415. The brokers resource consumes anything (an empty @Consumes): there, Accept."""
+    routes = await v2_routes(client, name)
+    for accept in ["text/html", "application/json; q=abc"]:
+        for method, path, body in routes:
+            content = None if body is None else json.dumps(body).encode()
+            headers = {"Accept": accept, "Content-Type": "text/plain"}
+            r = await client.request(method, path, content=content, headers=headers)
+            if path == "/brokers":
+                assert r.status_code == (406 if accept == "text/html" else 400), (method, path, r.text)
+            else:
+                assert r.status_code == 415, (method, path, accept, r.text)
+                assert r.json()["message"] == "HTTP 415 Unsupported Media Type", r.text
+    r = await client.get("/topics", headers={"Content-Type": "application/xml"})
+    assert r.status_code == 415, r.text
+    r = await client.get("/brokers", headers={"Content-Type": "application/xml"})
+    assert r.status_code == 200, r.text
+    assert await end_offset(client, name) == 0  # no produce was served
 
 
 # --- Paths: a trailing slash is served, not redirected ----------------------------------------

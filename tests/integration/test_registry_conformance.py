@@ -35,6 +35,7 @@ from tests.conftest import KAFKA_TEST_SETTINGS, RunningGateway, running_gateway
 
 SR = "/schema-registry"
 V1 = "application/vnd.schemaregistry.v1+json"
+SR_DEFAULT = "application/vnd.schemaregistry+json"
 
 ORDER = {
     "type": "record",
@@ -449,6 +450,48 @@ async def test_wildcard_accepts_are_served(registry: Registry, accept: str) -> N
     assert (r.status_code, r.headers["content-type"]) == (200, V1), r.text
 
 
+@pytest.mark.parametrize(
+    ("accept", "answered"),
+    [
+        ("application/json; q=0", "application/json"),
+        ("application/vnd.schemaregistry.v1+json; q=0, application/json", "application/json"),
+        ("application/json; q=0, application/vnd.schemaregistry+json; q=0", SR_DEFAULT),
+        ("text/html, */*; q=0", V1),
+    ],
+)
+async def test_an_accept_weighted_0_is_served_last(registry: Registry, accept: str, answered: str) -> None:
+    """Jersey selects a method by compatibility alone and orders the candidates by q, then by the
+    resource's qs (CombinedMediaType): an item weighted 0 is served when nothing better is."""
+    r = await registry.client.get(f"{SR}/subjects", headers={"Accept": accept})
+    assert (r.status_code, r.headers["content-type"]) == (200, answered), r.text
+
+
+async def test_content_type_is_checked_before_accept(registry: Registry) -> None:
+    """Every resource of Confluent's registry @Consumes its JSON types and octet-stream; Jersey
+    refuses another Content-Type (415) before it reads Accept (406, 400), on every method."""
+    c = registry.client
+    schema = json.dumps({"schema": '"string"'}).encode()
+    requests = [
+        ("POST", f"{SR}/subjects/ct-value/versions", schema),
+        ("POST", f"{SR}/subjects/ct-value", schema),
+        ("POST", f"{SR}/compatibility/subjects/ct-value/versions/latest", schema),
+        ("PUT", f"{SR}/config", b'{"compatibility": "NONE"}'),
+        ("GET", f"{SR}/subjects", None),
+        ("GET", f"{SR}/schemas/ids/1", None),
+        ("GET", f"{SR}/config", None),
+        ("DELETE", f"{SR}/subjects/ct-value", None),
+    ]
+    for accept in [None, "text/html", "application/json; q=abc"]:
+        for method, path, body in requests:
+            headers = {"Content-Type": "text/plain"} | ({"Accept": accept} if accept else {})
+            r = await c.request(method, path, content=body, headers=headers)
+            assert error(r, 415, 415) == "HTTP 415 Unsupported Media Type", (method, path, accept)
+    for content_type in ["application/octet-stream", "application/*", "*/*"]:
+        r = await c.get(f"{SR}/subjects", headers={"Content-Type": content_type, "Accept": "text/html"})
+        assert error(r, 406, 406) == "HTTP 406 Not Acceptable", content_type
+    assert (await c.get(f"{SR}/subjects")).json() == []  # nothing was registered
+
+
 # Accept as Jersey reads it under Confluent's proxy and registry (AcceptableMediaType, HttpHeaderReader):
 # what it serves, and what it cannot read (its 400: HeaderValueException, an inbound header).
 ACCEPT_SERVED = [
@@ -460,8 +503,11 @@ ACCEPT_SERVED = [
     "text/html, */*; q=0.1",
     'application/json; x="a,b" ;q=1.000',
     "application/json,",  # a last comma ends the list
+    # Jersey selects by compatibility and orders by q (CombinedMediaType): q=0 is served, last
+    "application/json; q=0",
+    "text/html, */*; q=0",
 ]
-ACCEPT_REFUSED = ["text/*", "text/html", "application/json; q=0", "application/xml, text/*; q=1"]
+ACCEPT_REFUSED = ["text/*", "text/html", "text/*; q=0", "application/xml, text/*; q=1"]
 ACCEPT_MALFORMED = [
     "application/json; q=abc",
     "application/json; q=2",
@@ -512,12 +558,20 @@ async def test_the_records_routes_read_accept_alike(gateway: RunningGateway) -> 
         for accept in [*ACCEPT_SERVED, binary, f"text/html, {binary}; q=0.5"]:
             r = await c.get(path, params=params, headers={"Accept": accept})
             assert (r.status_code, r.headers["content-type"]) == (200, binary), (path, accept, r.text)
-        for accept in ["text/*", "text/html", f"{binary}; q=0"]:
+        for accept in [f"{binary}; q=0", f"application/vnd.kafka.json.v2+json; q=0, {binary}"]:
+            r = await c.get(path, params=params, headers={"Accept": accept})
+            assert (r.status_code, r.headers["content-type"]) == (200, binary), (path, accept, r.text)
+        for accept in ["text/*", "text/html", "text/*; q=0"]:
             r = await c.get(path, params=params, headers={"Accept": accept})
             assert r.status_code == 406, (path, accept, r.text)
         for accept in ACCEPT_MALFORMED:
             r = await c.get(path, params=params, headers={"Accept": accept})
             assert (r.status_code, r.json()["error_code"]) == (400, 400), (path, accept, r.text)
+    # Jersey picks the format the best q names (json, here), not one weighted lower: the
+    # binary instance's format does not match it
+    accept = f"{binary}; q=0.5, application/vnd.kafka.json.v2+json"
+    r = await c.get(poll[0], params=poll[1], headers={"Accept": accept})
+    assert (r.status_code, r.json()["error_code"]) == (406, 40601), r.text
 
 
 @pytest.mark.parametrize("charset", ["utf-16", "UTF-16BE", "utf-16le", "utf-32"])

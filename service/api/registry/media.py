@@ -4,8 +4,9 @@
 allows, by its q-values, read by the gateway's one Accept parser, ``service.api.http``'s, as
 Jersey reads them; ``RegistryNotAcceptable`` if it allows none); ``CONSUMES`` are the types
 ``requests`` reads bodies in; ``is_registry_path`` tells the error handlers which requests are
-the registry's (they answer in ``SR_V1`` there). Collaborators: ``service.api.http``
-(``JSONBody``, ``media_ranges``).
+the registry's (they answer in ``SR_V1`` there). ``check_content_type`` refuses a
+``Content-Type`` none of ``CONSUMES`` is. Collaborators: ``service.api.http`` (``JSONBody``,
+``media_ranges``).
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from typing import Final
 
 from fastapi import Request
 
-from service.api.http import JSONBody, MalformedAccept, media_ranges, quality
-from service.errors import RegistryBadRequest, RegistryNotAcceptable
+from api_schemas.formats import media_type
+from service.api.http import JSONBody, MalformedAccept, MediaRange, media_ranges, quality
+from service.errors import RegistryBadRequest, RegistryNotAcceptable, RegistryUnsupportedMediaType
 
 PREFIX: Final = "/schema-registry"
 SR_V1: Final = "application/vnd.schemaregistry.v1+json"
@@ -52,15 +54,30 @@ def is_registry_path(path: str) -> bool:
     return path == PREFIX or path.startswith(PREFIX + "/")
 
 
+def check_content_type(request: Request) -> None:
+    """415 when the request's ``Content-Type`` is compatible with none of ``CONSUMES``, which every
+    resource of Confluent's registry declares: Jersey's ``MethodSelectingRouter`` checks it on
+    every request that names one (a GET's too), before it reads ``Accept``."""
+    mt = media_type(request.headers.get("content-type"))
+    if not mt:
+        return
+    kind, _, sub = mt.partition("/")
+    if not any(MediaRange(kind, sub or "*").admits(consumed) for consumed in CONSUMES):
+        raise RegistryUnsupportedMediaType("HTTP 415 Unsupported Media Type")  # Jersey's words
+
+
 def response_type(request: Request) -> str:
     """The media type of the answer, by ``Accept`` (``service.api.http.media_ranges``, as Jersey
-    reads it): the one of ``PRODUCES`` with the highest ``q`` above 0, the first of them on a tie;
-    ``RegistryNotAcceptable`` if it allows none, ``RegistryBadRequest`` if Jersey cannot read it."""
+    reads it): the one of ``PRODUCES`` with the highest ``q``, the first of them on a tie (an item
+    weighted 0 is served too: Jersey orders by ``q``, it does not drop it); ``RegistryNotAcceptable``
+    if it admits none, ``RegistryBadRequest`` if Jersey cannot read it; the ``Content-Type``
+    first, as Jersey (``check_content_type``)."""
+    check_content_type(request)
     try:
         ranges = media_ranges(request.headers.get("accept"))
     except MalformedAccept as exc:
         raise RegistryBadRequest(f"HTTP 400 Bad Request: the Accept header cannot be read: {exc}.") from None
     best = max(PRODUCES, key=lambda produced: quality(ranges, produced))  # the first of the best
-    if quality(ranges, best) <= 0:
+    if quality(ranges, best) < 0:
         raise RegistryNotAcceptable("HTTP 406 Not Acceptable")  # Jersey's words, as Confluent's
     return best

@@ -18,7 +18,6 @@ from fastapi import Depends, Path, Query, Request
 from pydantic import AfterValidator, BaseModel, ValidationError
 
 from api_schemas import registry as sr
-from api_schemas.formats import media_type
 from service.api.gateway import gateway_of
 from service.api.http import PARSE_OFF_LOOP_BYTES, describe_validation, read_body
 from service.core.json_depth import exceeds
@@ -30,10 +29,9 @@ from service.errors import (
     InvalidSchemaError,
     InvalidVersion,
     RegistryBadRequest,
-    RegistryUnsupportedMediaType,
 )
 
-from .media import CONSUMES, SLASH, response_type
+from .media import SLASH, check_content_type, response_type
 
 INT32_MAX: Final = 2**31 - 1
 _VERSION_RE: Final = re.compile(r"[+-]?[0-9]{1,10}")
@@ -62,9 +60,7 @@ Normalize = Annotated[
 
 
 async def _body(request: Request, model: type[M]) -> M:
-    mt = media_type(request.headers.get("content-type"))
-    if mt and mt not in CONSUMES:
-        raise RegistryUnsupportedMediaType("HTTP 415 Unsupported Media Type")  # Jersey's words
+    check_content_type(request)
     body = _utf8(await read_body(request))
     if not body.strip():
         raise RegistryBadRequest("A JSON request body is required.")
