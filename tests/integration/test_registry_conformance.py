@@ -344,6 +344,66 @@ AVRO_REFUSALS = [
 ]
 
 
+async def test_each_routes_not_found_is_worded_as_confluents(registry: Registry) -> None:
+    """Route by route, the 404 Confluent's resource throws for what is not there, and its words
+    (Errors: subjectNotFoundException, versionNotFoundException, schemaNotFoundException with and
+    without an id, the not-configured ones), as SchemasResource, SubjectVersionsResource,
+    SubjectsResource, CompatibilityResource, ConfigResource and ModeResource throw them."""
+    c = registry.client
+    await registry.id_of("base", record("Base", "x"))
+    schema = {"schema": record("Base", "x")}
+    nope = "Subject 'nope' not found."
+    no_schema_99 = "Schema 99 not found"
+    cases: list[tuple[str, str, dict[str, Any] | None, int, str]] = [
+        # SchemasResource: getSchema and getSchemaOnly name the id, getSubjects and getVersions do not
+        ("GET", "/schemas/ids/99", None, 40403, no_schema_99),
+        ("GET", "/schemas/ids/99/schema", None, 40403, no_schema_99),
+        ("GET", "/schemas/ids/99/subjects", None, 40403, "Schema not found"),
+        ("GET", "/schemas/ids/99/versions", None, 40403, "Schema not found"),
+        # SubjectVersionsResource
+        ("GET", "/subjects/nope/versions", None, 40401, nope),
+        ("GET", "/subjects/nope/versions/1", None, 40401, nope),
+        ("GET", "/subjects/nope/versions/latest", None, 40401, nope),
+        ("GET", "/subjects/base/versions/7", None, 40402, "Version 7 not found."),
+        ("GET", "/subjects/nope/versions/1/schema", None, 40401, nope),
+        ("GET", "/subjects/base/versions/7/schema", None, 40402, "Version 7 not found."),
+        ("GET", "/subjects/nope/versions/1/referencedby", None, 40401, nope),
+        ("GET", "/subjects/base/versions/7/referencedby", None, 40402, "Version 7 not found."),
+        ("DELETE", "/subjects/nope/versions/1", None, 40401, nope),
+        ("DELETE", "/subjects/base/versions/7", None, 40402, "Version 7 not found."),
+        # SubjectsResource
+        ("POST", "/subjects/nope", schema, 40401, nope),
+        ("POST", "/subjects/base", {"schema": record("Other", "y")}, 40403, "Schema not found"),
+        ("DELETE", "/subjects/nope", None, 40401, nope),
+        # CompatibilityResource: a version not there, whether or not its subject is
+        ("POST", "/compatibility/subjects/base/versions/7", schema, 40402, "Version 7 not found."),
+        ("POST", "/compatibility/subjects/nope/versions/1", schema, 40402, "Version 1 not found."),
+        # ConfigResource, ModeResource: no subject-level setting to read, or to delete
+        (
+            "GET",
+            "/config/nope",
+            None,
+            40408,
+            "Subject 'nope' does not have subject-level compatibility configured",
+        ),
+        ("DELETE", "/config/nope", None, 40401, nope),
+        ("DELETE", "/config/base", None, 40401, "Subject 'base' not found."),
+        ("GET", "/mode/nope", None, 40409, "Subject 'nope' does not have subject-level mode configured"),
+        ("DELETE", "/mode/nope", None, 40401, nope),
+        ("DELETE", "/mode/base", None, 40401, "Subject 'base' not found."),
+    ]
+    answered = []
+    for method, path, body, *_ in cases:
+        r = await c.request(method, SR + path, json=body)
+        answered.append(
+            (method, path, body, r.status_code, r.json().get("error_code"), r.json().get("message"))
+        )
+    assert answered == [(m, p, b, 404, code, message) for m, p, b, code, message in cases]
+    # no version to compare with is no refusal: compatible
+    r = await c.post(f"{SR}/compatibility/subjects/nope/versions/latest", json=schema)
+    assert r.json() == {"is_compatible": True}, r.text
+
+
 @pytest.mark.parametrize(("old", "new", "why"), AVRO_REFUSALS, ids=lambda v: str(v)[:30])
 async def test_an_avro_refusal_is_worded_as_confluents(
     registry: Registry, old: str, new: str, why: str

@@ -13,10 +13,12 @@ from fastapi.responses import Response
 
 from api_schemas import registry as sr
 from service.core.schemas.output_formats import in_format
+from service.core.schemas.state import Version
+from service.errors import SchemaNotFound
 
 from .answers import _RAW, ERRORS, _answer, _described, _ok, _page, _subject_schema, _text
 from .requests import Answer, Deleted, Format, Limit, Offset
-from .served import GW, registry_router
+from .served import GW, Served, registry_router
 
 router = registry_router()
 
@@ -85,7 +87,7 @@ async def versions_of_schema(
     id: int, gw: GW, answer: Answer, deleted: Deleted = False, offset: Offset = 0, limit: Limit = -1
 ) -> Response:
     """The subject versions that are this schema."""
-    uses = await gw.registry.uses(id, deleted=deleted)
+    uses = await _uses(gw, id, deleted=deleted)
     return _answer(_page([{"subject": v.subject, "version": v.version} for v in uses], offset, limit), answer)
 
 
@@ -95,5 +97,14 @@ async def versions_of_schema(
 async def subjects_of_schema(
     id: int, gw: GW, answer: Answer, deleted: Deleted = False, offset: Offset = 0, limit: Limit = -1
 ) -> Response:
-    subjects = sorted({v.subject for v in await gw.registry.uses(id, deleted=deleted)})
+    subjects = sorted({v.subject for v in await _uses(gw, id, deleted=deleted)})
     return _answer(_page(subjects, offset, limit), answer)
+
+
+async def _uses(gw: Served, schema_id: int, *, deleted: bool) -> list[Version]:
+    """The subject versions that are schema ``schema_id``; for an id not there, the 40403 of
+    Confluent's ``getSubjects`` and ``getVersions``, which do not name the id."""
+    try:
+        return await gw.registry.uses(schema_id, deleted=deleted)
+    except SchemaNotFound:
+        raise SchemaNotFound() from None
