@@ -103,7 +103,7 @@ BoolLike = bool | Literal["true", "false"]
 
 
 class CreateConsumerRequest(BaseModel):
-    """Confluent's consumer instance config; unknown keys are ignored as Confluent does."""
+    """Confluent's consumer instance config and brokergate's; a key neither takes is refused (422)."""
 
     model_config = ConfigDict(populate_by_name=True, extra="ignore")
 

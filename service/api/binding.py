@@ -4,7 +4,8 @@ Confluent's proxy reads a consumer request with Jackson (rest-utils' JacksonMess
 Text that is not JSON is a ``JsonParseException``, a value of the wrong JSON type (a list where an
 object goes, a string where a list goes, an integer field given ``"abc"``) a
 ``JsonMappingException``: rest-utils' JsonParseExceptionMapper and JsonMappingExceptionMapper
-answer both 400 with error code 400. What binds but is refused afterwards keeps its own answer:
+answer both 400 with error code 400; a name the request class has no field for is its 422 with
+error code 422 (``Unrecognized field: x``). What binds but is refused afterwards keeps its own answer:
 a value the request class refuses as it is built (``refusals``: a consumer's ``format``), what the
 consumer manager refuses (the routes' codes), and what the gateway validates itself (422, 42206).
 
@@ -21,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar, get_args
 
 from fastapi import Request
 from pydantic import BaseModel, ValidationError
@@ -29,7 +30,7 @@ from pydantic_core import ErrorDetails
 
 from api_schemas.records import json_kind
 from service.api.gateway import gateway_of
-from service.errors import BadRequest, GatewayError, InvalidPayload
+from service.errors import BadRequest, GatewayError, InvalidPayload, Unprocessable
 
 from .http import PARSE_OFF_LOOP_BYTES, check_control_type, describe_validation, loads, read_body
 
@@ -64,9 +65,16 @@ _WRONG_TYPE: Mapping[str, str] = {
 _NOT_AN_INTEGER = "must be an integer"
 
 
-async def bind_optional(request: Request, model: type[M], *, refusals: Refusals | None = None) -> M | None:
+async def bind_optional(
+    request: Request,
+    model: type[M],
+    *,
+    refusals: Refusals | None = None,
+    aliases: Mapping[str, str] | None = None,
+) -> M | None:
     """The body of ``request`` bound to ``model`` as Confluent's proxy binds it; an empty body, or
-    JSON null, is None (Jackson's null entity)."""
+    JSON null, is None (Jackson's null entity). ``aliases`` are names Confluent's class takes for
+    a field of the model's (its ``@JsonAlias``), the alias's value winning."""
     check_control_type(request)
     body = await read_body(request)
     if not body.strip():
@@ -79,6 +87,14 @@ async def bind_optional(request: Request, model: type[M], *, refusals: Refusals 
         return None
     if not isinstance(data, dict):
         raise BadRequest(f"Cannot deserialize the request body from {json_kind(data)}: it is a JSON object.")
+    for alias, name in (aliases or {}).items():
+        if alias in data:
+            data[name] = data.pop(alias)
+    # Jackson fails on a property its class does not have; rest-utils' JacksonMessageBodyProvider
+    # answers that as a constraint violation, 422 with error code 422.
+    unknown = _unrecognized(model, data)
+    if unknown is not None:
+        raise Unprocessable(f"Unrecognized field: {unknown}")
     # A null is a field left out: every field of Confluent's request classes is nullable.
     data = {key: value for key, value in data.items() if value is not None}
     try:
@@ -99,6 +115,37 @@ async def bind(request: Request, model: type[M], *, refusals: Refusals | None = 
     if bound is None:
         raise InvalidPayload("A JSON request body is required.")
     return bound
+
+
+# Confluent's offsets and timestamps carry a "metadata" the gateway takes and does not keep.
+_TAKEN_NOT_KEPT: Final = frozenset({"metadata"})
+
+
+def _unrecognized(model: type[BaseModel], data: Any) -> str | None:
+    """The first name in ``data`` (at any depth) that ``model`` has no field for, by the field's
+    JSON name; None when there is none."""
+    if not isinstance(data, dict):
+        return None
+    fields = {field.alias or name: field for name, field in model.model_fields.items()}
+    for key, value in data.items():
+        field = fields.get(key)
+        if field is None:
+            if key in _TAKEN_NOT_KEPT:
+                continue
+            return str(key)
+        for inner in _models_in(field.annotation):
+            for item in value if isinstance(value, list) else [value]:
+                found = _unrecognized(inner, item)
+                if found is not None:
+                    return found
+    return None
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The models a field's type holds (``list[TopicPartitionRef] | None``: ``TopicPartitionRef``)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [model for arg in get_args(annotation) for model in _models_in(arg)]
 
 
 def _as_jackson_reads(data: dict[str, Any], errors: list[ErrorDetails]) -> dict[str, Any] | None:

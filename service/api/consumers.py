@@ -61,6 +61,13 @@ _CONFIG_REFUSALS: Refusals = {
         "Expected value to be either true or false"
     ),
 }
+# CreateConsumerInstanceRequest's other names: its @JsonAlias, and "id", which names the instance
+# over "name" (KafkaConsumerManager.getConsumerInstanceName).
+_CONFIG_ALIASES = {
+    "id": "name",
+    "responseMinBytes": "fetch.min.bytes",
+    "requestWaitMs": "consumer.request.timeout.ms",
+}
 # KafkaRestConfig.PROXY_FETCH_MIN_BYTES_VALIDATOR: -1 (no minimum) to 10 MB.
 FETCH_MIN_BYTES_RANGE = (-1, 10_000_000)
 
@@ -137,7 +144,9 @@ def _base_uri(request: Request, group: str, instance: str) -> str:
 )
 async def create_consumer(group: str, request: Request, gw: GW) -> Response:
     """Create a consumer instance in `group`; it belongs to the caller (anyone else gets 404)."""
-    req = await bind_optional(request, v2.CreateConsumerRequest, refusals=_CONFIG_REFUSALS)
+    req = await bind_optional(
+        request, v2.CreateConsumerRequest, refusals=_CONFIG_REFUSALS, aliases=_CONFIG_ALIASES
+    )
     who = await decision_of(request)
     state = await gw.consumers.create(
         group, req.name if req else None, _config(req, gw), owner=who.caller.principal

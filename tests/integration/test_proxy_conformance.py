@@ -363,6 +363,51 @@ async def test_consumer_configs_confluent_refuses(
     assert said.startswith(message), said
 
 
+@pytest.mark.parametrize(
+    ("route", "body", "field"),
+    [
+        ("", {"format": "json", "group": "g"}, "group"),
+        ("", {"auto_offset_reset": "earliest"}, "auto_offset_reset"),
+        ("/subscription", {"topics": ["t"], "pattern": "t.*"}, "pattern"),
+        ("/assignments", {"partitions": [{"topic": "t", "partition": 0, "offset": 1}]}, "offset"),
+        ("/offsets", {"offsets": [{"topic": "t", "partition": 0, "offset": 1, "leader": 1}]}, "leader"),
+        ("/positions/end", {"partitions": [], "all": True}, "all"),
+    ],
+)
+async def test_a_field_the_request_class_does_not_have_is_refused(
+    client: httpx.AsyncClient, name: str, route: str, body: dict[str, Any], field: str
+) -> None:
+    """Jackson fails on an unknown property; rest-utils' JacksonMessageBodyProvider answers it as a
+    constraint violation: 422 with error code 422, ``Unrecognized field: x``."""
+    base = await consumer(client, f"g-{name}")
+    url = f"/consumers/h-{name}" if not route else f"{base}{route}"
+    r = await client.post(url, json=body, headers={"Content-Type": V2})
+    assert refused(r, 422, 422) == f"Unrecognized field: {field}"
+
+
+async def test_the_names_confluents_classes_have_are_taken(client: httpx.AsyncClient, name: str) -> None:
+    """CreateConsumerInstanceRequest's "id" names the instance over "name"
+    (KafkaConsumerManager.getConsumerInstanceName), its @JsonAlias requestWaitMs and
+    responseMinBytes are its configs; an offset's "metadata" is taken."""
+    await create_topic(client, name, 1)
+    body = {"id": "by-id", "name": "by-name", "requestWaitMs": 100, "responseMinBytes": 1, "format": "json"}
+    r = await client.post(f"/consumers/g-{name}", json=body, headers={"Content-Type": V2})
+    assert r.status_code == 200, r.text
+    assert r.json()["instance_id"] == "by-id"
+    base = r.json()["base_uri"]
+    r = await client.post(
+        f"{base}/assignments",
+        json={"partitions": [{"topic": name, "partition": 0}]},
+        headers={"Content-Type": V2},
+    )
+    assert r.status_code == 204, r.text
+    offsets = [{"topic": name, "partition": 0, "offset": 0, "metadata": "m"}]
+    r = await client.post(f"{base}/positions", json={"offsets": offsets}, headers={"Content-Type": V2})
+    assert r.status_code == 204, r.text
+    r = await client.post(f"{base}/offsets", json={"offsets": offsets}, headers={"Content-Type": V2})
+    assert r.status_code == 200, r.text
+
+
 async def test_consumer_bodies_bind_as_jackson_binds_them(client: httpx.AsyncClient, name: str) -> None:
     """Jackson takes a number or a boolean where a string goes as its text, and a null as a field
     left out; fetch.min.bytes -1 is Confluent's "no minimum"."""
