@@ -306,6 +306,7 @@ class Bench:
             self.share_seconds,
             partitions=SHARE_CONSUMERS,
         )
+        await group.http.aclose()  # its own client: this one serves every way of the run
         group.http = http
         share_topic = f"{topic}-shares"
         await group.fill(share_topic)
