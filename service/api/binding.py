@@ -5,16 +5,17 @@ Text that is not JSON is a ``JsonParseException``, a value of the wrong JSON typ
 object goes, a string where a list goes, an integer field given ``"abc"``) a
 ``JsonMappingException``: rest-utils' JsonParseExceptionMapper and JsonMappingExceptionMapper
 answer both 400 with error code 400; a name the request class has no field for is its 422 with
-error code 422 (``Unrecognized field: x``). What binds but is refused afterwards keeps its own answer:
+error code 422 (``Unrecognized field: x``), as is a value that breaks a constraint of the class
+(bean validation, or the gateway's bounds). What binds but is refused afterwards keeps its own answer:
 a value the request class refuses as it is built (``refusals``: a consumer's ``format``), what the
-consumer manager refuses (the routes' codes), and what the gateway validates itself (422, 42206).
+consumer manager refuses (the routes' codes), and what the gateway checks itself (42206, 42204).
 
 Jackson also takes what pydantic would not: a number or a boolean where a string goes is its
 text, a null the field left out. The body is bound once more with those values as Jackson reads
 them before anything is refused.
 
-Collaborators: ``http`` reads the body (size limit, Content-Type, depth) and describes what the
-gateway refuses; ``api_schemas.records.json_kind`` names a JSON value as the produce routes do.
+Collaborators: ``http`` reads the body (size limit, Content-Type, depth);
+``api_schemas.records.json_kind`` names a JSON value as the produce routes do.
 """
 
 from __future__ import annotations
@@ -30,9 +31,9 @@ from pydantic_core import ErrorDetails
 
 from api_schemas.records import json_kind
 from service.api.gateway import gateway_of
-from service.errors import BadRequest, GatewayError, InvalidPayload, Unprocessable
+from service.errors import BadRequest, GatewayError, Unprocessable
 
-from .http import PARSE_OFF_LOOP_BYTES, check_control_type, describe_validation, loads, read_body
+from .http import PARSE_OFF_LOOP_BYTES, check_control_type, loads, read_body
 
 __all__ = ["Refusals", "bind", "bind_optional"]
 
@@ -113,7 +114,8 @@ async def bind(request: Request, model: type[M], *, refusals: Refusals | None = 
     """``bind_optional`` for a route that needs a body."""
     bound = await bind_optional(request, model, refusals=refusals)
     if bound is None:
-        raise InvalidPayload("A JSON request body is required.")
+        # the resource's @NotNull: a constraint violation, rest-utils' 422 with error code 422
+        raise Unprocessable("The request body must not be null (was null)")
     return bound
 
 
@@ -230,4 +232,21 @@ def _refusal(exc: ValidationError, data: dict[str, Any], refusals: Refusals) -> 
         path = _path(err)
         if len(path) == 1 and isinstance(path[0], str) and path[0] in refusals:
             return refusals[path[0]](data.get(path[0]))
-    return InvalidPayload(describe_validation(exc))
+    # What binds and breaks a constraint (bean validation's @PositiveOrZero, @NotEmpty, or the
+    # gateway's bounds): rest-utils' ConstraintViolationExceptionMapper, 422 with error code 422,
+    # each violation as ConstraintViolations.format writes it.
+    return Unprocessable("; ".join(_violation(err) for err in errors[:5]))
+
+
+def _violation(err: ErrorDetails) -> str:
+    """A constraint pydantic found broken, as ``ConstraintViolations.format``: the property's path,
+    what it must be, and the value it was."""
+    ctx = err.get("ctx") or {}
+    path = _where(_path(err)).strip("'")
+    if err["type"] == "missing":
+        return f"{path} must not be null (was null)"
+    bounds = {"greater_than_equal": "greater than or equal to", "less_than_equal": "less than or equal to"}
+    if err["type"] in bounds:
+        bound = ctx.get("ge", ctx.get("le"))
+        return f"{path} must be {bounds[err['type']]} {bound} (was {err['input']})"
+    return f"{path} {err['msg'][:1].lower()}{err['msg'][1:]} (was {str(err['input'])[:100]})"

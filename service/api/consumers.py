@@ -413,9 +413,8 @@ async def committed(
 async def seek(group: str, instance: str, request: Request, gw: GW) -> Response:
     """Seek assigned partitions to offsets, or to the first offset at/after timestamps."""
     async with instance_first(request, gw.consumers.owned, group, instance):
+        # neither offsets nor timestamps: nothing to seek, as KafkaConsumerState.seek does nothing
         req = await bind(request, v2.SeekRequest)
-        if not req.offsets and not req.timestamps:
-            raise InvalidPayload("Give 'offsets' or 'timestamps'.")
         named = [o.topic for o in req.offsets or ()] + [t.topic for t in req.timestamps or ()]
         who = await check_topics(request, named, Operation.DESCRIBE)
         if req.offsets:

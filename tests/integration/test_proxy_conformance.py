@@ -385,6 +385,36 @@ async def test_a_field_the_request_class_does_not_have_is_refused(
     assert refused(r, 422, 422) == f"Unrecognized field: {field}"
 
 
+@pytest.mark.parametrize(
+    ("route", "body", "message"),
+    [
+        (
+            "/assignments",
+            b'{"partitions": [{"topic": "t", "partition": -1}]}',
+            "partitions[0].partition must be greater than or equal to 0 (was -1)",
+        ),
+        ("/positions/end", b'{"partitions": [{"partition": 0}]}', "partitions[0].topic must not be null"),
+        (
+            "/offsets",
+            b'{"offsets": [{"topic": "t", "partition": 0, "offset": -2}]}',
+            "offsets[0].offset must be greater than or equal to 0 (was -2)",
+        ),
+        ("/subscription", b"", "The request body must not be null"),
+        ("/positions", b"null", "The request body must not be null"),
+    ],
+)
+async def test_a_body_breaking_a_constraint_is_a_constraint_violation(
+    client: httpx.AsyncClient, name: str, route: str, body: bytes, message: str
+) -> None:
+    """What binds but breaks a constraint of its class (@PositiveOrZero, @NotEmpty, the resource's
+    @NotNull) is rest-utils' ConstraintViolationExceptionMapper's 422 with error code 422, the
+    violation as ConstraintViolations.format writes it: path, rule, the value it was."""
+    base = await consumer(client, f"g-{name}")
+    r = await client.post(f"{base}{route}", content=body, headers={"Content-Type": V2})
+    said = refused(r, 422, 422)
+    assert said.startswith(message), said
+
+
 async def test_the_names_confluents_classes_have_are_taken(client: httpx.AsyncClient, name: str) -> None:
     """CreateConsumerInstanceRequest's "id" names the instance over "name"
     (KafkaConsumerManager.getConsumerInstanceName), its @JsonAlias requestWaitMs and
