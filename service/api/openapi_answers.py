@@ -15,7 +15,9 @@ from what the gateway sends, which tests/integration/test_openapi.py checks with
 - the 401 of ``auth.Authenticate`` on every operation and the 403 of ``access.Authorize`` (a need
   of ``access.RULES``), of a route's own check of the topics its body names, and of
   ``crosssite.CrossSiteGuard`` (a route that changes state), where the route's rule makes them
-  possible. These layers answer in the v2 type, whatever the path.
+  possible. These layers answer in the v2 type, whatever the path;
+- the 400 of an Accept header Jersey cannot read (``http.media_ranges``), on every operation
+  that reads Accept (it lists a 406).
 """
 
 from __future__ import annotations
@@ -107,6 +109,8 @@ def document_answers(schema: dict[str, Any]) -> None:
                 if content:
                     response["content"] = _served(path, str(status), content, body)
             _refusals(f"{method.upper()} {path}", path, responses)
+            if "406" in responses or 406 in responses:
+                _unreadable_accept(responses)
 
 
 def _served(path: str, status: str, content: dict[str, Any], body: dict[str, Any] | None) -> dict[str, Any]:
@@ -185,6 +189,18 @@ def _refusals(key: str, path: str, responses: dict[str, Any]) -> None:
     if why:
         text = "; or ".join(why)
         responses.setdefault("403", _error(f"{text[0].upper()}{text[1:]} (40301)."))
+
+
+_UNREADABLE_ACCEPT: Final = "an Accept header Jersey cannot read (error code 400)"
+
+
+def _unreadable_accept(responses: dict[Any, Any]) -> None:
+    """The 400 of ``http.media_ranges`` on an operation that reads Accept (it lists a 406)."""
+    listed = responses.get("400", responses.get(400))
+    if listed is None:
+        responses["400"] = _error(_UNREADABLE_ACCEPT[0].upper() + _UNREADABLE_ACCEPT[1:] + ".")
+    elif "Accept" not in listed.get("description", ""):
+        listed["description"] = listed.get("description", "").rstrip(".") + "; or " + _UNREADABLE_ACCEPT + "."
 
 
 def _error(description: str) -> dict[str, Any]:

@@ -36,7 +36,7 @@ GW = Annotated[Gateway, Depends(get_gateway)]
     "/",
     operation_id="root",
     dependencies=[ACCEPTS_V2],
-    responses={200: {"description": "An empty object, as Confluent's."}, **NOT_ACCEPTABLE},
+    responses={200: {"description": "An empty object, as Confluent's."}, **NOT_ACCEPTABLE, 415: ERRORS[415]},
 )
 async def root() -> Response:
     return v2_response({})

@@ -571,6 +571,26 @@ async def test_content_type_is_checked_before_accept(client: httpx.AsyncClient, 
     assert await end_offset(client, name) == 0  # no produce was served
 
 
+async def test_the_document_lists_the_400_of_an_unreadable_accept(
+    client: httpx.AsyncClient, name: str
+) -> None:
+    """Every operation that reads Accept (it lists a 406) lists the 400 of one Jersey cannot read,
+    which each route of the sample answers; the root lists the 415 it now answers too."""
+    for method, path, body in await v2_routes(client, name):
+        content = None if body is None else json.dumps(body).encode()
+        headers = {"Accept": "application/json; q=abc", "Content-Type": V2}
+        if path.startswith("/topics/"):
+            headers["Content-Type"] = BINARY
+        r = await client.request(method, path, content=content, headers=headers)
+        assert refused(r, 400, 400).startswith("HTTP 400 Bad Request: the Accept header"), (method, path)
+    document = (await client.get("/openapi.json")).json()
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            if "406" in operation["responses"]:
+                assert "Accept" in operation["responses"]["400"]["description"], (method, path)
+    assert "415" in document["paths"]["/"]["get"]["responses"]
+
+
 # --- Paths: a trailing slash is served, not redirected ----------------------------------------
 
 

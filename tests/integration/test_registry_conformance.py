@@ -552,6 +552,30 @@ async def test_content_type_is_checked_before_accept(registry: Registry) -> None
     assert (await c.get(f"{SR}/subjects")).json() == []  # nothing was registered
 
 
+async def test_the_document_lists_what_the_registry_answers(registry: Registry) -> None:
+    """The OpenAPI document a client is generated from: every registry operation lists the 400 of
+    an Accept Jersey cannot read and the 415 of a Content-Type it does not read (each answered
+    here over HTTP), and ``format`` names the forms each schema type has."""
+    c = registry.client
+    assert error(await c.get(f"{SR}/subjects", headers={"Accept": "text/html; q=2"}), 400, 400)
+    assert error(await c.get(f"{SR}/subjects", headers={"Content-Type": "text/plain"}), 415, 415)
+    document = (await c.get("/openapi.json")).json()
+    formats = 0
+    for path, operations in document["paths"].items():
+        if not path.startswith(SR):
+            continue
+        for method, operation in operations.items():
+            for status in ("400", "406", "415"):
+                assert status in operation["responses"], (method, path, status)
+            assert "Accept" in operation["responses"]["400"]["description"], (method, path)
+            for parameter in operation.get("parameters", []):
+                if parameter["name"] == "format":
+                    formats += 1
+                    for form in ("AVRO `resolved`", "PROTOBUF `serialized`"):
+                        assert form in parameter["description"], (method, path)
+    assert formats == 5  # by id, its text, a subject's version, its text, a lookup
+
+
 # Accept as Jersey reads it under Confluent's proxy and registry (AcceptableMediaType, HttpHeaderReader):
 # what it serves, and what it cannot read (its 400: HeaderValueException, an inbound header).
 ACCEPT_SERVED = [

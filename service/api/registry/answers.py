@@ -22,17 +22,25 @@ from .media import SR_V1
 
 _ERROR = {"model": ErrorBody}
 ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {**_ERROR, "description": "An Accept header Jersey cannot read (error code 400)."},
     404: {**_ERROR, "description": "No such subject (40401), version (40402) or schema (40403)."},
     406: {**_ERROR, "description": "Accept allows none of the registry's media types."},
+    415: {
+        **_ERROR,
+        "description": "A Content-Type the registry does not read, whatever the method (error code 415).",
+    },
     422: {**_ERROR, "description": "Invalid schema (42201), version (42202) or subject (42208)."},
     503: {**_ERROR, "description": "A backend is unavailable, or the writer lock busy (50002)."},
 }
 WRITE_ERRORS: dict[int | str, dict[str, Any]] = {
     **ERRORS,
-    400: {**_ERROR, "description": "The body is not JSON, or not the JSON the route takes."},
+    400: {
+        **_ERROR,
+        "description": "The body is not JSON, or not the JSON the route takes; or an Accept header "
+        "Jersey cannot read (error code 400).",
+    },
     409: {**_ERROR, "description": "The schema is incompatible with an earlier version (409)."},
     413: {**_ERROR, "description": "The body, or the schema text (42201), is over its size limit."},
-    415: {**_ERROR, "description": "Unsupported Content-Type."},
 }
 
 

@@ -43,7 +43,12 @@ Deleted = Annotated[bool, Query(description="Include soft-deleted versions.")]
 Offset = Annotated[int, Query(ge=0, description="Skip this many.")]
 Limit = Annotated[int, Query(description="At most this many (-1: all).")]
 Format = Annotated[
-    str, Query(description="The text in a form of its type (PROTOBUF: serialized); else as stored.")
+    str,
+    Query(
+        description="The text in a form of its type: AVRO `resolved` (the references' types written "
+        "in full), PROTOBUF `serialized` (its FileDescriptorProto in base64) or `ignore_extensions`; "
+        "empty or another name: the text as stored."
+    ),
 ]
 
 
