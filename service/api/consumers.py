@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -45,7 +45,22 @@ router = APIRouter(prefix="/consumers/{group}", tags=["consumers"])
 GW = Annotated[Gateway, Depends(get_gateway)]
 INSTANCE = "/instances/{instance}"
 _RECORDS = {"type": "array", "items": {"$ref": "#/components/schemas/ConsumerRecord"}}
-_NO_CONTENT = {204: {"description": "Done."}, **CONSUMER_ERRORS}
+# A body is bound as Confluent's proxy binds it (binding.py): its 400 and 422 as the document says.
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    **CONSUMER_ERRORS,
+    400: {
+        "model": v2.ErrorBody,
+        "description": "A body Confluent's JSON binding refuses: not JSON, not an object, a value of "
+        "the wrong JSON type (error code 400).",
+    },
+    422: {
+        "model": v2.ErrorBody,
+        "description": "A body naming a field its class does not have, breaking one of its constraints "
+        "or an unknown format (error code 422); a consumer config Kafka refuses (42204) or out of "
+        "range (40001); another invalid request (42201-42208).",
+    },
+}
+_NO_CONTENT = {204: {"description": "Done."}, **_ERRORS}
 
 # Confluent's proxy passes these to Kafka's consumer, whose ConfigException it answers 42204 with
 # the consumer's message (KafkaConsumerManager.createConsumer); its CreateConsumerInstanceRequest
@@ -139,7 +154,7 @@ def _base_uri(request: Request, group: str, instance: str) -> str:
     "",
     operation_id="createConsumer",
     dependencies=[ACCEPTS_CONSUMER_TYPES],
-    responses={200: {"model": v2.CreateConsumerResponse}, **CONSUMER_ERRORS},
+    responses={200: {"model": v2.CreateConsumerResponse}, **_ERRORS},
     openapi_extra=body_doc(v2.CreateConsumerRequest, required=False),
 )
 async def create_consumer(group: str, request: Request, gw: GW) -> Response:
@@ -199,7 +214,7 @@ async def subscribe(group: str, instance: str, request: Request, gw: GW) -> Resp
     INSTANCE + "/subscription",
     operation_id="getSubscription",
     dependencies=[ACCEPTS_CONSUMER_TYPES],
-    responses={200: {"model": v2.SubscriptionResponse}, **CONSUMER_ERRORS},
+    responses={200: {"model": v2.SubscriptionResponse}, **_ERRORS},
 )
 async def get_subscription(group: str, instance: str, request: Request, gw: GW) -> Response:
     who = await decision_of(request)
@@ -250,7 +265,7 @@ async def assign(group: str, instance: str, request: Request, gw: GW) -> Respons
     INSTANCE + "/assignments",
     operation_id="getAssignments",
     dependencies=[ACCEPTS_CONSUMER_TYPES],
-    responses={200: {"model": v2.AssignmentResponse}, **CONSUMER_ERRORS},
+    responses={200: {"model": v2.AssignmentResponse}, **_ERRORS},
 )
 async def get_assignments(group: str, instance: str, request: Request, gw: GW) -> Response:
     tps = await gw.consumers.assignment(group, instance, who=await decision_of(request))
@@ -315,7 +330,7 @@ async def poll(
     INSTANCE + "/offsets",
     operation_id="commitOffsets",
     dependencies=[ACCEPTS_CONSUMER_TYPES],
-    responses={200: {"model": list[v2.TopicPartitionOffset]}, **CONSUMER_ERRORS},
+    responses={200: {"model": list[v2.TopicPartitionOffset]}, **_ERRORS},
     openapi_extra=body_doc(v2.CommitRequest, required=False),
 )
 async def commit(group: str, instance: str, request: Request, gw: GW) -> Response:
@@ -370,7 +385,7 @@ def named_partitions(values: list[str], limit_bytes: int) -> list[TopicPartition
     INSTANCE + "/offsets",
     operation_id="getCommittedOffsets",
     dependencies=[ACCEPTS_CONSUMER_TYPES],
-    responses={200: {"model": v2.CommittedOffsetsResponse}, **CONSUMER_ERRORS},
+    responses={200: {"model": v2.CommittedOffsetsResponse}, **_ERRORS},
     openapi_extra=body_doc(v2.PartitionsRequest, required=False),
 )
 async def committed(
