@@ -275,6 +275,50 @@ async def test_describe_reset_and_delete(client: httpx.AsyncClient, name: str) -
     assert (await client.get(f"{url}/{name}")).status_code == 404
 
 
+def share_writes(data_dir: Path) -> list[bytes]:
+    """The payloads of the writes in the embedded coordinator's share journals, in order."""
+    payloads: list[bytes] = []
+    for path in sorted((data_dir / "coordinator").glob("shares-*.journal")):
+        buf, pos = path.read_bytes(), 5  # past the journal's header
+        while pos + 8 <= len(buf):
+            length = int.from_bytes(buf[pos : pos + 4], "big")
+            payloads.append(buf[pos + 8 : pos + 8 + length])
+            pos += 8 + length
+    return payloads
+
+
+async def test_a_piggy_backed_poll_settles_and_acquires_in_one_durable_write(
+    tmp_path: Path, name: str
+) -> None:
+    gw = await start_gateway(tmp_path / "data")
+    try:
+        client = gw.client
+        await create_topic(client, name, 2)
+        await produce(client, name, [{"value": f"v{i}", "partition": i % 2} for i in range(4)])
+        base = await share_consumer(client, name)
+        await share_subscribe(client, base, name)
+        got = await share_poll(client, base, max_records=4)
+        assert len(got) == 4
+        before = len(share_writes(tmp_path / "data"))
+        await produce(client, name, [{"value": f"v{i}", "partition": i % 2} for i in range(4, 8)])
+        r = await client.post(
+            f"{base}/records",
+            params={"timeout": 300, "max_records": 4},
+            json={"acknowledgements": ack(got, "accept")},
+            headers={"Content-Type": V2, "Accept": STRING},
+        )
+        assert r.status_code == 200, r.text
+        assert sorted(x["value"] for x in r.json()) == [f"v{i}" for i in range(4, 8)]
+        assert "Brokergate-Acknowledgements-Refused" not in r.headers
+        # the settlements of both partitions and the acquisition: one write, one fdatasync
+        assert len(share_writes(tmp_path / "data")) == before + 1
+        refused = await settle(client, base, *ack(got, "accept"))  # settled already
+        assert [(x["partition"], x["offset"]) for x in refused] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    finally:
+        await gw.client.aclose()
+        await gw.stop()
+
+
 async def test_records_out_of_attempts_go_to_the_dead_letter_topic(tmp_path: Path, name: str) -> None:
     gw = await start_gateway(
         tmp_path / "data", share_dead_letter_topic="{group}.dlq", share_delivery_attempt_limit=2

@@ -27,6 +27,7 @@ from typing import Final
 from service.errors import (
     ConsumerFormatMismatch,
     ConsumerInstanceNotFound,
+    GatewayError,
     IllegalState,
     InvalidConsumerConfig,
     NotFound,
@@ -214,17 +215,24 @@ class ShareConsumers:
             state = await self._load(group, name, who)
             if accept is not None and state.config.format not in accept:
                 raise ConsumerFormatMismatch()
-            refused = await self._settle(state, acks, who) if acks else []
-            tps = await self._partitions(state)
-            topics = {tp.topic for tp in tps}
-            if who is not None:
-                who.check(ResourceType.TOPIC, topics, Operation.READ)
-            if self._quotas.consume:
-                await self._quotas.admit_consume(client, topics)
+            if acks and who is not None:
+                who.check(ResourceType.TOPIC, {a.tp.topic for a in acks}, Operation.READ)
+            try:
+                tps = await self._partitions(state)
+                topics = {tp.topic for tp in tps}
+                if who is not None:
+                    who.check(ResourceType.TOPIC, topics, Operation.READ)
+                if self._quotas.consume:
+                    await self._quotas.admit_consume(client, topics)
+            except GatewayError:
+                if acks:  # refused before acquiring: the acknowledgements are settled all the same
+                    await self._settle(state, acks, who)
+                raise
             config = state.config
             wait_ms = config.request_timeout_ms if timeout_ms is None or timeout_ms < 0 else timeout_ms
             await self._sessions.touch(group, name, self.now_ms())
-            delivered, _ = await self.shares.acquire(
+            # The piggy-backed acknowledgements and the acquisition in one store (one durable write).
+            delivered, _, refusals = await self.shares.poll(
                 group,
                 name,
                 tps,
@@ -232,7 +240,9 @@ class ShareConsumers:
                 max_bytes=max_bytes,
                 wait_ms=min(wait_ms, config.instance_timeout_ms // 2),
                 start_at="earliest" if config.auto_offset_reset == "earliest" else "latest",
+                acks=acks,
             )
+            refused = _refusals(refusals)
             await self._sessions.touch(group, name, self.now_ms())
             if delivered and config.format in SCHEMA_TYPES:
                 delivered = await self._decode(group, name, config.format, delivered)
@@ -262,8 +272,7 @@ class ShareConsumers:
         if who is not None:
             who.check(ResourceType.TOPIC, {a.tp.topic for a in acks}, Operation.READ)
         refusals, _ = await self.shares.acknowledge(state.group, state.name, acks)
-        refused = [Refusal(tp, o, why) for tp, offsets in refusals.items() for o, why in offsets.items()]
-        return sorted(refused, key=lambda r: (r.tp, r.offset))
+        return _refusals(refusals)
 
     async def _decode(
         self, group: str, name: str, fmt: EmbeddedFormat, delivered: list[Delivered]
@@ -296,6 +305,12 @@ class ShareConsumers:
         if bad:
             await self.shares.acknowledge(group, name, bad)
         return good
+
+
+def _refusals(refusals: Mapping[TopicPartition, Mapping[int, str]]) -> list[Refusal]:
+    """The offsets an acknowledgement refused, in order."""
+    refused = [Refusal(tp, o, why) for tp, offsets in refusals.items() for o, why in offsets.items()]
+    return sorted(refused, key=lambda r: (r.tp, r.offset))
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,8 +33,9 @@ from service.errors import BackendUnavailable, GatewayError
 
 from ..models import Record, TopicPartition
 from ..ports import Coordinator, Log
+from .acks import Acknowledgement, by_partition, settle_acks, settle_acks_in
 from .dead_letters import DeadLetters
-from .state import AckType, Exhausted, ShareLimits, SharePartition
+from .state import Exhausted, ShareLimits, SharePartition
 
 log = logging.getLogger(__name__)
 
@@ -54,17 +55,6 @@ class Delivered:
     tp: TopicPartition
     record: Record
     deliveries: int
-
-
-@dataclass(frozen=True, slots=True)
-class Acknowledgement:
-    """What a member says of records it holds: ``kind`` for ``offsets`` of ``tp`` (RELEASE and
-    REJECT may carry the error the member met, kept for the dead-letter copy)."""
-
-    tp: TopicPartition
-    offsets: tuple[int, ...]
-    kind: AckType
-    error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,15 +119,51 @@ class ShareGroups:
         """Acquire up to ``max_records`` records of ``tps`` for ``member``: at once if some are
         available, else when some arrive, a lock expires, or ``wait_ms`` has passed (empty then).
         Also the records archived meanwhile at the delivery limit (for the dead-letter copy)."""
+        delivered, exhausted, _ = await self.poll(
+            group,
+            member,
+            tps,
+            max_records=max_records,
+            max_bytes=max_bytes,
+            wait_ms=wait_ms,
+            start_at=start_at,
+        )
+        return delivered, exhausted
+
+    async def poll(
+        self,
+        group: str,
+        member: str,
+        tps: Sequence[TopicPartition],
+        *,
+        max_records: int,
+        max_bytes: int,
+        wait_ms: int,
+        start_at: StartAt = "latest",
+        acks: Sequence[Acknowledgement] = (),
+    ) -> tuple[list[Delivered], list[tuple[TopicPartition, Exhausted]], dict[TopicPartition, dict[int, str]]]:
+        """``acknowledge`` ``acks``, then ``acquire``, in one store: the settlements and the first
+        acquisition are durable together (one write, not one each), before either is answered.
+        Also the offsets refused per partition, as ``acknowledge`` answers them."""
         deadline = self.now_ms() + wait_ms
+        refusals: dict[TopicPartition, dict[int, str]] = {}
+        archived: list[tuple[TopicPartition, Exhausted]] = []  # by the acknowledgements
         while True:
-            delivered, exhausted, states = await self._acquire_once(
-                group, member, tps, max_records, max_bytes, start_at
-            )
+            try:
+                delivered, exhausted, states, settled = await self._acquire_once(
+                    group, member, tps, max_records, max_bytes, start_at, acks
+                )
+            except GatewayError:
+                if acks:  # the acquisition was refused: the acknowledgements are settled alone
+                    await self.acknowledge(group, member, acks)
+                raise
+            if acks:
+                (refusals, archived), acks = settled, ()  # settled once, by the first store
+                await self._bury(group, archived)
             await self._bury(group, exhausted)
             remaining = deadline - self.now_ms()
             if delivered or exhausted or remaining <= 0 or self._draining.is_set():
-                return delivered, exhausted
+                return delivered, archived + exhausted, refusals
             await self._wait(group, states, min(remaining, _WAIT_SLICE_MS))
 
     async def acknowledge(
@@ -145,18 +171,10 @@ class ShareGroups:
     ) -> tuple[dict[TopicPartition, dict[int, str]], list[tuple[TopicPartition, Exhausted]]]:
         """Settle what ``member`` holds; the offsets refused per partition (with why), and the
         records a RELEASE archived at the delivery limit."""
-        by_tp: dict[TopicPartition, list[Acknowledgement]] = {}
-        for ack in acks:
-            by_tp.setdefault(ack.tp, []).append(ack)
+        by_tp = by_partition(acks)
 
         def apply(sp: SharePartition, tp: TopicPartition, now: int) -> tuple[dict[int, str], list[Exhausted]]:
-            refused: dict[int, str] = {}
-            exhausted: list[Exhausted] = []
-            for ack in by_tp[tp]:
-                no, gone = sp.acknowledge(member, ack.offsets, ack.kind, now, error=ack.error)
-                refused.update(no)
-                exhausted += gone
-            return refused, exhausted
+            return settle_acks(sp, member, by_tp[tp], now)
 
         results = await self._update(group, list(by_tp), apply)
         refusals = {tp: refused for tp, (refused, _) in results.items() if refused}
@@ -267,7 +285,14 @@ class ShareGroups:
         max_records: int,
         max_bytes: int,
         start_at: StartAt,
-    ) -> tuple[list[Delivered], list[tuple[TopicPartition, Exhausted]], dict[TopicPartition, SharePartition]]:
+        acks: Sequence[Acknowledgement] = (),
+    ) -> tuple[
+        list[Delivered],
+        list[tuple[TopicPartition, Exhausted]],
+        dict[TopicPartition, SharePartition],
+        tuple[dict[TopicPartition, dict[int, str]], list[tuple[TopicPartition, Exhausted]]],
+    ]:
+        by_tp = by_partition(acks)
         async with self._turn(group):  # one writer of the group's states at a time here
             for _ in range(_MAX_RACES):
                 states = await self._states(group, tps, start_at)
@@ -275,6 +300,9 @@ class ShareGroups:
                 delivered: list[Delivered] = []
                 exhausted: list[tuple[TopicPartition, Exhausted]] = []
                 updates: dict[TopicPartition, tuple[dict[str, Any], int]] = {}
+                refusals, archived, settled = await settle_acks_in(
+                    self._coordinator, group, member, states, by_tp, now, updates, self.limits
+                )
                 for tp, (sp, _) in states.items():  # expired locks first: their records are available
                     exhausted += [(tp, e) for e in sp.expire(now)]
                 positions = self._positions(states)
@@ -297,7 +325,10 @@ class ShareGroups:
                     if sp.changes or version == -1:
                         updates[tp] = (sp.to_json(), version)
                 if not updates or await self._coordinator.store_share_states(group, updates):
-                    return delivered, exhausted, {tp: sp for tp, (sp, _) in states.items()}
+                    if settled:
+                        self._settle(group)
+                    acquired_from = {tp: sp for tp, (sp, _) in states.items()}
+                    return delivered, exhausted, acquired_from, (refusals, archived)
         raise BackendUnavailable(f"Share group {group!r}: every attempt to acquire raced another; retry.")
 
     def _turn(self, group: str) -> asyncio.Lock:

@@ -28,6 +28,7 @@ Pure logic, no I/O: the caller reads the log, keeps the state through the Coordi
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -95,6 +96,9 @@ _DELIVERY: Final = {d.value: d for d in Delivery}  # a stored state's, read back
 # the coordinator's bound on a stored state.
 MAX_ERROR_CHARS: Final = 120
 
+# No lock expires before this (ms): the expiry floor of a partition holding none.
+_NEVER: Final = sys.maxsize
+
 # Why an acknowledgement or a renewal was refused, per offset.
 NOT_HELD: Final = "not acquired by this consumer (its lock expired, or it was never delivered to it)"
 
@@ -102,7 +106,7 @@ NOT_HELD: Final = "not acquired by this consumer (its lock expired, or it was ne
 class SharePartition:
     """The delivery state of one partition in one share group (see the module's docstring)."""
 
-    __slots__ = ("changes", "end", "limits", "records", "start")
+    __slots__ = ("_available", "_floor", "changes", "end", "limits", "records", "start")
 
     def __init__(
         self,
@@ -118,6 +122,13 @@ class SharePartition:
         self.start = start
         self.end = start if end is None else end
         self.records: dict[int, InFlight] = dict(sorted((records or {}).items()))
+        # Indexes of ``records``, so that a poll does not walk the whole window: the offsets of the
+        # AVAILABLE records, and no ACQUIRED lock expires before ``_floor`` (a lower bound, made
+        # exact again by the walk that expires locks once it is reached).
+        self._available: set[int] = {o for o, r in self.records.items() if r.state is Delivery.AVAILABLE}
+        self._floor = min(
+            (r.lock_until_ms for r in self.records.values() if r.state is Delivery.ACQUIRED), default=_NEVER
+        )
         self._advance()
 
     # --- what members do ----------------------------------------------------------------------
@@ -139,12 +150,15 @@ class SharePartition:
         exhausted = self.expire(now_ms)
         taken: list[Acquired] = []
         until = now_ms + self.limits.lock_ms
-        for offset, record in self.records.items():
+        self._floor = min(self._floor, until)
+        for offset in sorted(self._available) if self._available else ():
             if len(taken) >= max_records:
                 break
-            if record.state is Delivery.AVAILABLE and (readable is None or offset in readable):
+            if readable is None or offset in readable:
+                record = self.records[offset]
                 record.state, record.owner, record.lock_until_ms = Delivery.ACQUIRED, member, until
                 record.deliveries += 1
+                self._available.discard(offset)
                 self.changes += 1
                 taken.append(Acquired(offset, record.deliveries))
         for offset in log_offsets:
@@ -207,8 +221,23 @@ class SharePartition:
         return self._release(lambda record: record.owner == member, now_ms)
 
     def expire(self, now_ms: int) -> list[Exhausted]:
-        """Release every lock that has expired by ``now_ms``."""
-        return self._release(lambda record: record.lock_until_ms <= now_ms, now_ms)
+        """Release every lock that has expired by ``now_ms`` (no walk before the first can have)."""
+        if now_ms < self._floor:
+            return []
+        exhausted: list[Exhausted] = []
+        floor = _NEVER
+        for offset, record in list(self.records.items()):
+            if record.state is not Delivery.ACQUIRED:
+                continue
+            if record.lock_until_ms <= now_ms:
+                gone = self._make_available(offset, record, now_ms)
+                if gone is not None:
+                    exhausted.append(gone)
+            elif record.lock_until_ms < floor:
+                floor = record.lock_until_ms
+        self._floor = floor
+        self._advance()
+        return exhausted
 
     # --- the dead-letter copy (``park``) ------------------------------------------------------
 
@@ -237,6 +266,8 @@ class SharePartition:
     def reset(self, offset: int) -> None:
         """Start over at ``offset``: nothing in flight, everything before it done."""
         self.records.clear()
+        self._available.clear()
+        self._floor = _NEVER
         self.start = self.end = offset
         self.changes += 1
 
@@ -246,6 +277,7 @@ class SharePartition:
             return
         for offset in [o for o in self.records if o < log_start]:
             del self.records[offset]
+            self._available.discard(offset)
         self.end = max(self.end, log_start)
         self.start = log_start
         self.changes += 1
@@ -268,7 +300,7 @@ class SharePartition:
 
     def first_available(self) -> int | None:
         """The lowest offset of an available record, or None if none is."""
-        return next((o for o, r in self.records.items() if r.state is Delivery.AVAILABLE), None)
+        return min(self._available, default=None)
 
     def has_room(self) -> bool:
         """Whether a new record may be acquired: fewer than ``max_in_flight`` are in flight."""
@@ -327,6 +359,7 @@ class SharePartition:
                 self.changes += 1
             return Exhausted(offset, record.deliveries, record.error)
         record.state, record.owner, record.lock_until_ms = Delivery.AVAILABLE, None, 0
+        self._available.add(offset)
         self.changes += 1
         return None
 

@@ -180,6 +180,15 @@ class ShareModel(RuleBasedStateMachine):
         self.last_stored, self.last_changes = stored, self.state.changes
 
     @invariant()
+    def indexes_follow_the_records(self) -> None:
+        """The available offsets and the expiry floor a poll reads instead of walking the window."""
+        state = self.state
+        available = {o for o, r in state.records.items() if r.state is Delivery.AVAILABLE}
+        assert state._available == available
+        locks = [r.lock_until_ms for r in state.records.values() if r.state is Delivery.ACQUIRED]
+        assert state._floor <= min(locks, default=state._floor)
+
+    @invariant()
     def survives_its_stored_form(self) -> None:
         assert SharePartition.from_json(self.state.to_json(), self.limits) == self.state
 
