@@ -9,6 +9,7 @@ starts with).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -26,13 +27,14 @@ from service.core.acl import (
     ResourceType,
 )
 from service.core.rules import valid_topic
-from service.errors import InvalidPayload
+from service.errors import BadRequest, GatewayError, InvalidPayload
 
 from .access import decision_of
-from .http import body_doc, parse
+from .binding import Refusals, bind
+from .http import body_doc
 from .http import v3 as v3_response
 from .responses import ERRORS
-from .v3 import CLUSTER, _base, _check, _listing
+from .v3 import BODY_ERRORS, CLUSTER, _base, _check, _listing
 
 router = APIRouter(prefix="/v3/clusters", tags=["acls"])
 GW = Annotated[Gateway, Depends(get_gateway)]
@@ -89,13 +91,13 @@ async def list_acls(cluster_id: str, request: Request, gw: GW, query: Filter) ->
     ACLS,
     operation_id="createAcls",
     status_code=201,
-    responses={201: {"description": "Created."}, **ERRORS},
+    responses={201: {"description": "Created."}, **ERRORS, **BODY_ERRORS},
     openapi_extra=body_doc(v3.CreateAclRequest, "application/json"),
 )
 async def create_acl(cluster_id: str, request: Request, gw: GW) -> Response:
     """Store one ACL binding (storing one that exists changes nothing)."""
     _check(cluster_id, gw)
-    req = await parse(request, v3.CreateAclRequest)
+    req = await bind(request, v3.CreateAclRequest, refusals=_ENUMS, creator_requires=True)
     binding = AclBinding(
         principal=req.principal,
         resource_type=ResourceType(req.resource_type),
@@ -127,6 +129,19 @@ async def delete_acls(cluster_id: str, request: Request, gw: GW, query: Filter) 
     return v3_response(
         _listing("KafkaAclList", f"{base}/{cluster_id}/acls", [_acl(base, cluster_id, b) for b in removed])
     )
+
+
+def _not_a_constant(field: str) -> Callable[[Any], GatewayError]:
+    """Jackson's refusal of a string its enum has no constant for: a binding failure, 400."""
+    return lambda value: BadRequest(
+        f"Cannot deserialize '{field}' from {str(value)[:100]!r}: not one of its enum's values."
+    )
+
+
+# CreateAclRequest's enums (ResourceType, PatternType, Operation, Permission)
+_ENUMS: Refusals = {
+    field: _not_a_constant(field) for field in ("resource_type", "pattern_type", "operation", "permission")
+}
 
 
 def _check_resource(b: AclBinding) -> None:

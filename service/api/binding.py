@@ -72,10 +72,13 @@ async def bind_optional(
     *,
     refusals: Refusals | None = None,
     aliases: Mapping[str, str] | None = None,
+    creator_requires: bool = False,
 ) -> M | None:
     """The body of ``request`` bound to ``model`` as Confluent's proxy binds it; an empty body, or
     JSON null, is None (Jackson's null entity). ``aliases`` are names Confluent's class takes for
-    a field of the model's (its ``@JsonAlias``), the alias's value winning."""
+    a field of the model's (its ``@JsonAlias``), the alias's value winning. ``creator_requires``:
+    the class's creator refuses a required field left out (v3's AutoValue builders throw), which
+    Jackson answers as a binding failure, 400, rather than as a constraint violation."""
     check_control_type(request)
     body = await read_body(request)
     if not body.strip():
@@ -103,16 +106,18 @@ async def bind_optional(
     except ValidationError as exc:
         coerced = _as_jackson_reads(data, exc.errors())
         if coerced is None:
-            raise _refusal(exc, data, refusals or {}) from None
+            raise _refusal(exc, data, refusals or {}, creator_requires) from None
     try:
         return model.model_validate(coerced)
     except ValidationError as exc:
-        raise _refusal(exc, coerced, refusals or {}) from None
+        raise _refusal(exc, coerced, refusals or {}, creator_requires) from None
 
 
-async def bind(request: Request, model: type[M], *, refusals: Refusals | None = None) -> M:
+async def bind(
+    request: Request, model: type[M], *, refusals: Refusals | None = None, creator_requires: bool = False
+) -> M:
     """``bind_optional`` for a route that needs a body."""
-    bound = await bind_optional(request, model, refusals=refusals)
+    bound = await bind_optional(request, model, refusals=refusals, creator_requires=creator_requires)
     if bound is None:
         # the resource's @NotNull: a constraint violation, rest-utils' 422 with error code 422
         raise Unprocessable("The request body must not be null (was null)")
@@ -207,7 +212,9 @@ def _where(path: tuple[str | int, ...]) -> str:
     return text or "the request body"
 
 
-def _refusal(exc: ValidationError, data: dict[str, Any], refusals: Refusals) -> GatewayError:
+def _refusal(
+    exc: ValidationError, data: dict[str, Any], refusals: Refusals, creator_requires: bool = False
+) -> GatewayError:
     """What Confluent's proxy answers for what pydantic refused in ``data``: Jackson's 400 for a
     value of the wrong JSON type, first; then the request class's refusal of a value; else the
     gateway's 422."""
@@ -232,6 +239,10 @@ def _refusal(exc: ValidationError, data: dict[str, Any], refusals: Refusals) -> 
         path = _path(err)
         if len(path) == 1 and isinstance(path[0], str) and path[0] in refusals:
             return refusals[path[0]](data.get(path[0]))
+    if creator_requires:
+        for err in errors:
+            if err["type"] == "missing":
+                return BadRequest(f"Cannot construct the request: {_where(_path(err))} is null.")
     # What binds and breaks a constraint (bean validation's @PositiveOrZero, @NotEmpty, or the
     # gateway's bounds): rest-utils' ConstraintViolationExceptionMapper, 422 with error code 422,
     # each violation as ConstraintViolations.format writes it.

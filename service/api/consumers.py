@@ -30,6 +30,7 @@ from .http import (
     ACCEPTS_CONSUMER_TYPES,
     accepted_formats,
     body_doc,
+    check_control_type,
     no_content,
     public_base,
     records_doc,
@@ -301,6 +302,8 @@ async def poll(
 
     With `Accept: text/event-stream`, the records as Server-Sent Events, as they arrive.
     """
+    # the resource's @Consumes holds for its GETs: 415 before Accept is read, as Jersey
+    check_control_type(request)
     if wants_events(request):
         return await instance_events(
             request, gw, group, instance, max_bytes=max_bytes, last_event_id=last_event_id

@@ -17,7 +17,7 @@ from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from service.api import registry
-from service.api.http import error_response
+from service.api.http import V3, error_response
 from service.errors import ErrorCode, GatewayError
 
 __all__ = ["add_error_handlers"]
@@ -34,7 +34,11 @@ def add_error_handlers(app: FastAPI) -> None:
 
 
 def _error_type(request: Request) -> str | None:
-    """The media type of an error: the schema registry's under its prefix, else the v2 type."""
+    """The media type of an error: the schema registry's under its prefix, application/json under
+    /v3 (kafka-rest's v3 resources produce only that, and Jersey types their errors by it), else
+    the v2 type."""
+    if request.url.path.startswith("/v3/"):
+        return V3
     return registry.SR_V1 if registry.is_registry_path(request.url.path) else None
 
 
@@ -64,7 +68,8 @@ async def _validation_error(request: Request, exc: Exception) -> Response:
     ]
     if in_registry:
         return error_response(400, 400, "Invalid request: " + "; ".join(parts), media_type=registry.SR_V1)
-    return error_response(422, ErrorCode.INVALID_REQUEST, "Invalid request: " + "; ".join(parts))
+    message = "Invalid request: " + "; ".join(parts)
+    return error_response(422, ErrorCode.INVALID_REQUEST, message, media_type=_error_type(request))
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

@@ -4,7 +4,8 @@ FastAPI declares every answer in the app's default media type (``application/vnd
 and knows nothing of the ASGI layers in front of the routes. ``document_answers`` corrects that
 from what the gateway sends, which tests/integration/test_openapi.py checks with real requests:
 
-- the media type of each answer: the v3 API and the health probes answer ``application/json``;
+- the media type of each answer: the v3 API (its errors too) and the health probes answer
+  ``application/json``;
   the schema registry's answers are in the type ``Accept`` picks (``registry.media.PRODUCES``);
   records are in their embedded format's type, never the generic one; ``/metrics`` is text;
 - the bodies FastAPI could not see (the empty objects of ``GET /`` and the registry's root, the
@@ -15,7 +16,7 @@ from what the gateway sends, which tests/integration/test_openapi.py checks with
 - the 401 of ``auth.Authenticate`` on every operation and the 403 of ``access.Authorize`` (a need
   of ``access.RULES``), of a route's own check of the topics its body names, and of
   ``crosssite.CrossSiteGuard`` (a route that changes state), where the route's rule makes them
-  possible. These layers answer in the v2 type, whatever the path;
+  possible. These layers answer in the v2 type, whatever the path (a v3 route's too);
 - the 400 of an Accept header Jersey cannot read (``http.media_ranges``), on every operation
   that reads Accept (it lists a 406).
 """
@@ -127,8 +128,9 @@ def _served(path: str, status: str, content: dict[str, Any], body: dict[str, Any
         }
     if path == "/metrics":
         return {mt: value for mt, value in content.items() if mt != V2}
-    # the v3 API's answers and the probes' (readyz's 503 too) are plain JSON; their errors are v2's
-    if (ok and (path.startswith("/v3/") or path in _PROBES)) or (path == "/readyz" and status == "503"):
+    # the v3 API's answers, its errors too (kafka-rest's v3 resources produce only application/json,
+    # and Jersey types their errors by it), and the probes' (readyz's 503 too) are plain JSON
+    if path.startswith("/v3/") or (ok and path in _PROBES) or (path == "/readyz" and status == "503"):
         return {JSON if mt == V2 else mt: value for mt, value in content.items()}
     if ok and is_registry_path(path) and SR_V1 in content:
         return {mt: copy.deepcopy(content[SR_V1]) for mt in PRODUCES}

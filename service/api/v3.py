@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
+from pydantic import Field
 
 from api_schemas import v3
 from service.api.gateway import Gateway, get_gateway
 from service.core.acl import Operation, ResourceType
 from service.core.groups import GroupDescription, PartitionLag, resolve
 from service.core.models import TopicInfo, TopicPartition
-from service.errors import InvalidTopicConfig, NotFound
+from service.errors import InvalidPayload, InvalidTopicConfig, NotFound
 
 from .access import decision_of, visible
-from .http import body_doc, no_content, parse, public_base
+from .binding import bind
+from .http import body_doc, no_content, public_base
 from .http import v3 as v3_response
 from .responses import ERRORS
 
@@ -62,6 +64,38 @@ def _topic(base: str, cid: str, info: TopicInfo) -> dict[str, Any]:
 
 def _listing(kind: str, url: str, data: list[Any]) -> dict[str, Any]:
     return {"kind": kind, "metadata": {"self": url, "next": None}, "data": data}
+
+
+# The answers of a body bound as Confluent's v3 binds it (``binding.bind``), for the API document.
+BODY_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {
+        **ERRORS[422],
+        "description": "A body Confluent's v3 cannot bind: not JSON, a value of the wrong type or a "
+        "required field left out (error code 400).",
+    },
+    422: {
+        **ERRORS[422],
+        "description": "A field the request has not (Unrecognized field: x) or a value breaking a "
+        "constraint (error code 422); a request the gateway refuses (42201-42208).",
+    },
+}
+
+
+_EXISTS: Final = " Or the topic exists (40002)."
+
+
+class _ConfigEntry(v3.ConfigEntry):
+    value: str | None = None  # CreateTopicRequest.ConfigEntry's value is @Nullable
+
+
+class _CreateTopicBody(v3.CreateTopicRequest):
+    """The names Confluent's CreateTopicRequest has beside the gateway's: bound as it binds them
+    (so they are no unrecognized field), refused when they ask for what is not served."""
+
+    # each config's value may be left out
+    configs: list[_ConfigEntry] = Field(default_factory=list)  # type: ignore[assignment]
+    replicas_assignments: dict[int, list[int]] | None = None  # partition: its brokers
+    validate_only: bool | None = None
 
 
 @router.get("", operation_id="listClusters", responses={200: {"model": v3.ClusterList}})
@@ -118,13 +152,21 @@ async def list_topics(cluster_id: str, request: Request, gw: GW) -> Response:
     CLUSTER + "/topics",
     operation_id="createTopic",
     status_code=201,
-    responses={201: {"model": v3.TopicData}, 400: ERRORS[422], **ERRORS},
+    responses={
+        201: {"model": v3.TopicData},
+        **ERRORS,
+        400: {**BODY_ERRORS[400], "description": BODY_ERRORS[400]["description"] + _EXISTS},
+        422: BODY_ERRORS[422],
+    },
     openapi_extra=body_doc(v3.CreateTopicRequest, "application/json"),
 )
 async def create_topic(cluster_id: str, request: Request, gw: GW) -> Response:
     """Create a topic (400/40002 if it exists)."""
     _check(cluster_id, gw)
-    req = await parse(request, v3.CreateTopicRequest)
+    # Bound as Confluent's v3 binds it: Jackson's 400, 422 for an unrecognized field or a constraint
+    req = await bind(request, _CreateTopicBody, creator_requires=True)
+    if req.validate_only or req.replicas_assignments:
+        raise InvalidPayload("validate_only and replicas_assignments are not served: create the topic.")
     (await decision_of(request)).check_create_topic(req.topic_name)  # a rule's ``named`` need
     configs: dict[str, str] = {}
     for c in req.configs:
@@ -188,13 +230,13 @@ async def list_partitions(cluster_id: str, topic: str, request: Request, gw: GW)
 @router.patch(
     CLUSTER + "/topics/{topic}",
     operation_id="updatePartitionCount",
-    responses={200: {"model": v3.TopicData}, **ERRORS},
+    responses={200: {"model": v3.TopicData}, **ERRORS, **BODY_ERRORS},
     openapi_extra=body_doc(v3.UpdatePartitionCountRequest, "application/json"),
 )
 async def update_partition_count(cluster_id: str, topic: str, request: Request, gw: GW) -> Response:
     """Increase a topic's partition count; subscribed groups rebalance onto the new partitions."""
     _check(cluster_id, gw)
-    req = await parse(request, v3.UpdatePartitionCountRequest)
+    req = await bind(request, v3.UpdatePartitionCountRequest, creator_requires=True)
     info = await gw.topics.set_partition_count(topic, req.partitions_count)
     who = await decision_of(request)
     who.audit("topic.alter", Operation.ALTER, ResourceType.TOPIC, topic, partitions=len(info.partitions))

@@ -276,7 +276,8 @@ async def test_unknown_route_and_method(client):
 async def test_bad_topic_creation(client, body):
     cid = await cluster_id(client)
     r = await client.post(f"/v3/clusters/{cid}/topics", json=body)
-    assert_error(r, 422)
+    # no topic_name: CreateTopicRequest's builder throws, Jackson's 400
+    assert_error(r, 422 if "topic_name" in body else 400)
     assert (await client.get("/topics/ok")).status_code == 404
 
 

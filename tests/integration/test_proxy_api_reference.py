@@ -47,6 +47,8 @@ CONSUMERS: Final = "test_consumers"
 ERRORS: Final = "test_errors"
 META: Final = "test_metadata"
 CONFORMANCE: Final = "test_proxy_conformance"
+V3_BODIES: Final = f"{CONFORMANCE}::test_v3_topic_bodies_are_bound_as_confluents_v3_binds_them"
+ACL_BODIES: Final = "test_acls_api::test_bad_bindings_and_filters_are_refused"
 FORMATS: Final = "test_schema_formats"
 INSTANCE: Final = "/consumers/{group}/instances/{instance}"
 ACCEPT: Final = f"{CONFORMANCE}::test_routes_refuse_an_accept_they_cannot_answer"
@@ -201,7 +203,10 @@ V3_INDEX: Final[tuple[Endpoint, ...]] = (
     Endpoint("GET /v3/clusters", (f"{META}::test_v3_topic_lifecycle",)),
     Endpoint(f"GET {V3C}", (f"{META}::test_v3_topic_lifecycle",)),
     Endpoint(f"GET {V3C}/acls", ("test_acls_api::test_create_list_filter_delete",)),
-    Endpoint(f"POST {V3C}/acls", ("test_acls_api::test_create_list_filter_delete",)),
+    Endpoint(
+        f"POST {V3C}/acls",
+        ("test_acls_api::test_create_list_filter_delete", ACL_BODIES),
+    ),
     Endpoint(f"DELETE {V3C}/acls", ("test_acls_api::test_create_list_filter_delete",)),
     Endpoint(f"POST {V3C}/acls:batch", not_served=ADMIN),
     Endpoint(f"GET {V3C}/brokers", (f"{META}::test_v3_topic_lifecycle",)),
@@ -232,13 +237,14 @@ V3_INDEX: Final[tuple[Endpoint, ...]] = (
     ),
     Endpoint(f"GET {V3C}/topics", (f"{META}::test_v3_topic_lifecycle",)),
     Endpoint(
-        f"POST {V3C}/topics", (f"{META}::test_v3_topic_lifecycle", f"{ERRORS}::test_bad_topic_creation")
+        f"POST {V3C}/topics",
+        (f"{META}::test_v3_topic_lifecycle", f"{ERRORS}::test_bad_topic_creation", V3_BODIES),
     ),
     Endpoint(f"GET {V3C}/topics/-/configs", not_served=ADMIN),
     Endpoint(f"POST {V3C}/topics/-/configs:alter", not_served=ADMIN),
     Endpoint(f"GET {V3C}/topics/-/partitions/-/reassignment", not_served=ADMIN),
     Endpoint(f"GET {V3C}/topics/{{topic}}", (f"{META}::test_v3_topic_lifecycle",)),
-    Endpoint(f"PATCH {V3C}/topics/{{topic}}", (f"{META}::test_grow_partition_count",)),
+    Endpoint(f"PATCH {V3C}/topics/{{topic}}", (f"{META}::test_grow_partition_count", V3_BODIES)),
     Endpoint(f"DELETE {V3C}/topics/{{topic}}", (f"{META}::test_v3_topic_lifecycle",)),
     Endpoint(f"GET {V3C}/topics/{{topic}}/configs", not_served=ADMIN),
     Endpoint(f"GET {V3C}/topics/{{topic}}/configs/{{name}}", not_served=ADMIN),

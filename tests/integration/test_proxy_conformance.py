@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.helpers import BINARY, JSON, STRING, V2, b64, consumer, create_topic
+from tests.helpers import BINARY, JSON, STRING, V2, b64, cluster_id, consumer, create_topic
 
 AVRO = "application/vnd.kafka.avro.v2+json"
 JSONSCHEMA = "application/vnd.kafka.jsonschema.v2+json"
@@ -571,6 +571,21 @@ async def test_content_type_is_checked_before_accept(client: httpx.AsyncClient, 
     assert await end_offset(client, name) == 0  # no produce was served
 
 
+async def test_a_poll_checks_content_type_before_accept(client: httpx.AsyncClient, name: str) -> None:
+    """ConsumersResource's @Consumes holds for its record reads (GETs) too: a Content-Type it does
+    not consume is 415 before Accept is read (406, or 400 when Jersey cannot read it), and an
+    event stream is no exception."""
+    await create_topic(client, name)
+    base = await consumer(client, f"{name}-g", fmt="binary")
+    for accept in [BINARY, "text/html", "application/json; q=abc", "text/event-stream"]:
+        r = await client.get(
+            f"{base}/records?timeout=0", headers={"Accept": accept, "Content-Type": "text/plain"}
+        )
+        assert refused(r, 415, 415) == "HTTP 415 Unsupported Media Type", accept
+    r = await client.get(f"{base}/records?timeout=0", headers={"Accept": BINARY, "Content-Type": V2})
+    assert r.status_code == 200, r.text
+
+
 async def test_the_document_lists_the_400_of_an_unreadable_accept(
     client: httpx.AsyncClient, name: str
 ) -> None:
@@ -607,3 +622,50 @@ async def test_trailing_slashes_are_served_directly(client: httpx.AsyncClient, n
         assert "location" not in r.headers, (method, slashed)
     r = await client.get(f"/topics/{name}/")
     assert r.json()["name"] == name
+
+
+# --- v3 bodies and errors (TopicsResource, AclsResource) --------------------------------------
+
+
+def refused_v3(r: httpx.Response, status: int, code: int) -> str:
+    """``refused``, typed as v3's resources type everything they answer: application/json."""
+    assert r.headers["content-type"] == "application/json", r.headers
+    return refused(r, status, code)
+
+
+async def test_v3_topic_bodies_are_bound_as_confluents_v3_binds_them(
+    client: httpx.AsyncClient, name: str
+) -> None:
+    """CreateTopicRequest and PartitionsCountRequest under rest-utils' Jackson: text that is not
+    JSON, a value of the wrong type and a required field left out (their AutoValue builders
+    throw) are 400 with error code 400; a name the class does not have 422/422 ``Unrecognized
+    field``; a partition count below 1 a constraint, 422/422; its other names are taken."""
+    cid = await cluster_id(client)
+    url = f"/v3/clusters/{cid}/topics"
+    for bad in [
+        b"{not json",
+        b"[]",
+        {"topic_name": name, "partitions_count": "many"},
+        {"topic_name": name, "validate_only": "perhaps"},
+        {"topic_name": name, "configs": "retention.ms=1"},
+        {"partitions_count": 1},
+        {"topic_name": name, "configs": [{"value": "1"}]},
+    ]:
+        refused_v3(await post(client, url, "application/json", bad), 400, 400)
+    message = refused_v3(await post(client, url, "application/json", {"topic_name": name, "x": 1}), 422, 422)
+    assert message == "Unrecognized field: x"
+    body = {"topic_name": name, "partitions_count": 0}
+    assert "partitions_count" in refused_v3(await post(client, url, "application/json", body), 422, 422)
+    body = {"topic_name": name, "validate_only": True}
+    refused_v3(await post(client, url, "application/json", body), 422, 42206)
+    assert (await client.get(f"/topics/{name}")).status_code == 404  # nothing was created
+    body = {"topic_name": name, "partitions_count": 1, "validate_only": False, "replicas_assignments": {}}
+    r = await post(client, url, "application/json", {**body, "configs": [{"name": "retention.ms"}]})
+    assert r.status_code == 422 and r.json()["error_code"] != 400, r.text  # bound: the config needs a value
+    r = await post(client, url, "application/json", body)
+    assert r.status_code == 201, r.text
+    for bad, status in [({"partitions_count": "x"}, 400), ({}, 400), ({"partitions_count": 2, "y": 0}, 422)]:
+        r = await client.patch(f"{url}/{name}", json=bad)
+        refused_v3(r, status, status)
+    refused_v3(await client.get("/v3/clusters/nope/topics"), 404, 404)
+    refused_v3(await client.get(f"{url}/{name}-not"), 404, 40401)
