@@ -22,7 +22,9 @@ from typing import Any, Final
 import orjson
 
 from service.core.models import TopicPartition
+from service.core.ports import Coordinator
 from service.core.rules import MAX_GROUP_CHARS, valid_group, valid_offset_key
+from service.core.shares.state import apply_change
 from service.errors import BackendError, IllegalState, InvalidPayload, ShareStateTooLarge
 
 __all__ = [
@@ -31,8 +33,10 @@ __all__ = [
     "MAX_WRITE_BYTES",
     "ShareStoreLimits",
     "ShareWrite",
+    "change_by_whole_states",
     "check_room",
     "check_share_group",
+    "check_sizes",
     "decode_state",
     "decode_states",
     "encode_state",
@@ -84,7 +88,6 @@ def encode_writes(
     expected version) each. Nothing is stored unless every one passes."""
     check_share_group(group)
     writes: list[ShareWrite] = []
-    total = 0
     for tp, (state, version) in updates.items():
         where = f"partition {tp.topic}-{tp.partition} of share group {group!r}"
         if not valid_offset_key(tp):
@@ -92,20 +95,32 @@ def encode_writes(
         if type(version) is not int or version < ABSENT:
             raise InvalidPayload(f"Cannot keep the state of {where}: {version!r} is not a version.")
         data = encode_state(state, where)
-        if len(data) > limits.max_state_bytes:
+        writes.append((tp, data, version))
+    check_sizes(group, [(tp, len(data), len(data)) for tp, data, _ in writes], limits)
+    return writes
+
+
+def check_sizes(
+    group: str, sizes: Iterable[tuple[TopicPartition, int, int]], limits: ShareStoreLimits
+) -> None:
+    """Refuse a write whose (partition, bytes of its whole state once written, bytes it writes)
+    pass the bound on a state, or together the bound on a write."""
+    total = count = 0
+    for tp, state_bytes, written in sizes:
+        if state_bytes > limits.max_state_bytes:
+            where = f"partition {tp.topic}-{tp.partition} of share group {group!r}"
             raise ShareStateTooLarge(
-                f"The delivery state of {where} takes {len(data)} bytes, more than the "
+                f"The delivery state of {where} takes {state_bytes} bytes, more than the "
                 f"{limits.max_state_bytes} a coordinator keeps; fewer records in flight (or shorter "
                 "error texts) make it smaller."
             )
-        total += len(data) + len(tp.topic) + _ENTRY_OVERHEAD
-        writes.append((tp, data, version))
+        total += written + len(tp.topic) + _ENTRY_OVERHEAD
+        count += 1
     if total > MAX_WRITE_BYTES:
         raise ShareStateTooLarge(
-            f"The states of {len(writes)} partitions of share group {group!r} take {total} bytes, "
+            f"The states of {count} partitions of share group {group!r} take {total} bytes, "
             f"more than the {MAX_WRITE_BYTES} one write stores; store them in several."
         )
-    return writes
 
 
 def check_room(
@@ -169,3 +184,23 @@ def stored_partitions(tps: Iterable[TopicPartition] | None) -> list[TopicPartiti
     if tps is None:
         return None
     return [tp for tp in dict.fromkeys(tps) if valid_offset_key(tp)]
+
+
+async def change_by_whole_states(
+    coordinator: Coordinator, group: str, changes: Mapping[TopicPartition, tuple[Mapping[str, Any], int]]
+) -> dict[TopicPartition, int] | None:
+    """``change_share_states`` for a coordinator that stores whole states: each change made to the
+    state read, stored whole at the version given (compare-and-set). No new version is given (it
+    is known only to a read that may come after another replica's write)."""
+    stored = await coordinator.share_states(group, list(changes))
+    updates: dict[TopicPartition, tuple[dict[str, Any], int]] = {}
+    for tp, (change, version) in changes.items():
+        state, at = stored.get(tp, (None, ABSENT))
+        if at != version:
+            return None
+        try:
+            updates[tp] = (apply_change(state, change), version)
+        except (KeyError, TypeError, IndexError):
+            where = f"partition {tp.topic}-{tp.partition} of share group {group!r}"
+            raise InvalidPayload(f"The change of {where} is not a share-partition's change.") from None
+    return {} if await coordinator.store_share_states(group, updates) else None

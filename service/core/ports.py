@@ -194,6 +194,26 @@ class Coordinator(Protocol):
         new past the limit on share groups, or on partitions per share group."""
         ...
 
+    async def share_versions(self, group: str, tps: Collection[TopicPartition]) -> dict[TopicPartition, int]:
+        """The version of each partition of ``tps`` that has a stored state, without its state."""
+        ...
+
+    async def change_share_states(
+        self, group: str, changes: Mapping[TopicPartition, tuple[dict[str, Any], int]]
+    ) -> dict[TopicPartition, int] | None:
+        """``store_share_states`` of changes rather than whole states: each partition's change (the
+        JSON object of ``SharePartition.change_json``) made to its stored state, which must be at
+        the version given (-1: nothing stored, the change made to an empty state), all or none,
+        durable when it returns; refused as ``store_share_states`` (``InvalidPayload`` too for a
+        change of a state that is not a share-partition's).
+
+        None, having stored nothing, when a version is not the stored one. Else the new version of
+        each partition where the coordinator gives it (of none: a caller then reads the states
+        again): no other state is stored under a version given here until the state is deleted,
+        so a caller may keep the state it stored and trust it while ``share_versions`` gives that
+        version (and forget it when it deletes the state)."""
+        ...
+
     async def share_groups(self) -> list[str]:
         """Groups with at least one stored share state, sorted."""
         ...

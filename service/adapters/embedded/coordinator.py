@@ -9,8 +9,9 @@ restart, including ``kill -9``: they are kept in memory and written through a
 ``shares_format``) before a call returns.
 
 The two kinds have a journal each rather than one between them: a share state
-is rewritten on every acquisition and acknowledgement, and weighs up to
-hundreds of kilobytes where a commit weighs bytes, so in one journal the
+changes on every acquisition and acknowledgement (a change frame, compacted into
+whole states of up to hundreds of kilobytes: ``shares_memory`` keeps them
+edited in memory) where a commit weighs bytes, so in one journal the
 share states would set the pace of compaction, and every snapshot that
 ``offsets_reader`` (Spark jobs, other processes) reads would carry them.
 
@@ -43,6 +44,7 @@ from ..share_states import (
     ShareStoreLimits,
     ShareWrite,
     check_room,
+    check_sizes,
     decode_states,
     encode_writes,
     stored_partitions,
@@ -51,7 +53,16 @@ from ..tasks import retrieve
 from .fileio import atomic_write
 from .journal_store import DEFAULT_COMPACT_BYTES, JournalStore
 from .offsets_format import COORDINATOR_DIR, LOCK_NAME, OFFSETS, Offsets, commit_frame
-from .shares_format import DELETED, SHARES, ShareStates, apply_writes, write_frame
+from .shares_format import (
+    DELETED,
+    SHARES,
+    ShareStates,
+    apply_changes,
+    apply_writes,
+    change_frame,
+    write_frame,
+)
+from .shares_memory import ShareChange, prepare_change
 
 log = logging.getLogger(__name__)
 
@@ -272,7 +283,7 @@ class EmbeddedCoordinator(Lifecycle):
         stored = self._shares.get(group, {})
         wanted = stored_partitions(tps)
         keys = list(stored) if wanted is None else [tp for tp in wanted if tp in stored]
-        found = [(tp, *stored[tp]) for tp in keys]
+        found = [(tp, stored[tp].data, stored[tp].version) for tp in keys]
         if sum(len(data) for _, data, _ in found) > DECODE_INLINE_BYTES:
             return await asyncio.to_thread(decode_states, group, found)
         return decode_states(group, found)
@@ -292,6 +303,30 @@ class EmbeddedCoordinator(Lifecycle):
         if group in self._shares:
             await self._write_shares(self._delete_shares(group, stored_partitions(tps)))
 
+    async def share_versions(self, group: str, tps: Collection[TopicPartition]) -> dict[TopicPartition, int]:
+        self._check_open()
+        stored = self._shares.get(group, {})
+        return {tp: stored[tp].version for tp in tps if tp in stored}
+
+    async def change_share_states(
+        self, group: str, changes: Mapping[TopicPartition, tuple[dict[str, Any], int]]
+    ) -> dict[TopicPartition, int] | None:
+        """Durably make every change if every version is still the stored one (see the port)."""
+        self._check_open()
+        prepared = [
+            (
+                tp,
+                *prepare_change(change, f"partition {tp.topic}-{tp.partition} of share group {group!r}"),
+                version,
+            )
+            for tp, (change, version) in changes.items()
+        ]
+        # the names, partitions and versions checked as a whole write's (the states are sized below)
+        encode_writes(group, {tp: ({}, version) for tp, (_, version) in changes.items()}, self._share_limits)
+        if not prepared:
+            return {}
+        return await self._write_shares(self._change_shares(group, prepared))
+
     async def share_groups(self) -> list[str]:
         """Groups with at least one stored share state, sorted."""
         self._check_open()
@@ -307,7 +342,7 @@ class EmbeddedCoordinator(Lifecycle):
     async def _store_shares(self, group: str, writes: list[ShareWrite]) -> bool:
         async with self._share_lock:
             stored = self._shares.get(group, {})
-            if any((stored[tp][1] if tp in stored else ABSENT) != version for tp, _, version in writes):
+            if any((stored[tp].version if tp in stored else ABSENT) != version for tp, _, version in writes):
                 return False
             check_room(
                 group,
@@ -321,6 +356,38 @@ class EmbeddedCoordinator(Lifecycle):
             await self._append_shares(group, [(tp, data, version + 1) for tp, data, version in writes])
             return True
 
+    async def _change_shares(
+        self, group: str, prepared: list[tuple[TopicPartition, ShareChange, bytes, int]]
+    ) -> dict[TopicPartition, int] | None:
+        async with self._share_lock:
+            stored = self._shares.get(group, {})
+            if any(
+                (stored[tp].version if tp in stored else ABSENT) != version for tp, _, _, version in prepared
+            ):
+                return None
+            check_room(
+                group,
+                sum(1 for tp, *_ in prepared if tp not in stored),
+                groups=len(self._shares),
+                group_exists=group in self._shares,
+                partitions=len(stored),
+                limits=self._share_limits,
+            )
+            check_sizes(
+                group,
+                [(tp, change.size_after(stored.get(tp)), len(data)) for tp, change, data, _ in prepared],
+                self._share_limits,
+            )
+            versions = {tp: version + 1 for tp, _, _, version in prepared}
+            entries = [(tp, data, versions[tp]) for tp, _, data, _ in prepared]
+            await self._append_shares(
+                group,
+                entries,
+                frame=change_frame(group, entries),
+                changes=[(tp, change, versions[tp]) for tp, change, _, _ in prepared],
+            )
+            return versions
+
     async def _delete_shares(self, group: str, tps: list[TopicPartition] | None) -> None:
         async with self._share_lock:
             stored = self._shares.get(group, {})
@@ -328,16 +395,27 @@ class EmbeddedCoordinator(Lifecycle):
             if gone:
                 await self._append_shares(group, [(tp, b"", DELETED) for tp in gone])
 
-    async def _append_shares(self, group: str, entries: list[ShareWrite]) -> None:
-        """Append one write to the shares' journal, then apply it in memory (under the share lock)."""
+    async def _append_shares(
+        self,
+        group: str,
+        entries: list[ShareWrite],
+        *,
+        frame: bytes | None = None,
+        changes: list[tuple[TopicPartition, ShareChange, int]] | None = None,
+    ) -> None:
+        """Append one write (or change) to the shares' journal, then apply it in memory (under the
+        share lock)."""
         store = self._share_store
         if not store.is_open:
             raise BackendUnavailable("The coordinator is stopped.")
         try:
-            await asyncio.to_thread(store.append, write_frame(group, entries))
+            await asyncio.to_thread(store.append, frame or write_frame(group, entries))
         except OSError as exc:
             raise BackendUnavailable(f"Could not store the share states of group {group!r}: {exc}") from exc
-        apply_writes(self._shares, group, entries)
+        if changes is None:
+            apply_writes(self._shares, group, entries)
+        else:
+            apply_changes(self._shares, group, changes)
         if store.needs_compaction():
             try:
                 await asyncio.to_thread(store.compact, self._shares)

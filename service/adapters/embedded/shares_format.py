@@ -18,19 +18,42 @@ state is the partition's JSON object, as stored, and the version the one it
 was stored at. Version -1 with an empty state deletes the partition's state.
 A write of several partitions is one frame: replayed whole or, torn by a
 crash, not at all.
+
+A change (``change_share_states``) is a frame of its own kind: ``0xFF``, then
+the same payload with each partition's change (``SharePartition.change_json``:
+the records set, the offsets dropped, start and end) in place of its state,
+applied to the state before it on replay (``shares_memory``). No payload of a
+whole write starts with ``0xFF`` (a group name is never that long), so a
+journal of the previous version, which has none, loads as it did. Snapshots
+hold whole states only: a compaction folds the changes into them, so a
+partition's journal never grows past the compaction's bound, and a load is
+the snapshot, then the writes and changes after it.
 """
 
 from __future__ import annotations
 
+import json
 import struct
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Final
 
+import orjson
+
 from service.core.models import TopicPartition
+from service.errors import InvalidPayload
 
 from .journal_format import CorruptPayload, JournalFormat, frame
+from .shares_memory import ShareChange, StoredShare, prepare_change
 
-__all__ = ["DELETED", "SHARES", "ShareEntry", "ShareStates", "apply_writes", "write_frame"]
+__all__ = [
+    "DELETED",
+    "SHARES",
+    "ShareStates",
+    "apply_changes",
+    "apply_writes",
+    "change_frame",
+    "write_frame",
+]
 
 DELETED: Final = -1  # the version that removes a state
 _U16: Final = struct.Struct(">H")
@@ -41,14 +64,19 @@ _SNAPSHOT_FRAME_BYTES: Final = 1 << 20
 # Lone surrogates can reach us from JSON ("\ud800"); they must round-trip, not fail a write.
 _TEXT_ERRORS: Final = "surrogatepass"
 
-ShareEntry = tuple[bytes, int]  # (the state's JSON, its version)
-ShareStates = dict[str, dict[TopicPartition, ShareEntry]]  # by group
+_CHANGE: Final = b"\xff"  # the first byte of a change's payload
+ShareStates = dict[str, dict[TopicPartition, StoredShare]]  # by group
 
 
 def write_frame(group: str, entries: Sequence[tuple[TopicPartition, bytes, int]]) -> bytes:
     """The journal frame of one write: (partition, state JSON, new version) each; ``DELETED``
     with ``b""`` forgets a partition's state."""
     return frame(_encode(group, entries))
+
+
+def change_frame(group: str, entries: Sequence[tuple[TopicPartition, bytes, int]]) -> bytes:
+    """The journal frame of one change: (partition, change JSON, new version) each."""
+    return frame(_CHANGE + _encode(group, entries))
 
 
 def apply_writes(
@@ -60,21 +88,52 @@ def apply_writes(
         if version == DELETED:
             stored.pop(tp, None)
         else:
-            stored[tp] = (data, version)
+            stored[tp] = StoredShare(data, version)
     if not stored:
         del states[group]
 
 
+def apply_changes(
+    states: ShareStates, group: str, entries: Iterable[tuple[TopicPartition, ShareChange, int]]
+) -> None:
+    """What a change does to the states in memory (checked first: see ``prepare_change``)."""
+    stored = states.setdefault(group, {})
+    for tp, change, version in entries:
+        kept = stored.get(tp)
+        if kept is None:
+            kept = stored[tp] = StoredShare.empty(version)
+        kept.apply(change, version)
+
+
 def _fold(states: ShareStates, payload: bytes) -> None:
-    apply_writes(states, *_decode(payload))
+    if not payload.startswith(_CHANGE):
+        apply_writes(states, *_decode(payload))
+        return
+    group, entries = _decode(payload[1:])
+    changes = []
+    for tp, data, version in entries:
+        try:
+            try:
+                change = orjson.loads(data)
+            except orjson.JSONDecodeError:
+                change = json.loads(data)  # escapes orjson refuses (a lone surrogate)
+            decoded, _ = prepare_change(change, f"{tp.topic}-{tp.partition}")
+        except (ValueError, InvalidPayload) as exc:
+            raise CorruptPayload(f"a change that is not one: {exc}") from exc
+        changes.append((tp, decoded, version))
+    try:
+        apply_changes(states, group, changes)
+    except InvalidPayload as exc:
+        raise CorruptPayload(str(exc)) from exc
 
 
 def _payloads(states: ShareStates) -> Iterator[bytes]:
     for group, stored in states.items():
         chunk: list[tuple[TopicPartition, bytes, int]] = []
         size = 0
-        for tp, (data, version) in stored.items():
-            chunk.append((tp, data, version))
+        for tp, kept in stored.items():
+            data = kept.data
+            chunk.append((tp, data, kept.version))
             size += len(data)
             if size >= _SNAPSHOT_FRAME_BYTES:
                 yield _encode(group, chunk)

@@ -39,7 +39,7 @@ from service.core.models import GroupState, Member, TopicPartition
 from service.errors import BackendUnavailable, GatewayError
 
 from ..lifecycle import Lifecycle
-from ..share_states import ShareStoreLimits
+from ..share_states import ShareStoreLimits, change_by_whole_states
 from ..tasks import uncancellable
 from .acls import AclStore
 from .election import LeaderElection
@@ -276,6 +276,14 @@ class ZooKeeperCoordinator(Lifecycle):
     async def delete_share_states(self, group: str, tps: Collection[TopicPartition] | None = None) -> None:
         self._check_open()
         await uncancellable(self._shares.delete(group, tps))
+
+    async def share_versions(self, group: str, tps: Collection[TopicPartition]) -> dict[TopicPartition, int]:
+        return {tp: version for tp, (_, version) in (await self.share_states(group, tps)).items()}
+
+    async def change_share_states(
+        self, group: str, changes: Mapping[TopicPartition, tuple[dict[str, Any], int]]
+    ) -> dict[TopicPartition, int] | None:
+        return await change_by_whole_states(self, group, changes)
 
     async def share_groups(self) -> list[str]:
         self._check_open()

@@ -2,20 +2,18 @@
 
 ``Acknowledgement`` is what a member says of records it holds; ``settle_acks`` applies those of
 one partition to its ``SharePartition``, ``settle_acks_in`` a poll's to the states the poll
-acquires from (and to the stored states of the others), so that ``ShareGroups.poll`` stores
+acquires from and to the stored states of the others, so that ``ShareGroups.poll`` stores
 the settlements and the acquisition in one write.
 
-Collaborators: ``state.SharePartition``, the ``Coordinator`` (stored states).
+Collaborators: ``state.SharePartition``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from ..models import TopicPartition
-from ..ports import Coordinator
 from .state import AckType, Exhausted, ShareLimits, SharePartition
 
 
@@ -52,41 +50,28 @@ def settle_acks(
     return refused, exhausted
 
 
-async def settle_acks_in(
-    coordinator: Coordinator,
-    group: str,
+def settle_acks_in(
     member: str,
-    states: dict[TopicPartition, tuple[SharePartition, int]],
+    states: Mapping[TopicPartition, tuple[SharePartition, int]],
+    others: Mapping[TopicPartition, tuple[SharePartition, int]],
     by_tp: Mapping[TopicPartition, list[Acknowledgement]],
     now: int,
-    updates: dict[TopicPartition, tuple[dict[str, Any], int]],
     limits: ShareLimits,
 ) -> tuple[dict[TopicPartition, dict[int, str]], list[tuple[TopicPartition, Exhausted]], bool]:
     """Apply a poll's acknowledgements (``by_tp``) to ``states``, the partitions it acquires
-    from, and to the stored states of the others, read here (none stored: nothing is held,
-    every offset is refused); those others that changed are put in ``updates``. What it
-    refused, the records it archived at the delivery limit, and whether it settled anything."""
+    from, and to ``others``, the stored states of the others (a partition in neither has
+    nothing held: every offset is refused). What it refused, the records it archived at the
+    delivery limit, and whether it settled anything."""
     refusals: dict[TopicPartition, dict[int, str]] = {}
     exhausted: list[tuple[TopicPartition, Exhausted]] = []
     settled = False
-    if not by_tp:
-        return refusals, exhausted, settled
-    others = [tp for tp in by_tp if tp not in states]
-    stored = await coordinator.share_states(group, others) if others else {}
     for tp, acks in by_tp.items():
-        if tp in states:
-            sp, version = states[tp]
-        elif tp in stored:
-            data, version = stored[tp]
-            sp = SharePartition.from_json(data, limits)
-        else:
-            sp, version = SharePartition(0, limits=limits), -1
+        found = states.get(tp) or others.get(tp)
+        sp = found[0] if found is not None else SharePartition(0, limits=limits)
         before = sp.changes
         refused, gone = settle_acks(sp, member, acks, now)
         if refused:
             refusals[tp] = refused
         exhausted += [(tp, e) for e in gone]
         settled = settled or sp.changes != before
-        if tp not in states and version != -1 and sp.changes:
-            updates[tp] = (sp.to_json(), version)
     return refusals, exhausted, settled

@@ -381,7 +381,7 @@ class ShareAdmin:
         await self._idle(group, "delete")
         if not await self._coordinator.share_states(group):
             raise NotFound(f"Share group {group!r} not found.")
-        await self._coordinator.delete_share_states(group)
+        await self._shares.delete(group)
 
     async def _consumers(self, group: str) -> list[tuple[str, tuple[str, ...]]]:
         return sorted(

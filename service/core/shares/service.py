@@ -2,11 +2,14 @@
 
 ``ShareGroups`` turns the state machine of ``state.SharePartition`` into operations on the log
 and the coordinator. Every change of a partition's state is stored through the Coordinator's
-compare-and-set (``store_share_states``) before anything is returned, all partitions of one
-operation at once: two members — on one replica or on two — that race for the same records
-both read the same version, one store wins, and the other reads again and takes what is left.
-So a record is never held by two members while its lock holds, and a crash loses nothing a
-member was told it holds or settled: the coordinator has it.
+compare-and-set (``change_share_states``, the change alone) before anything is returned, all
+partitions of one operation at once — a poll's piggy-backed acknowledgements with its
+acquisition (``poll``): two members — on one replica or on two — that race for the same
+records both start from the same version, one store wins, and the other reads again and takes
+what is left. So a record is never held by two members while its lock holds, and a crash loses
+nothing a member was told it holds or settled: the coordinator has it. The states this
+replica stored stay decoded here (``kept.KeptStates``) while the coordinator's version is the
+one it gave them.
 
 With ``DeadLetters``, a record out of delivery attempts is kept ``ARCHIVING`` (``ShareLimits.park``)
 by the store that archived it; the operation that stored it then writes its dead-letter copy
@@ -35,6 +38,7 @@ from ..models import Record, TopicPartition
 from ..ports import Coordinator, Log
 from .acks import Acknowledgement, by_partition, settle_acks, settle_acks_in
 from .dead_letters import DeadLetters
+from .kept import KeptStates
 from .state import Exhausted, ShareLimits, SharePartition
 
 log = logging.getLogger(__name__)
@@ -99,6 +103,8 @@ class ShareGroups:
         self._settled: dict[str, asyncio.Event] = {}
         self._clock = clock
         self._draining = draining or asyncio.Event()
+        # The states this replica stored, kept decoded while the coordinator's version says so.
+        self._kept = KeptStates(coordinator, self.limits)
 
     def now_ms(self) -> int:
         return int(self._clock() * 1000)
@@ -242,6 +248,7 @@ class ShareGroups:
         nothing in flight, everything before done (like ``kafka-share-groups --reset-offsets``;
         the caller makes sure no member is active)."""
         async with self._turn(group):  # one writer of the group's states at a time here
+            self._kept.forget(group)
             for _ in range(_MAX_RACES):
                 stored = await self._coordinator.share_states(group, tps)
                 updates: dict[TopicPartition, tuple[dict[str, Any], int]] = {}
@@ -257,18 +264,23 @@ class ShareGroups:
                     return
         raise BackendUnavailable(f"Share group {group!r} changed under every reset; retry.")
 
+    async def delete(self, group: str) -> None:
+        """Forget the group's delivery states (the caller makes sure it has no members)."""
+        async with self._turn(group):
+            self._kept.forget(group)  # versions start over after a delete: none kept may match
+            await self._coordinator.delete_share_states(group)
+
     # --- internals ----------------------------------------------------------------------------
 
     async def _states(
         self, group: str, tps: Sequence[TopicPartition], start_at: StartAt
     ) -> dict[TopicPartition, tuple[SharePartition, int]]:
         """The stored state of each partition, or a new one at ``start_at`` (version -1)."""
-        stored = await self._coordinator.share_states(group, tps)
+        stored = await self._kept.load(group, tps)
         states: dict[TopicPartition, tuple[SharePartition, int]] = {}
         for tp in tps:
             if tp in stored:
-                data, version = stored[tp]
-                states[tp] = (SharePartition.from_json(data, self.limits), version)
+                states[tp] = stored[tp]
             else:
                 begin, end = await self._log.offsets(tp)
                 states[tp] = (
@@ -296,19 +308,18 @@ class ShareGroups:
         async with self._turn(group):  # one writer of the group's states at a time here
             for _ in range(_MAX_RACES):
                 states = await self._states(group, tps, start_at)
+                others = [tp for tp in by_tp if tp not in states]  # acknowledged, not acquired from
+                acked = await self._kept.load(group, others) if others else {}
                 now = self.now_ms()
                 delivered: list[Delivered] = []
                 exhausted: list[tuple[TopicPartition, Exhausted]] = []
-                updates: dict[TopicPartition, tuple[dict[str, Any], int]] = {}
-                refusals, archived, settled = await settle_acks_in(
-                    self._coordinator, group, member, states, by_tp, now, updates, self.limits
-                )
+                refusals, archived, settled = settle_acks_in(member, states, acked, by_tp, now, self.limits)
                 for tp, (sp, _) in states.items():  # expired locks first: their records are available
                     exhausted += [(tp, e) for e in sp.expire(now)]
                 positions = self._positions(states)
                 budget = min(max_bytes, _FETCH_BYTES)
                 data = await self._log.fetch(positions, max_bytes=budget, max_wait_ms=0) if positions else {}
-                for tp, (sp, version) in states.items():
+                for tp, (sp, _) in states.items():
                     part = data.get(tp)
                     records = {r.offset: r for r in part.records} if part is not None else {}
                     if part is not None:
@@ -322,9 +333,9 @@ class ShareGroups:
                     )
                     delivered += [Delivered(tp, records[t.offset], t.deliveries) for t in taken]
                     exhausted += [(tp, e) for e in gone]
-                    if sp.changes or version == -1:
-                        updates[tp] = (sp.to_json(), version)
-                if not updates or await self._coordinator.store_share_states(group, updates):
+                changed = [tp for tp, (sp, version) in states.items() if sp.changes or version == -1]
+                changed += [tp for tp, (sp, _) in acked.items() if sp.changes]
+                if await self._kept.store(group, {**states, **acked}, changed):
                     if settled:
                         self._settle(group)
                     acquired_from = {tp: sp for tp, (sp, _) in states.items()}
@@ -441,23 +452,21 @@ class ShareGroups:
         sees an empty state there (unless ``only_stored``)."""
         async with self._turn(group):  # one writer of the group's states at a time here
             for _ in range(_MAX_RACES):
-                stored = await self._coordinator.share_states(group, tps)
+                wanted = list(await self._coordinator.share_states(group)) if tps is None else tps
+                stored = await self._kept.load(group, wanted)
                 now = self.now_ms()
                 results: dict[TopicPartition, Any] = {}
-                updates: dict[TopicPartition, tuple[dict[str, Any], int]] = {}
-                for tp in list(stored) if tps is None else tps:
+                for tp in wanted:
                     if tp in stored:
-                        data, version = stored[tp]
-                        sp = SharePartition.from_json(data, self.limits)
+                        sp = stored[tp][0]
                     elif only_stored:
                         continue
                     else:
-                        sp, version = SharePartition(0, limits=self.limits), -1
+                        sp = SharePartition(0, limits=self.limits)  # nothing held: nothing to store
                     results[tp] = apply(sp, tp, now)
-                    if version != -1 and sp.changes:
-                        updates[tp] = (sp.to_json(), version)
-                if not updates or await self._coordinator.store_share_states(group, updates):
-                    if updates:
+                changed = [tp for tp, (sp, _) in stored.items() if sp.changes]
+                if await self._kept.store(group, stored, changed):
+                    if changed:
                         self._settle(group)
                     return results
         raise BackendUnavailable(f"Share group {group!r} changed under every attempt; retry.")

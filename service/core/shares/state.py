@@ -106,7 +106,7 @@ NOT_HELD: Final = "not acquired by this consumer (its lock expired, or it was ne
 class SharePartition:
     """The delivery state of one partition in one share group (see the module's docstring)."""
 
-    __slots__ = ("_available", "_floor", "changes", "end", "limits", "records", "start")
+    __slots__ = ("_available", "_floor", "_touched", "_whole", "changes", "end", "limits", "records", "start")
 
     def __init__(
         self,
@@ -117,8 +117,11 @@ class SharePartition:
         records: Mapping[int, InFlight] | None = None,
     ) -> None:
         self.limits = limits or ShareLimits()
-        # Changes made since this object was built: whether it must be stored again (0: no).
+        # Changes made since this object was built or last stored: whether it must be stored (0: no),
+        # the offsets they touched, and whether they are better stored whole (a reset, a truncation).
         self.changes = 0
+        self._touched: set[int] = set()
+        self._whole = False
         self.start = start
         self.end = start if end is None else end
         self.records: dict[int, InFlight] = dict(sorted((records or {}).items()))
@@ -159,7 +162,7 @@ class SharePartition:
                 record.state, record.owner, record.lock_until_ms = Delivery.ACQUIRED, member, until
                 record.deliveries += 1
                 self._available.discard(offset)
-                self.changes += 1
+                self._touch(offset)
                 taken.append(Acquired(offset, record.deliveries))
         for offset in log_offsets:
             if len(taken) >= max_records or not self.has_room():
@@ -168,7 +171,7 @@ class SharePartition:
                 continue  # already acquired once: the state above knows it
             self.records[offset] = InFlight(Delivery.ACQUIRED, 1, member, until)
             self.end = offset + 1  # offsets skipped on the way (gaps in the log) are done
-            self.changes += 1
+            self._touch(offset)
             taken.append(Acquired(offset, 1))
         self._advance()
         return taken, exhausted
@@ -192,10 +195,10 @@ class SharePartition:
                 refused[offset] = NOT_HELD
             elif kind is AckType.ACCEPT or kind is AckType.REJECT:
                 del self.records[offset]
-                self.changes += 1
+                self._touch(offset)
             elif kind is AckType.RENEW:
                 record.lock_until_ms = now_ms + self.limits.lock_ms
-                self.changes += 1
+                self._touch(offset)
             else:
                 record.error = error[:MAX_ERROR_CHARS] if error is not None else record.error
                 gone = self._make_available(offset, record, now_ms)
@@ -213,7 +216,7 @@ class SharePartition:
                 refused[offset] = NOT_HELD
             else:
                 record.lock_until_ms = now_ms + self.limits.lock_ms
-                self.changes += 1
+                self._touch(offset)
         return refused
 
     def release_member(self, member: str, now_ms: int) -> list[Exhausted]:
@@ -248,7 +251,7 @@ class SharePartition:
         for offset, record in self.records.items():
             if record.state is Delivery.ARCHIVING and record.lock_until_ms <= now_ms:
                 record.lock_until_ms = now_ms + self.limits.lock_ms
-                self.changes += 1
+                self._touch(offset)
                 claimed.append(Exhausted(offset, record.deliveries, record.error))
         return claimed
 
@@ -258,7 +261,7 @@ class SharePartition:
             record = self.records.get(offset)
             if record is not None and record.state is Delivery.ARCHIVING:
                 del self.records[offset]
-                self.changes += 1
+                self._touch(offset)
         self._advance()
 
     # --- what operators do --------------------------------------------------------------------
@@ -269,7 +272,7 @@ class SharePartition:
         self._available.clear()
         self._floor = _NEVER
         self.start = self.end = offset
-        self.changes += 1
+        self._rewrite()
 
     def truncate(self, log_start: int) -> None:
         """Forget records the log no longer holds (retention removed them)."""
@@ -280,7 +283,7 @@ class SharePartition:
             self._available.discard(offset)
         self.end = max(self.end, log_start)
         self.start = log_start
-        self.changes += 1
+        self._rewrite()
         self._advance()
 
     # --- what describing needs ----------------------------------------------------------------
@@ -312,14 +315,33 @@ class SharePartition:
 
     # --- storage ------------------------------------------------------------------------------
 
+    def change_json(self) -> dict[str, Any]:
+        """The changes since the state was built or ``stored``, as stored: the records they set
+        (their new form, as in ``to_json``) and the offsets they dropped, and the new ``start`` and
+        ``end``; with ``whole``, every record (what was stored before is replaced).
+        ``apply_change`` of it to the state as last stored gives ``to_json()``."""
+        if self._whole:
+            return {**self.to_json(), "whole": True}
+        records = self.records
+        touched = sorted(self._touched)
+        return {
+            "start": self.start,
+            "end": self.end,
+            "records": [_row(o, records[o]) for o in touched if o in records],
+            "drop": [o for o in touched if o not in records],
+        }
+
+    def stored(self) -> None:
+        """The state as it is now is stored: count changes from here on."""
+        self.changes = 0
+        self._touched.clear()
+        self._whole = False
+
     def to_json(self) -> dict[str, Any]:
         return {
             "start": self.start,
             "end": self.end,
-            "records": [
-                [o, r.state.value, r.deliveries, r.owner, r.lock_until_ms, r.error]
-                for o, r in self.records.items()
-            ],
+            "records": [_row(o, r) for o, r in self.records.items()],
         }
 
     @classmethod
@@ -340,6 +362,14 @@ class SharePartition:
 
     # --- internals ----------------------------------------------------------------------------
 
+    def _touch(self, offset: int) -> None:
+        self.changes += 1
+        self._touched.add(offset)
+
+    def _rewrite(self) -> None:
+        self.changes += 1
+        self._whole = True
+
     def _held(self, member: str, offset: int, now_ms: int) -> InFlight | None:
         record = self.records.get(offset)
         if record is None or record.state is not Delivery.ACQUIRED or record.owner != member:
@@ -353,14 +383,14 @@ class SharePartition:
             if self.limits.park:
                 record.state, record.owner = Delivery.ARCHIVING, None
                 record.lock_until_ms = now_ms + self.limits.lock_ms
-                self.changes += 1
+                self._touch(offset)
             else:
                 del self.records[offset]
-                self.changes += 1
+                self._touch(offset)
             return Exhausted(offset, record.deliveries, record.error)
         record.state, record.owner, record.lock_until_ms = Delivery.AVAILABLE, None, 0
         self._available.add(offset)
-        self.changes += 1
+        self._touch(offset)
         return None
 
     def _release(self, which: Callable[[InFlight], bool], now_ms: int) -> list[Exhausted]:
@@ -375,3 +405,21 @@ class SharePartition:
 
     def _advance(self) -> None:
         self.start = next(iter(self.records), self.end)
+
+
+def _row(offset: int, r: InFlight) -> list[Any]:
+    """A record in flight as stored: ``[offset, state, deliveries, owner, lock_until_ms, error]``."""
+    return [offset, r.state.value, r.deliveries, r.owner, r.lock_until_ms, r.error]
+
+
+def apply_change(state: Mapping[str, Any] | None, change: Mapping[str, Any]) -> dict[str, Any]:
+    """The stored form (``to_json``) a ``change_json`` makes of ``state`` (None: nothing stored)."""
+    if change.get("whole") or state is None:
+        rows = {}
+    else:
+        rows = {row[0]: row for row in state["records"]}
+    for offset in change.get("drop", ()):
+        rows.pop(offset, None)
+    for row in change["records"]:
+        rows[row[0]] = row
+    return {"start": change["start"], "end": change["end"], "records": [rows[o] for o in sorted(rows)]}

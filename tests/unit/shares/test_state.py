@@ -15,7 +15,15 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from service.core.shares.state import NOT_HELD, AckType, Acquired, Delivery, ShareLimits, SharePartition
+from service.core.shares.state import (
+    NOT_HELD,
+    AckType,
+    Acquired,
+    Delivery,
+    ShareLimits,
+    SharePartition,
+    apply_change,
+)
 
 MEMBERS = ("a", "b", "c")
 LIMITS = ShareLimits(max_in_flight=6, delivery_limit=3, lock_ms=100)
@@ -147,7 +155,20 @@ class ShareModel(RuleBasedStateMachine):
             if self.archiving.pop(offset, None) is not None:
                 self.done.add(offset)
 
+    @rule()
+    def stored_now(self) -> None:
+        """The state is stored: its changes count from here (``change_json`` is a delta again)."""
+        self.its_changes_make_its_stored_form()
+        self.base = self.state.to_json()
+        self.state.stored()
+
     # --- what must always hold -------------------------------------------------------------
+
+    @invariant()
+    def its_changes_make_its_stored_form(self) -> None:
+        """The delta stored instead of the whole state rebuilds it from the state last stored."""
+        base = getattr(self, "base", SharePartition(0).to_json())
+        assert apply_change(base, self.state.change_json()) == self.state.to_json()
 
     @invariant()
     def nothing_lost_and_bounds_kept(self) -> None:
