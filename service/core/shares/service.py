@@ -30,7 +30,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, NamedTuple
 
 from service.errors import BackendUnavailable, GatewayError
 
@@ -52,9 +52,9 @@ _FETCH_BYTES: Final = 1024 * 1024
 _MAX_RACES: Final = 50  # stores lost to another writer in a row before giving up (503)
 
 
-@dataclass(frozen=True, slots=True)
-class Delivered:
-    """A record a member acquired, with the number of times it has been delivered (1: the first)."""
+class Delivered(NamedTuple):
+    """A record a member acquired, with the number of times it has been delivered (1: the first).
+    A tuple: one is made per record a poll hands out."""
 
     tp: TopicPartition
     record: Record

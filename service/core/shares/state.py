@@ -32,7 +32,7 @@ import sys
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 
 class Delivery(StrEnum):
@@ -73,9 +73,9 @@ class InFlight:
     error: str | None = None  # the last error text a member gave when it released the record
 
 
-@dataclass(frozen=True, slots=True)
-class Acquired:
-    """A record a member now holds: its offset and how many times it has been delivered (1: first)."""
+class Acquired(NamedTuple):
+    """A record a member now holds: its offset and how many times it has been delivered (1: first).
+    A tuple: one is made per record a poll hands out."""
 
     offset: int
     deliveries: int
@@ -164,15 +164,23 @@ class SharePartition:
                 self._available.discard(offset)
                 self._touch(offset)
                 taken.append(Acquired(offset, record.deliveries))
-        for offset in log_offsets:
-            if len(taken) >= max_records or not self.has_room():
-                break
-            if offset < self.end:
-                continue  # already acquired once: the state above knows it
-            self.records[offset] = InFlight(Delivery.ACQUIRED, 1, member, until)
-            self.end = offset + 1  # offsets skipped on the way (gaps in the log) are done
-            self._touch(offset)
-            taken.append(Acquired(offset, 1))
+        room = min(max_records - len(taken), self.limits.max_in_flight - len(self.records))
+        if room > 0:
+            records, end = self.records, self.end
+            fresh: list[int] = []
+            for offset in log_offsets:
+                if offset < end:
+                    continue  # already acquired once: the state above knows it
+                if len(fresh) >= room:
+                    break
+                records[offset] = InFlight(Delivery.ACQUIRED, 1, member, until)
+                fresh.append(offset)
+                end = offset + 1  # offsets skipped on the way (gaps in the log) are done
+            if fresh:
+                self.end = end
+                self._touched.update(fresh)
+                self.changes += len(fresh)
+                taken += [Acquired(offset, 1) for offset in fresh]
         self._advance()
         return taken, exhausted
 
