@@ -184,15 +184,18 @@ def _encode_binary(data: bytes | None) -> str | None:
     return None if data is None else pybase64.b64encode_as_string(data)
 
 
+# Why a stored key or value is not shown in its consumer's format (``ConversionError``, 42203).
+NOT_JSON = "A stored record is not valid JSON; read it with a binary consumer or seek past it."
+NOT_UTF8 = "A stored record is not valid UTF-8; read it with a binary consumer or seek past it."
+
+
 def _encode_json(data: bytes | None) -> Any:
     if data is None:
         return None
     try:
         orjson.loads(data)  # checked, and then given back as stored: its numbers exactly as written
     except orjson.JSONDecodeError as exc:
-        raise ConversionError(
-            "A stored record is not valid JSON; read it with a binary consumer or seek past it."
-        ) from exc
+        raise ConversionError(NOT_JSON) from exc
     return orjson.Fragment(data)
 
 
@@ -202,9 +205,7 @@ def _encode_string(data: bytes | None) -> str | None:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ConversionError(
-            "A stored record is not valid UTF-8; read it with a binary consumer or seek past it."
-        ) from exc
+        raise ConversionError(NOT_UTF8) from exc
 
 
 ENCODERS: dict[PlainFormat, Callable[[bytes | None], Any]] = {

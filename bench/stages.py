@@ -37,7 +37,7 @@ from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBat
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from api_schemas.records import parse_produce, render_records
+from api_schemas.records import parse_produce, record_dict, render_records
 from bench.common import json_values
 from service.adapters.embedded.log import EmbeddedLog
 from service.adapters.embedded.shares_format import write_frame
@@ -281,7 +281,11 @@ async def consume_paths(log: EmbeddedLog) -> None:
             ),
             ("render binary (base64, text)", per_record(lambda: render_records("binary", polled))),
             (
-                "render json as today (each value checked, dicts, orjson)",
+                "render json as before (each value checked, dicts, orjson)",
+                per_record(lambda: orjson.dumps([record_dict("json", tp, r) for r in records])),
+            ),
+            (
+                "render json now (each value checked, text around it)",
                 per_record(lambda: render_records("json", polled)),
             ),
             (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tests.helpers import JSON, consumer, create_topic, poll_until, subscribe
+from tests.helpers import BINARY, JSON, consumer, create_topic, poll_until, subscribe
 
 # Numbers a double cannot hold, a decimal's trailing zero, and keys out of alphabetical order.
 VALUE = (
@@ -48,3 +48,40 @@ async def test_plain_json_values_are_unchanged(client, name):
         f"/topics/{name}/partitions/0/records", params={"offset": 0}, headers={"Accept": JSON}
     )
     assert r.json()["records"][0]["value"] == {"n": 42, "s": "café", "ok": True, "none": None}
+
+
+async def test_a_json_answer_embeds_each_value_as_stored_and_never_one_that_is_not_json(client, name):
+    await create_topic(client, name, 1)
+    records = [
+        {
+            "key": "cl\u00e9",
+            "value": {"s": '\u2603 "quoted"', "n": None},
+            "headers": [{"name": 'h"\u00e9', "value": "YQ=="}],
+        },
+        {"value": None},
+        {"key": [1, {"a": None}], "value": 18446744073709551616},
+    ]
+    r = await client.post(f"/topics/{name}", json={"records": records}, headers={"Content-Type": JSON})
+    assert r.status_code == 200, r.text
+    r = await client.post(
+        f"/topics/{name}", content=b'{"records":[{"value":' + VALUE + b"}]}", headers={"Content-Type": JSON}
+    )
+    assert r.status_code == 200, r.text
+    base = await consumer(client, f"g-{name}", fmt="json")
+    await subscribe(client, base, name)
+    got = await poll_until(client, base, 4, fmt=JSON)
+    assert [(g["key"], g["value"], g["headers"]) for g in got[:3]] == [
+        ("cl\u00e9", {"s": '\u2603 "quoted"', "n": None}, [{"name": 'h"\u00e9', "value": "YQ=="}]),
+        (None, None, []),
+        ([1, {"a": None}], 18446744073709551616, []),
+    ]
+    assert [(g["topic"], g["partition"], g["offset"]) for g in got] == [(name, 0, n) for n in range(4)]
+
+    # A value produced in another format that is not JSON is never embedded: the poll is refused.
+    r = await client.post(
+        f"/topics/{name}", json={"records": [{"value": "e25vdCBqc29u"}]}, headers={"Content-Type": BINARY}
+    )
+    assert r.status_code == 200, r.text
+    r = await client.get(f"{base}/records", params={"timeout": 2000}, headers={"Accept": JSON})
+    assert (r.status_code, r.json()["error_code"]) == (422, 42203), r.text
+    assert "not valid JSON" in r.json()["message"]

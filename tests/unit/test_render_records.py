@@ -1,13 +1,17 @@
-"""Consumer records rendered as text equal the same records rendered through dicts."""
+"""Consumer records rendered as text equal, byte for byte, the same records rendered through dicts."""
 
 from __future__ import annotations
 
+import json
+
 import orjson
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from api_schemas.records import record_dict, render_records, render_slices
 from service.core.models import Record, TopicPartition
+from service.errors import ConversionError
 
 _payload = st.none() | st.binary(max_size=40)
 _records = st.lists(
@@ -62,3 +66,80 @@ def test_slices_join_to_the_whole(
     assert len(slices) <= count + 1  # at least one record a slice, plus the closing bracket
     if slice_bytes == 1:  # every record alone
         assert len(slices) == count + 1
+
+
+_json_leaf = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)  # beyond 64 bits too: stored as written, never re-encoded
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text()
+)
+_json_values = st.recursive(
+    _json_leaf, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3)
+)
+# A stored JSON value as a client may have produced it: compact, spaced, or with numbers written
+# beyond what a double keeps.
+_stored_json = st.builds(
+    lambda v, indent: json.dumps(v, indent=indent, ensure_ascii=False).encode(),
+    _json_values,
+    st.sampled_from([None, 2]),
+) | st.sampled_from([b"123456789012345678901234567890", b"3.14159265358979323846", b' {"a" : [1, 2.50]} '])
+_json_records = st.lists(
+    st.builds(
+        Record,
+        st.integers(0, 2**63 - 1),
+        st.integers(-1, 2**63 - 1),
+        st.none() | _stored_json,
+        st.none() | _stored_json,
+        st.lists(st.tuples(st.text(max_size=8), _payload), max_size=2).map(tuple),
+    ),
+    max_size=6,
+)
+_json_partitions = st.lists(
+    st.tuples(
+        st.builds(TopicPartition, st.from_regex(r"[a-zA-Z0-9._-]{1,20}", fullmatch=True), st.integers(0, 99)),
+        _json_records,
+    ),
+    max_size=3,
+)
+
+
+def _through_dicts(fmt: str, polled: list[tuple[TopicPartition, list[Record]]]) -> bytes:
+    """The answer as a dict per record and ``orjson`` write it: what the text must equal, byte for byte."""
+    return bytes(orjson.dumps([record_dict(fmt, tp, r) for tp, records in polled for r in records]))  # type: ignore[arg-type]
+
+
+@given(_json_partitions, st.integers(1, 10_000))
+def test_json_text_is_byte_for_byte_the_dicts(
+    polled: list[tuple[TopicPartition, list[Record]]], slice_bytes: int
+) -> None:
+    expected = _through_dicts("json", polled)
+    assert bytes(orjson.dumps(render_records("json", polled))) == expected
+    assert b"".join(render_slices("json", polled, slice_bytes=slice_bytes)) == expected
+
+
+@given(_partitions)
+def test_string_text_is_byte_for_byte_the_dicts(polled: list[tuple[TopicPartition, list[Record]]]) -> None:
+    polled = [(tp, [r for r in records if all(_utf8(b) for b in (r.key, r.value))]) for tp, records in polled]
+    assert bytes(orjson.dumps(render_records("string", polled))) == _through_dicts("string", polled)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "key", "value", "message"),
+    [
+        ("json", None, b"{not json", "not valid JSON"),
+        ("json", b"[1", b"1", "not valid JSON"),
+        ("json", None, b"", "not valid JSON"),
+        ("string", None, b"\xff", "not valid UTF-8"),
+        ("string", b"\xc3", None, "not valid UTF-8"),
+    ],
+)
+def test_a_value_the_format_cannot_show_is_never_embedded(
+    fmt: str, key: bytes | None, value: bytes | None, message: str
+) -> None:
+    tp = TopicPartition("t", 0)
+    polled = [(tp, [Record(0, 1, b"1", b"2"), Record(1, 1, key, value)])]
+    for render in (lambda: render_records(fmt, polled), lambda: _through_dicts(fmt, polled)):  # type: ignore[arg-type]
+        with pytest.raises(ConversionError, match=message):
+            render()
