@@ -25,7 +25,9 @@ from ..models import TopicPartition
 from ..ports import Coordinator
 from .state import ShareLimits, SharePartition
 
-_MAX_KEPT: Final = 4096  # partitions kept at most; past it, the longest kept is let go
+# Records in flight kept at most (about 100 bytes each, decoded), over every state kept; past
+# it, the states kept longest are let go (read again when next used).
+_MAX_KEPT_RECORDS: Final = 200_000
 
 States = dict[TopicPartition, tuple[SharePartition, int]]  # (state, version) by partition
 
@@ -33,17 +35,21 @@ States = dict[TopicPartition, tuple[SharePartition, int]]  # (state, version) by
 class KeptStates:
     """Decoded delivery states, by group and partition, fenced by their versions (see the module)."""
 
-    def __init__(self, coordinator: Coordinator, limits: ShareLimits, *, max_kept: int = _MAX_KEPT) -> None:
+    def __init__(
+        self, coordinator: Coordinator, limits: ShareLimits, *, max_records: int = _MAX_KEPT_RECORDS
+    ) -> None:
         self._coordinator = coordinator
         self._limits = limits
-        self._max_kept = max_kept
-        self._kept: dict[tuple[str, TopicPartition], tuple[int, SharePartition]] = {}
+        self._max_records = max_records
+        # (version, state, its records when kept) by (group, partition), the longest kept first
+        self._kept: dict[tuple[str, TopicPartition], tuple[int, SharePartition, int]] = {}
+        self._records = 0  # records in flight of the states kept, as they were kept
 
     async def load(self, group: str, tps: Iterable[TopicPartition]) -> States:
         """The stored state and version of each of ``tps`` that has one: the kept one while its
         version is the stored one, else read. The caller owns them until it ``store``s them."""
         wanted = list(dict.fromkeys(tps))
-        held = {tp: entry for tp in wanted if (entry := self._kept.pop((group, tp), None)) is not None}
+        held = {tp: entry for tp in wanted if (entry := self._take((group, tp))) is not None}
         versions = await self._coordinator.share_versions(group, list(held)) if held else {}
         found: States = {}
         misses: list[TopicPartition] = []
@@ -86,9 +92,19 @@ class KeptStates:
     def forget(self, group: str) -> None:
         """Let every kept state of ``group`` go (its states are being replaced whole)."""
         for key in [key for key in self._kept if key[0] == group]:
-            del self._kept[key]
+            self._take(key)
+
+    def _take(self, key: tuple[str, TopicPartition]) -> tuple[int, SharePartition, int] | None:
+        entry = self._kept.pop(key, None)
+        if entry is not None:
+            self._records -= entry[2]
+        return entry
 
     def _keep(self, group: str, tp: TopicPartition, version: int, sp: SharePartition) -> None:
-        if len(self._kept) >= self._max_kept:
-            del self._kept[next(iter(self._kept))]
-        self._kept[(group, tp)] = (version, sp)
+        size = len(sp.records) + 1
+        if size > self._max_records:
+            return
+        while self._records + size > self._max_records:
+            self._take(next(iter(self._kept)))
+        self._kept[(group, tp)] = (version, sp, size)
+        self._records += size
