@@ -248,7 +248,7 @@ class SchemaRegistry:
         schema = self._parser.resolve(schema, state)
         parsed = await self._parser.parse(schema, state)
         level = state.compatibility_in_scope(subject, self.default_compatibility)
-        return await self._compatibility_errors(state, subject, parsed, against, level)
+        return await compatibility_messages(self._parser, state, subject, parsed, against, level)
 
     # --- writes ---------------------------------------------------------------------------
 
@@ -299,7 +299,7 @@ class SchemaRegistry:
             ):
                 return [], (found.schema_id, found.version)
         level = state.compatibility_in_scope(subject, self.default_compatibility)
-        errors = await self._compatibility_errors(state, subject, new.parsed, live, level)
+        errors = await compatibility_messages(self._parser, state, subject, new.parsed, live, level)
         if errors:
             details = ", ".join(errors)  # as Confluent prints its list of messages
             if len(details) > _MESSAGE_CHARS:
@@ -422,17 +422,6 @@ class SchemaRegistry:
         schema = state.schema(found.schema_id)
         assert schema is not None  # a version's id always has its schema
         return Registered(found.subject, found.version, found.schema_id, schema, found.deleted)
-
-    async def _compatibility_errors(
-        self,
-        state: RegistryState,
-        subject: str,
-        parsed: ParsedSchema,
-        against: list[Version],
-        level: Compatibility,
-    ) -> list[str]:
-        """Confluent's messages for why ``parsed`` may not follow ``against`` (``incompatibility``)."""
-        return await compatibility_messages(self._parser, state, subject, parsed, against, level)
 
     async def _write(
         self,
