@@ -22,7 +22,8 @@ On the embedded log:
                every poll), the clients of ``bench/shares.py`` (they find offsets, not values);
                with the gateway's CPU seconds per 10,000 records;
   consume      the long-poll of a json-format instance vs in-process ``fetch`` on an
-               ``EmbeddedLog`` in this process, each value parsed;
+               ``EmbeddedLog`` in this process, each value parsed; the WebSocket and SSE
+               streams beside it;
   produce      4 clients producing 1000 x 100 B binary-format requests (bodies encoded once) vs
                the same appends in-process (fsync before acknowledging, both); json format beside.
 
@@ -107,7 +108,13 @@ ROWS: list[tuple[str, str, str, tuple[str, ...]]] = [
         "embedded: REST consume vs in-process fetch",
         "embedded long-poll json",
         "embedded fetch",
-        ("embedded long-poll binary", "embedded long-poll counted", "embedded fetch counted"),
+        (
+            "embedded WebSocket json",
+            "embedded SSE json",
+            "embedded long-poll binary",
+            "embedded long-poll counted",
+            "embedded fetch counted",
+        ),
     ),
     (
         "embedded: REST produce vs in-process append",
@@ -284,7 +291,7 @@ class Bench:
         records = [NewRecord(None, v) for v in self.values]
         for _ in range(self.records // BATCH):
             await log.append(tp, records)
-        ways = self.rest_ways("embedded", http, port, topic, streams=False)
+        ways = self.rest_ways("embedded", http, port, topic, streams=True)
 
         def fetch(each: Callable[[list[Record]], object] | None) -> Way:
             @asynccontextmanager
