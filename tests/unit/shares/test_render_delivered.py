@@ -1,0 +1,111 @@
+"""A share consumer's poll rendered as text equals, byte for byte, the same records rendered
+through a dict per record (``delivered_dicts``), in every format written as text."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from api_schemas.shares import delivered_dicts, render_delivered
+from service.core.models import DecodedRecord, Record, TopicPartition
+from service.core.shares.service import Delivered
+from service.errors import ConversionError
+
+_payload = st.none() | st.binary(max_size=40)
+_headers = st.lists(st.tuples(st.text(max_size=8), _payload), max_size=2).map(tuple)
+_json_leaf = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)  # beyond 64 bits too: stored as written, never re-encoded
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text()
+)
+_json_values = st.recursive(
+    _json_leaf, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3)
+)
+# A stored JSON value as a client may have produced it: compact, spaced, or with numbers written
+# beyond what a double keeps.
+_stored_json = st.builds(
+    lambda v, indent: json.dumps(v, indent=indent, ensure_ascii=False).encode(),
+    _json_values,
+    st.sampled_from([None, 2]),
+) | st.sampled_from([b"123456789012345678901234567890", b"3.14159265358979323846", b' {"a" : [1, 2.50]} '])
+_utf8 = st.none() | st.text(max_size=20).map(str.encode)
+_topics = st.builds(
+    TopicPartition, st.from_regex(r"[a-zA-Z0-9._-]{1,20}", fullmatch=True), st.integers(0, 2**31 - 1)
+)
+
+
+def _delivered(payload: st.SearchStrategy[bytes | None]) -> st.SearchStrategy[list[Delivered]]:
+    record = st.builds(
+        Record, st.integers(0, 2**63 - 1), st.integers(-1, 2**63 - 1), payload, payload, _headers
+    )
+    run = st.tuples(_topics, st.lists(st.tuples(record, st.integers(1, 1000)), max_size=5))
+    return st.lists(run, max_size=3).map(
+        lambda runs: [Delivered(tp, r, n) for tp, records in runs for r, n in records]
+    )
+
+
+@given(_delivered(_payload))
+def test_binary_text_is_byte_for_byte_the_dicts(delivered: list[Delivered]) -> None:
+    assert render_delivered("binary", delivered) == delivered_dicts("binary", delivered)
+
+
+@given(_delivered(st.none() | _stored_json))
+def test_json_text_is_byte_for_byte_the_dicts(delivered: list[Delivered]) -> None:
+    assert render_delivered("json", delivered) == delivered_dicts("json", delivered)
+
+
+@given(_delivered(_utf8))
+def test_string_text_is_byte_for_byte_the_dicts(delivered: list[Delivered]) -> None:
+    assert render_delivered("string", delivered) == delivered_dicts("string", delivered)
+
+
+def test_a_poll_of_nothing_is_an_empty_array() -> None:
+    for fmt in ("binary", "json", "string", "avro"):
+        assert render_delivered(fmt, []) == b"[]"
+
+
+def test_the_schema_formats_render_their_decoded_json_through_dicts() -> None:
+    tp = TopicPartition("t", 3)
+    record = DecodedRecord(
+        7, 9, b"\x00k", b"\x00v", (("h", b"x"),), key_json={"id": 1}, value_json=[1.5, "x"]
+    )
+    delivered = [Delivered(tp, record, 2)]
+    rendered = render_delivered("avro", delivered)
+    assert rendered == delivered_dicts("avro", delivered)
+    assert json.loads(rendered) == [
+        {
+            "topic": "t",
+            "key": {"id": 1},
+            "value": [1.5, "x"],
+            "partition": 3,
+            "offset": 7,
+            "timestamp": 9,
+            "headers": [{"name": "h", "value": "eA=="}],
+            "delivery_count": 2,
+        }
+    ]
+
+
+@pytest.mark.parametrize(
+    ("fmt", "key", "value", "message"),
+    [
+        ("json", None, b"{not json", "not valid JSON"),
+        ("json", b"[1", b"1", "not valid JSON"),
+        ("json", None, b"", "not valid JSON"),
+        ("string", None, b"\xff", "not valid UTF-8"),
+        ("string", b"\xc3", None, "not valid UTF-8"),
+    ],
+)
+def test_a_value_the_format_cannot_show_is_never_embedded(
+    fmt: str, key: bytes | None, value: bytes | None, message: str
+) -> None:
+    tp = TopicPartition("t", 0)
+    delivered = [Delivered(tp, Record(0, 1, b"1", b"2"), 1), Delivered(tp, Record(1, 1, key, value), 3)]
+    for render in (render_delivered, delivered_dicts):
+        with pytest.raises(ConversionError, match=message):
+            render(fmt, delivered)  # type: ignore[arg-type]
