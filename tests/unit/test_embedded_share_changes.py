@@ -71,6 +71,53 @@ async def test_the_share_states_of_the_previous_version_load_and_take_changes(tm
     await last.stop()
 
 
+# What the version before runs (a row per record) left of a share-partition: a snapshot of its
+# first change (six records acquired by m1, 0 to 5), and in the journal after it two changes of
+# that version (rows set, offsets dropped): 0 accepted, 2 and 3 released with an error, then 2
+# acquired again by m2; the process was killed, no compaction since.
+_ROWS_PER_RECORD: dict[str, str] = {
+    "shares.snapshot": (
+        "QkdTUwEAAAAAAAAAAQAAAAEAAAEAW8oRtgACc2cAAAABAAF0AAAAAAAAAAAAAAAAAAAA5Xsic3RhcnQiOjAsImVuZCI6Niwi"
+        "cmVjb3JkcyI6W1swLCJBQ1FVSVJFRCIsMSwibTEiLDMxMDAwLG51bGxdLFsxLCJBQ1FVSVJFRCIsMSwibTEiLDMxMDAwLG51"
+        "bGxdLFsyLCJBQ1FVSVJFRCIsMSwibTEiLDMxMDAwLG51bGxdLFszLCJBQ1FVSVJFRCIsMSwibTEiLDMxMDAwLG51bGxdLFs0"
+        "LCJBQ1FVSVJFRCIsMSwibTEiLDMxMDAwLG51bGxdLFs1LCJBQ1FVSVJFRCIsMSwibTEiLDMxMDAwLG51bGxdXX0="
+    ),
+    "shares-0000000000000001.journal": (
+        "QkdTSgEAAACIpwAhcP8AAnNnAAAAAQABdAAAAAAAAAAAAAAAAQAAAGx7InN0YXJ0IjoxLCJlbmQiOjYsInJlY29yZHMiOltb"
+        "MiwiQVZBSUxBQkxFIiwxLG51bGwsMCwibGF0ZXIiXSxbMywiQVZBSUxBQkxFIiwxLG51bGwsMCwibGF0ZXIiXV0sImRyb3Ai"
+        "OlswXX0AAABpTD+Cqv8AAnNnAAAAAQABdAAAAAAAAAAAAAAAAgAAAE17InN0YXJ0IjoxLCJlbmQiOjYsInJlY29yZHMiOltb"
+        "MiwiQUNRVUlSRUQiLDIsIm0yIiwzMTAwMiwibGF0ZXIiXV0sImRyb3AiOltdfQ=="
+    ),
+}
+
+
+async def test_the_states_and_changes_of_a_row_per_record_load_as_runs(tmp_path: Path) -> None:
+    root = tmp_path / "coordinator"
+    root.mkdir()
+    for name, data in _ROWS_PER_RECORD.items():
+        (root / name).write_bytes(base64.b64decode(data))
+    c = await reopen(tmp_path)
+    [(state, version)] = (await c.share_states("sg")).values()
+    sp = SharePartition.from_json(state)
+    assert version == 2 and (sp.start, sp.end, list(sp.records)) == (1, 6, [1, 2, 3, 4, 5])
+    assert [(o, r.state.value, r.deliveries, r.owner, r.error) for o, r in sp.records.items()] == [
+        (1, "ACQUIRED", 1, "m1", None),
+        (2, "ACQUIRED", 2, "m2", "later"),
+        (3, "AVAILABLE", 1, None, "later"),
+        (4, "ACQUIRED", 1, "m1", None),
+        (5, "ACQUIRED", 1, "m1", None),
+    ]
+    assert state["runs"][-1] == [4, 5, "ACQUIRED", 1, "m1", 31000, None]  # 4 and 5 alike: one run
+    # it takes changes of this version, and they replay onto it after a restart
+    refused, _ = sp.acknowledge("m1", [1, 4, 5], AckType.ACCEPT, 2000)
+    assert not refused
+    assert await c.change_share_states("sg", {TP: (sp.change_json(), 2)}) == {TP: 3}
+    await c.stop()
+    c = await reopen(tmp_path)
+    assert await c.share_states("sg") == {TP: (sp.to_json(), 3)}
+    await c.stop()
+
+
 async def test_a_change_is_compare_and_set_and_checked_as_a_whole_write(tmp_path: Path) -> None:
     c = await reopen(tmp_path, share_limits=ShareStoreLimits(max_state_bytes=2000))
     sp = SharePartition(0)
@@ -80,7 +127,8 @@ async def test_a_change_is_compare_and_set_and_checked_as_a_whole_write(tmp_path
     assert await c.change_share_states("sg", {TP: (sp.change_json(), -1)}) == {TP: 0}
     assert await c.change_share_states("sg", {TP: (sp.change_json(), -1)}) is None  # used up
     sp.stored()
-    sp.acquire("m", 1001, max_records=80, log_offsets=range(5, 85))  # 85 records: past 2,000 bytes
+    for n in range(80):  # 85 records whose locks end apart: 85 runs, past 2,000 bytes
+        sp.acquire("m", 1001 + n, max_records=1, log_offsets=range(5 + n, 85))
     with pytest.raises(ShareStateTooLarge, match="more than the 2000"):
         await c.change_share_states("sg", {TP: (sp.change_json(), 0)})
     assert (await c.share_states("sg"))[TP][1] == 0  # refused whole: nothing stored
@@ -163,7 +211,9 @@ async def test_kill_9_between_changes_and_compactions_loses_no_acknowledged_chan
     # the last acknowledged change, or the one in flight at the kill; version i after change i
     assert (state, version) in ((expected[acked], acked), (expected[acked + 1], acked + 1))
     sp = SharePartition.from_json(state)
-    assert sum(r.deliveries for r in sp.records.values()) == sum(e[2] for e in state["records"])
+    assert sum(r.deliveries for r in sp.records.values()) == sum(
+        deliveries * (last - first + 1) for first, last, _, deliveries, *_ in state["runs"]
+    )
     # bounded: the journal never outgrows the compaction's threshold (the snapshot's size) by more
     # than the change that passed it
     root = tmp_path / "coordinator"

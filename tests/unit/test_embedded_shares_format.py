@@ -141,7 +141,7 @@ def test_changes_replay_onto_the_whole_state_before_them_and_a_torn_one_is_not_t
         states: ShareStates = {}
         SHARES.replay_journal(path, states)
         t0, t1 = states["sg"][TP("t", 0)], states["sg"][TP("t", 1)]
-        size = t0.size()  # kept as rows: the whole JSON's size without assembling it
+        size = t0.size()
         expected = apply_change(whole, first) if cut < len(full) else sp.to_json()
         assert (json.loads(t0.data), t0.version) == (expected, 1 if cut < len(full) else 2)
         assert (json.loads(t1.data), t1.version) == (apply_change(None, whole), 5)  # new by a change

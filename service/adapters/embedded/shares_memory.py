@@ -1,10 +1,13 @@
-"""The embedded coordinator's share-partition states in memory: whole, or as rows a change edits.
+"""The embedded coordinator's share-partition states in memory: each as its whole JSON, which a
+change (``change_share_states``) replaces.
 
-A stored state (``StoredShare``) is what ``store_share_states`` wrote, as its JSON bytes, until
-a change (``change_share_states``, a ``SharePartition.change_json``: the records it sets, the
-offsets it drops, the new start and end) edits it: then it is kept as its start, end and one
-JSON text per record in flight, so that a change costs what it touches, not the whole state,
-and the whole JSON is assembled again only when it is read or snapshotted.
+A stored state (``StoredShare``) is what ``store_share_states`` wrote, or what the changes since
+made of it: its JSON bytes and its version. A change (``SharePartition.change_json``: per span
+of offsets it touched, the runs now in flight there; the new start and end) is made to the
+state's runs (``service.core.shares.runs``): a state holds a run per stretch of records in one
+delivery state, not a row per record, so decoding, changing and encoding it again costs what
+its runs do, a few for a poll's records. A state or a change of the previous version (a row per
+record) is read as runs of one record, so its data still loads.
 
 ``ShareChange`` is a change checked and sized before anything is written (all or none), then
 applied after its journal frame is durable; replaying the journal applies it the same way.
@@ -16,18 +19,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import orjson
 
+from service.core.shares.runs import Row, Span, apply_spans, change_spans, state_rows
 from service.errors import InvalidPayload
 
 from ..share_states import encode_state
 
 __all__ = ["ShareChange", "StoredShare", "dumps", "prepare_change"]
 
-_NOT_ROWS: Final = "is not a share-partition's state (start, end, records in flight)"
+_NOT_RUNS: Final = "is not a share-partition's state (start, end, runs in flight)"
+_MALFORMED: Final = (KeyError, TypeError, ValueError, IndexError, AttributeError)
 
 
 def dumps(value: Any) -> bytes:
@@ -39,125 +44,83 @@ def dumps(value: Any) -> bytes:
 
 
 class StoredShare:
-    """One partition's stored state and version (see the module docstring)."""
+    """One partition's stored state (its JSON, as ``share_states`` answers it) and version."""
 
-    __slots__ = ("_data", "end", "rows", "rows_bytes", "start", "version")
+    __slots__ = ("data", "version")
 
     def __init__(self, data: bytes, version: int) -> None:
-        self._data: bytes | None = data
+        self.data = data
         self.version = version
-        self.start = self.end = 0
-        self.rows: dict[int, bytes] | None = None  # offset -> the record's JSON, once edited
-        self.rows_bytes = 0  # of every row, and the commas between them
 
     @classmethod
     def empty(cls, version: int) -> StoredShare:
-        """A partition first stored by a change: no rows yet."""
-        stored = cls(b"", version)
-        stored._data, stored.rows = None, {}
-        return stored
-
-    @property
-    def data(self) -> bytes:
-        """The whole state's JSON (assembled from the rows, once, after a change)."""
-        if self._data is None:
-            rows = self.rows
-            assert rows is not None
-            self._data = b"".join(
-                (
-                    b'{"start":%d,"end":%d,"records":[' % (self.start, self.end),
-                    b",".join(rows[o] for o in sorted(rows)),
-                    b"]}",
-                )
-            )
-        return self._data
+        """A partition first stored by a change: nothing in flight yet."""
+        return cls(b"", version)
 
     def size(self) -> int:
-        """The bytes of ``data``, without assembling it."""
-        if self._data is not None:
-            return len(self._data)
-        return len(b'{"start":%d,"end":%d,"records":[]}' % (self.start, self.end)) + self.rows_bytes
+        """The bytes of the whole state's JSON."""
+        return len(self.data)
 
-    def edit(self) -> dict[int, bytes]:
-        """The rows, split out of the whole JSON the first time a change edits it."""
-        if self.rows is None:
-            try:
-                state = orjson.loads(self.data)
-            except orjson.JSONDecodeError:
-                state = json.loads(self.data)
-            if not isinstance(state, dict) or not isinstance(state.get("records"), list):
-                raise InvalidPayload(f"The stored state {_NOT_ROWS}; store it whole.")
-            try:
-                self.start, self.end = int(state["start"]), int(state["end"])
-                rows = {int(row[0]): dumps(row) for row in state["records"]}
-            except (KeyError, TypeError, ValueError, IndexError):
-                raise InvalidPayload(f"The stored state {_NOT_ROWS}; store it whole.") from None
-            self.rows = rows
-            self.rows_bytes = sum(map(len, rows.values())) + max(0, len(rows) - 1)
-        return self.rows
+    def rows(self) -> list[Row]:
+        """The runs in flight, decoded (a new list every call)."""
+        if not self.data:
+            return []
+        try:
+            state = orjson.loads(self.data)
+        except orjson.JSONDecodeError:
+            state = json.loads(self.data)  # escapes orjson refuses (a lone surrogate)
+        try:
+            if not isinstance(state, dict):
+                raise TypeError(type(state).__name__)
+            return state_rows(state)
+        except _MALFORMED:
+            raise InvalidPayload(f"The stored state {_NOT_RUNS}; store it whole.") from None
 
     def apply(self, change: ShareChange, version: int) -> None:
-        """``change`` made (checked by ``prepare_change`` against this state), at ``version``."""
-        rows = {} if change.whole else self.edit()
-        if change.whole:
-            self.rows, self.rows_bytes = rows, 0
-        count = len(rows)
-        total = self.rows_bytes - (count - 1 if count else 0)  # rows alone, commas apart
-        for offset in change.drop:
-            gone = rows.pop(offset, None)
-            if gone is not None:
-                total -= len(gone)
-        for offset, row in change.rows:
-            old = rows.get(offset)
-            total += len(row) - (len(old) if old is not None else 0)
-            rows[offset] = row
-        self.rows_bytes = total + max(0, len(rows) - 1)
-        self.start, self.end, self.version, self._data = change.start, change.end, version, None
+        """``change`` made (checked by ``prepare_change``), at ``version``."""
+        self.data = change.after(self)
+        self.version = version
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ShareChange:
-    """A change of one partition's state, decoded: the rows it sets (JSON each), the offsets it
-    drops, the new start and end, and whether it replaces every row (``whole``)."""
+    """A change of one partition's state, decoded: the spans it sets, the new start and end, and
+    with ``whole`` every run (it replaces what was stored). ``after`` computes the state it makes
+    of a stored one once: sizing it before the write, then applying it, cost one pass."""
 
     start: int
     end: int
-    rows: list[tuple[int, bytes]]
-    drop: list[int]
-    whole: bool
+    spans: list[Span]
+    whole: list[Row] | None
+    _made: tuple[bytes | None, bytes] | None = field(default=None, repr=False)  # (of what, made)
+
+    def after(self, stored: StoredShare | None) -> bytes:
+        """The whole state's JSON once this change is made to ``stored``."""
+        base = None if stored is None or not stored.data else stored.data
+        made = self._made
+        if made is not None and made[0] is base:
+            return made[1]
+        if self.whole is not None:
+            rows = list(self.whole)
+        else:
+            rows = stored.rows() if stored is not None else []
+            apply_spans(rows, self.spans)
+        data = dumps({"start": self.start, "end": self.end, "runs": rows})
+        self._made = (base, data)
+        return data
 
     def size_after(self, stored: StoredShare | None) -> int:
-        """The bytes of the whole state once this change is applied to ``stored``."""
-        head = len(b'{"start":%d,"end":%d,"records":[]}' % (self.start, self.end))
-        if self.whole or stored is None:
-            kept: Mapping[int, bytes] = {}
-            count, total = 0, 0
-        else:
-            kept = stored.edit()
-            count = len(kept)
-            total = stored.rows_bytes - (count - 1 if count else 0)
-        dropped = set(self.drop)
-        for offset in dropped:
-            gone = kept.get(offset)
-            if gone is not None:
-                total, count = total - len(gone), count - 1
-        for offset, row in self.rows:
-            old = kept.get(offset)
-            if old is None or offset in dropped:
-                count += 1
-                total += len(row)
-            else:
-                total += len(row) - len(old)
-        return head + total + max(0, count - 1)
+        """The bytes of the whole state once this change is made to ``stored``."""
+        return len(self.after(stored))
 
 
 def prepare_change(change: Mapping[str, Any], where: str) -> tuple[ShareChange, bytes]:
-    """A change as given (``SharePartition.change_json``) checked and decoded, and its JSON for the
-    journal. ``InvalidPayload`` for anything else."""
+    """A change as given (``SharePartition.change_json``, or the previous version's) checked and
+    decoded, and its JSON for the journal. ``InvalidPayload`` for anything else."""
     try:
-        rows = [(int(row[0]), dumps(row)) for row in change["records"]]
-        drop = [int(o) for o in change.get("drop", ())]
-        decoded = ShareChange(int(change["start"]), int(change["end"]), rows, drop, bool(change.get("whole")))
-    except (KeyError, TypeError, ValueError, IndexError):
+        whole = state_rows(change) if change.get("whole") else None
+        spans = [] if whole is not None else change_spans(change)
+        decoded = ShareChange(int(change["start"]), int(change["end"]), spans, whole)
+    except _MALFORMED:
         raise InvalidPayload(f"The change of {where} is not a share-partition's change.") from None
     return decoded, encode_state(change, where)

@@ -25,8 +25,9 @@ from ..models import TopicPartition
 from ..ports import Coordinator
 from .state import ShareLimits, SharePartition
 
-# Records in flight kept at most (about 100 bytes each, decoded), over every state kept; past
-# it, the states kept longest are let go (read again when next used).
+# Records in flight kept at most, over every state kept (a state keeps them as runs, at most one
+# each, about 100 bytes decoded); past it, the states kept longest are let go (read again when
+# next used).
 _MAX_KEPT_RECORDS: Final = 200_000
 
 States = dict[TopicPartition, tuple[SharePartition, int]]  # (state, version) by partition
@@ -101,7 +102,7 @@ class KeptStates:
         return entry
 
     def _keep(self, group: str, tp: TopicPartition, version: int, sp: SharePartition) -> None:
-        size = len(sp.records) + 1
+        size = sp.in_flight + 1
         if size > self._max_records:
             return
         while self._records + size > self._max_records:

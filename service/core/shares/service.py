@@ -28,6 +28,7 @@ import logging
 import random
 import time
 import weakref
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, NamedTuple
@@ -321,17 +322,23 @@ class ShareGroups:
                 data = await self._log.fetch(positions, max_bytes=budget, max_wait_ms=0) if positions else {}
                 for tp, (sp, _) in states.items():
                     part = data.get(tp)
-                    records = {r.offset: r for r in part.records} if part is not None else {}
+                    records: Sequence[Record] = part.records if part is not None else ()
+                    offsets = [r.offset for r in records]  # ascending
                     if part is not None:
                         sp.truncate(part.log_start_offset)
-                    taken, gone = sp.acquire(
+                    taken, gone = sp.acquire_runs(
                         member,
                         now,
                         max_records=max_records - len(delivered),
-                        log_offsets=[o for o in records if o >= sp.end],
-                        readable=records,
+                        log_offsets=offsets,
+                        # only records to deliver again look for theirs among those read
+                        readable=set(offsets) if sp.first_available() is not None else (),
                     )
-                    delivered += [Delivered(tp, records[t.offset], t.deliveries) for t in taken]
+                    for first, last, deliveries in taken:  # runs of consecutive records read
+                        at = bisect_left(offsets, first)
+                        delivered += [
+                            Delivered(tp, records[i], deliveries) for i in range(at, at + last - first + 1)
+                        ]
                     exhausted += [(tp, e) for e in gone]
                 changed = [tp for tp, (sp, version) in states.items() if sp.changes or version == -1]
                 changed += [tp for tp, (sp, _) in acked.items() if sp.changes]

@@ -5,7 +5,8 @@ offset but a state per record. ``SharePartition`` keeps it:
 
 - ``start`` (Kafka's share-partition start offset): every record before it is done;
 - ``end``: the first offset never acquired; records in ``[start, end)`` are done unless they are
-  *in flight*, held in ``records``;
+  *in flight*, kept as runs of consecutive offsets in one state (``Run``: a poll's records are one
+  run until what is done to them differs), as Kafka keeps in-flight batches;
 - an in-flight record is ``AVAILABLE`` (to be delivered again) or ``ACQUIRED`` by one member
   until its lock expires, with the number of times it was delivered. Done records (accepted, or
   archived: rejected, or out of delivery attempts) leave ``records`` at once — except, with
@@ -29,84 +30,62 @@ Pure logic, no I/O: the caller reads the log, keeps the state through the Coordi
 from __future__ import annotations
 
 import sys
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from enum import StrEnum
-from typing import Any, Final, NamedTuple
+from operator import attrgetter
+from typing import Any, Final
 
+from .delivery import (
+    DELIVERY,
+    MAX_ERROR_CHARS,
+    NOT_HELD,
+    AckType,
+    Acquired,
+    Delivery,
+    Exhausted,
+    InFlight,
+    InFlightView,
+    Run,
+    ShareLimits,
+)
+from .runs import Row, apply_change, canonical, clipped, merged_spans, state_rows, stretches
 
-class Delivery(StrEnum):
-    AVAILABLE = "AVAILABLE"
-    ACQUIRED = "ACQUIRED"
-    ARCHIVING = "ARCHIVING"  # out of delivery attempts; its dead-letter copy is not written yet
-
-
-class AckType(StrEnum):
-    """What a member says of a record it holds: done, deliver it again, never deliver it again, or
-    (Kafka's RENEW, KIP-1222) keep it a full lock duration longer."""
-
-    ACCEPT = "ACCEPT"
-    RELEASE = "RELEASE"
-    REJECT = "REJECT"
-    RENEW = "RENEW"
-
-
-@dataclass(frozen=True, slots=True)
-class ShareLimits:
-    """Kafka's share-group settings: records in flight per partition, deliveries per record, and
-    how long an acquired record stays a member's (``group.share.record.lock.duration.ms``)."""
-
-    max_in_flight: int = 2000
-    delivery_limit: int = 5
-    lock_ms: int = 30_000
-    park: bool = False  # records out of delivery attempts wait ARCHIVING for their dead-letter copy
-
-
-@dataclass(slots=True)
-class InFlight:
-    """A record handed out and not done yet."""
-
-    state: Delivery
-    deliveries: int
-    owner: str | None = None  # the member holding it, while ACQUIRED
-    lock_until_ms: int = 0  # ACQUIRED: when its lock expires; ARCHIVING: when its claim does
-    error: str | None = None  # the last error text a member gave when it released the record
-
-
-class Acquired(NamedTuple):
-    """A record a member now holds: its offset and how many times it has been delivered (1: first).
-    A tuple: one is made per record a poll hands out."""
-
-    offset: int
-    deliveries: int
-
-
-@dataclass(frozen=True, slots=True)
-class Exhausted:
-    """A record archived because it was delivered ``delivery_limit`` times without being accepted."""
-
-    offset: int
-    deliveries: int
-    error: str | None
-
-
-_DELIVERY: Final = {d.value: d for d in Delivery}  # a stored state's, read back (KeyError if unknown)
-
-# The most of a member's error text a record keeps: a full window of records with errors must fit
-# the coordinator's bound on a stored state.
-MAX_ERROR_CHARS: Final = 120
+__all__ = [
+    "MAX_ERROR_CHARS",
+    "NOT_HELD",
+    "AckType",
+    "Acquired",
+    "Delivery",
+    "Exhausted",
+    "InFlight",
+    "Run",
+    "ShareLimits",
+    "SharePartition",
+    "apply_change",
+]
 
 # No lock expires before this (ms): the expiry floor of a partition holding none.
 _NEVER: Final = sys.maxsize
 
-# Why an acknowledgement or a renewal was refused, per offset.
-NOT_HELD: Final = "not acquired by this consumer (its lock expired, or it was never delivered to it)"
+_FIRST_OF: Final = attrgetter("first")
+_LAST_OF: Final = attrgetter("last")
 
 
 class SharePartition:
     """The delivery state of one partition in one share group (see the module's docstring)."""
 
-    __slots__ = ("_available", "_floor", "_touched", "_whole", "changes", "end", "limits", "records", "start")
+    __slots__ = (
+        "_available",
+        "_floor",
+        "_runs",
+        "_touched",
+        "_whole",
+        "changes",
+        "end",
+        "in_flight",
+        "limits",
+        "start",
+    )
 
     def __init__(
         self,
@@ -115,24 +94,45 @@ class SharePartition:
         limits: ShareLimits | None = None,
         end: int | None = None,
         records: Mapping[int, InFlight] | None = None,
+        runs: Iterable[Run] = (),
     ) -> None:
         self.limits = limits or ShareLimits()
         # Changes made since this object was built or last stored: whether it must be stored (0: no),
-        # the offsets they touched, and whether they are better stored whole (a reset, a truncation).
+        # the offsets they touched (ranges), and whether they are better stored whole (a reset).
         self.changes = 0
-        self._touched: set[int] = set()
+        self._touched: list[tuple[int, int]] = []
         self._whole = False
         self.start = start
         self.end = start if end is None else end
-        self.records: dict[int, InFlight] = dict(sorted((records or {}).items()))
-        # Indexes of ``records``, so that a poll does not walk the whole window: the offsets of the
-        # AVAILABLE records, and no ACQUIRED lock expires before ``_floor`` (a lower bound, made
-        # exact again by the walk that expires locks once it is reached).
-        self._available: set[int] = {o for o, r in self.records.items() if r.state is Delivery.AVAILABLE}
+        self._runs: list[Run] = sorted(
+            [
+                *runs,
+                *(
+                    Run(o, o, r.state, r.deliveries, r.owner, r.lock_until_ms, r.error)
+                    for o, r in (records or {}).items()
+                ),
+            ],
+            key=_FIRST_OF,
+        )
+        self.in_flight = sum(map(len, self._runs))  # records in flight
+        # Indexes of the runs, so that a poll does not walk them all: how many records are
+        # AVAILABLE, and no ACQUIRED lock expires before ``_floor`` (a lower bound, made exact
+        # again by the walk that expires locks once it is reached).
+        self._available = sum(len(r) for r in self._runs if r.state is Delivery.AVAILABLE)
         self._floor = min(
-            (r.lock_until_ms for r in self.records.values() if r.state is Delivery.ACQUIRED), default=_NEVER
+            (r.lock_until_ms for r in self._runs if r.state is Delivery.ACQUIRED), default=_NEVER
         )
         self._advance()
+
+    @property
+    def runs(self) -> Sequence[Run]:
+        """The runs in flight, ascending (read-only)."""
+        return self._runs
+
+    @property
+    def records(self) -> InFlightView:
+        """The records in flight by offset, ascending (read-only)."""
+        return InFlightView(self)
 
     # --- what members do ----------------------------------------------------------------------
 
@@ -145,42 +145,70 @@ class SharePartition:
         log_offsets: Sequence[int] = (),
         readable: Container[int] | None = None,
     ) -> tuple[list[Acquired], list[Exhausted]]:
+        """``acquire_runs``, record by record."""
+        runs, exhausted = self.acquire_runs(
+            member, now_ms, max_records=max_records, log_offsets=log_offsets, readable=readable
+        )
+        return [Acquired(o, n) for first, last, n in runs for o in range(first, last + 1)], exhausted
+
+    def acquire_runs(
+        self,
+        member: str,
+        now_ms: int,
+        *,
+        max_records: int,
+        log_offsets: Sequence[int] = (),
+        readable: Container[int] | None = None,
+    ) -> tuple[list[tuple[int, int, int]], list[Exhausted]]:
         """Give ``member`` up to ``max_records`` records: available ones first (oldest first; with
         ``readable``, only those it holds: the records the caller could read), then new ones of
         ``log_offsets`` (the offsets the log holds from ``end`` on, ascending; those not taken
         stay for a later call). Expired locks are released first; the records they archive at
-        the delivery limit are returned for the dead-letter copy."""
+        the delivery limit are returned for the dead-letter copy. What it took, as runs of
+        offsets: ``(first, last, deliveries)``."""
         exhausted = self.expire(now_ms)
-        taken: list[Acquired] = []
+        taken: list[tuple[int, int, int]] = []
+        count = 0
         until = now_ms + self.limits.lock_ms
         self._floor = min(self._floor, until)
-        for offset in sorted(self._available) if self._available else ():
-            if len(taken) >= max_records:
-                break
-            if readable is None or offset in readable:
-                record = self.records[offset]
-                record.state, record.owner, record.lock_until_ms = Delivery.ACQUIRED, member, until
-                record.deliveries += 1
-                self._available.discard(offset)
-                self._touch(offset)
-                taken.append(Acquired(offset, record.deliveries))
-        room = min(max_records - len(taken), self.limits.max_in_flight - len(self.records))
+        runs = self._runs
+        i = 0
+        while self._available and count < max_records and i < len(runs):
+            run = runs[i]
+            if run.state is not Delivery.AVAILABLE:
+                i += 1
+                continue
+            first, last = run.first, min(run.last, run.first + max_records - count - 1)
+            if readable is not None:  # the first stretch of it the caller could read
+                while first <= run.last and first not in readable:
+                    first += 1
+                if first > run.last:
+                    i += 1
+                    continue
+                last = first
+                while last < run.last and last - first + 1 < max_records - count and last + 1 in readable:
+                    last += 1
+            i = self._carve(i, first, last)
+            piece = runs[i]
+            piece.state, piece.owner, piece.lock_until_ms = Delivery.ACQUIRED, member, until
+            piece.deliveries += 1
+            self._available -= len(piece)
+            self._touch(first, last)
+            taken.append((first, last, piece.deliveries))
+            count += len(piece)
+            i += 1
+        room = min(max_records - count, self.limits.max_in_flight - self.in_flight)
         if room > 0:
-            records, end = self.records, self.end
-            fresh: list[int] = []
-            for offset in log_offsets:
-                if offset < end:
-                    continue  # already acquired once: the state above knows it
-                if len(fresh) >= room:
-                    break
-                records[offset] = InFlight(Delivery.ACQUIRED, 1, member, until)
-                fresh.append(offset)
-                end = offset + 1  # offsets skipped on the way (gaps in the log) are done
+            at = bisect_left(log_offsets, self.end)
+            fresh = log_offsets[at : at + room]
             if fresh:
-                self.end = end
-                self._touched.update(fresh)
-                self.changes += len(fresh)
-                taken += [Acquired(offset, 1) for offset in fresh]
+                for first, last in stretches(fresh):
+                    runs.append(Run(first, last, Delivery.ACQUIRED, 1, member, until))
+                    taken.append((first, last, 1))
+                # offsets skipped on the way (gaps in the log) are done
+                self._touch(self.end, fresh[-1])
+                self.end = fresh[-1] + 1
+                self.in_flight += len(fresh)
         self._advance()
         return taken, exhausted
 
@@ -197,57 +225,30 @@ class SharePartition:
         RELEASE archived at the delivery limit. An offset settled earlier is refused too."""
         refused: dict[int, str] = {}
         exhausted: list[Exhausted] = []
-        for offset in offsets:
-            record = self._held(member, offset, now_ms)
-            if record is None:
-                refused[offset] = NOT_HELD
-            elif kind is AckType.ACCEPT or kind is AckType.REJECT:
-                del self.records[offset]
-                self._touch(offset)
-            elif kind is AckType.RENEW:
-                record.lock_until_ms = now_ms + self.limits.lock_ms
-                self._touch(offset)
-            else:
-                record.error = error[:MAX_ERROR_CHARS] if error is not None else record.error
-                gone = self._make_available(offset, record, now_ms)
-                if gone is not None:
-                    exhausted.append(gone)
+        if error is not None:
+            error = error[:MAX_ERROR_CHARS]
+        for first, last in stretches(offsets):
+            self._settle(member, first, last, kind, now_ms, error, refused, exhausted)
         self._advance()
         return refused, exhausted
 
     def renew(self, member: str, offsets: Iterable[int], now_ms: int) -> dict[int, str]:
         """Extend ``member``'s locks on ``offsets`` by a full lock duration; refused offsets with why."""
-        refused: dict[int, str] = {}
-        for offset in offsets:
-            record = self._held(member, offset, now_ms)
-            if record is None:
-                refused[offset] = NOT_HELD
-            else:
-                record.lock_until_ms = now_ms + self.limits.lock_ms
-                self._touch(offset)
+        refused, _ = self.acknowledge(member, offsets, AckType.RENEW, now_ms)
         return refused
 
     def release_member(self, member: str, now_ms: int) -> list[Exhausted]:
         """Make everything ``member`` holds available again (it left, or was deleted)."""
-        return self._release(lambda record: record.owner == member, now_ms)
+        return self._release(lambda run: run.owner == member, now_ms)
 
     def expire(self, now_ms: int) -> list[Exhausted]:
         """Release every lock that has expired by ``now_ms`` (no walk before the first can have)."""
         if now_ms < self._floor:
             return []
-        exhausted: list[Exhausted] = []
-        floor = _NEVER
-        for offset, record in list(self.records.items()):
-            if record.state is not Delivery.ACQUIRED:
-                continue
-            if record.lock_until_ms <= now_ms:
-                gone = self._make_available(offset, record, now_ms)
-                if gone is not None:
-                    exhausted.append(gone)
-            elif record.lock_until_ms < floor:
-                floor = record.lock_until_ms
-        self._floor = floor
-        self._advance()
+        exhausted = self._release(lambda run: run.lock_until_ms <= now_ms, now_ms)
+        self._floor = min(
+            (r.lock_until_ms for r in self._runs if r.state is Delivery.ACQUIRED), default=_NEVER
+        )
         return exhausted
 
     # --- the dead-letter copy (``park``) ------------------------------------------------------
@@ -256,28 +257,33 @@ class SharePartition:
         """The ``ARCHIVING`` records whose claim expired (their copy was never written: a crash, a
         failed write), claimed again for ``lock_ms``: the caller stores this, then writes them."""
         claimed = []
-        for offset, record in self.records.items():
-            if record.state is Delivery.ARCHIVING and record.lock_until_ms <= now_ms:
-                record.lock_until_ms = now_ms + self.limits.lock_ms
-                self._touch(offset)
-                claimed.append(Exhausted(offset, record.deliveries, record.error))
+        for run in self._runs:
+            if run.state is Delivery.ARCHIVING and run.lock_until_ms <= now_ms:
+                run.lock_until_ms = now_ms + self.limits.lock_ms
+                self._touch(run.first, run.last)
+                claimed += [Exhausted(o, run.deliveries, run.error) for o in range(run.first, run.last + 1)]
         return claimed
 
     def bury(self, offsets: Iterable[int]) -> None:
         """The dead-letter copies of ``offsets`` are written: those records are done."""
-        for offset in offsets:
-            record = self.records.get(offset)
-            if record is not None and record.state is Delivery.ARCHIVING:
-                del self.records[offset]
-                self._touch(offset)
+        runs = self._runs
+        for first, last in stretches(offsets):
+            i = bisect_left(runs, first, key=_LAST_OF)
+            while i < len(runs) and runs[i].first <= last:
+                run = runs[i]
+                if run.state is not Delivery.ARCHIVING:
+                    i += 1
+                    continue
+                i = self._carve(i, max(first, run.first), min(last, run.last))
+                self._drop(i)
         self._advance()
 
     # --- what operators do --------------------------------------------------------------------
 
     def reset(self, offset: int) -> None:
         """Start over at ``offset``: nothing in flight, everything before it done."""
-        self.records.clear()
-        self._available.clear()
+        self._runs.clear()
+        self.in_flight = self._available = 0
         self._floor = _NEVER
         self.start = self.end = offset
         self._rewrite()
@@ -286,9 +292,14 @@ class SharePartition:
         """Forget records the log no longer holds (retention removed them)."""
         if log_start <= self.start:
             return
-        for offset in [o for o in self.records if o < log_start]:
-            del self.records[offset]
-            self._available.discard(offset)
+        runs = self._runs
+        while runs and runs[0].first < log_start:
+            if runs[0].last >= log_start:
+                runs.insert(1, runs[0].cut(log_start))
+            gone = runs.pop(0)
+            self.in_flight -= len(gone)
+            if gone.state is Delivery.AVAILABLE:
+                self._available -= len(gone)
         self.end = max(self.end, log_start)
         self.start = log_start
         self._rewrite()
@@ -299,45 +310,40 @@ class SharePartition:
     def counts(self) -> dict[str, int]:
         """Records in flight by delivery state."""
         counts = dict.fromkeys(("available", "acquired", "archiving"), 0)
-        for record in self.records.values():
-            counts[record.state.value.lower()] += 1
+        for run in self._runs:
+            counts[run.state.value.lower()] += len(run)
         return counts
 
     def next_expiry(self) -> int | None:
         """When the first lock held now expires (ms), or None if none is held."""
-        return min(
-            (r.lock_until_ms for r in self.records.values() if r.state is Delivery.ACQUIRED), default=None
-        )
+        return min((r.lock_until_ms for r in self._runs if r.state is Delivery.ACQUIRED), default=None)
 
     def first_available(self) -> int | None:
         """The lowest offset of an available record, or None if none is."""
-        return min(self._available, default=None)
+        if not self._available:
+            return None
+        return next(r.first for r in self._runs if r.state is Delivery.AVAILABLE)
 
     def has_room(self) -> bool:
         """Whether a new record may be acquired: fewer than ``max_in_flight`` are in flight."""
-        return len(self.records) < self.limits.max_in_flight
+        return self.in_flight < self.limits.max_in_flight
 
     def lag(self, log_end: int) -> int:
         """Records not done yet: in flight, and not yet acquired up to the log's end."""
-        return len(self.records) + max(0, log_end - self.end)
+        return self.in_flight + max(0, log_end - self.end)
 
     # --- storage ------------------------------------------------------------------------------
 
     def change_json(self) -> dict[str, Any]:
-        """The changes since the state was built or ``stored``, as stored: the records they set
-        (their new form, as in ``to_json``) and the offsets they dropped, and the new ``start`` and
-        ``end``; with ``whole``, every record (what was stored before is replaced).
+        """The changes since the state was built or ``stored``, as stored: per span of offsets
+        they touched, the runs now in flight there (``runs.change_spans``), and the new ``start``
+        and ``end``; with ``whole``, every run (what was stored before is replaced).
         ``apply_change`` of it to the state as last stored gives ``to_json()``."""
         if self._whole:
             return {**self.to_json(), "whole": True}
-        records = self.records
-        touched = sorted(self._touched)
-        return {
-            "start": self.start,
-            "end": self.end,
-            "records": [_row(o, records[o]) for o in touched if o in records],
-            "drop": [o for o in touched if o not in records],
-        }
+        rows = self._rows()
+        spans = [[first, last, clipped(rows, first, last)] for first, last in merged_spans(self._touched)]
+        return {"start": self.start, "end": self.end, "spans": spans}
 
     def stored(self) -> None:
         """The state as it is now is stored: count changes from here on."""
@@ -346,19 +352,16 @@ class SharePartition:
         self._whole = False
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "start": self.start,
-            "end": self.end,
-            "records": [_row(o, r) for o, r in self.records.items()],
-        }
+        return {"start": self.start, "end": self.end, "runs": self._rows()}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], limits: ShareLimits | None = None) -> SharePartition:
-        records = {
-            int(o): InFlight(_DELIVERY[state], int(deliveries), owner, int(until), error)
-            for o, state, deliveries, owner, until, error in data["records"]
-        }
-        return cls(int(data["start"]), limits=limits, end=int(data["end"]), records=records)
+        """A stored state, of this version (``runs``) or the previous (a row per record)."""
+        runs = [
+            Run(f, t, DELIVERY[s], n, owner, until, error)
+            for f, t, s, n, owner, until, error in state_rows(data)
+        ]
+        return cls(int(data["start"]), limits=limits, end=int(data["end"]), runs=runs)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, SharePartition) and self.to_json() == other.to_json()
@@ -366,68 +369,126 @@ class SharePartition:
     __hash__ = None  # type: ignore[assignment]  # mutable
 
     def __repr__(self) -> str:
-        return f"SharePartition(start={self.start}, end={self.end}, in_flight={len(self.records)})"
+        return f"SharePartition(start={self.start}, end={self.end}, in_flight={self.in_flight})"
 
     # --- internals ----------------------------------------------------------------------------
 
-    def _touch(self, offset: int) -> None:
+    def _rows(self) -> list[Row]:
+        return canonical(run.row() for run in self._runs)
+
+    def _touch(self, first: int, last: int) -> None:
         self.changes += 1
-        self._touched.add(offset)
+        self._touched.append((first, last))
 
     def _rewrite(self) -> None:
         self.changes += 1
         self._whole = True
 
-    def _held(self, member: str, offset: int, now_ms: int) -> InFlight | None:
-        record = self.records.get(offset)
-        if record is None or record.state is not Delivery.ACQUIRED or record.owner != member:
-            return None
-        return record if record.lock_until_ms > now_ms else None
+    def run_at(self, offset: int) -> Run | None:
+        """The run holding ``offset``, if it is in flight."""
+        runs = self._runs
+        i = bisect_right(runs, offset, key=_FIRST_OF) - 1
+        return runs[i] if i >= 0 and runs[i].last >= offset else None
 
-    def _make_available(self, offset: int, record: InFlight, now_ms: int) -> Exhausted | None:
-        """A record back from a member: available again, or archived at the delivery limit
-        (``ARCHIVING``, claimed by whoever stores this, with ``park``)."""
-        if record.deliveries >= self.limits.delivery_limit:
-            if self.limits.park:
-                record.state, record.owner = Delivery.ARCHIVING, None
-                record.lock_until_ms = now_ms + self.limits.lock_ms
-                self._touch(offset)
+    def _carve(self, i: int, first: int, last: int) -> int:
+        """Split run ``i`` so that ``first``..``last`` (inside it) is a run of its own: its index."""
+        runs = self._runs
+        run = runs[i]
+        if last < run.last:
+            runs.insert(i + 1, run.cut(last + 1))
+        if first > run.first:
+            runs.insert(i + 1, run.cut(first))
+            i += 1
+        return i
+
+    def _drop(self, i: int) -> None:
+        """Run ``i`` is done: it leaves the window."""
+        run = self._runs.pop(i)
+        self.in_flight -= len(run)
+        if run.state is Delivery.AVAILABLE:
+            self._available -= len(run)
+        self._touch(run.first, run.last)
+
+    def _settle(
+        self,
+        member: str,
+        first: int,
+        last: int,
+        kind: AckType,
+        now_ms: int,
+        error: str | None,
+        refused: dict[int, str],
+        exhausted: list[Exhausted],
+    ) -> None:
+        """``acknowledge`` of the offsets ``first``..``last``."""
+        runs = self._runs
+        i = bisect_left(runs, first, key=_LAST_OF)
+        offset = first
+        while offset <= last:
+            run = runs[i] if i < len(runs) else None
+            if run is None or run.first > last:
+                refused.update(dict.fromkeys(range(offset, last + 1), NOT_HELD))
+                return
+            if run.first > offset:
+                refused.update(dict.fromkeys(range(offset, run.first), NOT_HELD))
+                offset = run.first
+            upto = min(run.last, last)
+            if run.state is not Delivery.ACQUIRED or run.owner != member or run.lock_until_ms <= now_ms:
+                refused.update(dict.fromkeys(range(offset, upto + 1), NOT_HELD))
+                offset = upto + 1
+                i += 1
+                continue
+            i = self._carve(i, offset, upto)
+            piece = runs[i]
+            if kind is AckType.ACCEPT or kind is AckType.REJECT:
+                self._drop(i)
+            elif kind is AckType.RENEW:
+                piece.lock_until_ms = now_ms + self.limits.lock_ms
+                self._touch(offset, upto)
+                i += 1
             else:
-                del self.records[offset]
-                self._touch(offset)
-            return Exhausted(offset, record.deliveries, record.error)
-        record.state, record.owner, record.lock_until_ms = Delivery.AVAILABLE, None, 0
-        self._available.add(offset)
-        self._touch(offset)
+                piece.error = error if error is not None else piece.error
+                gone = self._make_available(i, now_ms)
+                if gone is None:
+                    i += 1
+                else:
+                    exhausted += gone
+                    i += 1 if piece.state is Delivery.ARCHIVING else 0
+            offset = upto + 1
+
+    def _make_available(self, i: int, now_ms: int) -> list[Exhausted] | None:
+        """Run ``i``, back from a member: available again, or archived at the delivery limit
+        (``ARCHIVING``, claimed by whoever stores this, with ``park``): then its records."""
+        run = self._runs[i]
+        if run.deliveries >= self.limits.delivery_limit:
+            gone = [Exhausted(o, run.deliveries, run.error) for o in range(run.first, run.last + 1)]
+            if self.limits.park:
+                run.state, run.owner = Delivery.ARCHIVING, None
+                run.lock_until_ms = now_ms + self.limits.lock_ms
+                self._touch(run.first, run.last)
+            else:
+                self._drop(i)
+            return gone
+        run.state, run.owner, run.lock_until_ms = Delivery.AVAILABLE, None, 0
+        self._available += len(run)
+        self._touch(run.first, run.last)
         return None
 
-    def _release(self, which: Callable[[InFlight], bool], now_ms: int) -> list[Exhausted]:
+    def _release(self, which: Callable[[Run], bool], now_ms: int) -> list[Exhausted]:
         exhausted: list[Exhausted] = []
-        for offset, record in list(self.records.items()):
-            if record.state is Delivery.ACQUIRED and which(record):
-                gone = self._make_available(offset, record, now_ms)
+        runs = self._runs
+        i = 0
+        while i < len(runs):
+            run = runs[i]
+            if run.state is Delivery.ACQUIRED and which(run):
+                gone = self._make_available(i, now_ms)
                 if gone is not None:
-                    exhausted.append(gone)
+                    exhausted += gone
+                    if run.state is not Delivery.ARCHIVING:
+                        continue  # dropped: the next run is at ``i`` now
+            i += 1
         self._advance()
         return exhausted
 
     def _advance(self) -> None:
-        self.start = next(iter(self.records), self.end)
-
-
-def _row(offset: int, r: InFlight) -> list[Any]:
-    """A record in flight as stored: ``[offset, state, deliveries, owner, lock_until_ms, error]``."""
-    return [offset, r.state.value, r.deliveries, r.owner, r.lock_until_ms, r.error]
-
-
-def apply_change(state: Mapping[str, Any] | None, change: Mapping[str, Any]) -> dict[str, Any]:
-    """The stored form (``to_json``) a ``change_json`` makes of ``state`` (None: nothing stored)."""
-    if change.get("whole") or state is None:
-        rows = {}
-    else:
-        rows = {row[0]: row for row in state["records"]}
-    for offset in change.get("drop", ()):
-        rows.pop(offset, None)
-    for row in change["records"]:
-        rows[row[0]] = row
-    return {"start": change["start"], "end": change["end"], "records": [rows[o] for o in sorted(rows)]}
+        self.start = self._runs[0].first if self._runs else self.end

@@ -1,0 +1,171 @@
+"""A share-partition's records in flight as stored: runs of offsets in one delivery state.
+
+A stored state (``SharePartition.to_json``) holds ``runs``: rows ``[first, last, state,
+deliveries, owner, lock_until_ms, error]``, every offset from ``first`` to ``last`` (both
+included) in flight in that one state, as Kafka's share-partitions keep in-flight batches. Rows
+are *canonical*: sorted, disjoint, and no two adjacent rows (one's ``last + 1`` the other's
+``first``) alike in all else; so equal states store equal rows, and a poll of 500 new records
+is one row.
+
+A change (``SharePartition.change_json``) holds ``spans``: ``[first, last, rows]`` each, the
+rows now in flight between ``first`` and ``last``; ``splice`` puts them in place of whatever
+was there.
+
+The previous version stored a row per offset (``records``: ``[offset, state, deliveries, owner,
+lock_until_ms, error]``) and changes as the rows they set (``records``) and the offsets they
+dropped (``drop``); both are read here, so its data still loads.
+
+Pure, no I/O. Malformed input raises ``KeyError``, ``TypeError``, ``ValueError`` or ``IndexError``.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable, Mapping
+from itertools import pairwise
+from operator import itemgetter
+from typing import Any
+
+Row = list[Any]  # [first, last, state, deliveries, owner, lock_until_ms, error]
+Span = tuple[int, int, list[Row]]  # (first, last, the rows now in flight between them)
+
+_FIRST = itemgetter(0)
+_LAST = itemgetter(1)
+
+
+def run_row(row: Any) -> Row:
+    """A stored run, checked: ``[first, last, state, deliveries, owner, lock_until_ms, error]``."""
+    first, last, state, deliveries, owner, until, error = row
+    first, last = int(first), int(last)
+    if last < first:
+        raise ValueError(f"a run from {first} to {last}")
+    return [first, last, state, int(deliveries), owner, int(until), error]
+
+
+def legacy_row(row: Any) -> Row:
+    """A run of one offset from the previous version's row: ``[offset, state, deliveries, owner,
+    lock_until_ms, error]``."""
+    offset, state, deliveries, owner, until, error = row
+    offset = int(offset)
+    return [offset, offset, state, int(deliveries), owner, int(until), error]
+
+
+def state_rows(state: Mapping[str, Any]) -> list[Row]:
+    """The canonical rows of a stored state, of this version (``runs``) or the previous (``records``)."""
+    if "runs" in state:
+        rows = [run_row(row) for row in state["runs"]]
+    else:
+        rows = [legacy_row(row) for row in state["records"]]
+    rows.sort(key=_FIRST)
+    for before, after in pairwise(rows):
+        if after[0] <= before[1]:
+            raise ValueError(f"runs overlap at offset {after[0]}")
+    return canonical(rows)
+
+
+def change_spans(change: Mapping[str, Any]) -> list[Span]:
+    """What a change sets, span by span, in order: of this version (``spans``; or ``runs``, a span
+    each) or the previous (``drop``, then ``records``: a span of one offset each)."""
+    if "spans" in change:
+        spans: list[Span] = []
+        for first, last, rows in change["spans"]:
+            first, last = int(first), int(last)
+            runs = [run_row(row) for row in rows]
+            if any(row[0] < first or row[1] > last for row in runs):
+                raise ValueError(f"a run outside its span {first}-{last}")
+            spans.append((first, last, runs))
+        return spans
+    if "runs" in change:  # a state given as a change: its runs set, the rest left as it was
+        return [(row[0], row[1], [row]) for row in map(run_row, change["runs"])]
+    dropped: list[Span] = [(int(o), int(o), []) for o in change.get("drop", ())]
+    return dropped + [(row[0], row[0], [row]) for row in map(legacy_row, change["records"])]
+
+
+def canonical(rows: Iterable[Row]) -> list[Row]:
+    """``rows`` (sorted, disjoint) with every two adjacent alike merged into one."""
+    out: list[Row] = []
+    for row in rows:
+        if out:
+            before = out[-1]
+            if before[1] + 1 == row[0] and before[2:] == row[2:]:
+                out[-1] = [before[0], row[1], *row[2:]]
+                continue
+        out.append(row)
+    return out
+
+
+def clipped(rows: list[Row], first: int, last: int) -> list[Row]:
+    """The parts of canonical ``rows`` between ``first`` and ``last``."""
+    i = bisect_left(rows, first, key=_LAST)
+    j = bisect_right(rows, last, key=_FIRST)
+    out = rows[i:j]
+    if out and out[0][0] < first:
+        out[0] = [first, *out[0][1:]]
+    if out and out[-1][1] > last:
+        out[-1] = [out[-1][0], last, *out[-1][2:]]
+    return out
+
+
+def splice(rows: list[Row], first: int, last: int, new: list[Row]) -> None:
+    """Put ``new`` (sorted rows between ``first`` and ``last``) in place of whatever canonical
+    ``rows`` held between them, keeping ``rows`` canonical."""
+    i = bisect_left(rows, first, key=_LAST)
+    j = bisect_right(rows, last, key=_FIRST)
+    middle: list[Row] = []
+    if i < j and rows[i][0] < first:  # the run cut at ``first`` keeps what lies before it
+        middle.append([rows[i][0], first - 1, *rows[i][2:]])
+    middle += new
+    if i < j and rows[j - 1][1] > last:  # and the run cut at ``last`` what lies after
+        middle.append([last + 1, *rows[j - 1][1:]])
+    lo, hi = max(i - 1, 0), min(j + 1, len(rows))  # the neighbours, which may now merge with it
+    rows[lo:hi] = canonical([*rows[lo:i], *middle, *rows[j:hi]])
+
+
+def apply_spans(rows: list[Row], spans: Iterable[Span]) -> None:
+    """Every span of a change spliced into ``rows``, in order."""
+    for first, last, new in spans:
+        splice(rows, first, last, new)
+
+
+def apply_change(state: Mapping[str, Any] | None, change: Mapping[str, Any]) -> dict[str, Any]:
+    """The stored form (``to_json``) a ``change_json`` makes of ``state`` (None: nothing stored);
+    either may be of the previous version (a row per record)."""
+    if change.get("whole"):
+        rows = state_rows(change)
+    else:
+        rows = [] if state is None else state_rows(state)
+        apply_spans(rows, change_spans(change))
+    return {"start": change["start"], "end": change["end"], "runs": rows}
+
+
+def stretches(offsets: Iterable[int]) -> list[tuple[int, int]]:
+    """``offsets`` as runs of consecutive ones, ``(first, last)`` each, when they ascend; else one
+    by one, in their order (each offset is then settled as it comes, as it was given)."""
+    if isinstance(offsets, range) and offsets.step == 1:
+        return [(offsets.start, offsets.stop - 1)] if offsets else []
+    seq = offsets if isinstance(offsets, list | tuple) else list(offsets)
+    if not seq:
+        return []
+    first, last = seq[0], seq[-1]
+    if last - first == len(seq) - 1 and list(seq) == list(range(first, last + 1)):
+        return [(first, last)]  # the common case: a range, checked in C
+    out: list[tuple[int, int]] = []
+    ascending = all(a < b for a, b in pairwise(seq))
+    for offset in seq:
+        if ascending and out and out[-1][1] + 1 == offset:
+            out[-1] = (out[-1][0], offset)
+        else:
+            out.append((offset, offset))
+    return out
+
+
+def merged_spans(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``spans`` sorted, those that overlap or touch made one."""
+    out: list[tuple[int, int]] = []
+    for first, last in sorted(spans):
+        if out and first <= out[-1][1] + 1:
+            if last > out[-1][1]:
+                out[-1] = (out[-1][0], last)
+        else:
+            out.append((first, last))
+    return out
