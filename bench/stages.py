@@ -38,13 +38,16 @@ from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBat
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from api_schemas.records import parse_produce, record_dict, render_records
+from api_schemas.values_body import binary_values
 from bench.common import json_values
 from service.adapters.embedded.log import EmbeddedLog
+from service.adapters.embedded.log.batch import encode_batch
 from service.adapters.embedded.shares_format import write_frame
 from service.adapters.kafka.records import decode as kafka_decode
 from service.adapters.share_states import decode_state, encode_state
 from service.api.topics import produce_body
-from service.core.models import NewRecord, Record, TopicPartition
+from service.core.json_depth import check_depth
+from service.core.models import NewRecord, Record, TopicPartition, ValuesOnly
 from service.core.partitioner import Partitioner
 from service.core.producer import ProduceService
 from service.core.shares.state import AckType, SharePartition
@@ -89,18 +92,25 @@ async def produce(log: EmbeddedLog, size: int) -> None:
     stages = Stages()
     parsed = None
     for _ in range(ROUNDS):
-        data = timed(stages, "JSON parse (orjson)", orjson.loads, body)
+        # as the route reads a body of binary values alone: no JSON parser, values kept as they are
         parsed = timed(
-            stages, "base64 decode + records", parse_produce, data, "binary", max_record_bytes=1 << 30
+            stages,
+            "body to values (split, base64)",
+            binary_values,
+            body,
+            max_record_bytes=1 << 30,
+            max_records=None,
         )
+        assert parsed is not None
         started = time.perf_counter()
         outcome = await producer.produce(topic, parsed.records, parsed.partitions)
         stages.add("route + encode + write (no fsync)", started)
         timed(stages, "response (offsets JSON)", lambda o: orjson.dumps(produce_body(o)), outcome)
     assert parsed is not None
+    records = list(parsed.records)  # an in-process producer's: a NewRecord each
     started = time.perf_counter()
     for _ in range(ROUNDS):
-        await log.append(TopicPartition(topic, 0), parsed.records)
+        await log.append(TopicPartition(topic, 0), records)
     stages.add("in-process append (no fsync)", started)
     stages.show(f"produce {BATCH} x {size} B", "in-process append (no fsync)")
 
@@ -330,19 +340,44 @@ def loads_with(loads: Callable[[bytes], Any], values: list[bytes]) -> None:
 
 
 def produce_paths() -> None:
-    """Where the produce stage "base64 decode + records" goes, per record of 1000 x 100 B."""
+    """Where a body of 1000 x 100 B binary values goes, per record: read without a JSON parser
+    (``binary_values``) as the route reads it, against the general way any other body takes."""
     encoded = [base64.b64encode(v).decode() for v in json_values(100, BATCH)]
     decoded = [pybase64.b64decode(v) for v in encoded]
+    body = orjson.dumps({"records": [{"value": v} for v in encoded]})
+    data = orjson.loads(body)
+    records = [NewRecord(None, v) for v in decoded]
     show(
         f"produce: a request's {BATCH} x 100 B values",
         [
+            ("values alone: body to values (split, base64)", per_record(lambda: values_body(body))),
+            ("  of which the split at quotes", per_record(lambda: body.split(b'"'))),
             (
-                "base64 decode of each value (pybase64, a list comprehension)",
-                per_record(lambda: [pybase64.b64decode(v) for v in encoded]),
+                "  of which base64, pybase64 with validate by position",
+                per_record(lambda: [pybase64.b64decode(v, None, True) for v in encoded]),
             ),
-            ("a NewRecord for each decoded value", per_record(lambda: [NewRecord(None, v) for v in decoded])),
+            (
+                "  (base64 with validate=True as a keyword)",
+                per_record(lambda: [pybase64.b64decode(v, validate=True) for v in encoded]),
+            ),
+            ("the general way: depth measure", per_record(lambda: check_depth(body, 64))),
+            ("  JSON parse (orjson)", per_record(lambda: orjson.loads(body))),
+            (
+                "  records (parse_produce: base64, ValuesOnly)",
+                per_record(lambda: parse_produce(data, "binary", max_record_bytes=1 << 30)),
+            ),
+            (
+                "  a NewRecord for each decoded value (no more)",
+                per_record(lambda: [NewRecord(None, v) for v in decoded]),
+            ),
+            ("the log's encoder: values alone", per_record(lambda: encode_batch(ValuesOnly(decoded), 0))),
+            ("  the same as a NewRecord each", per_record(lambda: encode_batch(records, 0))),
         ],
     )
+
+
+def values_body(body: bytes) -> None:
+    assert binary_values(body, max_record_bytes=1 << 30, max_records=None) is not None
 
 
 def share_stores(data_dir: Path, in_flight: int = 2000, poll: int = 500) -> None:

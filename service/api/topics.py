@@ -28,6 +28,8 @@ from api_schemas.formats import (
     produce_format,
 )
 from api_schemas.records import ParsedProduce, encode_produce, parse_produce, schema_choice
+from api_schemas.values_body import DEPTH as VALUES_DEPTH
+from api_schemas.values_body import binary_values
 from service.api.gateway import Gateway, get_gateway
 from service.core.acl import Decision, ResourceType
 from service.core.models import EmbeddedFormat, PlainFormat, SchemaFormat, TopicInfo, TopicPartition
@@ -209,11 +211,16 @@ OFF_LOOP_SCHEMA_BYTES = {"avro": OFF_LOOP_BYTES, "jsonschema": 32 * 1024, "proto
 def _parse(
     body: bytes, fmt: PlainFormat, limits: tuple[int, int, int], data: Any, max_depth: int
 ) -> ParsedProduce:
+    max_record_bytes, max_records, max_headers = limits
+    if data is None and fmt == "binary" and max_depth >= VALUES_DEPTH:
+        # binary values alone, the most common body: read without a JSON parser, or None
+        parsed = binary_values(body, max_record_bytes=max_record_bytes, max_records=max_records)
+        if parsed is not None:
+            return parsed
     if data is None:  # else already parsed, its depth checked, by the WebSocket stream
         data = loads(body, records=True, max_depth=max_depth)
     if fmt == "json" and holds_float(data):
         data = loads_exact(body)  # numbers as the client wrote them, never rounded
-    max_record_bytes, max_records, max_headers = limits
     return parse_produce(
         data, fmt, max_record_bytes=max_record_bytes, max_records=max_records, max_headers=max_headers
     )

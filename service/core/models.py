@@ -6,9 +6,9 @@ Nothing here does I/O. Records carry raw bytes: the embedded formats
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, overload
 
 from .acl import ANONYMOUS
 from .rules import record_size
@@ -41,6 +41,43 @@ class NewRecord:
     value: bytes | None
     headers: tuple[Header, ...] = ()
     timestamp: int | None = None  # ms since epoch; None means "now" at append time
+
+
+class ValuesOnly(Sequence[NewRecord]):
+    """Records that are a value each and nothing else (no key, headers nor timestamp), the most
+    common produce of all, kept as their ``values``.
+
+    A log that knows it encodes the values as they are (the embedded log's ``encode_batch``):
+    a ``NewRecord`` per value costs more than decoding its base64. Any other reader sees
+    ``NewRecord``s, made once, when first asked for.
+    """
+
+    __slots__ = ("_records", "values")
+
+    def __init__(self, values: list[bytes]) -> None:
+        self.values = values
+        self._records: list[NewRecord] | None = None
+
+    @property
+    def records(self) -> list[NewRecord]:
+        if self._records is None:
+            self._records = [NewRecord(None, value) for value in self.values]
+        return self._records
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    @overload
+    def __getitem__(self, index: int) -> NewRecord: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[NewRecord]: ...
+
+    def __getitem__(self, index: int | slice) -> NewRecord | list[NewRecord]:
+        return self.records[index]
+
+    def __iter__(self) -> Iterator[NewRecord]:
+        return iter(self.records)
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,11 +11,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import repeat
 
 from service.errors import ErrorCode, GatewayError, PartitionNotFound
 
 from .acl import Decision
-from .models import NewRecord, TopicPartition
+from .models import NewRecord, TopicPartition, ValuesOnly
 from .partitioner import Partitioner
 from .ports import Log
 from .quotas import Quotas
@@ -80,7 +81,9 @@ class ProduceService:
         if explicit is None:
             if count == 1:
                 return {0: range(len(records))}
-            placed = self._partitioner.partitions(topic, (r.key for r in records), count)
+            # values alone have no key: no NewRecord is made to find that out
+            keys = repeat(None, len(records)) if isinstance(records, ValuesOnly) else (r.key for r in records)
+            placed = self._partitioner.partitions(topic, keys, count)
         else:
             placed = []
             for i, (rec, p) in enumerate(zip(records, explicit, strict=True)):
@@ -126,6 +129,9 @@ class ProduceService:
         parts = list(by_partition)
         if len(parts) == 1:  # the common case: no regrouping, no copies
             batches: list[Sequence[NewRecord]] = [records]
+        elif isinstance(records, ValuesOnly):  # stays values alone, each partition's share of them
+            values = records.values
+            batches = [ValuesOnly([values[i] for i in by_partition[p]]) for p in parts]
         else:
             batches = [[records[i] for i in by_partition[p]] for p in parts]
         appended: list[Sequence[int] | BaseException]

@@ -35,7 +35,7 @@ from typing import Final
 
 from crc32c import crc32c
 
-from service.core.models import Header, NewRecord, Record, make_record
+from service.core.models import Header, NewRecord, Record, ValuesOnly, make_record
 from service.core.rules import record_size
 
 MAGIC: Final = 1
@@ -144,12 +144,17 @@ def encode_batch(
 
     Raises ``RecordTooLarge`` when a record's encoded size (``REC_PREFIX`` plus
     key, value and headers) exceeds ``max_record_bytes``, ``InvalidRecord`` for
-    unencodable fields.
+    unencodable fields. ``ValuesOnly`` records are encoded from their values.
     """
     if not records:
         raise InvalidRecord("a batch needs at least one record")
     if not _INT64_MIN <= now_ms <= _INT64_MAX:
         raise InvalidRecord(f"append time out of range: {now_ms}")
+    limit = max_record_bytes - 4
+    if isinstance(records, ValuesOnly) and max(map(len, records.values)) + _REC_FIXED <= limit:
+        # the same bytes as the loop below writes, without a NewRecord per value; a value too
+        # large goes through the loop, which names it
+        return _batch(_value_parts(records.values, now_ms), len(records), now_ms, now_ms, now_ms)
     parts: list[bytes] = [b""]  # parts[0] becomes META once the timestamps are known
     append = parts.append
     pack = REC.pack
@@ -157,7 +162,6 @@ def encode_batch(
     first_ts = records[0].timestamp
     if first_ts is None:
         first_ts = now_ms
-    limit = max_record_bytes - 4
     for r in records:
         ts = now_ms if r.timestamp is None else r.timestamp
         key = r.key
@@ -186,11 +190,34 @@ def encode_batch(
             append(hbytes)
         if ts > max_ts:
             max_ts = ts
-    parts[0] = META.pack(MAGIC, 0, len(records), now_ms, first_ts, max_ts)
+    return _batch(parts, len(records), now_ms, first_ts, max_ts)
+
+
+def _value_parts(values: list[bytes], now_ms: int) -> list[bytes]:
+    """The records of ``values`` (a value each, timestamped ``now_ms``), after a first part left
+    for META: a record's 24-byte prefix depends only on its value's length, so values of one
+    length share one."""
+    prefixes: dict[int, bytes] = {}
+    parts: list[bytes] = [b""]
+    append = parts.append
+    pack = REC.pack
+    for value in values:
+        size = len(value)
+        prefix = prefixes.get(size)
+        if prefix is None:
+            prefix = prefixes[size] = pack(_REC_FIXED + size, now_ms, -1, size, 0)
+        append(prefix)
+        append(value)
+    return parts
+
+
+def _batch(parts: list[bytes], count: int, now_ms: int, first_ts: int, max_ts: int) -> EncodedBatch:
+    """The batch of ``count`` encoded records ``parts[1:]`` (``parts[0]`` becomes META)."""
+    parts[0] = META.pack(MAGIC, 0, count, now_ms, first_ts, max_ts)
     body = b"".join(parts)
     if len(body) + 4 > MAX_BATCH_LENGTH:
         raise RecordTooLarge(f"batch of {len(body) + CRC_START} bytes exceeds the 2 GiB batch limit")
-    return EncodedBatch(body, crc32c(body), len(records), now_ms, first_ts, max_ts)
+    return EncodedBatch(body, crc32c(body), count, now_ms, first_ts, max_ts)
 
 
 def parse_header(buf: bytes, pos: int = 0) -> BatchHeader:
