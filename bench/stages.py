@@ -243,6 +243,7 @@ async def consume_paths(log: EmbeddedLog) -> None:
     json_answer = orjson.dumps(render_records("json", polled))
     binary_answer = orjson.dumps(render_records("binary", polled))
     batch = kafka_batch(values)
+    fetched_columns = [(tp, kafka_decode(batch, 0).records)]
     frame = length_prefixed(records)
     arrow = arrow_batch(records)
 
@@ -282,7 +283,7 @@ async def consume_paths(log: EmbeddedLog) -> None:
         [
             ("embedded log: in-process fetch (records read, Record objects)", fetched),
             (
-                "Kafka log: decode a fetched batch into Record objects",
+                "Kafka log: decode a fetched batch (columns and sizes, no Record)",
                 per_record(lambda: kafka_decode(batch, 0)),
             ),
             (
@@ -290,6 +291,14 @@ async def consume_paths(log: EmbeddedLog) -> None:
                 per_record(lambda: aiokafka_read(False)),
             ),
             ("render binary (base64, text)", per_record(lambda: render_records("binary", polled))),
+            (
+                "  the same from a Kafka fetch's columns",
+                per_record(lambda: render_records("binary", fetched_columns)),
+            ),
+            (
+                "render json from a Kafka fetch's columns (checked, text)",
+                per_record(lambda: render_records("json", fetched_columns)),
+            ),
             (
                 "render json as before (each value checked, dicts, orjson)",
                 per_record(lambda: orjson.dumps([record_dict("json", tp, r) for r in records])),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import AsyncIterator, Collection, Iterable
+from collections.abc import AsyncIterator, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, TypeVar
@@ -94,7 +94,7 @@ def records_doc(schema: dict[str, Any]) -> dict[str, Any]:
 
 def records_response(
     fmt: EmbeddedFormat,
-    polled: Iterable[tuple[TopicPartition, list[Record]]],
+    polled: Iterable[tuple[TopicPartition, Sequence[Record]]],
     *,
     media_type: str,
     after: bytes | None = None,

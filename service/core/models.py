@@ -6,7 +6,7 @@ Nothing here does I/O. Records carry raw bytes: the embedded formats
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Final, Literal, overload
 
@@ -140,11 +140,125 @@ def _record_factory() -> RecordFactory:
 make_record: Final[RecordFactory] = _record_factory()
 
 
+class RecordColumns(Sequence[Record]):
+    """A partition's records held as parallel lists, each record's size beside it: what the Kafka
+    log's decoder gives, where a ``Record`` per record cost as much again as reading the batch.
+
+    To everyone it is a sequence of ``Record`` (one is built when indexed or iterated: share
+    groups, schema formats and tests see records as ever); the paths that pass records on
+    unchanged walk the lists instead: the renderer (``api_schemas.records``), the fetch budget
+    and read-ahead, the poll's allowance and the weights (``sizes_of``). Never changed once
+    built: a slice or ``+`` is a new one. ``headers`` holds a tuple per record (``()`` for none).
+    """
+
+    __slots__ = ("headers", "keys", "offsets", "sizes", "timestamps", "values")
+
+    def __init__(
+        self,
+        offsets: list[int],
+        timestamps: list[int],
+        keys: list[bytes | None],
+        values: list[bytes | None],
+        headers: list[tuple[Header, ...]],
+        sizes: list[int],
+    ) -> None:
+        self.offsets = offsets
+        self.timestamps = timestamps
+        self.keys = keys
+        self.values = values
+        self.headers = headers
+        self.sizes = sizes  # each record's ``Record.size``, computed once by the decoder
+
+    @classmethod
+    def empty(cls) -> RecordColumns:
+        return cls([], [], [], [], [], [])
+
+    @classmethod
+    def of(cls, records: Iterable[Record]) -> RecordColumns:
+        """The columns of ``records`` (each record's fields and size)."""
+        rows = [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in records]
+        return cls(
+            [row[0] for row in rows],
+            [row[1] for row in rows],
+            [row[2] for row in rows],
+            [row[3] for row in rows],
+            [row[4] for row in rows],
+            [record_size(row[2], row[3], row[4]) for row in rows],
+        )
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    @overload
+    def __getitem__(self, index: int) -> Record: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> RecordColumns: ...
+
+    def __getitem__(self, index: int | slice) -> Record | RecordColumns:
+        if isinstance(index, slice):
+            return RecordColumns(
+                self.offsets[index],
+                self.timestamps[index],
+                self.keys[index],
+                self.values[index],
+                self.headers[index],
+                self.sizes[index],
+            )
+        return make_record(
+            self.offsets[index],
+            self.timestamps[index],
+            self.keys[index],
+            self.values[index],
+            self.headers[index],
+        )
+
+    def __iter__(self) -> Iterator[Record]:
+        return map(make_record, self.offsets, self.timestamps, self.keys, self.values, self.headers)
+
+    def __add__(self, other: RecordColumns) -> RecordColumns:
+        if not other.offsets:
+            return self
+        if not self.offsets:
+            return other
+        return RecordColumns(
+            self.offsets + other.offsets,
+            self.timestamps + other.timestamps,
+            self.keys + other.keys,
+            self.values + other.values,
+            self.headers + other.headers,
+            self.sizes + other.sizes,
+        )
+
+    def __eq__(self, other: object) -> bool:  # equal to any sequence of the same records, as a list is
+        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]  # like a list
+
+    def __repr__(self) -> str:
+        return f"RecordColumns({list(self)!r})"
+
+
+def sizes_of(records: Sequence[Record]) -> Sequence[int]:
+    """Each record's ``Record.size``: the columns' own, else measured (a record without headers inline)."""
+    if isinstance(records, RecordColumns):
+        return records.sizes
+    return [r.size if r.headers else len(r.key or b"") + len(r.value or b"") for r in records]
+
+
+def weight_of(records: Sequence[Record]) -> int:
+    """What ``records`` weigh together (``Record.size``), as budgets, credit and quotas count them."""
+    return sum(sizes_of(records))
+
+
 @dataclass(frozen=True, slots=True)
 class PartitionData:
-    """What a fetch returns for one partition."""
+    """What a fetch returns for one partition: a list of records from the embedded log, the
+    ``RecordColumns`` of a fetched response from the Kafka log."""
 
-    records: list[Record]
+    records: Sequence[Record]
     high_watermark: int
     log_start_offset: int
 

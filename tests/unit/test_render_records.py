@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from api_schemas.records import record_dict, render_records, render_slices
-from service.core.models import Record, TopicPartition
+from service.core.models import Record, RecordColumns, TopicPartition
 from service.errors import ConversionError
 
 _payload = st.none() | st.binary(max_size=40)
@@ -143,3 +143,27 @@ def test_a_value_the_format_cannot_show_is_never_embedded(
     for render in (lambda: render_records(fmt, polled), lambda: _through_dicts(fmt, polled)):  # type: ignore[arg-type]
         with pytest.raises(ConversionError, match=message):
             render()
+
+
+@given(_partitions, _json_partitions, st.integers(1, 10_000))
+def test_fetched_columns_render_as_their_records_do(
+    polled: list[tuple[TopicPartition, list[Record]]],
+    json_polled: list[tuple[TopicPartition, list[Record]]],
+    slice_bytes: int,
+) -> None:
+    """A Kafka fetch's records, walked as columns without a ``Record`` each, render byte for byte
+    as the same records in a list, whole and in slices, in every plain format."""
+    text = [(tp, [r for r in records if all(_utf8(b) for b in (r.key, r.value))]) for tp, records in polled]
+    for fmt, of in (("binary", polled), ("string", text), ("json", json_polled)):
+        columns = [(tp, RecordColumns.of(records)) for tp, records in of]
+        expected = bytes(orjson.dumps(render_records(fmt, of)))  # type: ignore[arg-type]
+        assert bytes(orjson.dumps(render_records(fmt, columns))) == expected  # type: ignore[arg-type]
+        assert b"".join(render_slices(fmt, columns, slice_bytes=slice_bytes)) == expected  # type: ignore[arg-type]
+        assert [list(r) for _, r in columns] == [records for _, records in of]
+
+
+@pytest.mark.parametrize("fmt", ["json", "string"])
+def test_a_fetched_value_the_format_cannot_show_is_never_embedded(fmt: str) -> None:
+    columns = RecordColumns.of([Record(0, 1, None, b"1"), Record(1, 1, None, b"\xff{")])
+    with pytest.raises(ConversionError):
+        render_records(fmt, [(TopicPartition("t", 0), columns)])  # type: ignore[arg-type]

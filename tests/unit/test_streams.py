@@ -23,7 +23,7 @@ from service.core.acl import ALLOW_ALL, Decision
 from service.core.consumers import Allowance, ConsumerService
 from service.core.credit import Credit, CreditLimits
 from service.core.cursors import parse_offset, parse_positions, render_positions
-from service.core.models import PartitionData, Record, TopicPartition
+from service.core.models import PartitionData, Record, RecordColumns, TopicPartition
 from service.core.streams import End, Event, StreamService
 from service.core.topics import TopicService
 from service.errors import InvalidPayload
@@ -138,6 +138,13 @@ def test_a_bounded_poll_never_hands_out_more_than_allowed(sizes: list[int], most
     assert taken == _records(*sizes)[: len(taken)]  # a prefix: positions move past what is taken only
     if len(taken) < len(sizes) and len(taken) < most:
         assert sum(r.size for r in taken) + sizes[len(taken)] > budget  # stopped only by a bound
+    fetched = Allowance(most, budget)  # a Kafka fetch's columns: the same records, by their own sizes
+    columns = fetched.take(RecordColumns.of(_records(*sizes)))
+    assert columns == taken and (fetched.records, fetched.bytes, fetched.spent) == (
+        left.records,
+        left.bytes,
+        left.spent,
+    )
 
 
 def test_client_messages_are_checked_and_server_messages_are_versioned() -> None:

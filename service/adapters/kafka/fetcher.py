@@ -38,7 +38,7 @@ from typing import Any, Final
 
 from aiokafka.protocol.fetch import FetchRequest
 
-from service.core.models import PartitionData, Record, TopicPartition
+from service.core.models import PartitionData, RecordColumns, TopicPartition
 from service.errors import BackendUnavailable
 
 from ..fetch_budget import FetchBudget
@@ -75,8 +75,7 @@ class _Part:
 
     tp: TopicPartition
     offset: int
-    records: list[Record]
-    sizes: list[int]  # each record's ``Record.size``
+    records: RecordColumns  # with each record's ``Record.size``
     end: int
     high_watermark: int
     log_start_offset: int
@@ -131,7 +130,7 @@ class Fetcher:
         ask_bytes = max(max_bytes, self._fetch_bytes)
         while True:
             kept = {tp: c for tp, off in wanted if (c := self._readahead.get(tp, off)) is not None}
-            kept_size = sum(sum(c.sizes) for c in kept.values())
+            kept_size = sum(sum(c.records.sizes) for c in kept.values())
             remote: dict[TopicPartition, tuple[int, int]] = {}  # tp -> (ask Kafka from, keep from)
             if kept_size < min_bytes:  # not enough in memory: ask Kafka for everything after it
                 for tp, off in wanted:
@@ -145,11 +144,11 @@ class Fetcher:
                 wait_ms = int(min(max(deadline - loop.time(), 0) * 1000, self._slice_ms)) if waiting else 0
                 answers = await self._ask(remote, wait_ms, max(min_bytes - kept_size, 1), ask_bytes)
             parts, below_start = self._assemble(wanted, kept, answers, floors)
-            size = sum(sum(p.sizes) for p in parts)
+            size = sum(sum(p.records.sizes) for p in parts)
             if size >= min_bytes or size >= max_bytes or below_start or loop.time() >= deadline:
                 return self._deliver(parts, max_bytes)
             for p in parts:  # not enough yet: keep what came, wait for more after it
-                self._keep(p.tp, p.offset, p.records, p.sizes, p)
+                self._keep(p.tp, p.offset, p.records, p)
 
     def _assemble(
         self,
@@ -162,11 +161,10 @@ class Fetcher:
         below_start = False
         for tp, off in wanted:
             hw, start = self._known.get(tp, (off, 0))
-            part = _Part(tp, off, [], [], off, hw, start)
+            part = _Part(tp, off, RecordColumns.empty(), off, hw, start)
             chunk = kept.get(tp)
             if chunk is not None:
-                part.records = list(chunk.records)
-                part.sizes = list(chunk.sizes)
+                part.records = chunk.records
                 part.end, part.high_watermark, part.log_start_offset = (
                     chunk.end,
                     chunk.high_watermark,
@@ -176,10 +174,9 @@ class Fetcher:
             if answer is not None:
                 if answer.below_start:
                     below_start = True
-                    part.records, part.sizes = [], []
+                    part.records = RecordColumns.empty()
                 elif answer.decoded.records:
-                    part.records.extend(answer.decoded.records)
-                    part.sizes.extend(answer.decoded.sizes)
+                    part.records = part.records + answer.decoded.records
                 part.end = max(part.end, answer.decoded.next_offset)
                 part.high_watermark, part.log_start_offset = answer.high_watermark, answer.log_start_offset
                 if off > answer.high_watermark >= 0:
@@ -191,22 +188,22 @@ class Fetcher:
         result: dict[TopicPartition, PartitionData] = {}
         budget = FetchBudget(max_bytes)
         for p in parts:
-            n = budget.grant(p.sizes)
-            given = p.records[:n]
-            start = given[-1].offset + 1 if given else p.offset
-            self._keep(p.tp, start, p.records[n:], p.sizes[n:], p)
-            if given and n == len(p.records) and start < p.high_watermark:
+            records = p.records
+            n = budget.grant(records.sizes)
+            whole = n == len(records)
+            given = records if whole else records[:n]
+            start = given.offsets[-1] + 1 if n else p.offset
+            self._keep(p.tp, start, RecordColumns.empty() if whole else records[n:], p)
+            if n and whole and start < p.high_watermark:
                 self._prefetch(p.tp, start)  # all of it taken, and Kafka holds more
             hw = max(p.high_watermark, start) if given else p.high_watermark
             result[p.tp] = PartitionData(given, hw, p.log_start_offset)
         return result
 
-    def _keep(
-        self, tp: TopicPartition, start: int, records: list[Record], sizes: list[int], part: _Part
-    ) -> None:
+    def _keep(self, tp: TopicPartition, start: int, records: RecordColumns, part: _Part) -> None:
         if records:
-            end = max(part.end, records[-1].offset + 1)
-            chunk = Chunk(start, end, records, sizes, part.high_watermark, part.log_start_offset)
+            end = max(part.end, records.offsets[-1] + 1)
+            chunk = Chunk(start, end, records, part.high_watermark, part.log_start_offset)
             self._readahead.put(tp, chunk)
         else:
             self._readahead.drop(tp)
@@ -237,12 +234,11 @@ class Fetcher:
                 tp,
                 offset,
                 decoded.records,
-                decoded.sizes,
                 decoded.next_offset,
                 answer.high_watermark,
                 answer.log_start_offset,
             )
-            self._keep(tp, offset, decoded.records, decoded.sizes, part)
+            self._keep(tp, offset, decoded.records, part)
 
     def _remember(self, tp: TopicPartition, high_watermark: int, log_start: int) -> None:
         self._known[tp] = (high_watermark, log_start)
@@ -339,7 +335,7 @@ class Fetcher:
         if code == OFFSET_OUT_OF_RANGE:
             start, end = await self._offsets.bounds(tp)
             self._remember(tp, end, start)
-            return _Answer(Decoded([], [], pos), end, start, below_start=keep_from < start)
+            return _Answer(Decoded(RecordColumns.empty(), pos), end, start, below_start=keep_from < start)
         if is_metadata_error(code):
             self._metadata.invalidate(tp.topic)
             await self._metadata.partition(tp.topic, tp.partition)  # gone for good: Topic/PartitionNotFound

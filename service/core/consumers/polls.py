@@ -21,13 +21,14 @@ import contextlib
 import functools
 import logging
 from bisect import bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 
 from service.errors import BackendUnavailable, ConsumerFormatMismatch, ConversionError, IllegalState
 
 from ..acl import Decision, Operation, ResourceType
-from ..models import EmbeddedFormat, InstanceState, PartitionData, Record, TopicPartition
+from ..models import EmbeddedFormat, InstanceState, PartitionData, Record, TopicPartition, sizes_of
 from ..ports import Coordinator, Log, Sessions
 from ..quotas import Quotas
 from ..schemas.serde import SCHEMA_TYPES, Serde
@@ -40,8 +41,9 @@ _WAIT_SLICE_MS = 1000
 _DECODE_ON_LOOP = 200  # records of a partition decoded on the event loop; more go to a worker thread
 _IDLE_SLICE_S = 0.1
 
-# Records per partition, in fetch order.
-Polled = list[tuple[TopicPartition, list[Record]]]
+# Records per partition, in fetch order: a log's sequence as fetched (``RecordColumns`` from Kafka), or
+# a part of it, or the records a schema format decoded.
+Polled = list[tuple[TopicPartition, Sequence[Record]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,17 +84,13 @@ class Allowance:
         self.exact = byte_limit is not None
         self.spent = 0
 
-    def take(self, records: list[Record]) -> list[Record]:
+    def take(self, records: Sequence[Record]) -> Sequence[Record]:
         """The leading ``records`` that fit, spent from the allowance."""
         end = len(records) if self.records is None else min(len(records), self.records)
         if self.bytes is not None and end:
-            # each record's size (``Record.size``; a record without headers is weighed inline), the
-            # running totals, and where they pass the bytes left: a batch is thousands of records
-            totals = list(
-                accumulate(
-                    r.size if r.headers else len(r.key or b"") + len(r.value or b"") for r in records[:end]
-                )
-            )
+            # each record's size (``sizes_of``: the fetch's own when it measured them), the running
+            # totals, and where they pass the bytes left: a batch is thousands of records
+            totals = list(accumulate(sizes_of(records if end == len(records) else records[:end])))
             end = bisect_right(totals, self.bytes)  # sizes are never negative: totals only grow
             spent = totals[end - 1] if end else 0
             self.spent += spent
@@ -263,7 +261,7 @@ class Poller:
                     await fetching
 
     async def _decode(
-        self, fmt: str, tp: TopicPartition, records: list[Record]
+        self, fmt: str, tp: TopicPartition, records: Sequence[Record]
     ) -> tuple[list[Record], ConversionError | None]:
         """The leading ``records`` whose keys and values decode with their schemas, decoded, and
         why the next one does not (``serde.Serde.decode``); many are decoded in a worker thread."""

@@ -7,6 +7,7 @@ Collaborators: ``TopicService.read``, the consume ``Quotas``, ``Serde`` for the 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Final
 
 from service.errors import BackendUnavailable, GatewayError, Throttled
@@ -73,7 +74,7 @@ class PartitionStream(Stream):
         self.offset = records[-1].offset + 1
         return [Records(self.format, [(tp, records)], {tp: self.offset})]
 
-    async def _decode(self, records: list[Record]) -> list[Record]:
+    async def _decode(self, records: Sequence[Record]) -> list[Record]:
         """The leading records that decode; the error of the first if none does."""
         serde = self._serde
         if serde is None:

@@ -7,6 +7,7 @@ import asyncio
 
 import pytest
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
+from aiokafka.record.legacy_records import LegacyRecordBatchBuilder
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -17,7 +18,7 @@ from service.adapters.kafka.options import KafkaOptions, parse_bootstrap
 from service.adapters.kafka.producer import record_size, record_sizes
 from service.adapters.kafka.readahead import RECORD_OVERHEAD, Chunk, ReadAhead
 from service.adapters.kafka.records import decode
-from service.core.models import NewRecord, Record, TopicPartition
+from service.core.models import NewRecord, Record, RecordColumns, TopicPartition
 from service.core.ports import Log
 from service.errors import (
     BackendError,
@@ -84,7 +85,7 @@ def recs(start: int, n: int, size: int = 10) -> list[Record]:
 
 
 def chunk(start: int, end: int, records: list[Record], high_watermark: int, log_start: int) -> Chunk:
-    return Chunk(start, end, records, [r.size for r in records], high_watermark, log_start)
+    return Chunk(start, end, RecordColumns.of(records), high_watermark, log_start)
 
 
 def test_read_ahead_serves_offsets_inside_the_kept_range() -> None:
@@ -148,10 +149,58 @@ def test_decode_skips_records_before_the_offset_and_reports_the_next() -> None:
         (3, None, b"d"),
     ]
     assert decoded.records[0].headers == (("h", b"1"), ("n", None)) and decoded.records[0].timestamp == 1001
-    assert decoded.next_offset == 4 and decoded.sizes == [r.size for r in decoded.records]
+    assert decoded.next_offset == 4 and decoded.records.sizes == [r.size for r in decoded.records]
     truncated = decode(data[:-5], 0)  # the broker cut the last batch at its size limit
     assert [r.offset for r in truncated.records] == [0, 1, 2] and truncated.next_offset == 3
     assert decode(b"", 7).next_offset == 7
+
+
+def test_decoded_records_are_columns_that_read_as_records() -> None:
+    """A fetch is kept as columns (no ``Record`` per record), and reads, slices and adds up as the
+    list of ``Record``s it stands for; each size measured as ``Record.size`` whatever the record."""
+    data = batch(0, [(None, b"a"), (b"k", b"bb"), (None, None)]) + plain_batch(
+        3, [b"ccc", b"dddd", None, b""]
+    )
+    records = decode(data, 0).records
+    assert isinstance(records, RecordColumns)
+    expected = [
+        Record(0, 1000, None, b"a", (("h", b"1"), ("n", None))),
+        Record(1, 1001, b"k", b"bb", (("h", b"1"), ("n", None))),
+        Record(2, 1002, None, None, (("h", b"1"), ("n", None))),
+        Record(3, 7, None, b"ccc"),
+        Record(4, 7, None, b"dddd"),
+        Record(5, 7, None, None),
+        Record(6, 7, None, b""),
+    ]
+    assert records == expected and list(records) == expected and len(records) == 7
+    assert records[1] == expected[1] and records[-1] == expected[-1] and isinstance(records[0], Record)
+    assert records[2:5] == expected[2:5] and isinstance(records[2:5], RecordColumns)
+    assert records.sizes == [r.size for r in expected]
+    keyless = decode(plain_batch(3, [b"ccc", b"dddd", b"e"]), 0).records  # sizes in one pass of len
+    assert keyless.sizes == [3, 4, 1] and keyless[:1] + keyless[1:] == keyless
+    assert RecordColumns.empty() + keyless == keyless and not RecordColumns.empty()
+
+
+def plain_batch(base: int, values: list[bytes | None]) -> bytes:
+    """A batch of keyless records without headers, the most common of all."""
+    builder = DefaultRecordBatchBuilder(2, 0, 0, -1, -1, -1, 1 << 20)
+    for i, value in enumerate(values):
+        builder.append(i, 7, None, value, [])
+    raw = bytearray(builder.build())
+    raw[0:8] = base.to_bytes(8, "big")
+    return bytes(raw)
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+def test_decode_reads_the_old_formats(magic: int) -> None:
+    """Batches of the formats before 0.11 (no headers; v0 without timestamps) decode too."""
+    builder = LegacyRecordBatchBuilder(magic, 0, 1 << 20)
+    for i, (key, value) in enumerate([(None, b"a"), (b"k", b"bb"), (None, None)]):
+        builder.append(i, 1000 + i, key, value)
+    decoded = decode(bytes(builder.build()), 1)
+    stamp = [1001, 1002] if magic else [-1, -1]
+    assert list(decoded.records) == [Record(1, stamp[0], b"k", b"bb"), Record(2, stamp[1], None, None)]
+    assert decoded.records.sizes == [3, 0] and decoded.next_offset == 3
 
 
 def test_decode_refuses_a_corrupt_batch() -> None:
