@@ -37,19 +37,19 @@ TOPIC = "share-core"
 
 
 def accepts(delivered: list[Any]) -> list[Acknowledgement]:
-    """An ACCEPT per run of consecutive offsets of a partition (as a share consumer says it)."""
-    by_tp: dict[TopicPartition, list[int]] = {}
-    for d in delivered:
-        by_tp.setdefault(d.tp, []).append(d.record.offset)
+    """An ACCEPT per run of consecutive offsets of a partition (as a share consumer says it, in
+    ranges): the client's side, kept light (a poll's records come partition by partition)."""
     acks = []
-    for tp, offsets in by_tp.items():
-        offsets.sort()
-        first = prev = offsets[0]
-        for offset in [*offsets[1:], -1]:
-            if offset != prev + 1:
-                acks.append(Acknowledgement(tp, tuple(range(first, prev + 1)), AckType.ACCEPT))
-                first = offset
-            prev = offset
+    tp, first, last = None, -1, -2
+    for d in delivered:
+        offset = d.record.offset
+        if d.tp is not tp or offset != last + 1:
+            if tp is not None:
+                acks.append(Acknowledgement(tp, tuple(range(first, last + 1)), AckType.ACCEPT))
+            tp, first = d.tp, offset
+        last = offset
+    if tp is not None:
+        acks.append(Acknowledgement(tp, tuple(range(first, last + 1)), AckType.ACCEPT))
     return acks
 
 

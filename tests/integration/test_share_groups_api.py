@@ -95,6 +95,8 @@ async def test_consumers_split_the_records_and_each_is_done_once(
         (0, 20, 0),
         (1, 20, 0),
     ]
+    metrics = (await client.get("/metrics")).text  # every record handed out counted, once
+    assert f'brokergate_consumed_records_total{{topic="{name}"}} 40.0' in metrics
 
 
 async def test_release_reject_renew_and_what_is_not_held(client: httpx.AsyncClient, name: str) -> None:

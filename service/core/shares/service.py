@@ -31,6 +31,7 @@ import weakref
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any, Final, Literal, NamedTuple
 
 from service.errors import BackendUnavailable, GatewayError
@@ -51,6 +52,7 @@ _WAIT_SLICE_MS: Final = 1000  # a wait for records is cut in slices of at most t
 # is read beyond them is read again by the next poll (a record larger still comes alone).
 _FETCH_BYTES: Final = 1024 * 1024
 _MAX_RACES: Final = 50  # stores lost to another writer in a row before giving up (503)
+_new_tuple: Final = tuple.__new__
 
 
 class Delivered(NamedTuple):
@@ -336,9 +338,12 @@ class ShareGroups:
                     )
                     for first, last, deliveries in taken:  # runs of consecutive records read
                         at = bisect_left(offsets, first)
-                        delivered += [
-                            Delivered(tp, records[i], deliveries) for i in range(at, at + last - first + 1)
-                        ]
+                        run = records[at : at + last - first + 1]
+                        # a Delivered per record, built in C (its Python constructor cost as much
+                        # again as the rest of handing a record out)
+                        delivered += map(
+                            _new_tuple, repeat(Delivered), zip(repeat(tp), run, repeat(deliveries))
+                        )
                     exhausted += [(tp, e) for e in gone]
                 changed = [tp for tp, (sp, version) in states.items() if sp.changes or version == -1]
                 changed += [tp for tp, (sp, _) in acked.items() if sp.changes]
