@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 import orjson
 import pybase64
@@ -133,12 +133,15 @@ def parse_produce(
     request may carry at most that many records, with ``max_headers`` a record that many headers.
     """
     raw_records = _records_of(body, max_records)
-    if fmt == "binary":
-        try:
-            return _values_only(raw_records, max_record_bytes) or _fast_binary(raw_records, max_record_bytes)
-        except Exception:  # any surprise: the careful loop finds it and says where
-            pass
     decode = DECODERS[fmt]
+    try:
+        if fmt == "binary":
+            return _values_only(raw_records, max_record_bytes) or _fast_binary(raw_records, max_record_bytes)
+        parsed = _text_values_only(raw_records, max_record_bytes, decode)
+        if parsed is not None:
+            return parsed
+    except Exception:  # any surprise: the careful loop finds it and says where
+        pass
     return _careful(raw_records, decode, decode, max_record_bytes, max_headers)
 
 
@@ -222,6 +225,20 @@ def _values_only(raw_records: list[Any], limit: int) -> ParsedProduce | None:
     if max(sizes) > limit:
         raise ValueError
     return ParsedProduce(ValuesOnly(values), None, sum(sizes))
+
+
+def _text_values_only(raw_records: list[Any], limit: int, decode: Decode) -> ParsedProduce | None:
+    """``_values_only`` for json or string values, none null: no per-record checks of fields the
+    records do not have (the careful loop's cost, four times the value's own encoding)."""
+    if any(len(raw) != 1 for raw in raw_records):
+        return None
+    values = [decode(raw["value"], "") for raw in raw_records]
+    if None in values:  # a null value: the careful loop's
+        return None
+    sizes = list(map(len, cast(list[bytes], values)))
+    if max(sizes) > limit:
+        raise ValueError
+    return ParsedProduce(ValuesOnly(cast(list[bytes], values)), None, sum(sizes))
 
 
 def _fast_binary(raw_records: list[Any], limit: int) -> ParsedProduce:

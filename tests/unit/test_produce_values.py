@@ -19,15 +19,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from api_schemas.formats import loads_exact
 from api_schemas.records import ParsedProduce, parse_produce
 from api_schemas.values_body import binary_values
 from service.adapters.embedded.log import EmbeddedLog
 from service.api.http import loads
-from service.core.models import NewRecord, TopicPartition, ValuesOnly
+from service.core.models import NewRecord, PlainFormat, TopicPartition, ValuesOnly
 from service.core.partitioner import Partitioner
 from service.core.producer import ProduceService
 from service.core.topics import TopicService
-from service.errors import GatewayError
+from service.errors import BadRequest, GatewayError, PayloadTooLarge
 
 LIMIT = 1000
 MAX_RECORDS = 50
@@ -181,3 +182,38 @@ async def test_values_alone_spread_over_partitions_as_records_do(tmp_path: Path)
         assert [stored[i] for i in range(7)] == values
     finally:
         await log.stop()
+
+
+TEXT_VALUES = [
+    {"a": [1, 2.5, None]},
+    "ünï",
+    0,
+    False,
+    "",
+    [],
+    12345678901234567890123,
+    3.14159265358979323846,
+]
+
+
+@pytest.mark.parametrize("fmt", ["json", "string"])
+def test_json_and_string_values_alone_are_the_records_of_the_careful_loop(fmt: PlainFormat) -> None:
+    """Text values alone are kept as values, each what the careful loop (which a record with any
+    other field goes through) makes of it; a null, or a value the format refuses, is the careful
+    loop's, refused in its words."""
+    values = TEXT_VALUES if fmt == "json" else [json.dumps(v) for v in TEXT_VALUES]
+    body = json.dumps({"records": [{"value": v} for v in values]}).encode()
+    data = loads_exact(body)
+    parsed = parse_produce(data, fmt, max_record_bytes=LIMIT)
+    careful = {"records": [{**r, "partition": None} for r in data["records"]]}
+    assert isinstance(parsed.records, ValuesOnly)
+    assert shown(parsed) == shown(parse_produce(careful, fmt, max_record_bytes=LIMIT))
+    with_null = parse_produce({"records": [{"value": "1"}, {"value": None}]}, fmt, max_record_bytes=LIMIT)
+    assert [r.value for r in with_null.records] == [b'"1"' if fmt == "json" else b"1", None]
+    if fmt == "string":
+        with pytest.raises(BadRequest, match=r"records\[1\]\.value"):
+            parse_produce({"records": [{"value": "a"}, {"value": 1}]}, fmt, max_record_bytes=LIMIT)
+    with pytest.raises(PayloadTooLarge, match=r"records\[1\]"):
+        parse_produce(
+            {"records": [{"value": "a"}, {"value": "x" * (LIMIT + 1)}]}, fmt, max_record_bytes=LIMIT
+        )
