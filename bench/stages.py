@@ -12,8 +12,8 @@ Then the terms of the consume model (bench/consume.py, bench/README.md), per
 record of a poll of 1000 x 100 B JSON values: the gateway's side (fetch on each
 log, the renderings of each format, values embedded as stored, framings) and
 the client's (json.loads of an answer, aiokafka's batch reader, the framings
-read back), and what storing a share-partition's state costs per poll, whole
-as now or as a delta.
+read back), and what a poll costs a share-partition's state: the state machine's
+work and the change's store.
 """
 
 from __future__ import annotations
@@ -42,9 +42,10 @@ from api_schemas.values_body import binary_values
 from bench.common import json_values
 from service.adapters.embedded.log import EmbeddedLog
 from service.adapters.embedded.log.batch import encode_batch
-from service.adapters.embedded.shares_format import write_frame
+from service.adapters.embedded.shares_format import change_frame
+from service.adapters.embedded.shares_memory import StoredShare, prepare_change
 from service.adapters.kafka.records import decode as kafka_decode
-from service.adapters.share_states import decode_state, encode_state
+from service.adapters.share_states import encode_state
 from service.api.topics import produce_body
 from service.core.json_depth import check_depth
 from service.core.models import NewRecord, Record, TopicPartition, ValuesOnly
@@ -390,14 +391,13 @@ def values_body(body: bytes) -> None:
 
 
 def share_stores(data_dir: Path, in_flight: int = 2000, poll: int = 500) -> None:
-    """What storing a share-partition's state costs per poll of ``poll`` records, ``in_flight``
-    records in flight: the whole state (decoded, changed, encoded, journaled, fdatasync'ed) now,
-    once for the acquisition and once for the acknowledgement, against a delta of the records
-    the poll changed, written once per poll."""
+    """What a poll of ``poll`` records costs a share-partition's state, ``in_flight`` records in
+    flight, per record: the state machine's work (the poll's new records acquired, then accepted
+    together, as a piggy-backed acknowledgement settles them on the next poll), and its change
+    stored (``change_json``, checked and encoded, framed, made to the embedded coordinator's
+    stored state), with the rest of the window in runs of a poll each, or fragmented (every record
+    a run of its own: their locks all end apart); then the fdatasync of a change's frame."""
     member = "m-" + "0" * 36
-    state = SharePartition(0)
-    state.acquire(member, 0, max_records=in_flight, log_offsets=range(in_flight))
-    stored = encode_state(state.to_json(), "p")
     tp = TopicPartition("t", 0)
     fd = os.open(data_dir / "shares.journal", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
 
@@ -405,38 +405,46 @@ def share_stores(data_dir: Path, in_flight: int = 2000, poll: int = 500) -> None
         os.write(fd, payload)
         os.fdatasync(fd)
 
-    def load() -> SharePartition:
-        return SharePartition.from_json(decode_state(stored, "p"))
+    def window(fragmented: bool) -> tuple[Callable[[], Any], Callable[[], Any]]:
+        sp = SharePartition(0)
+        held = in_flight - poll
+        clock = [10**6]  # every lock of the window outlasts the polls measured
+        for n in range(held if fragmented else 1):
+            sp.acquire(
+                member, clock[0] + n, max_records=1 if fragmented else held, log_offsets=range(n, held)
+            )
+        stored = StoredShare(encode_state(sp.to_json(), "p"), 0)
+        sp.stored()
 
-    def settle() -> None:
-        load().acknowledge(member, range(poll), AckType.ACCEPT, 0)
+        def settle() -> None:  # one poll: its new records acquired, then accepted
+            clock[0] += 1
+            [(first, last, _)], _ = sp.acquire_runs(
+                member, clock[0], max_records=poll, log_offsets=range(sp.end, sp.end + poll)
+            )
+            sp.acknowledge(member, range(first, last + 1), AckType.ACCEPT, clock[0])
 
-    loaded = load()
+        def store() -> bytes:
+            settle()
+            change, data = prepare_change(sp.change_json(), "p")
+            stored.apply(change, 1)
+            sp.stored()
+            return change_frame("g", [(tp, data, 1)])
 
-    def dump() -> None:
-        write_frame("g", [(tp, encode_state(loaded.to_json(), "p"), 1)])
+        return settle, store
 
-    def delta() -> None:
-        changed = [[o, "ACQUIRED", 1, member, 30_000, None] for o in range(poll)]
-        write_frame("g", [(tp, orjson.dumps({"changed": changed}), 1)])
-
-    frame_bytes = len(write_frame("g", [(tp, stored, 1)]))
+    runs_settle, runs_store = window(False)
+    parts_settle, parts_store = window(True)
     try:
         show(
-            f"share groups: one store of a partition's state, {in_flight} records in flight, "
-            f"per record of a {poll}-record poll",
+            f"share groups: a {poll}-record poll, {in_flight} records in flight, per record of the poll",
             [
-                ("whole state read back: decode, SharePartition.from_json", per_record(load, poll, 50)),
-                ("read back, then the poll's change (accept it all)", per_record(settle, poll, 50)),
-                ("whole state written: to_json, encode, frame", per_record(dump, poll, 50)),
-                (
-                    "fdatasync of its frame",
-                    per_record(lambda: durable(write_frame("g", [(tp, stored, 1)])), poll, 50),
-                ),
-                ("a delta of the poll's records instead: encode, frame", per_record(delta, poll, 50)),
+                ("acquired, then accepted (the window in runs)", per_record(runs_settle, poll, 50)),
+                ("  and its change stored: checked, framed, made", per_record(runs_store, poll, 50)),
+                ("acquired, then accepted (the window fragmented)", per_record(parts_settle, poll, 20)),
+                ("  and its change stored: checked, framed, made", per_record(parts_store, poll, 20)),
+                ("fdatasync of a change's frame", per_record(lambda: durable(runs_store()), poll, 50)),
             ],
         )
-        print(f"  (a whole state's frame: {frame_bytes:,} bytes)\n")
     finally:
         os.close(fd)
 

@@ -94,21 +94,8 @@ def canonical(rows: Iterable[Row]) -> list[Row]:
     return out
 
 
-def clipped(rows: list[Row], first: int, last: int) -> list[Row]:
-    """The parts of canonical ``rows`` between ``first`` and ``last``."""
-    i = bisect_left(rows, first, key=_LAST)
-    j = bisect_right(rows, last, key=_FIRST)
-    out = rows[i:j]
-    if out and out[0][0] < first:
-        out[0] = [first, *out[0][1:]]
-    if out and out[-1][1] > last:
-        out[-1] = [out[-1][0], last, *out[-1][2:]]
-    return out
-
-
-def splice(rows: list[Row], first: int, last: int, new: list[Row]) -> None:
-    """Put ``new`` (sorted rows between ``first`` and ``last``) in place of whatever canonical
-    ``rows`` held between them, keeping ``rows`` canonical."""
+def splice_plan(rows: list[Row], first: int, last: int, new: list[Row]) -> tuple[int, int, list[Row]]:
+    """What ``splice`` does to ``rows``: ``rows[lo:hi]`` becomes the rows given, canonical."""
     i = bisect_left(rows, first, key=_LAST)
     j = bisect_right(rows, last, key=_FIRST)
     middle: list[Row] = []
@@ -118,7 +105,14 @@ def splice(rows: list[Row], first: int, last: int, new: list[Row]) -> None:
     if i < j and rows[j - 1][1] > last:  # and the run cut at ``last`` what lies after
         middle.append([last + 1, *rows[j - 1][1:]])
     lo, hi = max(i - 1, 0), min(j + 1, len(rows))  # the neighbours, which may now merge with it
-    rows[lo:hi] = canonical([*rows[lo:i], *middle, *rows[j:hi]])
+    return lo, hi, canonical([*rows[lo:i], *middle, *rows[j:hi]])
+
+
+def splice(rows: list[Row], first: int, last: int, new: list[Row]) -> None:
+    """Put ``new`` (sorted rows between ``first`` and ``last``) in place of whatever canonical
+    ``rows`` held between them, keeping ``rows`` canonical."""
+    lo, hi, replacement = splice_plan(rows, first, last, new)
+    rows[lo:hi] = replacement
 
 
 def apply_spans(rows: list[Row], spans: Iterable[Span]) -> None:

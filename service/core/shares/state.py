@@ -48,7 +48,7 @@ from .delivery import (
     Run,
     ShareLimits,
 )
-from .runs import Row, apply_change, canonical, clipped, merged_spans, state_rows, stretches
+from .runs import apply_change, canonical, merged_spans, state_rows, stretches
 
 __all__ = [
     "MAX_ERROR_CHARS",
@@ -341,8 +341,16 @@ class SharePartition:
         ``apply_change`` of it to the state as last stored gives ``to_json()``."""
         if self._whole:
             return {**self.to_json(), "whole": True}
-        rows = self._rows()
-        spans = [[first, last, clipped(rows, first, last)] for first, last in merged_spans(self._touched)]
+        runs = self._runs
+        spans = []
+        for first, last in merged_spans(self._touched):  # each costs the runs it touched
+            i = bisect_left(runs, first, key=_LAST_OF)
+            rows = []
+            while i < len(runs) and runs[i].first <= last:
+                run = runs[i]
+                rows.append(run.row(max(first, run.first), min(last, run.last)))
+                i += 1
+            spans.append([first, last, canonical(rows)])
         return {"start": self.start, "end": self.end, "spans": spans}
 
     def stored(self) -> None:
@@ -352,7 +360,7 @@ class SharePartition:
         self._whole = False
 
     def to_json(self) -> dict[str, Any]:
-        return {"start": self.start, "end": self.end, "runs": self._rows()}
+        return {"start": self.start, "end": self.end, "runs": canonical(run.row() for run in self._runs)}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], limits: ShareLimits | None = None) -> SharePartition:
@@ -372,9 +380,6 @@ class SharePartition:
         return f"SharePartition(start={self.start}, end={self.end}, in_flight={self.in_flight})"
 
     # --- internals ----------------------------------------------------------------------------
-
-    def _rows(self) -> list[Row]:
-        return canonical(run.row() for run in self._runs)
 
     def _touch(self, first: int, last: int) -> None:
         self.changes += 1
