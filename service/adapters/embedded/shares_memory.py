@@ -147,10 +147,10 @@ class ShareChange:
             total = 0 if base is None else base.total
             for first, last, new in self.spans:
                 lo, hi, replacement = splice_plan(rows, first, last, new)
-                made = [dumps(r) for r in replacement]
-                total += sum(map(len, made)) - sum(map(len, texts[lo:hi]))
+                encoded = [dumps(r) for r in replacement]
+                total += sum(map(len, encoded)) - sum(map(len, texts[lo:hi]))
                 rows[lo:hi] = replacement
-                texts[lo:hi] = made
+                texts[lo:hi] = encoded
             result = Runs(self.start, self.end, rows, texts, total)
         self._made = (base, result)
         return result
