@@ -29,6 +29,7 @@ MAX_SCHEMA_DEPTH: Final = 128
 # Objects and arrays nest alike: ``{`` and ``[`` open, ``}`` and ``]`` close.
 _BRACKETS: Final = bytes.maketrans(b"{}", b"[]")
 _NOT_BRACKETS: Final = bytes(b for b in range(256) if b not in b"[]{}")
+_NOT_MARKS: Final = bytes(b for b in range(256) if b not in b'[]{}"')  # brackets and quotes are kept
 _RUNS: Final = re.compile(rb"\[+|\]+")
 _OPEN: Final = ord("[")
 # Walk the runs when there are fewer than one per this many brackets (each costs a Python step).
@@ -41,9 +42,7 @@ def exceeds(text: bytes | str, limit: int) -> bool:
     # Fewer openings than the limit cannot nest past it: most texts stop here, in one C pass.
     if data.count(b"[") + data.count(b"{") <= limit:
         return False
-    if b'"' in data:
-        data = _without_strings(data)
-    brackets = data.translate(_BRACKETS, _NOT_BRACKETS)
+    brackets = _brackets(data)
     levels = 0
     while levels <= limit:
         # ``[]`` marks where a run of openings meets a run of closings: one per innermost pair.
@@ -57,6 +56,22 @@ def exceeds(text: bytes | str, limit: int) -> bool:
         brackets = brackets.replace(b"[]", b"")
         levels += 1
     return True
+
+
+def _brackets(data: bytes) -> bytes:
+    """The brackets of ``data`` outside its strings, ``{}`` written ``[]``."""
+    if b'"' not in data:
+        return data.translate(_BRACKETS, _NOT_BRACKETS)
+    if b"\\" in data:  # escapes are read on the whole text: a backslash escapes what follows it
+        return _without_strings(data).translate(_BRACKETS, _NOT_BRACKETS)
+    # No escapes: the quotes and brackets alone (one C pass) are all it takes to cut the strings
+    # out, with no piece per string. A string without a bracket is then a pair of quotes side by
+    # side; when no quote is left once those pairs go, no string held a bracket (the opening quote
+    # of one that does has a bracket after it, and pairs of quotes before it pair off among
+    # themselves: it stays).
+    marks = data.translate(_BRACKETS, _NOT_MARKS)
+    brackets = marks.replace(b'""', b"")
+    return brackets if b'"' not in brackets else _without_strings(marks)
 
 
 def _without_strings(data: bytes) -> bytes:

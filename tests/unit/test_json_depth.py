@@ -40,6 +40,29 @@ def test_the_measure_is_the_depth_of_the_value(value: Any, limit: int) -> None:
     assert exceeds(text.encode(), limit) == (depth_of(value) > limit)
 
 
+# Strings with brackets but nothing a writer escapes: their texts are measured without reading escapes.
+bare = st.text(alphabet="[]{}ax,: ", max_size=8)
+bare_values = st.recursive(
+    st.none() | st.integers() | bare,
+    lambda inner: st.lists(inner, max_size=6) | st.dictionaries(bare, inner, max_size=6),
+    max_leaves=80,
+)
+
+
+@given(bare_values, st.integers(min_value=0, max_value=6))
+def test_texts_without_escapes_are_measured_alike(value: Any, limit: int) -> None:
+    text = json.dumps(value)
+    assert "\\" not in text
+    assert exceeds(text, limit) == (depth_of(value) > limit)
+    assert exceeds(text.encode(), limit) == (depth_of(value) > limit)
+
+
+def test_a_string_holding_brackets_is_cut_out_between_strings_without() -> None:
+    for text in ('["a","[[[",[],"b"]', '{"a":"{{{{","b":{"c":"]]]]"}}', '["x", "[", "", "]"]', '["", "[[["]'):
+        assert exceeds(text, 1) == (depth_of(json.loads(text)) > 1), text
+        assert not exceeds(text, 2)
+
+
 @pytest.mark.parametrize("depth", [63, 64, 65, 400, 1023, 100_000])
 @pytest.mark.parametrize("shape", ["chain", "objects", "siblings"])
 def test_deep_texts_are_measured_without_recursion(depth: int, shape: str) -> None:
