@@ -39,12 +39,12 @@ def binary_values(body: bytes, *, max_record_bytes: int, max_records: int | None
     """The records of a body of binary values alone, each within ``max_record_bytes`` and at most
     ``max_records`` of them; ``None`` when the body is anything else."""
     # {"records":[{"value":"v1"},{"value":"v2"}]} -> '{' records ':[{' (value ':' v '},{')... '}]}':
-    # two quotes, then four a record. Counted before the split, so that a body of quotes never
-    # becomes a list of millions of pieces.
-    count, rest = divmod(body.count(b'"') - 2, 4)
-    if rest or count < 1 or (max_records is not None and count > max_records):
+    # two quotes, then four a record. Cut at most at the quotes of max_records records, so that a
+    # body of quotes never becomes a list of millions of pieces (its last piece holds the rest).
+    pieces = body.split(b'"', -1 if max_records is None else 2 + 4 * max_records)
+    count, rest = divmod(len(pieces) - 3, 4)
+    if rest or count < 1 or b'"' in pieces[-1]:
         return None
-    pieces = body.split(b'"')
     if pieces[1] != b"records" or pieces[3::4].count(b"value") != count:
         return None
     if not (
