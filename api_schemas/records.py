@@ -363,17 +363,19 @@ def render_slices(
                     else _text_objects(fmt, tp, run)
                 )
             else:
-                piece = _dumps([record_dict(fmt, tp, r) for r in run])[1:-1]
+                piece = dumps_objects([record_dict(fmt, tp, r) for r in run])[1:-1]
             yield opening + piece
             opening = b","
             start = end
     yield b"[]" if opening == b"[" else b"]"
 
 
-def _dumps(objects: list[dict[str, Any]]) -> bytes:
+def dumps_objects(objects: list[dict[str, Any]]) -> bytes:
+    """``objects`` as a JSON array; what ``orjson`` refuses (an integer beyond 64 bits, nesting past
+    255 levels: a schema's decoded value may hold either) through the standard library, exactly."""
     try:
         return orjson.dumps(objects)
-    except orjson.JSONEncodeError:  # an integer beyond 64 bits a schema decoded: the slow, exact way
+    except orjson.JSONEncodeError:  # the slow, exact way
         return json.dumps(objects, ensure_ascii=False, separators=(",", ":")).encode()
 
 

@@ -20,7 +20,7 @@ from service.core.shares.service import Delivered
 from service.errors import ConversionError
 
 from .formats import NOT_JSON, NOT_UTF8, encode_headers
-from .records import record_dict
+from .records import dumps_objects, record_dict
 from .v2 import ConsumerRecord
 
 # The most offsets one request may settle (listed, or in ranges): a poll acquires at most
@@ -146,7 +146,7 @@ def delivered_dicts(fmt: EmbeddedFormat, delivered: Sequence[Delivered]) -> byte
     objects: list[dict[str, Any]] = [
         {**record_dict(fmt, d.tp, d.record), "delivery_count": d.deliveries} for d in delivered
     ]
-    return orjson.dumps(objects)
+    return dumps_objects(objects)
 
 
 class ShareConsumerData(BaseModel):

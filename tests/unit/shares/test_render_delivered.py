@@ -91,6 +91,17 @@ def test_the_schema_formats_render_their_decoded_json_through_dicts() -> None:
     ]
 
 
+def test_a_decoded_value_orjson_cannot_write_is_written_exactly() -> None:
+    # A record another client produced may decode, in a schema format, to what ``orjson.dumps``
+    # refuses: nesting past its 255 levels, an integer beyond 64 bits.
+    deep: object = []
+    for _ in range(300):
+        deep = [deep]
+    record = DecodedRecord(0, 1, None, b"\x00v", (), value_json={"deep": deep, "big": 2**70})
+    rendered = render_delivered("jsonschema", [Delivered(TopicPartition("t", 0), record, 1)])
+    assert json.loads(rendered)[0]["value"] == {"deep": deep, "big": 2**70}
+
+
 @pytest.mark.parametrize(
     ("fmt", "key", "value", "message"),
     [
