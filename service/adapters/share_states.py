@@ -3,9 +3,11 @@
 The core keeps the delivery state of a partition in a share group
 (``service.core.shares.state.SharePartition``) through the Coordinator port, as a
 JSON object and a version (``store_share_states``). Both coordinators check
-what they are given here, so they refuse alike, and store the same bytes:
+what they are given here, so they refuse alike, and encode alike:
 compact JSON, ASCII when a text holds what UTF-8 cannot carry (a lone
-surrogate). Refusals are ``InvalidPayload`` (a name, a partition or a version no
+surrogate). (The ZooKeeper coordinator writes a state in runs as a row per
+record, the form replicas of the previous version read; the bounds apply to
+that.) Refusals are ``InvalidPayload`` (a name, a partition or a version no
 coordinator stores), ``ShareStateTooLarge`` (a state, or one write, over its
 bound) and ``IllegalState`` (a group or partition over ``ShareStoreLimits``).
 

@@ -10,6 +10,12 @@ replicas writing from the same versions exactly one wins, whole; the other
 stores nothing and is told so. No cache: every replica reads what ZooKeeper
 holds now.
 
+A state is written in the form every version of the gateway reads: a row per
+record in flight (``runs.record_rows``), as the previous version wrote it,
+not the runs ``SharePartition.to_json`` gives; so replicas of the previous
+version and this one share the states during a rolling update. Both forms are
+read. The bounds on a state's size apply to what is written.
+
 ZooKeeper counts a znode's version in 32 bits. A state at the last version
 is deleted (checking that version) and created again in the same
 transaction, starting over at 0, rather than passed to a negative version.
@@ -34,6 +40,7 @@ from kazoo.interfaces import IAsyncResult
 
 from service.core.models import TopicPartition
 from service.core.rules import valid_group
+from service.core.shares.runs import record_rows
 from service.errors import BackendError, BackendUnavailable, ShareStateTooLarge
 
 from ..share_states import (
@@ -58,6 +65,8 @@ _STORE_ATTEMPTS: Final = 10
 _OP_OVERHEAD: Final = 32  # what one operation of a transaction costs beside its path and data
 
 Located = list[tuple[TopicPartition, str]]  # (partition, znode path)
+_RUNS_FORM: Final = frozenset({"start", "end", "runs"})
+_MALFORMED: Final = (KeyError, TypeError, ValueError, IndexError)
 
 
 class ShareStateStore:
@@ -118,7 +127,9 @@ class ShareStateStore:
 
     async def store(self, group: str, updates: Mapping[TopicPartition, tuple[dict[str, Any], int]]) -> bool:
         """One transaction for every state, or nothing stored (see the module's docstring)."""
-        writes = encode_writes(group, updates, self._limits)
+        writes = encode_writes(
+            group, {tp: (_stored_form(s), v) for tp, (s, v) in updates.items()}, self._limits
+        )
         if not writes:
             return True
         paths = [self._paths.share_state(group, tp) for tp, _, _ in writes]
@@ -242,6 +253,18 @@ class ShareStateStore:
                 if partition is not None:
                     located.append((TopicPartition(topic, partition), f"{parent}/{znode}/{name}"))
         return {f"{parent}/{t}" for t in topics}, sorted(located)
+
+
+def _stored_form(state: Any) -> Any:
+    """What is written for ``state``: a share-partition's state in runs (``SharePartition.to_json``)
+    as the previous version stored it, a row per record (``record_rows``), so that replicas of
+    both versions read it during a rolling update; anything else as given."""
+    if isinstance(state, Mapping) and state.keys() == _RUNS_FORM:
+        try:
+            return record_rows(state)
+        except _MALFORMED:
+            pass  # not runs after all: stored as given, as the port stores any JSON object
+    return state
 
 
 def _op_version(writes: list[ShareWrite], op: int) -> int:

@@ -13,7 +13,8 @@ was there.
 
 The previous version stored a row per offset (``records``: ``[offset, state, deliveries, owner,
 lock_until_ms, error]``) and changes as the rows they set (``records``) and the offsets they
-dropped (``drop``); both are read here, so its data still loads.
+dropped (``drop``); both are read here, so its data still loads, and ``record_rows`` writes a
+state in its form, for a store it shares with replicas of that version.
 
 Pure, no I/O. Malformed input raises ``KeyError``, ``TypeError``, ``ValueError`` or ``IndexError``.
 """
@@ -61,6 +62,18 @@ def state_rows(state: Mapping[str, Any]) -> list[Row]:
         if after[0] <= before[1]:
             raise ValueError(f"runs overlap at offset {after[0]}")
     return canonical(rows)
+
+
+def record_rows(state: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored state (of this version or the previous) in the previous version's form, which
+    every version reads: ``{"start", "end", "records"}``, a row ``[offset, state, deliveries,
+    owner, lock_until_ms, error]`` per record in flight, ascending. It costs a row per record, so
+    only a store that replicas of both versions share writes it (the ZooKeeper coordinator's)."""
+    records: list[Row] = []
+    add = records.extend
+    for first, last, state_, deliveries, owner, until, error in state_rows(state):
+        add([[o, state_, deliveries, owner, until, error] for o in range(first, last + 1)])
+    return {"start": state["start"], "end": state["end"], "records": records}
 
 
 def change_spans(change: Mapping[str, Any]) -> list[Span]:
