@@ -51,7 +51,7 @@ from service.core.json_depth import check_depth
 from service.core.models import NewRecord, Record, TopicPartition, ValuesOnly
 from service.core.partitioner import Partitioner
 from service.core.producer import ProduceService
-from service.core.shares.runs import record_rows
+from service.core.shares.runs import change_records, record_rows
 from service.core.shares.state import AckType, SharePartition, apply_change
 from service.core.topics import TopicService
 
@@ -433,13 +433,14 @@ def share_stores(data_dir: Path, in_flight: int = 2000, poll: int = 500) -> None
 
         return settle, store
 
-    def zookeeper(form: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[[], Any]:
+    def zookeeper(rows: bool) -> Callable[[], Any]:
         """A poll on the ZooKeeper coordinator, which keeps nothing between polls: the state read,
-        the poll's records acquired and accepted, the change made whole to the state read again
-        (``change_by_whole_states``) and written in ``form``."""
+        the poll's records acquired and accepted, the change made to the state read again
+        (``change_by_whole_states``) and the whole state written, in runs or a row per record."""
+        change = change_records if rows else apply_change
         first = SharePartition(0)
         first.acquire(member, 10**6, max_records=in_flight - poll, log_offsets=range(in_flight - poll))
-        held, clock = [encode_state(form(first.to_json()), "p")], [10**6]
+        held, clock = [encode_state(record_rows(first.to_json()) if rows else first.to_json(), "p")], [10**6]
 
         def write() -> None:
             sp, clock[0] = SharePartition.from_json(decode_state(held[0], "p")), clock[0] + 1
@@ -447,7 +448,7 @@ def share_stores(data_dir: Path, in_flight: int = 2000, poll: int = 500) -> None
                 member, clock[0], max_records=poll, log_offsets=range(sp.end, sp.end + poll)
             )
             sp.acknowledge(member, range(a, b + 1), AckType.ACCEPT, clock[0])
-            held[0] = encode_state(form(apply_change(decode_state(held[0], "p"), sp.change_json())), "p")
+            held[0] = encode_state(change(decode_state(held[0], "p"), sp.change_json()), "p")
 
         return write
 
@@ -462,8 +463,8 @@ def share_stores(data_dir: Path, in_flight: int = 2000, poll: int = 500) -> None
                 ("acquired, then accepted (the window fragmented)", per_record(parts_settle, poll, 20)),
                 ("  and its change stored: checked, framed, made", per_record(parts_store, poll, 20)),
                 ("fdatasync of a change's frame", per_record(lambda: durable(runs_store()), poll, 50)),
-                ("ZooKeeper: its poll, the state written in runs", per_record(zookeeper(dict), poll, 20)),
-                ("  the same, written a row per record", per_record(zookeeper(record_rows), poll, 20)),
+                ("ZooKeeper: its poll, the state written in runs", per_record(zookeeper(False), poll, 20)),
+                ("  the same, written a row per record", per_record(zookeeper(True), poll, 20)),
             ],
         )
     finally:

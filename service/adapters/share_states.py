@@ -26,6 +26,7 @@ import orjson
 from service.core.models import TopicPartition
 from service.core.ports import Coordinator
 from service.core.rules import MAX_GROUP_CHARS, valid_group, valid_offset_key
+from service.core.shares.runs import change_records
 from service.core.shares.state import apply_change
 from service.errors import BackendError, IllegalState, InvalidPayload, ShareStateTooLarge
 
@@ -193,7 +194,9 @@ async def change_by_whole_states(
 ) -> dict[TopicPartition, int] | None:
     """``change_share_states`` for a coordinator that stores whole states: each change made to the
     state read, stored whole at the version given (compare-and-set). No new version is given (it
-    is known only to a read that may come after another replica's write)."""
+    is known only to a read that may come after another replica's write). A state read as a row
+    per record (the previous version's form, which the ZooKeeper coordinator writes) is changed
+    as rows: the rows the change leaves are not decoded into runs and expanded again."""
     stored = await coordinator.share_states(group, list(changes))
     updates: dict[TopicPartition, tuple[dict[str, Any], int]] = {}
     for tp, (change, version) in changes.items():
@@ -201,8 +204,11 @@ async def change_by_whole_states(
         if at != version:
             return None
         try:
-            updates[tp] = (apply_change(state, change), version)
-        except (KeyError, TypeError, IndexError):
+            if state is not None and "records" in state and "runs" not in state:
+                updates[tp] = (change_records(state, change), version)
+            else:
+                updates[tp] = (apply_change(state, change), version)
+        except (KeyError, TypeError, IndexError, ValueError):
             where = f"partition {tp.topic}-{tp.partition} of share group {group!r}"
             raise InvalidPayload(f"The change of {where} is not a share-partition's change.") from None
     return {} if await coordinator.store_share_states(group, updates) else None

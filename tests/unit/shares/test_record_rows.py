@@ -15,7 +15,7 @@ from hypothesis import settings
 from hypothesis.stateful import invariant
 
 from service.adapters.share_states import encode_state
-from service.core.shares.runs import record_rows
+from service.core.shares.runs import change_records, record_rows
 from service.core.shares.state import SharePartition, apply_change
 
 from .test_state import ShareModel
@@ -42,6 +42,8 @@ class RecordRowsModel(ShareModel):
         assert record_rows(old) == old  # rows stay rows
         base = record_rows(getattr(self, "base", SharePartition(0).to_json()))
         assert record_rows(apply_change(base, state.change_json())) == old  # a change to rows
+        assert change_records(base, state.change_json()) == old  # made to the rows themselves
+        assert change_records(base, {**state.to_json(), "whole": True}) == old
 
 
 TestRecordRows = RecordRowsModel.TestCase
@@ -84,3 +86,20 @@ def test_runs_expand_in_offset_order_whatever_order_they_come_in() -> None:
 def test_what_is_not_runs_is_refused(state: dict[str, Any]) -> None:
     with pytest.raises((KeyError, ValueError)):
         record_rows(state)
+
+
+def test_a_change_to_rows_not_as_written_reads_them_one_by_one() -> None:
+    """Rows out of order (no version writes them so) are read as ``apply_change`` reads them."""
+    state = {
+        "start": 0,
+        "end": 3,
+        "records": [[2, "AVAILABLE", 1, None, 0, None], [0, "ACQUIRED", 1, "m", 9, None]],
+    }
+    change = {"start": 0, "end": 3, "spans": [[2, 2, [[2, 2, "ACQUIRED", 2, "n", 9, None]]]]}
+    assert change_records(state, change) == {
+        "start": 0,
+        "end": 3,
+        "records": [[0, "ACQUIRED", 1, "m", 9, None], [2, "ACQUIRED", 2, "n", 9, None]],
+    }
+    with pytest.raises(ValueError, match="overlap"):
+        change_records({**state, "records": [*state["records"], [2, "AVAILABLE", 1, None, 0, None]]}, change)
