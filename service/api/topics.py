@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
+import json
 from typing import Annotated, Any
 
 import orjson
@@ -241,6 +242,10 @@ async def _encode(
     if data is None:
         parse = functools.partial(loads, body, records=True, max_depth=gw.settings.max_json_depth)
         data = await asyncio.to_thread(parse) if big else parse()
+    if fmt == "jsonschema" and holds_float(data):
+        # an integer beyond 64 bits, which orjson reads as a rounded double: read the text again,
+        # integers exact (JSON Schema's checks need numbers, so decimals stay doubles)
+        data = await asyncio.to_thread(json.loads, body) if big else json.loads(body)
     choice = schema_choice(data)
     # The topic first (created if it may be): no schema is registered for a topic that cannot be.
     await gw.topics.for_produce(topic, who)

@@ -231,6 +231,22 @@ async def test_json_schema_and_protobuf_round_trip(gateway: RunningGateway, name
         assert await end_offset(client, topic) == 1
 
 
+async def test_a_json_schema_integer_beyond_64_bits_is_consumed_exactly(gateway: RunningGateway, name: str):
+    client = gateway.client
+    await create_topic(client, name, 1)
+    integer = {"type": "integer"}
+    schema = json.dumps({"type": "object", "properties": {"n": integer, "m": integer}})
+    big, low = 123456789012345678901234567890, -9223372036854775809  # beyond u64, below i64
+    # the body as a client writes it: the numbers as they are, never through a double
+    body = f'{{"value_schema":{json.dumps(schema)},"records":[{{"value":{{"n":{big},"m":{low}}}}}]}}'
+    r = await client.post(f"/topics/{name}", content=body, headers={"Content-Type": JSONSCHEMA})
+    assert r.status_code == 200, r.text
+    base = await consumer(client, f"g-{name}", fmt="jsonschema")
+    await subscribe(client, base, name)
+    [record] = await poll_until(client, base, 1, fmt=JSONSCHEMA)
+    assert record["value"] == {"n": big, "m": low}  # httpx's json reads integers exactly
+
+
 async def test_protobuf_decodes_with_confluents_deserializer(gateway: RunningGateway, name: str):
     """The generated class a user of confluent-kafka would have, from the same .proto, reads the record."""
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
