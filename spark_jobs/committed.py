@@ -3,19 +3,24 @@
 The ``coordinator`` option names where a gateway keeps its groups' commits:
 the data dir of an embedded coordinator, or the ``zookeeper://`` URL (with its
 chroot) of the ZooKeeper coordinator. Both readers are read-only and safe to
-use while gateways commit.
+use while gateways commit. A ZooKeeper reader signs in with the gateway's
+digest credentials when given (``credentials``): a coordinator that is not
+world-readable lets no one else read its offsets.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 from service.adapters.embedded.offsets_reader import read_all_committed
 from service.core.models import TopicPartition
 
 from .logs import is_kafka
 from .offsets import OptionError
+
+if TYPE_CHECKING:
+    from .credentials import BackendCredentials
 
 ZOOKEEPER_SCHEME: Final = "zookeeper://"
 
@@ -47,11 +52,13 @@ def coordinator_for(log: str, coordinator: str | None) -> str:
     return log
 
 
-def open_committed(coordinator: str) -> CommittedSource:
+def open_committed(coordinator: str, credentials: BackendCredentials | None = None) -> CommittedSource:
     if coordinator.startswith(ZOOKEEPER_SCHEME):
         from service.adapters.zookeeper.offsets_reader import ZooKeeperOffsetsReader
 
-        zk = ZooKeeperOffsetsReader(coordinator)
+        zk = ZooKeeperOffsetsReader(
+            coordinator, credentials=credentials.zookeeper if credentials is not None else None
+        )
         zk.start()
         return zk
     return EmbeddedCommitted(Path(coordinator))

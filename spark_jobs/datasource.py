@@ -15,6 +15,9 @@ topic-partition, cut into pieces of at most ``maxRecordsPerPartition``
 offsets so that several tasks read a large partition side by side. Tasks
 (``read()``) open their own log source and hand Spark Arrow record batches.
 See ``logs`` for which records count as written (acknowledged and durable).
+A Kafka or ZooKeeper that wants the gateway's backend credentials gets them
+from the options (``credentials``): they travel with the planned read, and
+each task signs in with them itself.
 
 With ``valueFormat`` / ``keyFormat`` set, the schema is not fixed: ``schema()``
 asks the registry for the reader schemas once (``decoding.plan_decoding``)
@@ -143,7 +146,7 @@ class BrokergateReader(DataSourceReader):
             from .decoding import Decoder
 
             decoder = Decoder(self.decoding, BASE_SCHEMA)
-        source = open_log(self.options.log)
+        source = open_log(self.options.log, self.options.credentials)
         try:
             for chunk in source.read(rng):
                 yield to_arrow(rng.topic, rng.partition, chunk, decoder)
@@ -188,7 +191,9 @@ class BrokergateDataSource(DataSource):
             if options.decode.decoding:
                 from .decoding import plan_decoding
 
-                self._decoding = plan_decoding(options.decode, options.log, options.topic)
+                self._decoding = plan_decoding(
+                    options.decode, options.log, options.topic, options.credentials
+                )
             self._planned = True
         return self._decoding
 

@@ -26,11 +26,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
 from service.core.schemas.model import SchemaType
 
 from .offsets import OptionError
+
+if TYPE_CHECKING:
+    from .credentials import BackendCredentials
 
 Side = Literal["key", "value"]
 OnDecodeError = Literal["fail", "null"]
@@ -63,6 +66,7 @@ class RegistryConfig:
     user: str | None = None
     password: str | None = field(default=None, repr=False)
     ca_file: str | None = None
+    log_credentials: BackendCredentials | None = None  # how to sign in to ``log`` (a Kafka's)
 
     def describe(self) -> str:
         return f"the schema registry at {self.url}" if self.url else f"the registry topic {self.topic!r}"
@@ -163,9 +167,10 @@ class DecodeOptions:
     def decoding(self) -> bool:
         return self.key.decoded or self.value.decoded
 
-    def registry(self, log: str) -> RegistryConfig:
+    def registry(self, log: str, credentials: BackendCredentials | None = None) -> RegistryConfig:
         return RegistryConfig(
             log=log,
+            log_credentials=credentials,
             topic=self.registry_topic,
             url=self.registry_url,
             user=self.registry_user,

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -40,6 +40,9 @@ from .json_columns import JsonColumns
 from .offsets import OptionError
 from .protobuf_columns import ProtobufColumns
 from .schema_source import SchemaNotFound, Schemas, open_schema_source, schemas_for
+
+if TYPE_CHECKING:
+    from .credentials import BackendCredentials
 
 _ARROW_ERRORS: Final = (pa.ArrowException, TypeError, ValueError, OverflowError)
 
@@ -97,12 +100,15 @@ class DecodePlan:
         return StructType(fields)
 
 
-def plan_decoding(options: DecodeOptions, log: str, topic_spec: str) -> DecodePlan | None:
+def plan_decoding(
+    options: DecodeOptions, log: str, topic_spec: str, credentials: BackendCredentials | None = None
+) -> DecodePlan | None:
     """The decoded columns of a read (None: nothing is decoded), their reader schemas asked of the
-    registry now; ``OptionError`` if a reader schema is missing or does not fit its format."""
+    registry now (the registry's topic in ``log`` read with ``credentials``); ``OptionError`` if a
+    reader schema is missing or does not fit its format."""
     if not options.decoding:
         return None
-    registry = options.registry(log)
+    registry = options.registry(log, credentials)
     source = open_schema_source(registry)
     try:
         schemas = Schemas(source)

@@ -31,6 +31,8 @@ from pyspark.sql import functions as F
 
 from service.adapters.embedded.fileio import atomic_write, fsync_dir
 
+from . import credentials
+from .credentials import BackendCredentials
 from .datasource import NAME, SCHEMA, record_bytes
 from .decode_options import BINARY, FORMATS, ON_DECODE_ERROR, DecodeOptions, Side
 from .export_state import (
@@ -70,6 +72,7 @@ class ExportOptions:
     max_records_per_partition: int = DEFAULT_MAX_RECORDS_PER_PARTITION
     max_records_per_file: int = DEFAULT_MAX_RECORDS_PER_FILE
     decode: DecodeOptions = field(default_factory=DecodeOptions)  # binary key and value: nothing decoded
+    credentials: BackendCredentials = field(default_factory=BackendCredentials)
 
 
 class ExportOutput:
@@ -151,7 +154,7 @@ def run_export(spark: SessionSource, options: ExportOptions, progress: Progress 
     out.meta.mkdir(parents=True, exist_ok=True)
     with exclusive(out.lock_path, f"an export into {options.output}"):
         state = recover(out, out.load(), progress)
-        with Planner(options.log, options.coordinator) as planner:
+        with Planner(options.log, options.coordinator, options.credentials) as planner:
             tps = planner.partitions(options.topic)
             bounds = planner.bounds(tps)
             committed = {g: planner.committed(g) for g in committed_groups(options.starting, options.ending)}
@@ -201,7 +204,7 @@ def _read(spark: SparkSession, options: ExportOptions, plan: ExportPlan) -> Data
     if not options.decode.decoding:
         reader = reader.schema(SCHEMA)  # known: saves Spark asking the data source for it
     frame = (
-        reader.options(**options.decode.as_options())
+        reader.options(**options.decode.as_options(), **options.credentials.as_options())
         .option("log", options.log)
         .option("topic", ",".join(sorted({r.topic for r in plan.ranges})))
         .option("startingOffsets", offsets_json({r.tp: r.start for r in plan.ranges}))
@@ -261,6 +264,7 @@ def options_from(args: argparse.Namespace) -> ExportOptions:
         max_records_per_partition=args.max_records_per_partition,
         max_records_per_file=args.max_records_per_file,
         decode=decode_options_from(args),
+        credentials=credentials.from_arguments(args),
     )
 
 

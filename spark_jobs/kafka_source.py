@@ -7,6 +7,11 @@ into memory first. Offsets come from ListOffsets (earliest: the log start;
 latest: the high watermark); a range is read by assign + seek and ends when
 the consumer's position reaches the range end, so offsets Kafka skips (control
 records, compacted gaps) never stall it.
+
+It signs in as the gateway does (``KafkaSecurity``, from ``credentials``): the
+clients' TLS context and token provider are built where the source is opened,
+in each task, never shipped. A broker that refuses it, or cannot be reached, is
+one line naming the servers and the identity (the gateway's ``start_failure``).
 """
 
 from __future__ import annotations
@@ -19,7 +24,9 @@ from typing import Any, Final
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition as KafkaTP
 
+from service.adapters.kafka.errors import start_failure
 from service.adapters.kafka.options import parse_bootstrap
+from service.adapters.kafka.security import KafkaSecurity, client_options
 from service.core.models import Record, TopicPartition
 
 from .log_source import CHUNK_RECORDS
@@ -32,8 +39,11 @@ CLIENT_ID: Final = "brokergate-spark"
 class KafkaSource:
     """Topics, bounds and ranges of a Kafka cluster (``kafka://host:port[,host:port...]``)."""
 
-    def __init__(self, url: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+    def __init__(
+        self, url: str, *, security: KafkaSecurity | None = None, timeout_s: float = DEFAULT_TIMEOUT_S
+    ) -> None:
         self.servers = parse_bootstrap(url)
+        self.security = security or KafkaSecurity()
         self._timeout_s = timeout_s
         self._runner: asyncio.Runner | None = None
         self._consumer: AIOKafkaConsumer | None = None
@@ -48,6 +58,7 @@ class KafkaSource:
         if self._consumer is not None:
             return self._consumer
         runner = asyncio.Runner()
+        signed_in = client_options(self.security)
 
         async def start() -> AIOKafkaConsumer:
             consumer = AIOKafkaConsumer(
@@ -59,6 +70,7 @@ class KafkaSource:
                 isolation_level="read_uncommitted",
                 request_timeout_ms=int(self._timeout_s * 1000),
                 fetch_max_wait_ms=100,
+                **signed_in,
             )
             try:
                 await consumer.start()
@@ -69,6 +81,15 @@ class KafkaSource:
 
         try:
             self._consumer = runner.run(asyncio.wait_for(start(), self._timeout_s))
+        except Exception as exc:
+            runner.close()
+            raise start_failure(
+                exc,
+                ",".join(self.servers),
+                idempotence=False,
+                timeout_ms=int(self._timeout_s * 1000),
+                security=self.security.describe(),
+            ) from exc
         except BaseException:
             runner.close()
             raise

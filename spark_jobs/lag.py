@@ -10,6 +10,13 @@ the gateway's ``/v3/clusters/{cluster}/consumer-groups/{group}/lags`` counts
 them, so both report the same numbers. The table is printed; with
 ``--output`` the rows are appended, with the time they were measured, as
 Parquet or CSV: run it on a schedule and the output is a lag history.
+
+With ``--value-format`` / ``--key-format`` (the export's decoding flags) it
+also decodes the records each group has yet to process, as the export would
+decode them, through Spark: by default (``--on-decode-error fail``) a record
+behind any group that cannot be decoded fails the run, naming it; with
+``--on-decode-error null`` each row gets ``undecodable``, how many of the
+records behind the group cannot be, the ones its consumers will choke on.
 """
 
 from __future__ import annotations
@@ -18,12 +25,22 @@ import argparse
 import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import reduce
+from operator import or_
 from typing import Final
+
+from pyspark.sql import Column, SparkSession
+from pyspark.sql import functions as F
 
 from service.core.models import TopicPartition
 from service.tables import format_table
 
-from .offsets import LagRow, lag_rows
+from . import credentials
+from .credentials import BackendCredentials
+from .datasource import NAME
+from .decode_options import DecodeOptions
+from .export import add_decode_arguments, decode_options_from
+from .offsets import LagRow, lag_rows, offsets_json
 from .output import OutputFormat, add_output_arguments, append_table
 from .plan import Planner
 from .progress import Progress, Summary
@@ -34,6 +51,10 @@ SCHEMA: Final = (
     "committed_offset long, log_end_offset long, lag long"
 )
 HEADER: Final = ("GROUP", "TOPIC", "PARTITION", "COMMITTED", "END", "LAG")
+UNDECODABLE: Final = "undecodable"
+
+# Offsets of the records behind some group that cannot be decoded, by partition.
+BadOffsets = dict[TopicPartition, list[int]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,11 +64,17 @@ class LagOptions:
     groups: tuple[str, ...] = field(default_factory=tuple)  # empty: every group with commits
     output: str | None = None  # any path Spark writes to: a directory, hdfs://…, s3a://…
     format: OutputFormat = "parquet"
+    credentials: BackendCredentials = field(default_factory=BackendCredentials)
+    decode: DecodeOptions = field(default_factory=DecodeOptions)  # binary: the records are not read
+
+    @property
+    def counts_undecodable(self) -> bool:
+        return self.decode.decoding and self.decode.on_error == "null"
 
 
 def measure(options: LagOptions, progress: Progress) -> list[LagRow]:
     """The lag rows, read from the coordinator and the log."""
-    with Planner(options.log, options.coordinator) as planner:
+    with Planner(options.log, options.coordinator, options.credentials) as planner:
         groups = list(options.groups) or planner.groups()
         committed = {g: planner.committed(g) for g in groups}
         progress.say(
@@ -65,17 +92,28 @@ def run_lag(spark: SessionSource, options: LagOptions, progress: Progress | None
     """Measure, print the table, append the rows to ``options.output``; returns the rows."""
     progress = progress or Progress("lag")
     rows = measure(options, progress)
+    extra: list[list[int]] = [[] for _ in rows]  # the undecodable column, when counted
+    if options.decode.decoding:
+        session = session_of(spark)  # decoding the records behind needs Spark
+        with progress.tracking(session, "decoding the records behind"):
+            bad = undecodable_offsets(session, options, rows)
+        if options.counts_undecodable:
+            extra = [[_count_behind(r, bad)] for r in rows]
     shown = [
-        (r.group, r.topic, r.partition, "-" if r.committed is None else r.committed, r.end_offset, r.lag)
-        for r in rows
+        (r.group, r.topic, r.partition, "-" if r.committed is None else r.committed, r.end_offset, r.lag, *x)
+        for r, x in zip(rows, extra, strict=True)
     ]
-    sys.stdout.write(format_table(shown, HEADER))
+    header = (*HEADER, UNDECODABLE.upper()) if options.counts_undecodable else HEADER
+    sys.stdout.write(format_table(shown, header))
     if options.output is not None:
         now = datetime.now(UTC)
-        session = session_of(spark)  # only writing the rows needs Spark
+        session = session_of(spark)
         frame = session.createDataFrame(
-            [(now, r.group, r.topic, r.partition, r.committed, r.end_offset, r.lag) for r in rows],
-            SCHEMA,
+            [
+                (now, r.group, r.topic, r.partition, r.committed, r.end_offset, r.lag, *x)
+                for r, x in zip(rows, extra, strict=True)
+            ],
+            f"{SCHEMA}, {UNDECODABLE} long" if options.counts_undecodable else SCHEMA,
         )
         with progress.tracking(session, f"appending {len(rows)} rows to {options.output}"):
             append_table(frame, options.output, options.format)
@@ -92,11 +130,54 @@ def run_lag(spark: SessionSource, options: LagOptions, progress: Progress | None
     return rows
 
 
+def undecodable_offsets(spark: SparkSession, options: LagOptions, rows: list[LagRow]) -> BadOffsets:
+    """Decode the records behind every group (from the least committed offset of a partition to the
+    end measured) through the data source; the offsets that cannot be decoded, with
+    ``onDecodeError=null`` (with ``fail`` the first one fails the read, naming it)."""
+    starts: dict[TopicPartition, int] = {}
+    ends: dict[TopicPartition, int] = {}
+    for r in rows:
+        tp = TopicPartition(r.topic, r.partition)
+        starts[tp] = min(starts.get(tp, r.end_offset), r.committed or 0)
+        ends[tp] = r.end_offset
+    bad: BadOffsets = {}
+    # One read per topic: each topic's reader schema is its own (<topic>-value by default), and every
+    # partition is named, so a partition with nothing behind reads nothing.
+    for topic in sorted({tp.topic for tp in starts}):
+        tps = [tp for tp in starts if tp.topic == topic]
+        frame = (
+            spark.read.format(NAME)
+            .options(**options.decode.as_options(), **options.credentials.as_options())
+            .option("log", options.log)
+            .option("topic", topic)
+            .option("startingOffsets", offsets_json({tp: starts[tp] for tp in tps}))
+            .option("endingOffsets", offsets_json({tp: ends[tp] for tp in tps}))
+            .load()
+        )
+        failed: list[Column] = [
+            F.col(c).isNotNull() for c in ("key_error", "value_error") if c in frame.columns
+        ]
+        # With onDecodeError=fail there is no error column: no row is kept, yet every record is read
+        # (a condition Spark cannot fold away), so a bad one fails the read.
+        condition = reduce(or_, failed) if failed else F.col("offset") < 0
+        for row in frame.where(condition).select("partition", "offset").collect():
+            bad.setdefault(TopicPartition(topic, row["partition"]), []).append(row["offset"])
+    return bad
+
+
+def _count_behind(row: LagRow, bad: BadOffsets) -> int:
+    start = row.committed or 0
+    return sum(
+        1 for o in bad.get(TopicPartition(row.topic, row.partition), []) if start <= o < row.end_offset
+    )
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--group", action="append", default=[], help="a group to report (repeatable; default: all)"
     )
     add_output_arguments(parser, "the rows")
+    add_decode_arguments(parser)
 
 
 def options_from(args: argparse.Namespace) -> LagOptions:
@@ -106,4 +187,6 @@ def options_from(args: argparse.Namespace) -> LagOptions:
         groups=tuple(args.group),
         output=args.output,
         format=args.format,
+        credentials=credentials.from_arguments(args),
+        decode=decode_options_from(args),
     )

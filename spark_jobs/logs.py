@@ -26,19 +26,23 @@ Kafka
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from .embedded_source import EmbeddedSource
 from .kafka_source import KafkaSource
 from .log_source import LogSource
 
+if TYPE_CHECKING:
+    from .credentials import BackendCredentials
+
 KAFKA_SCHEME: Final = "kafka://"
 
 
-def open_log(url: str) -> LogSource:
-    """A source for ``kafka://host:port[,...]`` or an embedded data dir path."""
+def open_log(url: str, credentials: BackendCredentials | None = None) -> LogSource:
+    """A source for ``kafka://host:port[,...]`` (signing in with ``credentials``, if any) or an
+    embedded data dir path."""
     if url.startswith(KAFKA_SCHEME):
-        return KafkaSource(url)
+        return KafkaSource(url, security=credentials.kafka if credentials is not None else None)
     return EmbeddedSource(Path(url))
 
 

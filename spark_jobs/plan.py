@@ -14,6 +14,7 @@ from typing import Final, Self
 from service.core.models import TopicPartition
 
 from .committed import CommittedSource, coordinator_for, open_committed
+from .credentials import BackendCredentials
 from .decode_options import DecodeOptions
 from .log_source import LogSource
 from .logs import open_log
@@ -44,6 +45,7 @@ class SourceOptions:
     coordinator: str | None = None
     max_records_per_partition: int = DEFAULT_MAX_RECORDS_PER_PARTITION
     decode: DecodeOptions = field(default_factory=DecodeOptions)  # binary key and value: nothing decoded
+    credentials: BackendCredentials = field(default_factory=BackendCredentials)  # the gateway's, to Kafka/ZK
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
@@ -66,20 +68,28 @@ class SourceOptions:
             coordinator=lowered.get("coordinator") or None,
             max_records_per_partition=int(raw_max),
             decode=DecodeOptions.parse(lowered),
+            credentials=BackendCredentials.parse(lowered),
         )
+
+    def planner(self) -> Planner:
+        """A ``Planner`` of this read's log and coordinator, signing in with its credentials."""
+        return Planner(self.log, self.coordinator, self.credentials)
 
 
 class Planner:
     """Answers planning questions about one log (and, when needed, its coordinator).
 
     Collaborators: a ``LogSource`` for topics and bounds, a ``CommittedSource``
-    for ``committed:<group>`` specs (opened only when one is used). Close it,
-    or use it as a context manager.
+    for ``committed:<group>`` specs (opened only when one is used), both
+    signing in with ``credentials``. Close it, or use it as a context manager.
     """
 
-    def __init__(self, log: str, coordinator: str | None = None) -> None:
+    def __init__(
+        self, log: str, coordinator: str | None = None, credentials: BackendCredentials | None = None
+    ) -> None:
         self.log_url = log
         self.coordinator_url = coordinator
+        self.credentials = credentials
         self._log: LogSource | None = None
         self._committed: CommittedSource | None = None
 
@@ -92,13 +102,15 @@ class Planner:
     @property
     def log(self) -> LogSource:
         if self._log is None:
-            self._log = open_log(self.log_url)
+            self._log = open_log(self.log_url, self.credentials)
         return self._log
 
     @property
     def coordinator(self) -> CommittedSource:
         if self._committed is None:
-            self._committed = open_committed(coordinator_for(self.log_url, self.coordinator_url))
+            self._committed = open_committed(
+                coordinator_for(self.log_url, self.coordinator_url), self.credentials
+            )
         return self._committed
 
     def partitions(self, topic_spec: str) -> list[TopicPartition]:
@@ -133,5 +145,5 @@ class Planner:
 
 def plan(options: SourceOptions) -> list[OffsetRange]:
     """The ranges ``options`` select, one per partition."""
-    with Planner(options.log, options.coordinator) as planner:
+    with options.planner() as planner:
         return planner.ranges(options.topic, options.starting, options.ending)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import ssl
 import threading
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 from urllib.parse import quote
 
 import httpx
@@ -33,6 +33,9 @@ from .decode_options import DEFAULT_REGISTRY_TOPIC, RegistryConfig, Version
 from .log_source import LogSource
 from .logs import open_log
 from .offsets import OffsetRange
+
+if TYPE_CHECKING:
+    from .credentials import BackendCredentials
 
 HTTP_TIMEOUT_S: Final = 30.0
 MAX_REFERENCE_DEPTH: Final = 32
@@ -65,9 +68,12 @@ class SchemaSource(Protocol):
 class LogRegistry:
     """The registry's records in one partition of the log, replayed into a ``RegistryState``."""
 
-    def __init__(self, log: str, topic: str = DEFAULT_REGISTRY_TOPIC) -> None:
+    def __init__(
+        self, log: str, topic: str = DEFAULT_REGISTRY_TOPIC, credentials: BackendCredentials | None = None
+    ) -> None:
         self.log_url = log
         self.topic = topic
+        self.credentials = credentials
         self.state = RegistryState()
         self._position = 0
         self._log: LogSource | None = None
@@ -76,7 +82,7 @@ class LogRegistry:
     def catch_up(self) -> None:
         """Apply what the topic holds beyond what was read; nothing if it does not exist (yet)."""
         if self._log is None:
-            self._log = open_log(self.log_url)
+            self._log = open_log(self.log_url, self.credentials)
         if self.topic not in self._log.topics():
             return
         start, end = self._log.bounds([TopicPartition(self.topic, 0)])[TopicPartition(self.topic, 0)]
@@ -196,7 +202,7 @@ def _schema_of(doc: dict[str, Any]) -> Schema:
 def open_schema_source(config: RegistryConfig) -> SchemaSource:
     if config.url:
         return HttpRegistry(config.url, user=config.user, password=config.password, ca_file=config.ca_file)
-    return LogRegistry(config.log, config.topic)
+    return LogRegistry(config.log, config.topic, config.log_credentials)
 
 
 class Schemas:

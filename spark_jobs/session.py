@@ -17,6 +17,7 @@ from typing import Final
 
 from pyspark.sql import SparkSession
 
+from . import credentials
 from .datasource import BrokergateDataSource
 
 DEFAULT_MASTER: Final = "local[*]"
@@ -85,7 +86,7 @@ def register(spark: SparkSession) -> None:
 
 
 def add_common_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options every job takes: where the log is, and how Spark runs."""
+    """The options every job takes: where the log is, how to sign in to it, and how Spark runs."""
     parser.add_argument(
         "--log",
         default="./data",
@@ -107,6 +108,7 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="a Spark configuration setting (repeatable), e.g. spark.executor.memory=2g",
     )
+    credentials.add_arguments(parser)
 
 
 def parse_conf(pairs: Sequence[str]) -> dict[str, str]:

@@ -2,7 +2,9 @@
 
 A Spark job (or any tool) reads ``/consumers/{group}/offsets/{topic}/{partition}``
 under the chroot of a ``zookeeper://`` URL with kazoo's plain blocking client:
-no event loop, no ephemeral znodes, nothing written. Each offset is one
+no event loop, no ephemeral znodes, nothing written; with the gateway's digest
+``credentials`` it reads what a coordinator that is not world-readable keeps.
+Each offset is one
 znode, so a read overlapping a commit may see some partitions before it and
 some after; every value seen is one the group really committed.
 
@@ -25,6 +27,7 @@ from service.errors import BackendError, BackendUnavailable
 
 from .codec import decode_offset, decode_partition
 from .paths import ZnodePaths, decode_name
+from .security import DigestCredentials
 from .session import _UNAVAILABLE, ZooKeeperURL
 
 log = logging.getLogger(__name__)
@@ -44,8 +47,11 @@ class ZooKeeperOffsetsReader:
     ZooKeeper cannot be reached within ``timeout_s``.
     """
 
-    def __init__(self, url: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+    def __init__(
+        self, url: str, *, credentials: DigestCredentials | None = None, timeout_s: float = DEFAULT_TIMEOUT_S
+    ) -> None:
         parsed = ZooKeeperURL.parse(url)  # ValueError with a one-line reason
+        self._credentials = credentials
         self._servers = parsed.servers
         self._paths = ZnodePaths(parsed.chroot)
         self._timeout_s = timeout_s
@@ -61,7 +67,8 @@ class ZooKeeperOffsetsReader:
     def start(self) -> None:
         if self._client is not None:
             return
-        client = KazooClient(hosts=self._servers, timeout=self._timeout_s, read_only=True)
+        auth = self._credentials.auth_data if self._credentials is not None else None
+        client = KazooClient(hosts=self._servers, timeout=self._timeout_s, read_only=True, auth_data=auth)
         try:
             client.start(timeout=self._timeout_s)
         except (KazooTimeoutError, KazooException) as exc:
@@ -135,4 +142,7 @@ class ZooKeeperOffsetsReader:
                 f"ZooKeeper at {self._servers} was lost during a read ({type(exc).__name__})."
             ) from exc
         except KazooException as exc:
-            raise BackendError(f"ZooKeeper at {self._servers} refused a read: {type(exc).__name__}.") from exc
+            who = f"as {self._credentials.username!r}" if self._credentials else "without credentials"
+            raise BackendError(
+                f"ZooKeeper at {self._servers} refused a read ({who}): {type(exc).__name__}."
+            ) from exc
