@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Final
 import pyarrow as pa
 from pyspark.sql import Column
 from pyspark.sql import functions as F
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -183,6 +183,14 @@ class BrokergateDataSource(DataSource):
                 f"(given: {schema.simpleString()})"
             )
         return BrokergateReader(options, decoding)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        """``spark.readStream``: the stream source (``stream_source``), over the same options."""
+        from .stream_source import stream_reader
+
+        return stream_reader(
+            self.options, schema, self.decoding(), base_schema=BASE_SCHEMA, to_arrow=to_arrow
+        )
 
     def decoding(self) -> DecodePlan | None:
         """The decoded columns (None: a binary read), planned on the first call."""
