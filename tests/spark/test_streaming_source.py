@@ -11,6 +11,7 @@ tests.spark.test_streaming_source <data dir> <topic> <checkpoint> <output>
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import shutil
@@ -27,8 +28,10 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from service.adapters.embedded.coordinator import EmbeddedCoordinator
 from service.adapters.embedded.log import EmbeddedLog, reader
 from service.core.models import NewRecord, TopicPartition
+from service.core.schemas.model import SchemaType
 from spark_jobs.logs import open_log
 from spark_jobs.offsets import OffsetRange, OptionError
 from spark_jobs.session import build_session
@@ -43,7 +46,7 @@ from spark_jobs.stream_offsets import (
 )
 from spark_jobs.stream_source import StreamOptions, offset_at_time
 
-from .helpers import TestLog, records
+from .helpers import TestLog, TestRegistry, records
 
 REPO = Path(__file__).resolve().parents[2]
 BASE_TS = records(1)[0].timestamp
@@ -251,6 +254,30 @@ def test_a_stream_can_start_at_a_timestamp(spark: SparkSession, tmp_path: Path) 
     frame = stream(spark, log.url, topic, startingTimestamp=BASE_TS + 4000)
     got = read_offsets(run_available_now(frame, tmp_path / "checkpoint"))
     assert got == [(topic, 0, 4), (topic, 0, 5)]
+
+
+def test_a_decoded_stream_from_a_groups_committed_offsets(spark: SparkSession, tmp_path: Path) -> None:
+    log = embedded_log(tmp_path)
+    topic = log.create_topic(1)
+    registry = TestRegistry(log)
+    order = {"type": "record", "name": "Order", "fields": [{"name": "customer", "type": "string"}]}
+    schema_id = registry.register(f"{topic}-value", SchemaType.AVRO, json.dumps(order))
+    values = [registry.framed(schema_id, {"customer": f"c{i}"}) for i in range(4)]
+    log.produce(topic, 0, [NewRecord(None, v, (), BASE_TS) for v in values])
+    asyncio.run(commit(Path(log.url), "billing", {TopicPartition(topic, 0): 2}))
+    frame = stream(spark, log.url, topic, valueFormat="avro", startingOffsets="committed:billing")
+    batches = run_available_now(frame, tmp_path / "checkpoint")
+    got = sorted((r["offset"], r["value"]["customer"]) for _, _, rows in batches for r in rows)
+    assert got == [(2, "c2"), (3, "c3")]
+
+
+async def commit(data: Path, group: str, offsets: dict[TopicPartition, int]) -> None:
+    coordinator = EmbeddedCoordinator(data)
+    await coordinator.start()
+    try:
+        await coordinator.commit(group, offsets)
+    finally:
+        await coordinator.stop()
 
 
 def test_max_offsets_per_trigger_bounds_each_micro_batch(spark: SparkSession, tmp_path: Path) -> None:
