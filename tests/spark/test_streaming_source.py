@@ -44,7 +44,7 @@ from spark_jobs.stream_offsets import (
     ranges,
     split_for_tasks,
 )
-from spark_jobs.stream_source import StreamOptions, offset_at_time
+from spark_jobs.stream_source import DataLossError, StreamOptions, checked, offset_at_time
 
 from .helpers import TestLog, TestRegistry, records
 
@@ -392,6 +392,23 @@ def test_records_removed_before_they_were_read_fail_the_query_or_are_skipped(
 
     kept = run_available_now(stream(spark, log.url, topic, failOnDataLoss="false"), skipping)
     assert read_offsets(kept) == [(topic, 0, i) for i in range(log_start, log_end)]
+
+
+def test_a_task_reports_records_removed_after_its_micro_batch_was_planned(tmp_path: Path) -> None:
+    data = embedded_log(tmp_path).url
+    asyncio.run(_small_segments(Path(data), "lost", [], create=True))
+    asyncio.run(_small_segments(Path(data), "lost", big(6, 0), create=False))  # offsets 0..4 removed
+    planned = OffsetRange("lost", 0, 2, 6)  # planned before retention ran
+    source = open_log(data)
+    try:
+        with pytest.raises(DataLossError, match=r"lost-0: offsets 2\.\.4 were deleted by retention"):
+            list(checked(source, planned, fail=True))
+        assert [r.offset for chunk in checked(source, planned, fail=False) for r in chunk] == [5]
+        assert [
+            r.offset for chunk in checked(source, OffsetRange("lost", 0, 5, 6), fail=True) for r in chunk
+        ] == [5]
+    finally:
+        source.close()
 
 
 def _drive(argv: list[str]) -> None:
