@@ -101,9 +101,11 @@ class KafkaSource:
         return sorted(t for t in names if not t.startswith("__"))
 
     def partition_count(self, topic: str) -> int:
-        consumer = self._started()
-        self._run(consumer.topics())  # refreshes the metadata partitions_for_topic reads
-        partitions = consumer.partitions_for_topic(topic)
+        # Fresh metadata, asked for each time: the consumer's own cluster view is refreshed only
+        # every few minutes, and aiokafka's ``topics()`` fetches a new view without keeping it, so
+        # ``partitions_for_topic`` would miss a topic or partitions created since the source opened.
+        cluster = self._run(self._started()._client.fetch_all_metadata())
+        partitions = cluster.partitions_for_topic(topic)
         if not partitions:
             raise FileNotFoundError(f"topic {topic!r} does not exist in Kafka at {','.join(self.servers)}")
         return len(partitions)

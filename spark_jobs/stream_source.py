@@ -237,33 +237,22 @@ class BrokergateStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
     def _current_bounds(self) -> dict[TopicPartition, Bounds]:
         """Every partition the topics have now (new ones of a pattern included), with its bounds."""
-        tps, unknown = self._partitions()
-        if unknown:
-            # A topic listed without partitions is new to a Kafka source's cached metadata, which a
-            # source opened afresh reads in full.
-            self.stop()
-            tps, _ = self._partitions()
-        return self.planner.bounds(tps)
+        return self.planner.bounds(self._partitions())
 
-    def _partitions(self) -> tuple[list[TopicPartition], bool]:
-        """The topics' partitions, and whether a topic the pattern matched had none known.
-
-        Such a topic is being created or deleted right now; it is left out, and a
-        later micro-batch sees it as it is then.
-        """
+    def _partitions(self) -> list[TopicPartition]:
+        """The topics' partitions. A topic the pattern matched that has none known is being created
+        or deleted right now; it is left out, and a later micro-batch sees it as it is then."""
         spec, log = self.options.source.topic, self.planner.log
         tps: list[TopicPartition] = []
-        unknown = False
         for topic in select_topics(spec, log.topics()):
             try:
                 count = log.partition_count(topic)
             except FileNotFoundError:
                 if not is_pattern(spec):
                     raise
-                unknown = True
                 continue
             tps.extend(TopicPartition(topic, p) for p in range(count))
-        return tps, unknown
+        return tps
 
     def _report(self, what: str) -> None:
         report_data_loss(what, fail=self.options.fail_on_data_loss)
