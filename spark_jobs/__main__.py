@@ -1,4 +1,4 @@
-"""``python -m spark_jobs <export|lag|stats> [options]``: run one batch job on Spark.
+"""``python -m spark_jobs <export|lag|stats|stream-export> [options]``: run one job on Spark.
 
 Also the script spark-submit runs (``spark-submit … spark_jobs/__main__.py export …``),
 hence absolute imports. Exit status: 0 done, 1 the job failed, 2 bad options,
@@ -17,7 +17,7 @@ from typing import Any
 from pyspark.errors import PySparkException
 
 from service.errors import GatewayError
-from spark_jobs import export, lag, stats
+from spark_jobs import export, lag, stats, stream_export
 from spark_jobs.export_state import CorruptState
 from spark_jobs.lock import EXIT_BUSY, Busy
 from spark_jobs.progress import Progress
@@ -54,6 +54,13 @@ JOBS: dict[str, Job] = {
         stats.add_arguments,
         stats.options_from,
         stats.run_stats,
+    ),
+    "stream-export": Job(
+        "continuous, exactly-once export of topics to Parquet partitioned by date (Structured Streaming)",
+        stream_export.__doc__,
+        stream_export.add_arguments,
+        stream_export.options_from,
+        stream_export.run_stream_export,
     ),
 }
 

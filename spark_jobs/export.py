@@ -174,7 +174,7 @@ def run_export(spark: SessionSource, options: ExportOptions, progress: Progress 
         observation = Observation(f"export-run-{run}")
         decoding = options.decode.decoding
         size = F.lit(0) if decoding else F.coalesce(F.sum(record_bytes()), F.lit(0))
-        frame = _dated(_read(session, options, plan)).observe(
+        frame = dated(_read(session, options, plan)).observe(
             observation, F.count(F.lit(1)).alias("records"), size.alias("bytes")
         )
         with progress.tracking(session, f"writing run {run}"):
@@ -218,7 +218,7 @@ def _read(spark: SparkSession, options: ExportOptions, plan: ExportPlan) -> Data
     return frame.where(F.concat_ws("/", F.col("topic"), F.col("partition").cast("string")).isin(planned))
 
 
-def _dated(frame: DataFrame) -> DataFrame:
+def dated(frame: DataFrame) -> DataFrame:
     """Add the UTC day of each record, whatever the session's time zone."""
     days = F.floor(F.unix_micros(F.col("timestamp")) / _MICROS_PER_DAY).cast("int")
     return frame.withColumn(DATE_COLUMN, F.date_add(F.lit("1970-01-01").cast("date"), days))
