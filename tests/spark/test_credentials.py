@@ -35,8 +35,7 @@ from service.core.models import TopicPartition
 from spark_jobs.credentials import BackendCredentials
 from spark_jobs.offsets import OptionError
 from spark_jobs.plan import SourceOptions
-from tests.integration.kafka.helpers import BROKER_LACKS_IT
-from tests.integration.kafka.test_security import SecuredTansu
+from tests.integration.kafka.helpers import BROKER_LACKS_IT, SecuredTansu, authenticating_broker
 
 from .helpers import TestLog, records
 
@@ -228,12 +227,8 @@ def test_lag_signs_in_to_zookeeper_with_the_gateways_environment(
 
 @pytest.fixture(scope="module")
 def authenticating(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredTansu]:
-    broker = SecuredTansu(tmp_path_factory.mktemp("tansu-sasl"), ["--authentication"])
-    broker.start()
-    try:
+    with authenticating_broker(tmp_path_factory.mktemp("tansu-sasl")) as broker:
         yield broker
-    finally:
-        broker.stop()
 
 
 def test_the_source_signs_in_to_kafka_with_its_options(

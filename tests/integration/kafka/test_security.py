@@ -11,7 +11,6 @@ loudly the day the broker can.
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +18,6 @@ from pathlib import Path
 import pytest
 import trustme
 
-from deploy.local.kafka_broker import TansuBroker
 from service.adapters.kafka import KafkaLog
 from service.adapters.kafka.admin import TopicAdmin
 from service.adapters.kafka.cluster import ClusterClient
@@ -30,38 +28,15 @@ from service.core.models import TopicPartition
 from service.errors import BackendUnavailable
 from tests.helpers import serve_until_exit
 
-from .helpers import BROKER_LACKS_IT, options, read_all, values
+from .helpers import BROKER_LACKS_IT, SecuredTansu, authenticating_broker, options, read_all, values
 
 USER, PASSWORD = "alice", "alice-secret"
 
 
-class SecuredTansu(TansuBroker):
-    """A Tansu broker with extra flags (and its listener's scheme); ready when it takes a TCP
-    connection, since a Metadata request without signing in is refused."""
-
-    def __init__(self, workdir: Path, flags: list[str], *, scheme: str = "tcp") -> None:
-        super().__init__(workdir)
-        self.flags = flags
-        self.scheme = scheme
-
-    def command(self) -> list[str]:
-        command = super().command()
-        listener = command.index("--listener-url") + 1
-        command[listener] = command[listener].replace("tcp://", f"{self.scheme}://", 1)
-        return [*command, *self.flags]
-
-    def _probe(self, timeout: float) -> None:
-        socket.create_connection(("127.0.0.1", self.port), timeout=timeout).close()
-
-
 @pytest.fixture(scope="module")
 def authenticating(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredTansu]:
-    broker = SecuredTansu(tmp_path_factory.mktemp("tansu-sasl"), ["--authentication"])
-    broker.start()
-    try:
+    with authenticating_broker(tmp_path_factory.mktemp("tansu-sasl")) as broker:
         yield broker
-    finally:
-        broker.stop()
 
 
 def sasl(mechanism: str) -> KafkaSecurity:
