@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import orjson
 import pytest
 from hypothesis import given
@@ -12,16 +10,16 @@ from hypothesis import strategies as st
 from api_schemas.records import record_dict, render_records, render_slices
 from service.core.models import Record, RecordColumns, TopicPartition
 from service.errors import ConversionError
+from tests.unit.stored_values import payloads, stored_json
 
-_payload = st.none() | st.binary(max_size=40)
 _records = st.lists(
     st.builds(
         Record,
         st.integers(0, 2**63 - 1),
         st.integers(-1, 2**63 - 1),
-        _payload,
-        _payload,
-        st.lists(st.tuples(st.text(max_size=8), _payload), max_size=2).map(tuple),
+        payloads,
+        payloads,
+        st.lists(st.tuples(st.text(max_size=8), payloads), max_size=2).map(tuple),
     ),
     max_size=6,
 )
@@ -68,31 +66,14 @@ def test_slices_join_to_the_whole(
         assert len(slices) == count + 1
 
 
-_json_leaf = (
-    st.none()
-    | st.booleans()
-    | st.integers(-(2**70), 2**70)  # beyond 64 bits too: stored as written, never re-encoded
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text()
-)
-_json_values = st.recursive(
-    _json_leaf, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3)
-)
-# A stored JSON value as a client may have produced it: compact, spaced, or with numbers written
-# beyond what a double keeps.
-_stored_json = st.builds(
-    lambda v, indent: json.dumps(v, indent=indent, ensure_ascii=False).encode(),
-    _json_values,
-    st.sampled_from([None, 2]),
-) | st.sampled_from([b"123456789012345678901234567890", b"3.14159265358979323846", b' {"a" : [1, 2.50]} '])
 _json_records = st.lists(
     st.builds(
         Record,
         st.integers(0, 2**63 - 1),
         st.integers(-1, 2**63 - 1),
-        st.none() | _stored_json,
-        st.none() | _stored_json,
-        st.lists(st.tuples(st.text(max_size=8), _payload), max_size=2).map(tuple),
+        st.none() | stored_json,
+        st.none() | stored_json,
+        st.lists(st.tuples(st.text(max_size=8), payloads), max_size=2).map(tuple),
     ),
     max_size=6,
 )

@@ -13,26 +13,9 @@ from api_schemas.shares import delivered_dicts, render_delivered
 from service.core.models import DecodedRecord, Record, TopicPartition
 from service.core.shares.service import Delivered
 from service.errors import ConversionError
+from tests.unit.stored_values import payloads, stored_json
 
-_payload = st.none() | st.binary(max_size=40)
-_headers = st.lists(st.tuples(st.text(max_size=8), _payload), max_size=2).map(tuple)
-_json_leaf = (
-    st.none()
-    | st.booleans()
-    | st.integers(-(2**70), 2**70)  # beyond 64 bits too: stored as written, never re-encoded
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text()
-)
-_json_values = st.recursive(
-    _json_leaf, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3)
-)
-# A stored JSON value as a client may have produced it: compact, spaced, or with numbers written
-# beyond what a double keeps.
-_stored_json = st.builds(
-    lambda v, indent: json.dumps(v, indent=indent, ensure_ascii=False).encode(),
-    _json_values,
-    st.sampled_from([None, 2]),
-) | st.sampled_from([b"123456789012345678901234567890", b"3.14159265358979323846", b' {"a" : [1, 2.50]} '])
+_headers = st.lists(st.tuples(st.text(max_size=8), payloads), max_size=2).map(tuple)
 _utf8 = st.none() | st.text(max_size=20).map(str.encode)
 _topics = st.builds(
     TopicPartition, st.from_regex(r"[a-zA-Z0-9._-]{1,20}", fullmatch=True), st.integers(0, 2**31 - 1)
@@ -49,12 +32,12 @@ def _delivered(payload: st.SearchStrategy[bytes | None]) -> st.SearchStrategy[li
     )
 
 
-@given(_delivered(_payload))
+@given(_delivered(payloads))
 def test_binary_text_is_byte_for_byte_the_dicts(delivered: list[Delivered]) -> None:
     assert render_delivered("binary", delivered) == delivered_dicts("binary", delivered)
 
 
-@given(_delivered(st.none() | _stored_json))
+@given(_delivered(st.none() | stored_json))
 def test_json_text_is_byte_for_byte_the_dicts(delivered: list[Delivered]) -> None:
     assert render_delivered("json", delivered) == delivered_dicts("json", delivered)
 
