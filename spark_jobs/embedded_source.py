@@ -36,6 +36,10 @@ class EmbeddedSource:
     def bounds(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, Bounds]:
         return {tp: durable_bounds(reader.partition_dir(self.data_dir, tp.topic, tp.partition)) for tp in tps}
 
+    def offset_for_timestamp(self, tp: TopicPartition, at_ms: int) -> int | None:
+        # The log's time index and batch scan, as the gateway's own timestamp seek uses them.
+        return reader.find_timestamp(reader.partition_dir(self.data_dir, tp.topic, tp.partition), at_ms)
+
     def read(self, rng: OffsetRange) -> Iterator[list[Record]]:
         directory = reader.partition_dir(self.data_dir, rng.topic, rng.partition)
         yield from chunked(reader.read_partition_range(directory, rng.start, rng.end))

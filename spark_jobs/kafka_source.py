@@ -4,7 +4,7 @@ Each source owns one ``AIOKafkaConsumer`` without a group (nothing is
 committed to Kafka) on a private event loop (``asyncio.Runner``), so a task can
 yield record chunks to Spark between fetches without reading the whole range
 into memory first. Offsets come from ListOffsets (earliest: the log start;
-latest: the high watermark); a range is read by assign + seek and ends when
+latest: the high watermark; by time: ``offset_for_timestamp``); a range is read by assign + seek and ends when
 the consumer's position reaches the range end, so offsets Kafka skips (control
 records, compacted gaps) never stall it.
 
@@ -119,6 +119,12 @@ class KafkaSource:
         starts = self._run(consumer.beginning_offsets(kafka_tps))
         ends = self._run(consumer.end_offsets(kafka_tps))
         return {tp: (int(starts[ktp]), int(ends[ktp])) for tp, ktp in zip(wanted, kafka_tps, strict=True)}
+
+    def offset_for_timestamp(self, tp: TopicPartition, at_ms: int) -> int | None:
+        ktp = KafkaTP(tp.topic, tp.partition)
+        found = self._run(self._started().offsets_for_times({ktp: at_ms}))  # ListOffsets by time
+        answer = found.get(ktp)
+        return None if answer is None else int(answer.offset)
 
     def read(self, rng: OffsetRange) -> Iterator[list[Record]]:
         if rng.size == 0:

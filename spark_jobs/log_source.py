@@ -28,6 +28,13 @@ class LogSource(Protocol):
 
     def bounds(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, Bounds]: ...
 
+    def offset_for_timestamp(self, tp: TopicPartition, at_ms: int) -> int | None:
+        """The first offset of ``tp`` whose record is timestamped at or after ``at_ms`` (>= 0), as
+        Kafka's ListOffsets by time answers it; None when no record is. Timestamps are the
+        producers' and need not grow with offsets: the log's own lookup answers, never a search
+        that assumes they do."""
+        ...
+
     def read(self, rng: OffsetRange) -> Iterator[list[Record]]:
         """The records of ``rng`` in offset order, in chunks."""
         ...

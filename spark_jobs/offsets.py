@@ -19,6 +19,16 @@ per-partition JSON
     -2 for earliest and -1 for latest; partitions it leaves out start at the
     earliest and end at the latest offset.
 
+A side may be given by time instead, as Spark's Kafka source takes it, and
+the time options win over the offsets (``parse_side``): ``startingTimestamp``
+(one time for every partition) over ``startingOffsetsByTimestamp`` (JSON,
+``{"orders": {"0": 1700000000000}}``, naming every partition read) over
+``startingOffsets``; ``ending…`` likewise. A time stands for the first offset
+whose record is timestamped at or after it, which the log looks up
+(``LogSource.offset_for_timestamp``); where no record is, the partition's end.
+The planner turns such a spec into the offsets found (``times_for``,
+``found_offsets``) before the arithmetic here sees it.
+
 Every resolved offset is clamped into the partition's bounds: records that
 retention removed cannot be read, records not yet written cannot either.
 """
@@ -35,9 +45,11 @@ from service.core.models import TopicPartition
 
 EARLIEST_CODE: Final = -2
 LATEST_CODE: Final = -1
+MAX_TIMESTAMP: Final = 2**63 - 1  # Kafka's timestamps are 64-bit
 COMMITTED_PREFIX: Final = "committed:"
 # Characters of a Kafka topic name, plus the comma that separates a list of them.
 _NAME_LIST_RE: Final = re.compile(r"[A-Za-z0-9._\-,\s]+")
+_DIGITS_RE: Final = re.compile(r"[0-9]+")  # str.isdigit() takes superscripts and other scripts' digits too
 
 Bounds = tuple[int, int]  # (log start offset, log end offset)
 Side = Literal["start", "end"]
@@ -67,7 +79,24 @@ class Explicit:
     offsets: Mapping[TopicPartition, int]
 
 
-OffsetSpec = Earliest | Latest | Committed | Explicit
+@dataclass(frozen=True, slots=True)
+class AtTime:
+    """Every partition at its first record timestamped at or after ``ms`` (``startingTimestamp``)."""
+
+    ms: int
+    option: str
+
+
+@dataclass(frozen=True, slots=True)
+class ByTimestamp:
+    """Each partition at its first record at or after its own time (``startingOffsetsByTimestamp``)."""
+
+    times: Mapping[TopicPartition, int]
+    option: str
+
+
+TimeSpec = AtTime | ByTimestamp
+OffsetSpec = Earliest | Latest | Committed | Explicit | AtTime | ByTimestamp
 EARLIEST: Final = Earliest()
 LATEST: Final = Latest()
 
@@ -111,28 +140,69 @@ def parse_offset_spec(text: str, *, option: str) -> OffsetSpec:
     )
 
 
+def parse_side(lowered: Mapping[str, str], side: Side) -> OffsetSpec:
+    """The start (or end) a read's options give, by Spark's precedence: ``startingTimestamp`` over
+    ``startingOffsetsByTimestamp`` over ``startingOffsets`` (``ending…`` likewise); every one given
+    is checked. ``lowered`` is Spark's option map with lower-case keys. Raises ``OptionError``."""
+    prefix = "starting" if side == "start" else "ending"
+    at, by, offsets = f"{prefix}Timestamp", f"{prefix}OffsetsByTimestamp", f"{prefix}Offsets"
+    given: list[OffsetSpec] = []
+    if (raw := lowered.get(at.lower())) is not None:
+        given.append(AtTime(parse_timestamp(raw, option=at), at))
+    if (raw := lowered.get(by.lower())) is not None:
+        given.append(ByTimestamp(parse_timestamps_json(raw, option=by), by))
+    if (raw := lowered.get(offsets.lower())) is not None:
+        given.append(parse_offset_spec(raw, option=offsets))
+    return given[0] if given else (EARLIEST if side == "start" else LATEST)
+
+
+def parse_timestamp(text: str, *, option: str) -> int:
+    """A time in milliseconds since the epoch, 0 or later; raises ``OptionError``."""
+    if _DIGITS_RE.fullmatch(text.strip()) is None or int(text) > MAX_TIMESTAMP:
+        raise OptionError(f"{option}: {text!r} is not a time in milliseconds since the epoch (0 or more)")
+    return int(text)
+
+
+def parse_timestamps_json(text: str, *, option: str) -> dict[TopicPartition, int]:
+    """``{"topic": {"partition": ms}}`` -> a time per partition; raises ``OptionError``."""
+    out: dict[TopicPartition, int] = {}
+    for tp, ms in _partition_json(text, option=option, example='{"orders": {"0": 1700000000000}}').items():
+        if type(ms) is not int or not 0 <= ms <= MAX_TIMESTAMP:
+            raise OptionError(
+                f"{option}: {ms!r} of {tp.topic}-{tp.partition} is not a time in milliseconds since the epoch"
+            )
+        out[tp] = ms
+    return out
+
+
 def parse_offsets_json(text: str, *, option: str) -> dict[TopicPartition, int]:
     """``{"topic": {"partition": offset}}`` -> offsets per partition; raises ``OptionError``."""
+    out: dict[TopicPartition, int] = {}
+    for tp, offset in _partition_json(text, option=option, example='{"orders": {"0": 42}}').items():
+        if type(offset) is not int or offset < EARLIEST_CODE:
+            raise OptionError(
+                f"{option}: offset {offset!r} of {tp.topic}-{tp.partition} is not an offset, -1 or -2"
+            )
+        out[tp] = offset
+    return out
+
+
+def _partition_json(text: str, *, option: str, example: str) -> dict[TopicPartition, object]:
+    """``{"topic": {"partition": value}}`` -> the values per partition, unchecked."""
     try:
         doc = json.loads(text)
     except ValueError as exc:
         raise OptionError(f"{option}: not valid JSON ({exc})") from exc
     if not isinstance(doc, dict):
-        raise OptionError(f'{option}: expected an object like {{"orders": {{"0": 42}}}}')
-    out: dict[TopicPartition, int] = {}
+        raise OptionError(f"{option}: expected an object like {example}")
+    out: dict[TopicPartition, object] = {}
     for topic, partitions in doc.items():
         if not isinstance(partitions, dict):
-            raise OptionError(
-                f"{option}: the value of topic {topic!r} must be an object of partition: offset"
-            )
-        for partition, offset in partitions.items():
-            if not str(partition).isdigit():
+            raise OptionError(f"{option}: the value of topic {topic!r} must be an object of partitions")
+        for partition, value in partitions.items():
+            if _DIGITS_RE.fullmatch(partition) is None:
                 raise OptionError(f"{option}: {partition!r} of topic {topic!r} is not a partition number")
-            if type(offset) is not int or offset < EARLIEST_CODE:
-                raise OptionError(
-                    f"{option}: offset {offset!r} of {topic}-{partition} is not an offset, -1 or -2"
-                )
-            out[TopicPartition(topic, int(partition))] = offset
+            out[TopicPartition(topic, int(partition))] = value
     return out
 
 
@@ -162,6 +232,8 @@ def resolve(
         if committed is None:
             raise OptionError(f"committed:{spec.group} needs the group's committed offsets")
         offset = committed.get(tp, log_start)
+    elif isinstance(spec, AtTime | ByTimestamp):
+        raise OptionError(f"{spec.option} needs the offsets the log finds for its times (found_offsets)")
     else:
         given = spec.offsets.get(tp)
         if given is None:
@@ -200,6 +272,35 @@ def plan_ranges(
         end = resolve(ending, tp, b, side="end", committed=of(ending))
         out.append(OffsetRange(tp.topic, tp.partition, start, max(start, end)))
     return out
+
+
+def times_for(spec: TimeSpec, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+    """The time to look up in each of ``tps``, the partitions read.
+
+    Per-partition times must name exactly the partitions read, as Spark's
+    Kafka source wants them: one not read, or one read and left out, is an
+    ``OptionError``.
+    """
+    wanted = sorted(set(tps))
+    if isinstance(spec, AtTime):
+        return dict.fromkeys(wanted, spec.ms)
+    if unknown := sorted(set(spec.times) - set(wanted)):
+        raise OptionError(f"{spec.option}: {_listed(unknown)} is not a partition of the topics read")
+    if missing := sorted(set(wanted) - set(spec.times)):
+        raise OptionError(
+            f"{spec.option}: no time for {_listed(missing)}; name every partition of the topics read"
+        )
+    return {tp: spec.times[tp] for tp in wanted}
+
+
+def found_offsets(found: Mapping[TopicPartition, int | None]) -> Explicit:
+    """The offsets the log found for a spec's times: where no record is at or after the time
+    (None), the partition's end, as Spark's ``startingOffsetsByTimestampStrategy=latest`` does."""
+    return Explicit({tp: LATEST_CODE if offset is None else offset for tp, offset in found.items()})
+
+
+def _listed(tps: Iterable[TopicPartition]) -> str:
+    return ", ".join(f"{tp.topic}-{tp.partition}" for tp in tps)
 
 
 def committed_groups(*specs: OffsetSpec) -> set[str]:

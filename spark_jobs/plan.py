@@ -21,14 +21,18 @@ from .logs import open_log
 from .offsets import (
     EARLIEST,
     LATEST,
+    AtTime,
     Bounds,
+    ByTimestamp,
     OffsetRange,
     OffsetSpec,
     OptionError,
     committed_groups,
-    parse_offset_spec,
+    found_offsets,
+    parse_side,
     plan_ranges,
     select_topics,
+    times_for,
 )
 
 DEFAULT_MAX_RECORDS_PER_PARTITION: Final = 200_000
@@ -63,8 +67,8 @@ class SourceOptions:
         return cls(
             log=log,
             topic=topic,
-            starting=parse_offset_spec(lowered.get("startingoffsets", "earliest"), option="startingOffsets"),
-            ending=parse_offset_spec(lowered.get("endingoffsets", "latest"), option="endingOffsets"),
+            starting=parse_side(lowered, "start"),
+            ending=parse_side(lowered, "end"),
             coordinator=lowered.get("coordinator") or None,
             max_records_per_partition=int(raw_max),
             decode=DecodeOptions.parse(lowered),
@@ -129,8 +133,27 @@ class Planner:
     def ranges(self, topic_spec: str, starting: OffsetSpec, ending: OffsetSpec) -> list[OffsetRange]:
         """One range per partition of the selected topics (empty ranges included)."""
         tps = self.partitions(topic_spec)
+        return self.ranges_of(self.bounds(tps), starting, ending)
+
+    def ranges_of(
+        self, bounds: Mapping[TopicPartition, Bounds], starting: OffsetSpec, ending: OffsetSpec
+    ) -> list[OffsetRange]:
+        """One range per partition of ``bounds``, the partitions read with their bounds."""
+        tps = sorted(bounds)
         committed = {g: self.committed(g) for g in committed_groups(starting, ending)}
-        return plan_ranges(tps, self.bounds(tps), starting, ending, committed=committed)
+        start, end = self.at_offsets(starting, tps), self.at_offsets(ending, tps)
+        return plan_ranges(tps, bounds, start, end, committed=committed)
+
+    def at_offsets(self, spec: OffsetSpec, tps: list[TopicPartition]) -> OffsetSpec:
+        """``spec``, its times (if it is given by time) turned into the offsets the log finds for them.
+
+        Asked after the bounds were, so an offset found past the end a read
+        plans with (a record written since) is clamped to that end.
+        """
+        if not isinstance(spec, AtTime | ByTimestamp):
+            return spec
+        times = times_for(spec, tps)
+        return found_offsets({tp: self.log.offset_for_timestamp(tp, ms) for tp, ms in times.items()})
 
     def close(self) -> None:
         log, committed = self._log, self._committed

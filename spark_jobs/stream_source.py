@@ -6,13 +6,14 @@
           .load())
 
 The options are the batch source's (``plan.SourceOptions``: log, topics or
-a pattern, ``startingOffsets``, decoding, the backend credentials) but
-``endingOffsets``, plus Spark's Kafka source's ``startingTimestamp``,
-``maxOffsetsPerTrigger``, ``minPartitions`` and ``failOnDataLoss``
-(``StreamOptions``).
+a pattern, ``startingOffsets`` or a starting time (``startingTimestamp``,
+``startingOffsetsByTimestamp``), decoding, the backend credentials) but the
+ending ones, plus Spark's Kafka source's ``maxOffsetsPerTrigger``,
+``minPartitions`` and ``failOnDataLoss`` (``StreamOptions``).
 
 Spark drives ``BrokergateStreamReader`` on the driver: ``initialOffset`` for a
-query's first start (``startingOffsets``; later starts resume from the offsets
+query's first start (``startingOffsets``, or the offsets the log finds for a
+starting time; later starts resume from the offsets
 in the checkpoint), ``latestOffset`` for the end of each micro-batch (the
 durable log end, ``logs`` says what that is, cut by the read limit), and
 ``partitions`` for the batch's tasks. A ``Planner`` (``plan``) answers the
@@ -81,7 +82,6 @@ class StreamOptions:
     """The options of ``spark.readStream.format("brokergate")``, checked."""
 
     source: SourceOptions
-    starting_timestamp: int | None = None  # ms since the epoch; takes the place of startingOffsets
     max_offsets_per_trigger: int | None = None
     min_partitions: int | None = None
     fail_on_data_loss: bool = True
@@ -90,14 +90,14 @@ class StreamOptions:
     def parse(cls, options: Mapping[str, str]) -> StreamOptions:
         """From Spark's option map (case-insensitive keys); raises ``OptionError``."""
         lowered = {str(k).lower(): str(v) for k, v in options.items()}
-        if "endingoffsets" in lowered:
-            raise OptionError("endingOffsets: a stream has no end; leave it out (or read with spark.read)")
+        for ending in ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp"):
+            if ending.lower() in lowered:
+                raise OptionError(f"{ending}: a stream has no end; leave it out (or read with spark.read)")
         fail = lowered.get("failondataloss", "true").strip().lower()
         if fail not in ("true", "false"):
             raise OptionError(f"failOnDataLoss: {lowered['failondataloss']!r} is not true or false")
         return cls(
             source=SourceOptions.parse(options),
-            starting_timestamp=_non_negative(lowered, "startingTimestamp"),
             max_offsets_per_trigger=_positive(lowered, "maxOffsetsPerTrigger"),
             min_partitions=_positive(lowered, "minPartitions"),
             fail_on_data_loss=fail == "true",
@@ -185,12 +185,8 @@ class BrokergateStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     # --- the driver: offsets and plans -----------------------------------------------------------
 
     def initialOffset(self) -> dict[str, Any]:
-        """``startingOffsets`` (or ``startingTimestamp``) resolved now, for every partition there is."""
-        source, at = self.options.source, self.options.starting_timestamp
-        if at is not None:
-            bounds = self._current_bounds()
-            return offset_doc({tp: offset_at_time(self.planner.log, tp, b, at) for tp, b in bounds.items()})
-        planned = self.planner.ranges(source.topic, source.starting, LATEST)
+        """``startingOffsets`` (or a starting time) resolved now, for every partition there is."""
+        planned = self.planner.ranges_of(self._current_bounds(), self.options.source.starting, LATEST)
         return offset_doc({r.tp: r.start for r in planned})
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -293,32 +289,6 @@ def checked(source: LogSource, rng: OffsetRange, *, fail: bool) -> Iterator[list
     if first:
         yield first
     yield from chunks
-
-
-def offset_at_time(source: LogSource, tp: TopicPartition, bounds: Bounds, at_ms: int) -> int:
-    """The first offset of ``tp`` whose record is timestamped at or after ``at_ms`` (the log end
-    when there is none yet), found by bisection: timestamps are taken to grow with offsets, as
-    Kafka's time index takes them.
-
-    A probe reads the first record at or after an offset; where the log has no record (a
-    compacted gap), starting at the probe reads what starting after the gap would.
-    """
-    lo, hi = bounds
-    while lo < hi:
-        mid = (lo + hi) // 2
-        chunks = source.read(OffsetRange(tp.topic, tp.partition, mid, hi))
-        try:
-            chunk = next(chunks, None)
-        finally:
-            close = getattr(chunks, "close", None)
-            if close is not None:
-                close()
-        record = chunk[0] if chunk else None
-        if record is None or record.timestamp >= at_ms:
-            hi = mid  # no record in [mid, record.offset): starting at mid reads the same
-        else:
-            lo = record.offset + 1
-    return lo
 
 
 def report_data_loss(what: str, *, fail: bool) -> None:

@@ -33,7 +33,7 @@ from service.adapters.embedded.log import EmbeddedLog, reader
 from service.core.models import NewRecord, TopicPartition
 from service.core.schemas.model import SchemaType
 from spark_jobs.logs import open_log
-from spark_jobs.offsets import OffsetRange, OptionError
+from spark_jobs.offsets import AtTime, OffsetRange, OptionError
 from spark_jobs.session import build_session
 from spark_jobs.stream_offsets import (
     DataLoss,
@@ -44,7 +44,7 @@ from spark_jobs.stream_offsets import (
     ranges,
     split_for_tasks,
 )
-from spark_jobs.stream_source import DataLossError, StreamOptions, checked, offset_at_time
+from spark_jobs.stream_source import DataLossError, StreamOptions, checked
 
 from .helpers import TestLog, TestRegistry, records
 
@@ -106,7 +106,8 @@ def test_stream_options_are_checked() -> None:
     base = {"log": "./data", "topic": "orders"}
     parsed = StreamOptions.parse(base | {"MAXOFFSETSPERTRIGGER": "50", "minPartitions": "4"})
     assert (parsed.max_offsets_per_trigger, parsed.min_partitions, parsed.fail_on_data_loss) == (50, 4, True)
-    assert StreamOptions.parse(base | {"startingTimestamp": "1700000000000"}).starting_timestamp == BASE_TS
+    at = AtTime(BASE_TS, "startingTimestamp")
+    assert StreamOptions.parse(base | {"startingTimestamp": "1700000000000"}).source.starting == at
     assert not StreamOptions.parse(base | {"failOnDataLoss": "FALSE"}).fail_on_data_loss
     for bad, says in [
         ({"endingOffsets": "latest"}, "endingOffsets"),
@@ -226,24 +227,6 @@ def test_a_running_query_sees_new_records_and_new_topics_of_its_pattern(
         assert seen() == want
     finally:
         query.stop()
-
-
-def test_starting_timestamp_finds_each_partitions_first_record_at_or_after_it(log: TestLog) -> None:
-    topic = log.create_topic(2)
-    log.produce(topic, 0, records(10))  # timestamps BASE_TS, +1 s, +2 s, ...
-    log.produce(topic, 1, records(3, start=7))
-    source = open_log(log.url)
-    try:
-        bounds = source.bounds([TopicPartition(topic, 0), TopicPartition(topic, 1)])
-        p0, p1 = (bounds[TopicPartition(topic, p)] for p in (0, 1))
-
-        def at(ms: int, partition: int, b: tuple[int, int]) -> int:
-            return offset_at_time(source, TopicPartition(topic, partition), b, BASE_TS + ms)
-
-        assert [at(ms, 0, p0) for ms in (-1, 0, 1, 3500, 9000, 9001)] == [0, 0, 1, 4, 9, 10]
-        assert [at(ms, 1, p1) for ms in (0, 7000, 8500, 99_000)] == [0, 0, 2, 3]
-    finally:
-        source.close()
 
 
 def test_a_stream_can_start_at_a_timestamp(spark: SparkSession, tmp_path: Path) -> None:

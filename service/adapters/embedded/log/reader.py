@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,7 +25,7 @@ from service.core.rules import check_topic
 
 from ..fileio import open_file
 from .batch import decode_records
-from .index import OFFSET_ENTRY
+from .index import OFFSET_ENTRY, TIME_ENTRY
 from .metadata import read_topic_meta
 from .scan import BatchScan, read_header_at
 from .segment import Segment, parse_segment_name
@@ -156,3 +156,52 @@ def read_partition_range(directory: Path, start: int = 0, end: int | None = None
                 log.warning("%s/%020d.log: %s; continuing with the next segment", directory, base, scan.error)
         finally:
             os.close(fd)
+
+
+def find_timestamp(directory: Path, timestamp: int) -> int | None:
+    """The first offset whose record is timestamped at or after ``timestamp``, else None: Kafka's
+    ListOffsets by time, answered as the log's own ``Segment.find_timestamp`` answers it.
+
+    Timestamps need not grow with offsets (producers give them). Each segment
+    is searched from where its time index says a record at or after
+    ``timestamp`` may first be, so only the batches from there are read.
+    """
+    for base in _segment_bases(Path(directory)):
+        try:
+            fd = open_file(Segment.paths(directory, base)[0], write=False)
+        except FileNotFoundError:
+            continue  # removed by retention meanwhile
+        try:
+            size = os.fstat(fd).st_size
+            rel, pos = _start_position(fd, directory, base, _time_start(directory, base, timestamp), size)
+            for view in BatchScan(fd, pos, size, next_offset=base + rel):
+                if view.header.max_timestamp < timestamp:
+                    continue
+                records: list[Record] = []
+                decode_records(view.buf, view.off, view.header, records)
+                found = next((r.offset for r in records if r.timestamp >= timestamp), None)
+                if found is not None:
+                    return found
+        finally:
+            os.close(fd)
+    return None
+
+
+def _time_start(directory: Path, base: int, timestamp: int) -> int:
+    """The relative offset of a batch from which a search for ``timestamp`` may start, else 0.
+
+    An entry (T, r) of the time index says no record up to the batch at r is
+    timestamped after T, so the search starts at the last entry with T below
+    ``timestamp``. The index may be mid-append: only whole, ordered entries count.
+    """
+    try:
+        raw = Segment.paths(directory, base)[2].read_bytes()
+    except FileNotFoundError:
+        return 0
+    entries = list(TIME_ENTRY.iter_unpack(raw[: len(raw) - len(raw) % TIME_ENTRY.size]))
+    stamps = [t for t, _ in entries]
+    rels = [r for _, r in entries]
+    if stamps != sorted(stamps) or rels != sorted(rels):
+        return 0
+    i = bisect_left(stamps, timestamp) - 1
+    return rels[i] if i >= 0 else 0
