@@ -19,6 +19,9 @@ A Kafka or ZooKeeper that wants the gateway's backend credentials gets them
 from the options (``credentials``): they travel with the planned read, and
 each task signs in with them itself.
 
+``df.write`` and ``writeStream`` into ``format("brokergate")`` go to the sink (``sink``), which
+writes through a gateway's API, each row exactly once.
+
 With ``valueFormat`` / ``keyFormat`` set, the schema is not fixed: ``schema()``
 asks the registry for the reader schemas once (``decoding.plan_decoding``)
 and the tasks decode the columns into their types (``decoding.Decoder``).
@@ -32,7 +35,14 @@ from typing import TYPE_CHECKING, Final
 import pyarrow as pa
 from pyspark.sql import Column
 from pyspark.sql import functions as F
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    InputPartition,
+)
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -191,6 +201,18 @@ class BrokergateDataSource(DataSource):
         return stream_reader(
             self.options, schema, self.decoding(), base_schema=BASE_SCHEMA, to_arrow=to_arrow
         )
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        """``df.write``: the sink (``sink``), through the gateway the options name."""
+        from .sink import batch_writer
+
+        return batch_writer(self.options, schema, overwrite=overwrite)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        """``writeStream``: the sink, each micro-batch exactly once (``sink``)."""
+        from .sink import stream_writer
+
+        return stream_writer(self.options, schema)
 
     def decoding(self) -> DecodePlan | None:
         """The decoded columns (None: a binary read), planned on the first call."""

@@ -55,7 +55,7 @@ LAYERS: Final[Mapping[str, frozenset[str]]] = {
     "api_schemas": _BASE,
     "service.api": _BASE | {"service.settings", "service.security", "service.metrics", "api_schemas"},
     "service.ui": _BASE | {"service.api"},
-    "spark_jobs": _BASE | {"service.adapters", "service.tables"},
+    "spark_jobs": _BASE | {"service.adapters", "service.tables", "service.client"},  # the sink: a client
     "workers": _BASE | {"service.metrics", "spark_jobs"},
     # the composition root: every part of the server
     "service.server": _BASE

@@ -1,0 +1,242 @@
+"""What the sink makes of a DataFrame: its columns checked, its rows as v2 produce records.
+
+The columns are Spark's Kafka sink's (``key``, ``value``, ``headers``, ``topic``, ``partition``)
+plus ``timestamp``, the record's time, which the gateway takes and Spark's Kafka sink does not.
+Other columns are left alone, as Spark's Kafka sink leaves them, so a DataFrame read from a topic
+(``offset`` and all) can be written to another as it is.
+
+``Columns.check`` refuses, on the driver and before any task runs, a column of a type the format
+cannot carry, in one line naming the column. ``Columns.records`` turns one Arrow batch into
+``Outgoing`` records in the body's JSON, each with its topic and a size estimate (what the
+requests are cut by):
+
+binary (the default)
+    ``key`` and ``value`` are binary or string (its UTF-8 bytes), sent as base64.
+json, avro, jsonschema, protobuf
+    a string ``key``/``value`` is JSON text (what ``to_json`` makes), sent as it is once it has
+    been checked to be one JSON value; any other type is sent as the JSON of its value: structs
+    and maps as objects, arrays as arrays, timestamps and dates as ISO 8601 text, decimals as their
+    exact digits, binary as base64 (as Avro's JSON encoding, code points 0-255, for ``avro``). An
+    Avro union takes the JSON encoding of Avro (``{"string": "x"}``), as in the REST API.
+
+Header values are binary or string; ``partition`` an integer column (null: the gateway's choice);
+``timestamp`` a timestamp column (null: the time the gateway writes it).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, Final
+
+import orjson
+import pyarrow as pa
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    ByteType,
+    DataType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StringType,
+    StructType,
+    TimestampType,
+)
+
+from .offsets import OptionError
+from .sink_options import SinkOptions
+
+_BYTES_OR_TEXT: Final = (BinaryType, StringType)
+_INTEGERS: Final = (ByteType, ShortType, IntegerType, LongType)
+# The body's JSON around a record beyond its fields: braces, names, quotes, commas.
+_RECORD_OVERHEAD: Final = 48
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    """One record on its way: its topic, its JSON fields and about how many bytes they take."""
+
+    topic: str
+    fields: dict[str, Any]
+    size: int
+
+
+class BadRecord(ValueError):
+    """A row the sink cannot send (its JSON text is not JSON, it has no topic)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Columns:
+    """Which of the sink's columns a DataFrame has, checked against the write's format."""
+
+    names: frozenset[str]
+    key_is_text: bool
+    value_is_text: bool
+    format: str
+    topic: str | None
+
+    @classmethod
+    def check(cls, schema: StructType, options: SinkOptions) -> Columns:
+        """The columns of ``schema`` the sink uses; ``OptionError`` for one it cannot."""
+        by_name = {f.name.lower(): f.dataType for f in schema.fields}
+        if "value" not in by_name:
+            raise OptionError("the DataFrame has no value column: the sink writes it as each record's value")
+        binary = options.format == "binary"
+        for side in ("key", "value"):
+            kind = by_name.get(side)
+            if kind is not None and binary and not isinstance(kind, _BYTES_OR_TEXT):
+                raise OptionError(
+                    f"column {side} is {kind.simpleString()}: the binary format takes binary or string "
+                    "(cast it, or give format json, avro, jsonschema or protobuf)"
+                )
+        if "key" in by_name and options.format in ("avro", "jsonschema", "protobuf"):
+            if options.key_schema is None:
+                raise OptionError(
+                    f"format {options.format} with a key column: give keySchemaId or keySchema "
+                    "(or drop the key column)"
+                )
+        _expect(by_name, "topic", (StringType,), "string")
+        _expect(by_name, "partition", _INTEGERS, "an integer")
+        _expect(by_name, "timestamp", (TimestampType,), "timestamp")
+        headers = by_name.get("headers")
+        if headers is not None and not _is_headers(headers):
+            raise OptionError(
+                f"column headers is {headers.simpleString()}: it takes "
+                "array<struct<key:string,value:binary>> (or a string value)"
+            )
+        if options.topic is None and "topic" not in by_name:
+            raise OptionError("name the topic: a topic option, or a topic column")
+        return cls(
+            names=frozenset(by_name) & {"key", "value", "headers", "topic", "partition", "timestamp"},
+            key_is_text=isinstance(by_name.get("key"), StringType),
+            value_is_text=isinstance(by_name.get("value"), StringType),
+            format=options.format,
+            topic=options.topic,
+        )
+
+    def records(self, batch: pa.RecordBatch) -> Iterator[Outgoing]:
+        """The records of one Arrow batch, in its order."""
+        n = batch.num_rows
+        names = {name.lower(): i for i, name in enumerate(batch.schema.names)}
+
+        def column(name: str) -> list[Any]:
+            if name not in self.names:
+                return [None] * n
+            return batch.column(names[name]).to_pylist(maps_as_pydicts="strict")
+
+        values, keys = column("value"), column("key")
+        topics = [self.topic] * n if self.topic is not None else column("topic")
+        partitions, headers = column("partition"), column("headers")
+        if "timestamp" in self.names:
+            micros = batch.column(names["timestamp"]).cast(pa.int64()).to_pylist()
+            millis = [None if t is None else t // 1000 for t in micros]
+        else:
+            millis = [None] * n
+        binary = self.format == "binary"
+        for i in range(n):
+            topic = topics[i]
+            if topic is None:
+                raise BadRecord(f"row {i} of a batch has a null topic and the write names none")
+            fields: dict[str, Any] = {}
+            size = _RECORD_OVERHEAD
+            for side, value, is_text in (
+                ("key", keys[i], self.key_is_text),
+                ("value", values[i], self.value_is_text),
+            ):
+                if value is None:
+                    continue
+                if binary:
+                    encoded = base64.b64encode(value.encode() if is_text else value).decode("ascii")
+                    fields[side], size = encoded, size + len(encoded)
+                elif is_text:
+                    fields[side], size = _json_text(value, side), size + len(value)
+                else:
+                    fields[side] = value
+                    size += len(orjson.dumps(value, default=self._json_default))
+            if partitions[i] is not None:
+                fields["partition"] = partitions[i]
+            if millis[i] is not None:
+                fields["timestamp"] = millis[i]
+            if headers[i]:
+                fields["headers"] = [_header(h) for h in headers[i]]
+                size += sum(len(h["name"]) + len(h["value"] or "") + 32 for h in fields["headers"])
+            yield Outgoing(topic, fields, size)
+
+    def _json_default(self, value: Any) -> Any:
+        return json_default(value, avro=self.format == "avro")
+
+
+def body(records: list[dict[str, Any]], options: SinkOptions, schema_ids: dict[str, int]) -> bytes:
+    """A v2 produce body of ``records``: the write's schemas by id once a request told their ids
+    (``schema_ids``, by side), else as the options give them."""
+    doc: dict[str, Any] = {}
+    for side, given in (("key", options.key_schema), ("value", options.value_schema)):
+        known = schema_ids.get(side)
+        if known is not None or isinstance(given, int):
+            doc[f"{side}_schema_id"] = known if known is not None else given
+        elif given is not None:
+            doc[f"{side}_schema"] = given
+    doc["records"] = records
+    return orjson.dumps(doc, default=lambda v: json_default(v, avro=options.format == "avro"))
+
+
+def json_default(value: Any, *, avro: bool) -> Any:
+    """orjson's fallback for the values Spark hands a Python writer that JSON has no type for."""
+    if isinstance(value, Decimal):
+        return orjson.Fragment(str(value))  # exact, as it was
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).decode("latin-1") if avro else base64.b64encode(value).decode("ascii")
+    if isinstance(value, _Text):
+        return orjson.Fragment(value.text)
+    raise TypeError(f"no JSON for a {type(value).__name__}")
+
+
+class _Text:
+    """A JSON text checked to hold one value, written into the body as it is (exact numbers kept)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def _json_text(text: str, side: str) -> _Text:
+    try:
+        orjson.loads(text)
+    except orjson.JSONDecodeError:
+        try:  # what orjson refuses that JSON allows: an integer beyond 64 bits
+            json.loads(text)
+        except ValueError:
+            raise BadRecord(f"a {side} is not JSON text: {text[:80]!r}") from None
+    return _Text(text)
+
+
+def _header(header: dict[str, Any]) -> dict[str, Any]:
+    value = header.get("value")
+    if isinstance(value, str):
+        value = value.encode()
+    return {
+        "name": header.get("key"),
+        "value": None if value is None else base64.b64encode(value).decode("ascii"),
+    }
+
+
+def _expect(by_name: dict[str, DataType], name: str, kinds: tuple[type, ...], said: str) -> None:
+    kind = by_name.get(name)
+    if kind is not None and not isinstance(kind, kinds):
+        raise OptionError(f"column {name} is {kind.simpleString()}: it takes {said}")
+
+
+def _is_headers(kind: DataType) -> bool:
+    if not isinstance(kind, ArrayType) or not isinstance(kind.elementType, StructType):
+        return False
+    fields = {f.name: f.dataType for f in kind.elementType.fields}
+    return (
+        set(fields) == {"key", "value"}
+        and isinstance(fields["key"], StringType)
+        and isinstance(fields["value"], _BYTES_OR_TEXT)
+    )
