@@ -24,14 +24,18 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from deploy.local.kafka_broker import TansuBroker
+from service.security.users import add_user
+from spark_jobs.offsets import OptionError
 from spark_jobs.sink import request_key
+from spark_jobs.sink_options import SinkOptions
 from tests.conftest import KAFKA_TEST_SETTINGS, RunningGateway, start_gateway
-from tests.helpers import BINARY, consumer, create_topic, poll, poll_until, produce, subscribe
+from tests.helpers import BINARY, cluster_id, consumer, create_topic, poll, poll_until, produce, subscribe
 from tests.spark.sink_driver import ROWS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -265,6 +269,72 @@ def test_a_topic_is_never_overwritten_and_a_gateway_is_needed(
         ).save()
     with pytest.raises(Exception, match="gateway: name the gateway"):
         frame.write.format("brokergate").mode("append").option("topic", "t").save()
+
+
+async def test_the_sink_signs_in_and_the_gateways_acls_decide(spark: SparkSession, tmp_path: Path) -> None:
+    users = tmp_path / "users"
+    for name in ("alice", "admin"):
+        add_user(users, name, f"{name}-pw")
+    gateway = await start_gateway(
+        tmp_path / "data", auth="basic", users_file=users, authorize=True, super_users="User:admin"
+    )
+    try:
+        gateway.client.auth = httpx.BasicAuth("admin", "admin-pw")
+        setup = Setup(gateway, str(tmp_path / "data"))
+        mine, theirs = await new_topic(setup), await new_topic(setup)
+        grant = {
+            "resource_type": "TOPIC",
+            "resource_name": mine,
+            "pattern_type": "LITERAL",
+            "principal": "User:alice",
+            "host": "*",
+            "operation": "WRITE",
+            "permission": "ALLOW",
+        }
+        r = await gateway.client.post(f"/v3/clusters/{await cluster_id(gateway.client)}/acls", json=grant)
+        assert r.status_code == 201, r.text
+        password = tmp_path / "alice-password"
+        password.write_text("alice-pw\n")
+        frame = spark.createDataFrame([("v0",), ("v1",)], "value string")
+
+        alice = {"gatewayUsername": "alice", "gatewayPasswordFile": str(password)}
+        await asyncio.to_thread(write, frame, setup, topic=mine, **alice)
+        assert sorted(await values(setup, mine, 2)) == [b"v0", b"v1"]
+        with pytest.raises(Exception, match=f"writing to {theirs} through .* 403"):
+            await asyncio.to_thread(write, frame, setup, topic=theirs, **alice)
+        with pytest.raises(Exception, match="401"):
+            await asyncio.to_thread(
+                write, frame, setup, topic=mine, gatewayUsername="alice", gatewayPassword="no"
+            )
+    finally:
+        await gateway.client.aclose()
+        await gateway.stop()
+
+
+def test_the_gateways_access_falls_back_to_the_command_line_tools_variables(tmp_path: Path) -> None:
+    env = {"BROKERGATE_URL": "https://gw:8443/", "BROKERGATE_USER": "alice", "BROKERGATE_PASSWORD": "pw"}
+    access = SinkOptions.parse({"topic": "t"}, env).gateway
+    assert (access.url, access.username, access.password) == ("https://gw:8443", "alice", "pw")
+    assert "pw" not in repr(access)
+    token = tmp_path / "token"
+    token.write_text("t0k\n")
+    access = SinkOptions.parse({"gateway": "http://x", "gatewayTokenFile": str(token)}, {}).gateway
+    assert (access.url, access.token, access.username) == ("http://x", "t0k", None)
+    for options, said in [
+        ({"gateway": "ftp://x"}, "is not an http:// or https:// URL"),
+        ({"gateway": "http://x", "gatewayUsername": "a"}, "needs gatewayPassword"),
+        (
+            {"gateway": "http://x", "gatewayUsername": "a", "gatewayToken": "t", "gatewayPassword": "p"},
+            "give one",
+        ),
+        ({"gateway": "http://x", "gatewayToken": "t", "gatewayTokenFile": str(token)}, "not both"),
+        ({"gateway": "http://x", "gatewayCaFile": str(tmp_path / "none.pem")}, "gatewayCaFile"),
+        ({"gateway": "http://x", "maxRecordsPerRequest": "0"}, "maxRecordsPerRequest"),
+        ({"gateway": "http://x", "format": "json", "valueSchemaId": "1"}, "schemas are for"),
+        ({"gateway": "http://x", "format": "avro", "valueSchemaId": "x"}, "not a schema id"),
+    ]:
+        with pytest.raises(OptionError, match=said):
+            SinkOptions.parse(options, {})
 
 
 def test_request_keys_name_the_write_the_batch_the_task_and_the_request() -> None:
