@@ -17,7 +17,7 @@ from typing import Any
 from pyspark.errors import PySparkException
 
 from service.errors import GatewayError
-from spark_jobs import export, lag, stats, stream_export
+from spark_jobs import export, lag, stats, stream_copy, stream_export
 from spark_jobs.export_state import CorruptState
 from spark_jobs.lock import EXIT_BUSY, Busy
 from spark_jobs.progress import Progress
@@ -61,6 +61,14 @@ JOBS: dict[str, Job] = {
         stream_export.add_arguments,
         stream_export.options_from,
         stream_export.run_stream_export,
+    ),
+    "stream-copy": Job(
+        "continuous, exactly-once copy of topics' records (those --where selects) into a topic, "
+        "through a gateway (Structured Streaming)",
+        stream_copy.__doc__,
+        stream_copy.add_arguments,
+        stream_copy.options_from,
+        stream_copy.run_stream_copy,
     ),
 }
 

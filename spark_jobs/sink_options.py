@@ -155,8 +155,14 @@ class _Given:
         username, token = self.text("gatewayUsername"), self.secret("gatewayToken")
         if username and token:
             raise OptionError("gatewayUsername and gatewayToken are two ways to sign in: give one")
-        password = self.secret("gatewayPassword") if username else None
-        if username and password is None:
+        password = self.secret("gatewayPassword")  # a file is read (and checked) even without a user
+        if not username and (
+            self._lowered.get("gatewaypassword") or self._lowered.get("gatewaypasswordfile")
+        ):
+            raise OptionError("gatewayPassword needs gatewayUsername, the user it is the password of")
+        if not username:
+            password = None  # $BROKERGATE_PASSWORD alone signs nobody in
+        elif password is None:
             raise OptionError("gatewayUsername needs gatewayPassword (or gatewayPasswordFile)")
         for option in ("gatewayCaFile", "gatewayCertFile", "gatewayKeyFile"):
             path = self.text(option)

@@ -36,7 +36,7 @@ from typing import Any, Final
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 from pyspark.sql.streaming.listener import StreamingQueryProgress
 
 from . import credentials
@@ -110,21 +110,7 @@ def run_stream_export(
             else f"a micro-batch every {options.trigger_s:g}s"
         )
         progress.say(f"exporting {options.topic} to {options.output}: {how}")
-        query = _start(_frame(session, options), options)
-        try:
-            while not query.awaitTermination(POLL_S):
-                tally.report(query, progress)
-                if stop.is_set():
-                    progress.say(
-                        "stopping the query (a micro-batch under way is written again by the next run)"
-                    )
-                    break
-        finally:
-            query.stop()
-        tally.report(query, progress)
-        error = query.exception()
-        if error is not None:
-            raise error
+        watch(_start(_frame(session, options), options), tally, progress, stop)
     summary = Summary(
         "stream-export",
         records=tally.records,
@@ -132,6 +118,23 @@ def run_stream_export(
         details={"batches": tally.batches, "output": str(options.output)},
     )
     return progress.finish(summary)
+
+
+def watch(query: StreamingQuery, tally: Tally, progress: Progress, stop: threading.Event) -> None:
+    """Report ``query``'s micro-batches until it ends or ``stop`` is set, then stop it; raises
+    what made it fail."""
+    try:
+        while not query.awaitTermination(POLL_S):
+            tally.report(query, progress)
+            if stop.is_set():
+                progress.say("stopping the query (a micro-batch under way is written again by the next run)")
+                break
+    finally:
+        query.stop()
+    tally.report(query, progress)
+    error = query.exception()
+    if error is not None:
+        raise error
 
 
 def _frame(spark: SparkSession, options: StreamExportOptions) -> DataFrame:
@@ -159,17 +162,15 @@ def _start(frame: DataFrame, options: StreamExportOptions) -> StreamingQuery:
         .option("checkpointLocation", str(options.checkpoint_dir))
         .option("maxRecordsPerFile", str(options.max_records_per_file))
     )
-    if options.trigger_s is None:
-        writer = writer.trigger(availableNow=True)
-    else:
-        writer = writer.trigger(processingTime=f"{int(options.trigger_s * 1000)} milliseconds")
-    return writer.start()
+    return start_query(writer, options.trigger_s)
 
 
 class Tally:
-    """What the query's progress reports say this run wrote, each micro-batch counted once."""
+    """What the query's progress reports say this run wrote, each micro-batch counted once, by
+    the metrics the query observes under ``metrics``."""
 
-    def __init__(self) -> None:
+    def __init__(self, metrics: str = METRICS) -> None:
+        self.metrics = metrics
         self.seen: set[tuple[int, str]] = set()
         self.records = 0
         self.bytes = 0
@@ -182,7 +183,7 @@ class Tally:
         for update in updates:
             if (update.batchId, update.timestamp) in seen:
                 continue
-            records, size = _written(update)
+            records, size = _written(update, self.metrics)
             if records == 0:  # an idle trigger, or a micro-batch that found nothing new
                 continue
             self.records += records
@@ -193,8 +194,8 @@ class Tally:
             )
 
 
-def _written(update: StreamingQueryProgress) -> tuple[int, int]:
-    metrics: Any = update.observedMetrics.get(METRICS)
+def _written(update: StreamingQueryProgress, name: str) -> tuple[int, int]:
+    metrics: Any = update.observedMetrics.get(name)
     if metrics is None:
         return update.numInputRows, 0
     return int(metrics["records"] or 0), int(metrics["bytes"] or 0)
@@ -229,6 +230,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         help=f"the query's checkpoint (default <output>/{META_DIR}/{CHECKPOINT_DIR})",
     )
+    add_stream_arguments(parser, "export")
+    parser.add_argument(
+        "--max-records-per-file",
+        metavar="N",
+        default=str(DEFAULT_MAX_RECORDS_PER_FILE),
+        help=f"start a new Parquet file past this many records (default {DEFAULT_MAX_RECORDS_PER_FILE})",
+    )
+    add_decode_arguments(parser)
+
+
+def add_stream_arguments(parser: argparse.ArgumentParser, verb: str) -> None:
+    """The flags of every streaming job: where it starts, and how often a micro-batch runs."""
     parser.add_argument(
         "--starting-offsets",
         default="earliest",
@@ -241,29 +254,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"start a micro-batch every SECONDS (default {DEFAULT_TRIGGER_S:g}; 0: one after another)",
     )
     parser.add_argument(
-        "--available-now", action="store_true", help="export what the topics hold now, then stop"
+        "--available-now", action="store_true", help=f"{verb} what the topics hold now, then stop"
     )
     parser.add_argument("--max-offsets-per-trigger", metavar="N", help="at most N records a micro-batch")
-    parser.add_argument(
-        "--max-records-per-file",
-        metavar="N",
-        default=str(DEFAULT_MAX_RECORDS_PER_FILE),
-        help=f"start a new Parquet file past this many records (default {DEFAULT_MAX_RECORDS_PER_FILE})",
+
+
+def stream_flags_from(args: argparse.Namespace) -> tuple[float | None, int | None]:
+    """``add_stream_arguments``' flags, checked: the trigger's seconds (None: available now) and
+    the most records a micro-batch reads (None: no bound)."""
+    parse_offset_spec(args.starting_offsets, option="--starting-offsets")
+    if args.available_now and args.trigger is not None:
+        raise OptionError("--trigger and --available-now: give one or the other")
+    trigger = None if args.available_now else seconds_flag(args.trigger)
+    limit = (
+        None
+        if args.max_offsets_per_trigger is None
+        else count_flag(args.max_offsets_per_trigger, "--max-offsets-per-trigger")
     )
-    add_decode_arguments(parser)
+    return trigger, limit
+
+
+def start_query(writer: DataStreamWriter, trigger_s: float | None) -> StreamingQuery:
+    """``writer`` started with the job's trigger: every ``trigger_s`` seconds, or available now."""
+    if trigger_s is None:
+        return writer.trigger(availableNow=True).start()
+    return writer.trigger(processingTime=f"{int(trigger_s * 1000)} milliseconds").start()
 
 
 def options_from(args: argparse.Namespace) -> StreamExportOptions:
     """The flags, checked; ``OptionError`` names a bad one."""
-    parse_offset_spec(args.starting_offsets, option="--starting-offsets")
-    if args.available_now and args.trigger is not None:
-        raise OptionError("--trigger and --available-now: give one or the other")
-    trigger = None if args.available_now else _seconds(args.trigger)
-    limit = (
-        None
-        if args.max_offsets_per_trigger is None
-        else _count(args.max_offsets_per_trigger, "--max-offsets-per-trigger")
-    )
+    trigger, limit = stream_flags_from(args)
     return StreamExportOptions(
         log=args.log,
         topic=args.topic,
@@ -273,13 +293,13 @@ def options_from(args: argparse.Namespace) -> StreamExportOptions:
         starting_offsets=args.starting_offsets,
         trigger_s=trigger,
         max_offsets_per_trigger=limit,
-        max_records_per_file=_count(args.max_records_per_file, "--max-records-per-file"),
+        max_records_per_file=count_flag(args.max_records_per_file, "--max-records-per-file"),
         decode=decode_options_from(args),
         credentials=credentials.from_arguments(args),
     )
 
 
-def _seconds(raw: str | None) -> float:
+def seconds_flag(raw: str | None) -> float:
     if raw is None:
         return DEFAULT_TRIGGER_S
     try:
@@ -291,7 +311,7 @@ def _seconds(raw: str | None) -> float:
     return seconds
 
 
-def _count(raw: str, flag: str) -> int:
+def count_flag(raw: str, flag: str) -> int:
     if not raw.strip().isdigit() or int(raw) < 1:
         raise OptionError(f"{flag}: {raw!r} is not a positive whole number")
     return int(raw)
