@@ -328,6 +328,7 @@ def test_the_gateways_access_falls_back_to_the_command_line_tools_variables(tmp_
             "give one",
         ),
         ({"gateway": "http://x", "gatewayToken": "t", "gatewayTokenFile": str(token)}, "not both"),
+        ({"gateway": "http://x", "gatewayPassword": "p"}, "gatewayPassword needs gatewayUsername"),
         ({"gateway": "http://x", "gatewayCaFile": str(tmp_path / "none.pem")}, "gatewayCaFile"),
         ({"gateway": "http://x", "maxRecordsPerRequest": "0"}, "maxRecordsPerRequest"),
         ({"gateway": "http://x", "format": "json", "valueSchemaId": "1"}, "schemas are for"),
