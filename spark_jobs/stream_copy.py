@@ -43,6 +43,7 @@ from .sink_options import SinkOptions
 from .stream_export import (
     Tally,
     add_stream_arguments,
+    read_stream,
     start_query,
     stopped_by_signals,
     stream_flags_from,
@@ -117,18 +118,7 @@ def run_stream_copy(
 
 def _frame(spark: SparkSession, options: StreamCopyOptions) -> DataFrame:
     """The records to copy, in the sink's columns, each micro-batch's size observed."""
-    reader = (
-        spark.readStream.format(NAME)
-        .options(**options.credentials.as_options())
-        .option("log", options.log)
-        .option("topic", options.topic)
-        .option("startingOffsets", options.starting_offsets)
-    )
-    if options.coordinator:
-        reader = reader.option("coordinator", options.coordinator)
-    if options.max_offsets_per_trigger is not None:
-        reader = reader.option("maxOffsetsPerTrigger", str(options.max_offsets_per_trigger))
-    frame = reader.load()
+    frame = read_stream(spark, options)
     if options.where:
         frame = frame.where(options.where)
     columns = ["key", "value", "headers", "timestamp"] + (["partition"] if options.keep_partitions else [])

@@ -27,12 +27,12 @@ from __future__ import annotations
 import argparse
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -137,11 +137,33 @@ def watch(query: StreamingQuery, tally: Tally, progress: Progress, stop: threadi
         raise error
 
 
-def _frame(spark: SparkSession, options: StreamExportOptions) -> DataFrame:
-    """The topics as a stream with the export's columns, each micro-batch's size observed."""
+class StreamedTopics(Protocol):
+    """What a streaming job reads: its options' fields ``read_stream`` takes."""
+
+    @property
+    def log(self) -> str: ...
+    @property
+    def topic(self) -> str: ...
+    @property
+    def starting_offsets(self) -> str: ...
+    @property
+    def coordinator(self) -> str | None: ...
+    @property
+    def max_offsets_per_trigger(self) -> int | None: ...
+    @property
+    def credentials(self) -> BackendCredentials: ...
+
+
+def read_stream(
+    spark: SparkSession,
+    options: StreamedTopics,
+    more: Mapping[str, str] | None = None,
+) -> DataFrame:
+    """A streaming job's topics as a stream: its log, coordinator, start, rate and credentials,
+    and the data source's options ``more`` gives."""
     reader = (
         spark.readStream.format(NAME)
-        .options(**options.decode.as_options(), **options.credentials.as_options())
+        .options(**(more or {}), **options.credentials.as_options())
         .option("log", options.log)
         .option("topic", options.topic)
         .option("startingOffsets", options.starting_offsets)
@@ -150,8 +172,14 @@ def _frame(spark: SparkSession, options: StreamExportOptions) -> DataFrame:
         reader = reader.option("coordinator", options.coordinator)
     if options.max_offsets_per_trigger is not None:
         reader = reader.option("maxOffsetsPerTrigger", str(options.max_offsets_per_trigger))
+    return reader.load()
+
+
+def _frame(spark: SparkSession, options: StreamExportOptions) -> DataFrame:
+    """The topics as a stream with the export's columns, each micro-batch's size observed."""
     size = F.lit(0) if options.decode.decoding else F.coalesce(F.sum(record_bytes()), F.lit(0))
-    return dated(reader.load()).observe(METRICS, F.count(F.lit(1)).alias("records"), size.alias("bytes"))
+    frame = dated(read_stream(spark, options, options.decode.as_options()))
+    return frame.observe(METRICS, F.count(F.lit(1)).alias("records"), size.alias("bytes"))
 
 
 def _start(frame: DataFrame, options: StreamExportOptions) -> StreamingQuery:
