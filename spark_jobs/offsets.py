@@ -81,22 +81,28 @@ class Explicit:
 
 @dataclass(frozen=True, slots=True)
 class AtTime:
-    """Every partition at its first record timestamped at or after ``ms`` (``startingTimestamp``)."""
+    """Every partition at its first record timestamped at or after ``ms`` (``startingTimestamp``);
+    where there is none, its end, or an error with ``strict`` (Spark's
+    ``startingOffsetsByTimestampStrategy=error``)."""
 
     ms: int
     option: str
+    strict: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class ByTimestamp:
-    """Each partition at its first record at or after its own time (``startingOffsetsByTimestamp``)."""
+    """Each partition at its first record at or after its own time (``startingOffsetsByTimestamp``);
+    ``strict`` as ``AtTime``'s."""
 
     times: Mapping[TopicPartition, int]
     option: str
+    strict: bool = False
 
 
 TimeSpec = AtTime | ByTimestamp
 OffsetSpec = Earliest | Latest | Committed | Explicit | AtTime | ByTimestamp
+STRATEGY: Final = "startingOffsetsByTimestampStrategy"
 EARLIEST: Final = Earliest()
 LATEST: Final = Latest()
 
@@ -146,14 +152,23 @@ def parse_side(lowered: Mapping[str, str], side: Side) -> OffsetSpec:
     is checked. ``lowered`` is Spark's option map with lower-case keys. Raises ``OptionError``."""
     prefix = "starting" if side == "start" else "ending"
     at, by, offsets = f"{prefix}Timestamp", f"{prefix}OffsetsByTimestamp", f"{prefix}Offsets"
+    strict = side == "start" and _strategy(lowered) == "error"
     given: list[OffsetSpec] = []
     if (raw := lowered.get(at.lower())) is not None:
-        given.append(AtTime(parse_timestamp(raw, option=at), at))
+        given.append(AtTime(parse_timestamp(raw, option=at), at, strict))
     if (raw := lowered.get(by.lower())) is not None:
-        given.append(ByTimestamp(parse_timestamps_json(raw, option=by), by))
+        given.append(ByTimestamp(parse_timestamps_json(raw, option=by), by, strict))
     if (raw := lowered.get(offsets.lower())) is not None:
         given.append(parse_offset_spec(raw, option=offsets))
     return given[0] if given else (EARLIEST if side == "start" else LATEST)
+
+
+def _strategy(lowered: Mapping[str, str]) -> str:
+    """``startingOffsetsByTimestampStrategy``: what a starting time no record reaches gives."""
+    raw = lowered.get(STRATEGY.lower(), "latest")
+    if raw.strip().lower() not in ("latest", "error"):
+        raise OptionError(f"{STRATEGY}: {raw!r} is not latest or error")
+    return raw.strip().lower()
 
 
 def parse_timestamp(text: str, *, option: str) -> int:
@@ -293,9 +308,15 @@ def times_for(spec: TimeSpec, tps: Iterable[TopicPartition]) -> dict[TopicPartit
     return {tp: spec.times[tp] for tp in wanted}
 
 
-def found_offsets(found: Mapping[TopicPartition, int | None]) -> Explicit:
-    """The offsets the log found for a spec's times: where no record is at or after the time
-    (None), the partition's end, as Spark's ``startingOffsetsByTimestampStrategy=latest`` does."""
+def found_offsets(found: Mapping[TopicPartition, int | None], spec: TimeSpec) -> Explicit:
+    """The offsets the log found for ``spec``'s times: where no record is at or after the time
+    (None), the partition's end, as Spark's ``startingOffsetsByTimestampStrategy=latest`` does,
+    or, for a strict ``spec`` (``…=error``), an ``OptionError`` naming the partitions."""
+    if spec.strict and (none := sorted(tp for tp, offset in found.items() if offset is None)):
+        raise OptionError(
+            f"{spec.option}: {_listed(none)} has no record at or after its time "
+            f"({STRATEGY}=error; latest starts there at the end)"
+        )
     return Explicit({tp: LATEST_CODE if offset is None else offset for tp, offset in found.items()})
 
 

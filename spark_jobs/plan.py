@@ -153,7 +153,7 @@ class Planner:
         if not isinstance(spec, AtTime | ByTimestamp):
             return spec
         times = times_for(spec, tps)
-        return found_offsets({tp: self.log.offset_for_timestamp(tp, ms) for tp, ms in times.items()})
+        return found_offsets({tp: self.log.offset_for_timestamp(tp, ms) for tp, ms in times.items()}, spec)
 
     def close(self) -> None:
         log, committed = self._log, self._committed

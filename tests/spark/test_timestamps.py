@@ -87,6 +87,7 @@ def test_time_options_win_over_offsets_as_in_spark() -> None:
         ("endingOffsetsByTimestamp", '{"a": {"0": "1000"}}', "'1000' of a-0 is not a time"),
         ("startingOffsetsByTimestamp", '{"a": {"x": 1000}}', "'x' of topic 'a' is not a partition"),
         ("startingOffsetsByTimestamp", '{"a": [1000]}', "must be an object of partitions"),
+        ("startingOffsetsByTimestampStrategy", "earliest", "'earliest' is not latest or error"),
     ],
 )
 def test_bad_time_options_are_one_line_naming_the_option(option: str, value: str, says: str) -> None:
@@ -108,7 +109,11 @@ def test_per_partition_times_name_exactly_the_partitions_read() -> None:
         OptionError, match=r"^startingOffsetsByTimestamp: no time for b-0; name every partition"
     ):
         times_for(by, [A0, A1, B0])
-    assert found_offsets({A0: 4, A1: None}) == Explicit({A0: 4, A1: -1})  # none found: the end
+    assert found_offsets({A0: 4, A1: None}, by) == Explicit({A0: 4, A1: -1})  # none found: the end
+    strict = ByTimestamp({A0: 10, A1: 20}, "startingOffsetsByTimestamp", strict=True)
+    assert found_offsets({A0: 4, A1: 5}, strict) == Explicit({A0: 4, A1: 5})
+    with pytest.raises(OptionError, match=r"^startingOffsetsByTimestamp: a-1 has no record at or after"):
+        found_offsets({A0: 4, A1: None}, strict)
 
 
 def test_a_stream_takes_a_starting_time_and_no_ending_one() -> None:
@@ -218,7 +223,9 @@ def test_a_batch_read_by_time(spark: SparkSession, log: TestLog, request: pytest
     assert span == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]
 
 
-def test_a_partition_read_and_left_out_of_the_times_is_an_error(spark: SparkSession, tmp_path: Path) -> None:
+def test_a_partition_left_out_of_the_times_or_one_no_record_reaches_is_an_error(
+    spark: SparkSession, tmp_path: Path
+) -> None:
     log = TestLog("embedded", str(tmp_path), tmp_path)
     (tmp_path / "topics").mkdir()
     topic = log.create_topic(2)
@@ -226,6 +233,10 @@ def test_a_partition_read_and_left_out_of_the_times_is_an_error(spark: SparkSess
         read(spark, log.url, topic, startingOffsetsByTimestamp={topic: {"0": T0}})
     with pytest.raises(PySparkException, match=rf"endingOffsetsByTimestamp: {topic}-7 is not a partition"):
         read(spark, log.url, topic, endingOffsetsByTimestamp={topic: {"0": T0, "1": T0, "7": T0}})
+    # no record at or after the time: the end (Spark's strategy latest), or an error with error
+    assert read(spark, log.url, topic, startingTimestamp=str(T0)) == []
+    with pytest.raises(PySparkException, match=rf"startingTimestamp: {topic}-0, {topic}-1 has no record at"):
+        read(spark, log.url, topic, startingTimestamp=str(T0), startingOffsetsByTimestampStrategy="error")
 
 
 def test_a_stream_starts_at_each_partitions_time(
