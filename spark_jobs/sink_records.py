@@ -52,6 +52,8 @@ from .sink_options import SinkOptions
 
 _BYTES_OR_TEXT: Final = (BinaryType, StringType)
 _INTEGERS: Final = (ByteType, ShortType, IntegerType, LongType)
+# A map's keys as JSON object names, whatever their type (a map<int,string> has int keys).
+_JSON_OPTIONS: Final = orjson.OPT_NON_STR_KEYS
 # The body's JSON around a record beyond its fields: braces, names, quotes, commas.
 _RECORD_OVERHEAD: Final = 48
 
@@ -156,7 +158,7 @@ class Columns:
                     fields[side], size = _json_text(value, side), size + len(value)
                 else:
                     fields[side] = value
-                    size += len(orjson.dumps(value, default=self._json_default))
+                    size += len(orjson.dumps(value, default=self._json_default, option=_JSON_OPTIONS))
             if partitions[i] is not None:
                 fields["partition"] = partitions[i]
             if millis[i] is not None:
@@ -181,7 +183,8 @@ def body(records: list[dict[str, Any]], options: SinkOptions, schema_ids: dict[s
         elif given is not None:
             doc[f"{side}_schema"] = given
     doc["records"] = records
-    return orjson.dumps(doc, default=lambda v: json_default(v, avro=options.format == "avro"))
+    avro = options.format == "avro"
+    return orjson.dumps(doc, default=lambda v: json_default(v, avro=avro), option=_JSON_OPTIONS)
 
 
 def json_default(value: Any, *, avro: bool) -> Any:

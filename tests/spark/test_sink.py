@@ -19,21 +19,24 @@ import sys
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pyarrow as pa
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructField, StructType
 
 from deploy.local.kafka_broker import TansuBroker
 from service.security.users import add_user
 from spark_jobs.offsets import OptionError
 from spark_jobs.sink import request_key
 from spark_jobs.sink_options import SinkOptions
+from spark_jobs.sink_records import Columns, body
 from tests.conftest import KAFKA_TEST_SETTINGS, RunningGateway, start_gateway
 from tests.helpers import BINARY, cluster_id, consumer, create_topic, poll, poll_until, produce, subscribe
 from tests.spark.sink_driver import ROWS
@@ -456,3 +459,44 @@ async def test_a_driver_killed_mid_batch_and_restarted_writes_each_record_once(
 
 def batch_ids(directory: Path) -> set[int]:
     return {int(p.name) for p in directory.glob("[0-9]*")} if directory.is_dir() else set()
+
+
+def test_values_of_spark_types_are_written_as_json() -> None:
+    value_type = pa.struct(
+        [
+            ("n", pa.decimal128(30, 10)),
+            ("at", pa.timestamp("us", tz="UTC")),
+            ("day", pa.date32()),
+            ("raw", pa.binary()),
+            ("by_id", pa.map_(pa.int32(), pa.string())),
+            ("tags", pa.list_(pa.string())),
+        ]
+    )
+    value = {
+        "n": Decimal("12345678901234567890.0123456789"),
+        "at": datetime(2026, 1, 2, 3, 4, 5, 6000, tzinfo=UTC),
+        "day": date(2026, 1, 2),
+        "raw": b"\x00\xff",
+        "by_id": [(1, "a")],
+        "tags": ["x"],
+    }
+    batch = pa.RecordBatch.from_pydict({"value": pa.array([value], value_type)})
+    schema = StructType([StructField("value", StructType())])
+    for fmt, raw in (("json", "AP8="), ("avro", "\u0000\u00ff")):
+        given = {"gateway": "http://x", "topic": "t", "format": fmt}
+        options = SinkOptions.parse({**given, "valueSchemaId": "1"} if fmt == "avro" else given, {})
+        columns = Columns.check(schema, options)
+        (record,) = columns.records(batch)
+        sent = json.loads(body([record.fields], options, {}), parse_float=Decimal)
+        assert sent["records"] == [
+            {
+                "value": {
+                    "n": Decimal("12345678901234567890.0123456789"),
+                    "at": "2026-01-02T03:04:05.006000+00:00",
+                    "day": "2026-01-02",
+                    "raw": raw,
+                    "by_id": {"1": "a"},
+                    "tags": ["x"],
+                }
+            }
+        ]
