@@ -63,6 +63,7 @@ from spark_jobs.session import build_session  # noqa: E402
 
 BATCH = 1000  # records per produce request: the fill's, the REST reference's
 MICRO_BATCHES = ", micro-batches"  # a stream's figure over its micro-batches' time alone
+AS_SENT = ", encoded as sent"  # the REST produce with each body encoded when it is sent
 WRITES = frozenset({"embedded sink", "kafka sink"})
 SINK_MODULE = ROOT / "spark_jobs" / "sink.py"
 # The rows: title, the way measured, its reference.
@@ -168,13 +169,13 @@ class Bench:
         df.write.format("brokergate").option("gateway", url).option("topic", topic).mode("append").save()
         return self.records
 
-    def rest_write(self, requests: list[bytes], url: str, topic: str) -> int:
-        """The bodies produced to ``topic`` over ``--partitions`` keep-alive connections, each
-        taking the next body left until none is."""
+    def rest_write(self, requests: Callable[[], Iterator[bytes]], url: str, topic: str) -> int:
+        """The bodies ``requests()`` gives, produced to ``topic`` over ``--partitions`` keep-alive
+        connections, each taking the next body left until none is."""
 
         async def run() -> None:
             await self.new_topic(url, topic)
-            left = iter(requests)
+            left = requests()
             limits = httpx.Limits(max_connections=self.partitions)
             async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as http:
 
@@ -237,6 +238,14 @@ class Bench:
             return
         df = self.frame()
         requests = bodies(0, self.records, self.size)
+        values = [value(n, self.size) for n in range(self.records)]
+
+        def as_sent() -> Iterator[bytes]:
+            """The bodies encoded one by one as they are sent, as a client (and the sink) does."""
+            for first in range(0, self.records, BATCH):
+                chunk = values[first : first + BATCH]
+                yield orjson.dumps({"records": [{"value": base64.b64encode(v).decode()} for v in chunk]})
+
         written: list[str] = []
 
         def into() -> str:
@@ -246,8 +255,9 @@ class Bench:
         try:
             self.in_turns(
                 [
-                    (f"{prefix} REST", lambda: self.rest_write(requests, url, into())),
+                    (f"{prefix} REST", lambda: self.rest_write(lambda: iter(requests), url, into())),
                     (f"{prefix} sink", lambda: self.sink_write(df, url, into())),
+                    (f"{prefix} REST{AS_SENT}", lambda: self.rest_write(as_sent, url, into())),
                 ]
             )
         finally:
@@ -364,7 +374,7 @@ def report(bench: Bench) -> None:
             f"{title}\n  ratio {statistics.median(ratios):5.2f} [{min(ratios):4.2f}-{max(ratios):4.2f}]"
             f" over {len(ratios)} rounds"
         )
-        for way in (label, reference, f"{label}{MICRO_BATCHES}"):
+        for way in (label, reference, f"{label}{MICRO_BATCHES}", f"{reference}{AS_SENT}"):
             if way not in bench.rates:
                 continue
             rates = bench.rates[way]
