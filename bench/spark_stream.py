@@ -41,6 +41,7 @@ import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -276,29 +277,54 @@ class Bench:
                 assert sum(ends) == self.records, f"{topic} holds {sum(ends)} records, not {self.records}"
 
 
-def tree_cpu(root: int) -> float:
-    """CPU seconds of ``root`` and every process under it, with the children they waited for (the
-    JVM's Python workers, the reader processes of streaming queries)."""
-    parents: dict[int, int] = {}
-    ticks: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rpartition(")")[2].split()
-        except OSError:  # gone meanwhile
-            continue
-        parents[int(entry.name)] = int(fields[1])
-        ticks[int(entry.name)] = sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
+class TreeCpu:
+    """The CPU seconds this process and every process under it use, while it runs.
 
-    def under_root(pid: int) -> bool:
-        while pid > 1:
-            if pid == root:
-                return True
-            pid = parents.get(pid, 0)
-        return False
+    A thread looks at /proc four times a second and keeps each process's own CPU time (not its
+    children's: a Python worker of the JVM's is gone, or under init, by the time the run ends) as
+    last seen under this process; what a process uses after that look and before it ends is lost,
+    a quarter of a second at most."""
 
-    return sum(t for pid, t in ticks.items() if under_root(pid)) / os.sysconf("SC_CLK_TCK")
+    def __init__(self) -> None:
+        self.root = os.getpid()
+        self.seen: dict[tuple[int, int], int] = {}  # (pid, start tick): utime + stime
+        self.before: dict[tuple[int, int], int] = {}
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self.watch, daemon=True)
+
+    def watch(self) -> None:
+        while not self.done.wait(0.25):
+            self.look()
+
+    def look(self) -> None:
+        stats: dict[int, list[str]] = {}
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    stats[int(entry.name)] = (entry / "stat").read_text().rpartition(")")[2].split()
+                except OSError:  # gone meanwhile
+                    continue
+        for pid, fields in stats.items():
+            ancestor = pid
+            while ancestor > 1 and ancestor != self.root:
+                ancestor = int(stats[ancestor][1]) if ancestor in stats else 0
+            if ancestor == self.root:
+                self.seen[(pid, int(fields[19]))] = int(fields[11]) + int(fields[12])
+
+    def __enter__(self) -> TreeCpu:
+        self.look()
+        self.before = dict(self.seen)  # what this process used before: not the run's
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        self.thread.join()
+        self.look()
+
+    def seconds(self) -> float:
+        used = sum(ticks - self.before.get(key, 0) for key, ticks in self.seen.items())
+        return used / os.sysconf("SC_CLK_TCK")
 
 
 def machine_cpu() -> float:
@@ -413,8 +439,8 @@ def main() -> None:
     load = os.getloadavg()
     started = time.perf_counter()
     # What else ran on the machine meanwhile: its busy time less this run's processes'.
-    busy, ours = machine_cpu(), tree_cpu(os.getpid())
-    with tempfile.TemporaryDirectory(prefix="bench-spark-") as tmp:
+    busy = machine_cpu()
+    with TreeCpu() as ours, tempfile.TemporaryDirectory(prefix="bench-spark-") as tmp:
         scratch = Path(tmp)
         spark = session(scratch)
         try:
@@ -425,12 +451,12 @@ def main() -> None:
         finally:
             spark.stop()
     elapsed = time.perf_counter() - started
-    ours = (tree_cpu(os.getpid()) - ours) / elapsed
-    other = (machine_cpu() - busy) / elapsed - ours
+    mine = ours.seconds() / elapsed
+    other = (machine_cpu() - busy) / elapsed - mine
     print(
         f"\n{args.records:,} records of {args.size} B, {args.partitions} partitions, {args.rounds} rounds, "
         f"{elapsed:.0f} s; load average {load[0]:.1f} before, {os.getloadavg()[0]:.1f} after, "
-        f"{os.cpu_count()} CPUs; cores busy on average: this run's processes {ours:.2f}, "
+        f"{os.cpu_count()} CPUs; cores busy on average: this run's processes {mine:.2f}, "
         f"other work {other:.2f}"
     )
     report(bench)
