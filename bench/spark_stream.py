@@ -28,8 +28,10 @@ around every other round; one round before the first is not counted (Spark's Pyt
 and the JVM's compiler warm up in it).
 
 Beside the rows: a stream's records/s over its micro-batches' own time (Spark's progress reports,
-``triggerExecution``) and the seconds the query spent outside them (its start and stop), and for
-the writes the gateway's CPU per record (from /proc): the terms the README's section explains.
+``triggerExecution``) and the seconds the query spent outside them (its start and stop); for
+the writes, the REST produce with each body encoded as it is sent (as the sink does) and the
+gateway's CPU per record (from /proc); and the cores other processes took during the run. The
+README's section says what they show.
 """
 
 from __future__ import annotations
@@ -66,7 +68,6 @@ BATCH = 1000  # records per produce request: the fill's, the REST reference's
 MICRO_BATCHES = ", micro-batches"  # a stream's figure over its micro-batches' time alone
 AS_SENT = ", encoded as sent"  # the REST produce with each body encoded when it is sent
 WRITES = frozenset({"embedded sink", "kafka sink"})
-SINK_MODULE = ROOT / "spark_jobs" / "sink.py"
 # The rows: title, the way measured, its reference.
 ROWS: list[tuple[str, str, str]] = [
     ("embedded log: readStream (availableNow) vs read", "embedded stream", "embedded batch"),
@@ -101,7 +102,7 @@ class Bench:
         self.size: int = args.size
         self.partitions: int = args.partitions
         self.rounds: int = args.rounds
-        self.sink: bool = not args.no_sink and SINK_MODULE.exists()
+        self.sink: bool = not args.no_sink
         self.scratch = scratch
         self.rates: dict[str, list[float]] = {}
         self.micro_batch_s = 0.0  # the last streaming query's micro-batches took this long
@@ -445,8 +446,6 @@ def main() -> None:
         spark = session(scratch)
         try:
             bench = Bench(spark, args, scratch)
-            if not bench.sink and not args.no_sink:
-                print("the sink (spark_jobs/sink.py) is not there: the source rows only", flush=True)
             on_each_log(bench, args, scratch)
         finally:
             spark.stop()
