@@ -99,21 +99,23 @@ class _TaskWrite:
         self.done = SinkCommit(self.partition)
 
     def run(self, outgoing: Iterable[Outgoing]) -> SinkCommit:
-        pending: dict[str, tuple[list[dict[str, Any]], int]] = {}  # by topic: records, bytes
-        for record in outgoing:
-            records, size = pending.get(record.topic, ([], 0))
-            records.append(record.fields)
-            size += record.size
-            if len(records) >= self.options.max_records or size >= self.options.max_bytes:
-                self._send(record.topic, records)
-                pending.pop(record.topic, None)
-            else:
-                pending[record.topic] = (records, size)
+        pending: dict[str, list[Any]] = {}  # by topic: [its records' texts, their bytes]
+        max_records, max_bytes = self.options.max_records, self.options.max_bytes
+        for topic, text in outgoing:
+            held = pending.get(topic)
+            if held is None:
+                held = pending[topic] = [[], 0]
+            records = held[0]
+            records.append(text)
+            held[1] += len(text) + 1
+            if len(records) >= max_records or held[1] >= max_bytes:
+                del pending[topic]
+                self._send(topic, records)
         for topic, (records, _) in pending.items():
             self._send(topic, records)
         return self.done
 
-    def _send(self, topic: str, records: list[dict[str, Any]]) -> None:
+    def _send(self, topic: str, records: list[str]) -> None:
         base = key = request_key(self.write_id, self.batch, self.partition, self._number)
         self._number += 1
         attempt = 0
@@ -131,7 +133,7 @@ class _TaskWrite:
             if records:
                 time.sleep(_backoff(attempt))
 
-    def _post(self, topic: str, records: list[dict[str, Any]], key: str) -> tuple[dict[str, Any], bool]:
+    def _post(self, topic: str, records: list[str], key: str) -> tuple[dict[str, Any], bool]:
         content = body(records, self.options, self._schema_ids.get(topic, {}))
         headers = {"Content-Type": data_type(self.options.format), "Idempotency-Key": key}
         path = url_path("topics", topic)
@@ -149,15 +151,13 @@ class _TaskWrite:
             answer = response.json()
             return answer, response.headers.get("Idempotency-Replayed") == "true"
 
-    def _check(
-        self, topic: str, records: list[dict[str, Any]], answer: dict[str, Any]
-    ) -> list[dict[str, Any]]:
+    def _check(self, topic: str, records: list[str], answer: dict[str, Any]) -> list[str]:
         """The records a retriable partition error left unwritten; ``SinkError`` for any other error."""
         ids = self._schema_ids.setdefault(topic, {})
         for side in ("key", "value"):
             if answer.get(f"{side}_schema_id") is not None:
                 ids[side] = int(answer[f"{side}_schema_id"])
-        failed: list[dict[str, Any]] = []
+        failed: list[str] = []
         for record, offset in zip(records, answer["offsets"], strict=True):
             code = offset.get("error_code")
             if code is None:

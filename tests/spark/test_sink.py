@@ -29,7 +29,15 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructField, StructType
+from pyspark.sql.types import (
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
 
 from deploy.local.kafka_broker import TansuBroker
 from service.security.users import add_user
@@ -486,8 +494,9 @@ def test_values_of_spark_types_are_written_as_json() -> None:
         given = {"gateway": "http://x", "topic": "t", "format": fmt}
         options = SinkOptions.parse({**given, "valueSchemaId": "1"} if fmt == "avro" else given, {})
         columns = Columns.check(schema, options)
-        (record,) = columns.records(batch)
-        sent = json.loads(body([record.fields], options, {}), parse_float=Decimal)
+        ((topic, text),) = columns.records(batch)
+        sent = json.loads(body([text], options, {}), parse_float=Decimal)
+        assert topic == "t" and sent.get("value_schema_id") == (1 if fmt == "avro" else None)
         assert sent["records"] == [
             {
                 "value": {
@@ -500,3 +509,34 @@ def test_values_of_spark_types_are_written_as_json() -> None:
                 }
             }
         ]
+
+
+def test_binary_records_are_the_json_the_rest_api_takes_nulls_included() -> None:
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "key": pa.array(["k", None, "ü", None], pa.string()),
+            "value": pa.array([b"\x00", b"v", None, None], pa.binary()),
+            "partition": pa.array([0, None, 2, None], pa.int32()),
+            "timestamp": pa.array([1_000_999, None, 0, None], pa.timestamp("us", tz="UTC")),
+            "offset": pa.array([1, 2, 3, 4], pa.int64()),  # not the sink's: left alone
+        }
+    )
+    schema = StructType(
+        [
+            StructField("key", StringType()),
+            StructField("value", BinaryType()),
+            StructField("partition", IntegerType()),
+            StructField("timestamp", TimestampType()),
+            StructField("offset", LongType()),
+        ]
+    )
+    options = SinkOptions.parse({"gateway": "http://x", "topic": "t"}, {})
+    texts = [text for _, text in Columns.check(schema, options).records(batch)]
+    assert [json.loads(t) for t in texts] == [
+        {"key": "aw==", "value": "AA==", "partition": 0, "timestamp": 1000},
+        {"value": "dg=="},
+        {"key": "w7w=", "partition": 2, "timestamp": 0},
+        {},
+    ]
+    whole = json.loads(body(texts, options, {}))
+    assert whole == {"records": [json.loads(t) for t in texts]}
