@@ -171,6 +171,13 @@ def _strategy(lowered: Mapping[str, str]) -> str:
     return raw.strip().lower()
 
 
+def parse_count(text: str, *, option: str) -> int:
+    """A whole number of 1 or more, in ASCII digits; raises ``OptionError``."""
+    if _DIGITS_RE.fullmatch(text) is None or int(text) < 1:
+        raise OptionError(f"{option}: {text!r} is not a positive number")
+    return int(text)
+
+
 def parse_timestamp(text: str, *, option: str) -> int:
     """A time in milliseconds since the epoch, 0 or later; raises ``OptionError``."""
     if _DIGITS_RE.fullmatch(text.strip()) is None or int(text) > MAX_TIMESTAMP:

@@ -29,6 +29,7 @@ from .offsets import (
     OptionError,
     committed_groups,
     found_offsets,
+    parse_count,
     parse_side,
     plan_ranges,
     select_topics,
@@ -62,15 +63,13 @@ class SourceOptions:
         if not topic:
             raise OptionError("topic: name a topic, a comma-separated list, or a pattern")
         raw_max = lowered.get("maxrecordsperpartition", str(DEFAULT_MAX_RECORDS_PER_PARTITION))
-        if not raw_max.isdigit() or int(raw_max) < 1:
-            raise OptionError(f"maxRecordsPerPartition: {raw_max!r} is not a positive number")
         return cls(
             log=log,
             topic=topic,
             starting=parse_side(lowered, "start"),
             ending=parse_side(lowered, "end"),
             coordinator=lowered.get("coordinator") or None,
-            max_records_per_partition=int(raw_max),
+            max_records_per_partition=parse_count(raw_max, option="maxRecordsPerPartition"),
             decode=DecodeOptions.parse(lowered),
             credentials=BackendCredentials.parse(lowered),
         )

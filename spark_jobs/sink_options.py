@@ -25,7 +25,7 @@ from service.adapters.secrets import read_secret_file
 from service.client import GatewayClient
 from service.core.rules import valid_topic
 
-from .offsets import OptionError
+from .offsets import OptionError, parse_count
 
 FORMATS: Final = ("binary", "json", "avro", "jsonschema", "protobuf")
 SCHEMA_FORMATS: Final = frozenset({"avro", "jsonschema", "protobuf"})
@@ -164,8 +164,10 @@ class _Given:
             password = None  # $BROKERGATE_PASSWORD alone signs nobody in
         elif password is None:
             raise OptionError("gatewayUsername needs gatewayPassword (or gatewayPasswordFile)")
-        for option in ("gatewayCaFile", "gatewayCertFile", "gatewayKeyFile"):
-            path = self.text(option)
+        files = {
+            option: self.text(option) for option in ("gatewayCaFile", "gatewayCertFile", "gatewayKeyFile")
+        }
+        for option, path in files.items():
             if path is not None and not Path(path).is_file():
                 raise OptionError(f"{option}: {path!r} is not a readable file")
         return GatewayAccess(
@@ -173,9 +175,9 @@ class _Given:
             username=username,
             password=password,
             token=token,
-            cafile=self.text("gatewayCaFile"),
-            certfile=self.text("gatewayCertFile"),
-            keyfile=self.text("gatewayKeyFile"),
+            cafile=files["gatewayCaFile"],
+            certfile=files["gatewayCertFile"],
+            keyfile=files["gatewayKeyFile"],
         )
 
 
@@ -184,7 +186,7 @@ def _schema(lowered: Mapping[str, str], side: str) -> str | int | None:
     if by_id and text:
         raise OptionError(f"give {side}SchemaId or {side}Schema, not both")
     if by_id:
-        if not by_id.isdigit():
+        if not (by_id.isascii() and by_id.isdigit()):
             raise OptionError(f"{side}SchemaId: {by_id!r} is not a schema id")
         return int(by_id)
     return text or None
@@ -192,8 +194,4 @@ def _schema(lowered: Mapping[str, str], side: str) -> str | int | None:
 
 def _positive(lowered: Mapping[str, str], option: str, default: int) -> int:
     raw = lowered.get(option.lower())
-    if raw is None:
-        return default
-    if not raw.isdigit() or int(raw) < 1:
-        raise OptionError(f"{option}: {raw!r} is not a positive number")
-    return int(raw)
+    return default if raw is None else parse_count(raw, option=option)

@@ -342,6 +342,10 @@ def test_the_gateways_access_falls_back_to_the_command_line_tools_variables(tmp_
         ({"gateway": "http://x", "gatewayPassword": "p"}, "gatewayPassword needs gatewayUsername"),
         ({"gateway": "http://x", "gatewayCaFile": str(tmp_path / "none.pem")}, "gatewayCaFile"),
         ({"gateway": "http://x", "maxRecordsPerRequest": "0"}, "maxRecordsPerRequest"),
+        (
+            {"gateway": "http://x", "maxBytesPerRequest": "\u00b2"},
+            "maxBytesPerRequest: '\u00b2' is not a positive",
+        ),
         ({"gateway": "http://x", "format": "json", "valueSchemaId": "1"}, "schemas are for"),
         ({"gateway": "http://x", "format": "avro", "valueSchemaId": "x"}, "not a schema id"),
     ]:
