@@ -7,8 +7,7 @@ Other columns are left alone, as Spark's Kafka sink leaves them, so a DataFrame 
 
 ``Columns.check`` refuses, on the driver and before any task runs, a column of a type the format
 cannot carry, in one line naming the column. ``Columns.records`` turns one Arrow batch into
-``Outgoing`` records in the body's JSON, each with its topic and a size estimate (what the
-requests are cut by):
+``Outgoing`` records, each its topic and its JSON text in a produce body (``body`` joins them):
 
 binary (the default)
     ``key`` and ``value`` are binary or string (its UTF-8 bytes), sent as base64.
@@ -49,7 +48,7 @@ from pyspark.sql.types import (
 )
 
 from .offsets import OptionError
-from .sink_options import SinkOptions
+from .sink_options import SCHEMA_FORMATS, SinkOptions
 
 _BYTES_OR_TEXT: Final = (BinaryType, StringType)
 _INTEGERS: Final = (ByteType, ShortType, IntegerType, LongType)
@@ -89,7 +88,7 @@ class Columns:
                     f"column {side} is {kind.simpleString()}: the binary format takes binary or string "
                     "(cast it, or give format json, avro, jsonschema or protobuf)"
                 )
-        if "key" in by_name and options.format in ("avro", "jsonschema", "protobuf"):
+        if "key" in by_name and options.format in SCHEMA_FORMATS:
             if options.key_schema is None:
                 raise OptionError(
                     f"format {options.format} with a key column: give keySchemaId or keySchema "
@@ -137,52 +136,38 @@ class Columns:
         given = column("value")
         assert given is not None  # Columns.check: a value column
         values = self._encoded(given, "value", self.value_is_text)
-        if self.format == "binary" and "headers" not in self.names:
-            texts = self._texts(batch, names, values, column("key"), column("partition"))
-            return zip(topics, texts, strict=True)
-        fields: list[dict[str, Any]] = [{} if v is None else {"value": v} for v in values]
-        if (given := column("key")) is not None:
-            for i, key in enumerate(self._encoded(given, "key", self.key_is_text)):
-                if key is not None:
-                    fields[i]["key"] = key
-        if (partitions := column("partition")) is not None:
-            for i, partition in enumerate(partitions):
-                if partition is not None:
-                    fields[i]["partition"] = partition
-        if "timestamp" in self.names:
-            for i, micros in enumerate(batch.column(names["timestamp"]).cast(pa.int64()).to_pylist()):
-                if micros is not None:
-                    fields[i]["timestamp"] = micros // 1000
-        if (headers := column("headers")) is not None:
-            for i, given_headers in enumerate(headers):
-                if given_headers:
-                    fields[i]["headers"] = [_header(h) for h in given_headers]
-        dumps, default, opts = orjson.dumps, self._json_default, _JSON_OPTIONS
-        texts = [dumps(f, default=default, option=opts).decode() for f in fields]
-        return zip(topics, texts, strict=True)
-
-    def _texts(
-        self,
-        batch: pa.RecordBatch,
-        names: dict[str, int],
-        values: list[str | None],
-        keys: list[Any] | None,
-        partitions: list[int | None] | None,
-    ) -> list[str]:
-        """Binary records without headers as JSON text, put together from each field's text: base64
-        and numbers need no escaping, so no dict is built per record."""
-        if keys is None and partitions is None and "timestamp" not in self.names:
-            return ["{}" if v is None else '{"value":"' + v + '"}' for v in values]
-        fields = [[None if v is None else f'"value":"{v}"' for v in values]]
-        if keys is not None:
-            encoded = self._encoded(keys, "key", self.key_is_text)
-            fields.append([None if k is None else f'"key":"{k}"' for k in encoded])
-        if partitions is not None:
-            fields.append([None if p is None else f'"partition":{p}' for p in partitions])
+        keys = None if (given := column("key")) is None else self._encoded(given, "key", self.key_is_text)
+        partitions = column("partition")
+        millis = None
         if "timestamp" in self.names:
             micros = batch.column(names["timestamp"]).cast(pa.int64()).to_pylist()
-            fields.append([None if t is None else f'"timestamp":{t // 1000}' for t in micros])
-        return ["{" + ",".join([f for f in row if f is not None]) + "}" for row in zip(*fields, strict=True)]
+            millis = [None if t is None else t // 1000 for t in micros]
+        headers = column("headers")
+        if self.format == "binary" and headers is None:
+            texts = _binary_texts(values, keys, partitions, millis)
+        else:
+            texts = self._json_texts(values, keys, partitions, millis, headers)
+        return zip(topics, texts, strict=True)
+
+    def _json_texts(
+        self,
+        values: list[Any],
+        keys: list[Any] | None,
+        partitions: list[int | None] | None,
+        millis: list[int | None] | None,
+        headers: list[Any] | None,
+    ) -> list[str]:
+        """Records as orjson writes them, a dict each (JSON values, headers)."""
+        fields: list[dict[str, Any]] = [{} if v is None else {"value": v} for v in values]
+        for name, each in (("key", keys), ("partition", partitions), ("timestamp", millis)):
+            for i, one in enumerate(each or ()):
+                if one is not None:
+                    fields[i][name] = one
+        for i, given in enumerate(headers or ()):
+            if given:
+                fields[i]["headers"] = [_header(h) for h in given]
+        dumps, default, opts = orjson.dumps, self._json_default, _JSON_OPTIONS
+        return [dumps(f, default=default, option=opts).decode() for f in fields]
 
     def _encoded(self, values: list[Any], side: str, is_text: bool) -> list[Any]:
         """A key or value column as the body carries it."""
@@ -196,6 +181,26 @@ class Columns:
 
     def _json_default(self, value: Any) -> Any:
         return json_default(value, avro=self.format == "avro")
+
+
+def _binary_texts(
+    values: list[str | None],
+    keys: list[str | None] | None,
+    partitions: list[int | None] | None,
+    millis: list[int | None] | None,
+) -> list[str]:
+    """Binary records without headers as JSON text, put together from each field's text: base64
+    and numbers need no escaping, so no dict is built per record."""
+    if keys is None and partitions is None and millis is None:
+        return ["{}" if v is None else '{"value":"' + v + '"}' for v in values]
+    fields = [[None if v is None else f'"value":"{v}"' for v in values]]
+    if keys is not None:
+        fields.append([None if k is None else f'"key":"{k}"' for k in keys])
+    if partitions is not None:
+        fields.append([None if p is None else f'"partition":{p}' for p in partitions])
+    if millis is not None:
+        fields.append([None if t is None else f'"timestamp":{t}' for t in millis])
+    return ["{" + ",".join([f for f in row if f is not None]) + "}" for row in zip(*fields, strict=True)]
 
 
 def body(records: list[str], options: SinkOptions, schema_ids: dict[str, int]) -> bytes:
