@@ -18,6 +18,7 @@ import logging
 import os
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from service.core.models import Record
@@ -135,14 +136,9 @@ def read_partition_range(directory: Path, start: int = 0, end: int | None = None
     for i, base in enumerate(bases[first:], start=first):
         if end is not None and base >= end:
             return
-        try:
-            fd = open_file(Segment.paths(directory, base)[0], write=False)
-        except FileNotFoundError:
-            continue  # removed by retention meanwhile
-        try:
-            size = os.fstat(fd).st_size
-            rel, pos = _start_position(fd, directory, base, max(start - base, 0), size)
-            scan = BatchScan(fd, pos, size, next_offset=base + rel)
+        with _scan_from(directory, base, max(start - base, 0)) as scan:
+            if scan is None:
+                continue  # removed by retention meanwhile
             for view in scan:
                 if view.header.next_offset <= start:
                     continue
@@ -154,8 +150,23 @@ def read_partition_range(directory: Path, start: int = 0, end: int | None = None
                     yield r
             if scan.error and i < len(bases) - 1:
                 log.warning("%s/%020d.log: %s; continuing with the next segment", directory, base, scan.error)
-        finally:
-            os.close(fd)
+
+
+@contextmanager
+def _scan_from(directory: Path, base: int, rel: int) -> Iterator[BatchScan | None]:
+    """A scan of segment ``base``'s batches from the indexed one at or before relative offset
+    ``rel`` (its log file open for the block); None if retention removed the segment meanwhile."""
+    try:
+        fd = open_file(Segment.paths(directory, base)[0], write=False)
+    except FileNotFoundError:
+        yield None
+        return
+    try:
+        size = os.fstat(fd).st_size
+        found, pos = _start_position(fd, directory, base, rel, size)
+        yield BatchScan(fd, pos, size, next_offset=base + found)
+    finally:
+        os.close(fd)
 
 
 def find_timestamp(directory: Path, timestamp: int) -> int | None:
@@ -167,14 +178,8 @@ def find_timestamp(directory: Path, timestamp: int) -> int | None:
     ``timestamp`` may first be, so only the batches from there are read.
     """
     for base in _segment_bases(Path(directory)):
-        try:
-            fd = open_file(Segment.paths(directory, base)[0], write=False)
-        except FileNotFoundError:
-            continue  # removed by retention meanwhile
-        try:
-            size = os.fstat(fd).st_size
-            rel, pos = _start_position(fd, directory, base, _time_start(directory, base, timestamp), size)
-            for view in BatchScan(fd, pos, size, next_offset=base + rel):
+        with _scan_from(directory, base, _time_start(directory, base, timestamp)) as scan:
+            for view in scan or ():  # None: removed by retention meanwhile
                 if view.header.max_timestamp < timestamp:
                     continue
                 records: list[Record] = []
@@ -182,8 +187,6 @@ def find_timestamp(directory: Path, timestamp: int) -> int | None:
                 found = next((r.offset for r in records if r.timestamp >= timestamp), None)
                 if found is not None:
                     return found
-        finally:
-            os.close(fd)
     return None
 
 
