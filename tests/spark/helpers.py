@@ -1,12 +1,16 @@
-"""What the Spark tests share: records to write, a log they write to directly, and its schema registry."""
+"""What the Spark tests share: records to write, a log they write to directly, its schema registry,
+and a job run in the suite's session."""
 
 from __future__ import annotations
 
 import asyncio
+import io
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from pyspark.sql import SparkSession
 
 from service.adapters.embedded.coordinator import EmbeddedCoordinator
 from service.adapters.embedded.log import EmbeddedLog
@@ -15,6 +19,8 @@ from service.core.schemas.formats import parse
 from service.core.schemas.model import JSON, Schema, SchemaType
 from service.core.schemas.registry import SchemaRegistry
 from service.core.schemas.wire import frame
+from spark_jobs.__main__ import JOBS, parser
+from spark_jobs.progress import Progress
 
 
 def records(n: int, *, start: int = 0, ts: int = 1_700_000_000_000, step_ms: int = 1000) -> list[NewRecord]:
@@ -128,3 +134,21 @@ class TestRegistry:
     def framed(self, schema_id: int, value: JSON) -> bytes:
         """``value`` (JSON as the REST API takes it for the schema's format) in the wire format."""
         return frame(schema_id, parse(self.schemas[schema_id], {}).codec().encode(value))
+
+
+def in_this_thread(spark: SparkSession) -> SparkSession:
+    """``spark``, made this thread's active session: Spark looks a Python data source up in it (a
+    JVM thread-local), and a test runs Spark in a worker thread beside a gateway's event loop."""
+    spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)  # type: ignore[union-attr]
+    return spark
+
+
+def run_job(spark: SparkSession, words: list[str]) -> str:
+    """Run ``python -m spark_jobs …`` (``words`` after the module) in the suite's session, from any
+    thread; its summary."""
+    in_this_thread(spark)
+    args = parser().parse_args(words)
+    job = JOBS[args.job]
+    out = io.StringIO()
+    job.run(spark, job.options_from(args), Progress(args.job, out=io.StringIO(), summary_out=out))
+    return out.getvalue()

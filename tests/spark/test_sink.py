@@ -49,6 +49,8 @@ from tests.conftest import KAFKA_TEST_SETTINGS, RunningGateway, start_gateway
 from tests.helpers import BINARY, cluster_id, consumer, create_topic, poll, poll_until, produce, subscribe
 from tests.spark.sink_driver import ROWS
 
+from .helpers import in_this_thread
+
 REPO = Path(__file__).resolve().parents[2]
 DEADLINE_S = 120
 
@@ -83,10 +85,7 @@ async def new_topic(setup: Setup, partitions: int = 1) -> str:
 
 
 def write(frame: DataFrame, setup: Setup, **options: Any) -> None:
-    # Spark looks a Python data source up in the thread's active session (a JVM thread-local),
-    # and this runs in a worker thread beside the gateway's event loop.
-    spark = frame.sparkSession
-    spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)  # type: ignore[union-attr]
+    in_this_thread(frame.sparkSession)
     writer = frame.write.format("brokergate").mode("append").option("gateway", setup.gateway.url)
     for key, value in options.items():
         writer = writer.option(key, value)

@@ -8,7 +8,6 @@ its gateway URL the test's. What it copied is read back through a consumer of th
 from __future__ import annotations
 
 import asyncio
-import io
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -16,13 +15,13 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from spark_jobs.__main__ import JOBS, main, parser
+from spark_jobs.__main__ import main
 from spark_jobs.lock import EXIT_BUSY, exclusive
-from spark_jobs.progress import Progress
 from tests.conftest import RunningGateway, start_gateway
 from tests.e2e.docs_blocks import claim
 from tests.helpers import STRING, consumer, create_topic, poll, poll_until, produce, subscribe
 
+from .helpers import run_job
 from .test_docs_commands import commands
 
 DOCS_URL = "http://127.0.0.1:8082"
@@ -36,17 +35,6 @@ async def gateway(tmp_path: Path) -> AsyncIterator[RunningGateway]:
     finally:
         await gw.client.aclose()
         await gw.stop()
-
-
-def run_job(spark: SparkSession, words: list[str]) -> str:
-    """Run ``python -m spark_jobs …`` (``words`` after the module) in the suite's session; its summary."""
-    # Spark finds a Python data source through the thread's active session, and this is a worker thread.
-    spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)  # type: ignore[union-attr]
-    args = parser().parse_args(words)
-    job = JOBS[args.job]
-    out = io.StringIO()
-    job.run(spark, job.options_from(args), Progress(args.job, out=io.StringIO(), summary_out=out))
-    return out.getvalue()
 
 
 async def everything(gw: RunningGateway, topic: str, count: int) -> list[tuple[str | None, str]]:

@@ -9,7 +9,6 @@ the block's ``--available-now`` run then carries on.
 from __future__ import annotations
 
 import asyncio
-import io
 import signal
 import subprocess
 import time
@@ -20,12 +19,11 @@ import pytest
 from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 
-from spark_jobs.__main__ import JOBS, main, parser
+from spark_jobs.__main__ import main
 from spark_jobs.lock import EXIT_BUSY, exclusive
-from spark_jobs.progress import Progress
 from tests.e2e.docs_blocks import claim, shell_env
 
-from .helpers import TestLog, records
+from .helpers import TestLog, records, run_job
 from .test_docs_commands import commands
 
 DEADLINE_S = 120.0  # how long a condition may take before the test gives up: never reached when all is well
@@ -46,15 +44,6 @@ def embedded(tmp_path: Path) -> TestLog:
     data = tmp_path / "data"
     (data / "topics").mkdir(parents=True)
     return TestLog("embedded", str(data), tmp_path)
-
-
-def run_job(spark: SparkSession, words: list[str]) -> str:
-    """Run ``python -m spark_jobs …`` (``words`` after the module) in the suite's session; its summary."""
-    args = parser().parse_args(words)
-    job = JOBS[args.job]
-    out = io.StringIO()
-    job.run(spark, job.options_from(args), Progress(args.job, out=io.StringIO(), summary_out=out))
-    return out.getvalue()
 
 
 def exported(spark: SparkSession, output: Path) -> list[tuple[str, int, int, bytes]]:
