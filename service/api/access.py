@@ -292,7 +292,9 @@ async def instance_first(
     missing partition), a request for another principal's or a missing instance gets the 404 a
     missing one gets (``owned`` raises it), not what its body made fail. Only a request that
     failed pays for that look: for one that did not, the core decided the instance, and whose it
-    is, before it changed anything."""
+    is, before it changed anything. So every way through the block that succeeds reaches the
+    instance through the core, one with nothing to do too (``ConsumerService.renew``);
+    tests/integration/test_leaks.py sends every instance route empty and trivial bodies to prove it."""
     try:
         yield
     except GatewayError:

@@ -205,6 +205,7 @@ async def subscribe(group: str, instance: str, request: Request, gw: GW) -> Resp
         elif req.topic_pattern is not None:
             sub = Subscription(pattern=req.topic_pattern)
         else:
+            await gw.consumers.renew(group, instance, who=await decision_of(request))
             return no_content()
         who = await check_topics(request, sub.topics, Operation.READ)
         await gw.consumers.subscribe(group, instance, sub, who=who)
@@ -431,10 +432,12 @@ async def committed(
 async def seek(group: str, instance: str, request: Request, gw: GW) -> Response:
     """Seek assigned partitions to offsets, or to the first offset at/after timestamps."""
     async with instance_first(request, gw.consumers.owned, group, instance):
-        # neither offsets nor timestamps: nothing to seek, as KafkaConsumerState.seek does nothing
         req = await bind(request, v2.SeekRequest)
         named = [o.topic for o in req.offsets or ()] + [t.topic for t in req.timestamps or ()]
         who = await check_topics(request, named, Operation.DESCRIBE)
+        if not req.offsets and not req.timestamps:
+            # nothing to seek, as KafkaConsumerState.seek does nothing, but of an instance found first
+            await gw.consumers.renew(group, instance, who=who)
         if req.offsets:
             offsets = {TopicPartition(o.topic, o.partition): o.offset for o in req.offsets}
             await gw.consumers.seek(group, instance, offsets, who=who)

@@ -147,6 +147,55 @@ async def test_another_principals_instance_is_answered_as_a_missing_one_byte_for
         assert (await alice.get("/consumers/g/instances/i/subscription")).json() == {"topics": ["t"]}
 
 
+# Bodies that are empty or name nothing to do: each instance route is sent each of them (and none),
+# so a route that answers such a body without finding the instance shows, whatever its kind.
+TRIVIAL_BODIES: list[dict[str, Any] | None] = [
+    None,
+    {},
+    {"offsets": []},
+    {"timestamps": []},
+    {"offsets": [], "timestamps": []},
+    {"partitions": []},
+    {"topics": []},
+    {"acknowledgements": []},
+]
+_NOT_FOUND = (404, b'{"error_code":40403,"message":"Consumer instance not found."}')
+
+
+async def test_an_empty_or_trivial_body_gets_the_missing_instances_404_on_every_instance_route(
+    gw: RunningGateway,
+) -> None:
+    """Confluent's proxy finds the instance before anything its body names: for a missing instance,
+    and for another principal's, every instance route answers 40403, whatever the body, even one
+    with nothing to do (``{"offsets": []}`` to /positions), never a 204 or 200."""
+    await _alices_instances(gw)
+    routes = [key for key in INSTANCE_ROUTES if not key.startswith("WS ")]  # handshakes: above
+    assert len(routes) >= 18
+    wrong = []
+    async with httpx.AsyncClient(base_url=gw.url, auth=httpx.BasicAuth(*BOB), timeout=30) as bob:
+        for key in routes:
+            for body in TRIVIAL_BODIES:
+                for instance in ("i", "zz"):  # alice's, and none
+                    method, path = _path(key, instance)
+                    kwargs: dict[str, Any] = {"params": {"timeout": "0"}}
+                    if body is not None:
+                        kwargs |= {"json": body, "headers": {"Content-Type": V2}}
+                    r = await bob.request(method, path, **kwargs)
+                    if (r.status_code, r.content) != _NOT_FOUND:
+                        wrong.append((key, body, instance, r.status_code, r.text[:80]))
+    assert not wrong, "\n".join(map(str, wrong))
+    # for its owner, a body with nothing to do is still done, changing nothing
+    async with httpx.AsyncClient(base_url=gw.url, auth=httpx.BasicAuth(*ALICE), timeout=30) as alice:
+        for route in ("positions", "subscription"):
+            r = await alice.post(f"/consumers/g/instances/i/{route}", json={}, headers={"Content-Type": V2})
+            assert r.status_code == 204, r.text
+        r = await alice.post(
+            "/consumers/g/instances/i/positions", json={"offsets": []}, headers={"Content-Type": V2}
+        )
+        assert r.status_code == 204, r.text
+        assert (await alice.get("/consumers/g/instances/i/subscription")).json() == {"topics": ["t"]}
+
+
 @pytest.mark.parametrize(
     ("route", "body"),
     [

@@ -152,6 +152,13 @@ class ConsumerService:
         another principal's instance gets the answer a missing one does, whatever the body."""
         await self._instances.load(group, name, who)
 
+    async def renew(self, group: str, name: str, *, who: Decision | None) -> None:
+        """Find the instance as ``owned`` does and renew its lease: what a request asking nothing of
+        it does (a seek naming no partition, a subscription naming neither topics nor a pattern),
+        as Confluent's proxy finds the instance before it reads what the body asks, so a missing
+        one, or another principal's, is a 404 whatever the body."""
+        await self._instances.touch(await self._instances.load(group, name, who))
+
     # --- subscription and assignment ---------------------------------------------
 
     async def subscribe(
