@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 PORT   ?= 8082
+# empty: the gateway's default, 127.0.0.1 while authentication is off (make run HOST=0.0.0.0 to serve others)
+HOST   ?=
 
 # Debian packages the tests use: curl runs the README walk-through, zookeeper and redis-server
 # are the real servers of the coordinator and sessions suites (Java 17, which ZooKeeper and Spark
@@ -27,7 +29,7 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 
 ## serve the gateway on the embedded backends (no Kafka, ZooKeeper or Redis needed)
 run: $(VENV)/.installed
-	$(BIN)/brokergate serve --port $(PORT)
+	$(BIN)/brokergate serve --port $(PORT) $(if $(HOST),--host $(HOST))
 
 ## install what the tests need, then lint, type-check and run the whole suite
 test: $(VENV)/.installed-test system-packages

@@ -5,7 +5,8 @@ same address, so a load balancer (or a test) that knew it finds it again. ``star
 returns only once ``GET /readyz`` answers 200, which means every backend answered;
 a replica that exits or never gets ready raises with the tail of its log. With ``tls`` it
 serves HTTPS with that certificate, and its readiness is asked over HTTPS trusting that CA
-(``/readyz`` answers without credentials, whatever ``--auth`` says).
+(``/readyz`` answers without credentials, whatever ``--auth`` says). It listens on 127.0.0.1 unless
+``host`` names another address (None: no ``--host``, the gateway's own default).
 """
 
 from __future__ import annotations
@@ -44,10 +45,12 @@ class GatewayReplica(ServerProcess):
         log_path: Path | None = None,
         new_session: bool = True,
         tls: TlsFiles | None = None,
+        host: str | None = "127.0.0.1",
     ) -> None:
         super().__init__(port)
         self.data_dir = Path(data_dir)
         self.tls = tls
+        self.host = host
         self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
         self.extra = tuple(args)
         self.env = {**os.environ, **(env or {})}
@@ -63,8 +66,7 @@ class GatewayReplica(ServerProcess):
             "-m",
             "service",
             "serve",
-            "--host",
-            "127.0.0.1",
+            *(() if self.host is None else ("--host", self.host)),
             "--port",
             str(self.port),
             "--data-dir",

@@ -141,7 +141,7 @@ def public_base(request: Request) -> str:
     netloc = _netloc(request.headers.get("host", ""))
     if netloc is not None and ("*" in allowed or netloc[0] in allowed):
         return f"{scheme}://{_join(*netloc)}"
-    server = request.scope.get("server") or (settings.host, settings.port)
+    server = request.scope.get("server") or (settings.bind_host, settings.port)
     return f"{scheme}://{_join(str(server[0]), server[1])}"
 
 

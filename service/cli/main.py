@@ -12,6 +12,7 @@ end in one line on stderr and exit status 2, never a traceback.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import logging
 import sys
 from collections.abc import Sequence
@@ -45,7 +46,10 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="brokergate", description="HTTP gateway to Kafka-style messaging.")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="serve the REST API")
-    serve.add_argument("--host", help="bind address (default 0.0.0.0)")
+    serve.add_argument(
+        "--host",
+        help="bind address (default: 0.0.0.0 with --auth; without it 127.0.0.1, this machine only)",
+    )
     serve.add_argument("--port", type=int, help="port (default 8082)")
     serve.add_argument(
         "--data-dir", dest="data_dir", help="data directory of the embedded backends (default ./data)"
@@ -141,11 +145,42 @@ def serve(args: argparse.Namespace) -> int:
         config = server_config(app, settings, log_level=args.log_level, loop="auto")
     except ValueError as exc:  # UsersFileError, a TLS or JWT setting that cannot be used
         return _fail(str(exc))
+    _say_where(settings)
     try:
         DrainingServer(config, app).run()
     except OSError as exc:
         return _fail(str(exc))
     return 0
+
+
+def _say_where(settings: Settings) -> None:
+    """One start-up line when authentication is off: that the gateway keeps to this machine, and how
+    to serve others; or, if the operator chose an address other machines reach, what that opens."""
+    if settings.auth_methods:
+        return
+    log = logging.getLogger("brokergate")
+    if settings.host is None:
+        log.info(
+            "authentication is off, so listening on %s only (this machine): --host 0.0.0.0 "
+            "(BROKERGATE_HOST) serves other machines too, --auth makes their clients sign in",
+            settings.bind_host,
+        )
+    elif not _loopback(settings.host):
+        log.warning(
+            "authentication is off and --host is %s: anyone who reaches this machine on port %d may "
+            "read, write and delete every topic; --auth makes clients sign in",
+            settings.host,
+            settings.port,
+        )
+
+
+def _loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name: whatever it resolves to may be reached from elsewhere
+        return False
 
 
 def manage_users(args: argparse.Namespace) -> int:

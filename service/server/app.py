@@ -431,7 +431,7 @@ def server_config(app: FastAPI, settings: Settings, **options: Any) -> uvicorn.C
     protocol = cast("type[GatewayProtocol]", type("GatewayProtocol", (GatewayProtocol,), attributes))
     config = uvicorn.Config(
         LastResort(app),
-        host=settings.host,
+        host=settings.bind_host,
         port=settings.port,
         http=protocol,
         ws=GatewayWebSocketProtocol,

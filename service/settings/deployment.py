@@ -11,17 +11,25 @@ the Log port's ``FlushPolicy``.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Final
 
 from pydantic import Field, field_validator
 
 from ..core.ports import FlushPolicy
 from .group import SettingsGroup
 
+LOOPBACK: Final = "127.0.0.1"
+EVERY_INTERFACE: Final = "0.0.0.0"
+
 
 class DeploymentSettings(SettingsGroup):
     """The listening address, the data directory, the three backends and this replica's names."""
 
-    host: str = "0.0.0.0"
+    host: str | None = Field(
+        None,
+        description="Bind address; default: every interface (0.0.0.0) with authentication on, "
+        "loopback only (127.0.0.1) with it off (see Settings.bind_host).",
+    )
     port: int = Field(8082, ge=1, le=65535)
     data_dir: Path = Path("./data")
     log: str = "embedded"

@@ -17,7 +17,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .backends import BackendCredentialSettings, KafkaSettings, RedisSettings, ZooKeeperSettings
 from .consumers import ConsumerSettings, ShareGroupSettings, StreamSettings
-from .deployment import DeploymentSettings, StorageSettings
+from .deployment import EVERY_INTERFACE, LOOPBACK, DeploymentSettings, StorageSettings
 from .limits import LimitSettings, QuotaSettings
 from .produce import ProduceSettings
 from .registry import REGISTRY_CLIENT_SETTINGS, RegistrySettings
@@ -109,6 +109,16 @@ class Settings(
         if "jwt" in methods and self.jwt_issuer is None:
             raise ValueError("auth=jwt needs jwt_issuer (and jwt_jwks_url unless the issuer publishes it)")
         return self
+
+    @property
+    def bind_host(self) -> str:
+        """The address the gateway listens on: ``host`` when given; else every interface with
+        authentication on, and loopback only with it off, as Redis's protected mode keeps a server
+        without a password to its own machine: what nobody signs in to, nobody else reaches unless
+        the operator says so."""
+        if self.host is not None:
+            return self.host
+        return EVERY_INTERFACE if self.auth_methods else LOOPBACK
 
     @property
     def users_path(self) -> Path:

@@ -19,9 +19,11 @@ from deploy.local.zookeeper_server import ZooKeeperServer
 class GatewayProcess(GatewayReplica):
     """A ``brokergate serve`` subprocess; its output goes to a log file that failures print."""
 
-    def __init__(self, data_dir: Path, *extra: str, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, data_dir: Path, *extra: str, env: dict[str, str] | None = None, host: str | None = "127.0.0.1"
+    ) -> None:
         # In the test run's process group: a Ctrl-C stops it with pytest.
-        super().__init__(data_dir, args=extra, env=env, new_session=False)
+        super().__init__(data_dir, args=extra, env=env, new_session=False, host=host)
 
 
 def authorizing_gateway(data_dir: Path, users: Mapping[str, str], super_user: str) -> GatewayProcess:

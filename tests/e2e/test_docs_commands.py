@@ -73,6 +73,9 @@ def test_make_run_serves_and_make_test_runs_lint_and_the_suite(tmp_path):
             os.killpg(serve.pid, signal.SIGTERM)
         _, errors = serve.communicate(timeout=30)
     assert serve.returncode in (0, -signal.SIGTERM, 2), errors  # make reports a stopped child as 2
+    # the README's "this machine only": authentication is off, so loopback, said in one line
+    said = [line for line in errors.decode().splitlines() if "authentication is off" in line]
+    assert len(said) == 1 and "listening on 127.0.0.1 only" in said[0], errors
     dry = subprocess.run(
         [
             "make",

@@ -158,6 +158,17 @@ def test_every_variable_set_is_a_setting_and_its_value_is_valid(source):
     Settings(**given)  # type: ignore[arg-type]  # raises if a value does not validate
 
 
+def test_every_container_names_the_address_it_listens_on():
+    """A container's loopback is its own, and a gateway without authentication listens on loopback
+    unless told otherwise: the image, compose's gateways and the k8s pods set BROKERGATE_HOST. The
+    systemd unit, on the machine itself, keeps to loopback until authentication is turned on."""
+    gateways = env_map(compose()["services"]["gateway"]["environment"])
+    for variables in (dockerfile_env(), gateways, configmap_settings()):
+        assert variables["BROKERGATE_HOST"] == "0.0.0.0"
+        assert settings_of(variables).bind_host == "0.0.0.0"
+    assert settings_of(systemd_env()).bind_host == "127.0.0.1"
+
+
 def test_the_deployment_runs_three_ready_checked_replicas_on_its_configmap():
     deployment, service = k8s_object("Deployment"), k8s_object("Service")
     assert deployment["spec"]["replicas"] >= 3
