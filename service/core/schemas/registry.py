@@ -14,8 +14,9 @@ subject keeps its version. A write runs to its end even if its client goes away.
 
 Schemas are parsed by ``parsing.SchemaParser`` (references resolved, big texts off the event
 loop, parsed schemas cached by id); schemas are the same when their identity (type, canonical
-text, references) is, whatever ``normalize`` says; a new schema is stored in its canonical text
-(``normalize``: its normalized text), as Confluent stores it. It is also the ``SchemaResolver`` that
+text, references) is; a new schema is stored in its canonical text; with ``normalize`` the schema
+is its normalized text's (which may order what the other does not: Protobuf's fields by tag), as
+Confluent normalizes first and stores that. It is also the ``SchemaResolver`` that
 producing and consuming with schemas use.
 """
 
@@ -218,14 +219,21 @@ class SchemaRegistry:
             raise SubjectModeNotConfigured(f"Subject '{subject}' does not have subject-level mode configured")
         return state.mode_in_scope(subject)
 
-    async def find_version(self, subject: str, schema: Schema, *, deleted: bool = False) -> Registered:
+    async def find_version(
+        self, subject: str, schema: Schema, *, deleted: bool = False, normalize: bool = False
+    ) -> Registered:
         """The latest version of ``subject`` that is ``schema`` (live, or soft-deleted too with
-        ``deleted``): ``InvalidSchemaError`` if it is not valid, ``SubjectNotFound`` or
+        ``deleted``; with ``normalize``, that is its normalized schema, as ``register`` would
+        register it): ``InvalidSchemaError`` if it is not valid, ``SubjectNotFound`` or
         ``SchemaNotFound`` if there is none."""
         self._check_size(schema)
         state = await self.state()
         schema = self._parser.resolve(schema, state)
-        identity = await self._parser.identity(await self._parser.parse(schema, state))
+        parsed = await self._parser.parse(schema, state)
+        if normalize:
+            normal = Schema(schema.schema_type, normalized_text(parsed), schema.references)
+            parsed = await self._parser.parse(normal, state)
+        identity = await self._parser.identity(parsed)
         for found in reversed(state.versions(subject, deleted=deleted)):
             if await self._parser.identity_of_id(found.schema_id, state) == identity:
                 return self._registered(state, found)
@@ -265,11 +273,13 @@ class SchemaRegistry:
         state.check_writable(subject)
         schema = self._parser.resolve(schema, state)
         parsed = await self._parser.parse(schema, state)
-        identity = await self._parser.identity(parsed)
         text_of = normalized_text if normalize else formatted_text
         big = len(schema.text) >= OFF_LOOP_CHARS  # a big schema's text is written off the loop too
         text = await asyncio.to_thread(text_of, parsed) if big else text_of(parsed)
         schema = Schema(schema.schema_type, text, schema.references)
+        if normalize:  # as Confluent's normalize() first: the normalized schema is the one registered
+            parsed = await self._parser.parse(schema, state)
+        identity = await self._parser.identity(parsed)
         # Parse outside the lock what deciding will need (kept in the caches), so that the lock
         # is held for moments only: the subject's versions and the stored schemas' identities.
         await self._parser.find(identity, schema.schema_type, state)
