@@ -8,9 +8,10 @@ records into the same ``RegistryState``, so a write through one replica is read 
 Reads catch up with the topic first (one offsets call; a fetch only if it holds records not
 yet applied), then answer from memory. Writes take the coordinator's lock, one writer at a time
 among every replica, and under it catch up, decide (``RegistryState.plan_*``; registration here),
-append, and apply what they appended: a new schema id is one above the highest ever seen, a
-schema already known anywhere in the registry keeps its id, and a schema already live in the
-subject keeps its version. A write runs to its end even if its client goes away.
+append, and apply what they appended (deciding again, a few times, should another writer's
+records have come first unseen; then a retriable 503): a new schema id is one above the highest
+ever seen, a schema already known anywhere in the registry keeps its id, and a schema already
+live in the subject keeps its version. A write runs to its end even if its client goes away.
 
 Schemas are parsed by ``parsing.SchemaParser`` (references resolved, big texts off the event
 loop, parsed schemas cached by id); schemas are the same when their identity (type, canonical
@@ -36,7 +37,6 @@ from service.errors import (
     LockTimeout,
     OperationNotPermitted,
     PayloadTooLarge,
-    RegistryStoreError,
     RegistryTimeout,
     SchemaNotFound,
     SchemaTooLarge,
@@ -57,6 +57,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 DEFAULT_TOPIC: Final = "_schemas"
+WRITE_ATTEMPTS: Final = 3  # decisions a write makes under the lock when other writers' records came first
 _MESSAGE_CHARS: Final = 64 * 1024  # of the compatibility errors put in one 409 (the old text's too)
 
 
@@ -441,7 +442,9 @@ class SchemaRegistry:
     ) -> T:
         """Decide and append under the lock, in a task of its own: a client that goes away does
         not cut a write in half. ``written`` checks, still under the lock, that the state shows
-        what was appended."""
+        what was appended and that no other writer's record came before it unseen; if one did,
+        the write decides again on the state that holds them (``WRITE_ATTEMPTS`` in all, then
+        ``RegistryTimeout``: 503, retry)."""
         if not self._open:
             raise BackendUnavailable("The schema registry is not running.")
         task = asyncio.ensure_future(self._locked(decide, written))
@@ -460,19 +463,28 @@ class SchemaRegistry:
     ) -> T:
         try:
             async with self._coordinator.lock(self._lock_name, timeout_s=self._lock_timeout_s):
-                state = await self._topic.catch_up()
-                records, result = await decide(state)
-                if records:
+                for attempt in range(1, WRITE_ATTEMPTS + 1):
+                    state = await self._topic.catch_up(complete=True)
+                    seen = self._topic.position  # what the decision may rest on
+                    records, result = await decide(state)
+                    if not records:
+                        return result
                     try:
-                        await self._topic.append(records)
+                        first = await self._topic.append(records)
                     except PayloadTooLarge as exc:
                         raise SchemaTooLarge(f"The log refused the schema's record: {exc.message}") from exc
-                    if written is not None and not written(self._topic.state, result):
-                        raise RegistryStoreError(
-                            "The registry's records were not read back as written: another writer raced "
-                            "this one (is every replica on the same coordinator?); retry."
-                        )
-                return result
+                    raced = first is not None and first > seen
+                    if written is None or (not raced and written(self._topic.state, result)):
+                        return result
+                    # Another writer's records came before these, unseen when deciding (an end offset
+                    # that read low, a replica on another coordinator); the state now holds them and
+                    # these (which may have been ignored): decide again on it (a registration that
+                    # was applied finds itself).
+                    log.warning("a registry write lost a race (attempt %d of %d)", attempt, WRITE_ATTEMPTS)
+                raise RegistryTimeout(
+                    f"The registry's records were not read back as written in {WRITE_ATTEMPTS} attempts: "
+                    "other writers raced this one (is every replica on the same coordinator?); retry."
+                )
         except LockTimeout as exc:
             raise RegistryTimeout(
                 f"The registry's writer lock was not acquired in time: {exc.message}"
