@@ -472,7 +472,8 @@ class RegistryStoreError(RegistryError):
 
 
 class RegistryTimeout(RegistryError):
-    """The registry's writer lock was not acquired in time: another write holds it."""
+    """A registry write did not end in time: the writer lock stayed held by another write, or
+    other writers' records kept coming first. Confluent's 50002, retriable (503, Retry-After)."""
 
     http_status = 503
     error_code = RegistryErrorCode.OPERATION_TIMEOUT

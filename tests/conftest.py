@@ -25,6 +25,7 @@ from deploy.local.kafka_broker import TansuBroker
 from deploy.local.process import free_port
 from deploy.local.redis_server import RedisServer
 from deploy.local.zookeeper_server import ZooKeeperServer
+from service.core.ports import Coordinator, Log, Sessions
 from service.server.app import create_app, server_config
 from service.settings import Settings
 
@@ -73,11 +74,17 @@ class RunningGateway:
 
 
 async def start_gateway(
-    data_dir: Path, *, verify: ssl.SSLContext | bool = True, ws: str | None = None, **overrides: object
+    data_dir: Path,
+    *,
+    verify: ssl.SSLContext | bool = True,
+    ws: str | None = None,
+    ports: tuple[Log, Coordinator, Sessions] | None = None,
+    **overrides: object,
 ) -> RunningGateway:
     """A gateway of ``Settings(**overrides)``; over HTTPS when ``tls_cert`` is among them, its
     client then verifying with ``verify`` (a context with the test CA, maybe a client certificate);
-    ``ws`` names another WebSocket protocol of uvicorn's than the gateway's."""
+    ``ws`` names another WebSocket protocol of uvicorn's than the gateway's; ``ports``, the
+    adapters it runs on instead of those the settings pick (``create_app``'s)."""
     port = free_port()
     fast_workers: dict[str, object] = {"reaper_interval_ms": 100, "metadata_refresh_ms": 200}
     settings = Settings(
@@ -86,7 +93,7 @@ async def start_gateway(
         data_dir=data_dir,
         **{**fast_workers, **overrides},  # type: ignore[arg-type]
     )
-    config = server_config(create_app(settings), settings, log_level="warning", lifespan="on")
+    config = server_config(create_app(settings, ports), settings, log_level="warning", lifespan="on")
     if ws is not None:
         config.ws = ws
     server = uvicorn.Server(config)

@@ -35,9 +35,13 @@ ORDER = (
 MONEY_REF = {"name": "money.proto", "subject": "money", "version": 1}
 
 
-async def register(client: httpx.AsyncClient, subject: str, schema: str, **body: Any) -> int:
+async def register(
+    client: httpx.AsyncClient, subject: str, schema: str, *, params: dict[str, str] | None = None, **body: Any
+) -> int:
     r = await client.post(
-        f"{SR}/subjects/{subject}/versions", json={"schema": schema, "schemaType": "PROTOBUF", **body}
+        f"{SR}/subjects/{subject}/versions",
+        params=params,
+        json={"schema": schema, "schemaType": "PROTOBUF", **body},
     )
     assert r.status_code == 200, r.text
     return int(r.json()["id"])
@@ -306,3 +310,75 @@ async def test_custom_options_no_file_defines_are_accepted(gateway: RunningGatew
     )
     assert (r.status_code, r.json()["error_code"]) == (422, 42201), r.text
     assert "schema:8:" in r.json()["message"] and "strin" in r.json()["message"]
+
+
+# --- ?normalize=true ---------------------------------------------------------------------------
+
+UNSORTED = """syntax = "proto3";
+package shop;
+import "google/protobuf/timestamp.proto";
+import "google/protobuf/duration.proto";
+option java_package = "com.shop";
+option java_multiple_files = true;
+message Order {
+  option deprecated = true;
+  string id = 1 [json_name = "ident", deprecated = true];
+  google.protobuf.Timestamp at = 3;
+  google.protobuf.Duration wait = 2;
+}
+"""
+
+NORMALIZED = """syntax = "proto3";
+package shop;
+
+import "google/protobuf/duration.proto";
+import "google/protobuf/timestamp.proto";
+
+option java_multiple_files = true;
+option java_package = "com.shop";
+
+message Order {
+  option deprecated = true;
+
+  string id = 1 [
+    deprecated = true,
+    json_name = "ident"
+  ];
+  .google.protobuf.Duration wait = 2;
+  .google.protobuf.Timestamp at = 3;
+}
+"""
+
+
+async def test_normalize_stores_confluents_normalized_print(gateway: RunningGateway) -> None:
+    """Options by name (a field's too), fields by tag, imports sorted, names fully qualified: the
+    text stored and answered; the same schema spelled in other orders is found at its id, by a
+    lookup and by a registration, normalized; without ``normalize`` the print keeps the order."""
+    client = gateway.client
+    schema_id = await register(client, "normal-value", UNSORTED, params={"normalize": "true"})
+    assert (await client.get(f"{SR}/schemas/ids/{schema_id}/schema")).text == NORMALIZED
+    stored = (await client.get(f"{SR}/subjects/normal-value/versions/1")).json()
+    assert stored["schema"] == NORMALIZED
+    other_order = (
+        UNSORTED.replace('option java_package = "com.shop";\n', "")
+        .replace(
+            "option java_multiple_files = true;\n",
+            'option java_multiple_files = true;\noption java_package = "com.shop";\n',
+        )
+        .replace('[json_name = "ident", deprecated = true]', '[deprecated = true, json_name = "ident"]')
+    )
+    for text in (other_order, NORMALIZED):
+        r = await client.post(
+            f"{SR}/subjects/normal-value",
+            params={"normalize": "true"},
+            json={"schema": text, "schemaType": "PROTOBUF"},
+        )
+        assert r.status_code == 200, r.text
+        assert (r.json()["id"], r.json()["version"], r.json()["schema"]) == (schema_id, 1, NORMALIZED)
+    again = await register(client, "normal-value", other_order, params={"normalize": "true"})
+    assert again == schema_id
+    versions = (await client.get(f"{SR}/subjects/normal-value/versions")).json()
+    assert versions == [1]
+    plain = await register(client, "plain-value", UNSORTED)
+    text = (await client.get(f"{SR}/schemas/ids/{plain}/schema")).text
+    assert text.index("at = 3") < text.index("wait = 2")  # as given

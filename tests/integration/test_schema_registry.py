@@ -12,7 +12,7 @@ import asyncio
 import base64
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,12 @@ from confluent_kafka.schema_registry import Schema as ConfluentSchema
 
 from deploy.local.kafka_broker import TansuBroker
 from deploy.local.zookeeper_server import ZooKeeperServer
+from service.core.models import NewRecord, TopicPartition
+from service.core.ports import Log
+from service.core.schemas.model import Schema, SchemaType
+from service.core.schemas.records import schema_key, schema_value
+from service.server.backends import build_ports
+from service.settings import Settings
 from tests.conftest import KAFKA_TEST_SETTINGS, ZOOKEEPER_TEST_SETTINGS, RunningGateway, start_gateway
 
 SR = "/schema-registry"
@@ -581,3 +587,111 @@ async def test_two_replicas_on_kafka_and_zookeeper_register_as_one(replicas: lis
     assert (await a.get("/config")).json() == {"compatibilityLevel": "NONE"}
     topic = (await a.client.get("/topics/_schemas")).json()
     assert len(topic["partitions"]) == 1 and topic["configs"]["cleanup.policy"] == "compact"
+
+
+class _RacedRegistryLog:
+    """One replica's Kafka log (the ``Log`` port it runs on), on which the registry's topic is
+    raced on purpose. ``lag()``: its end offset reads as it is now until this replica appends
+    (a read that came back short), so this replica decides on a state without what the other
+    replica registers meanwhile. ``take_ids()``: before each of this replica's registrations,
+    another writer's record lands holding the id it chose (a writer that raced it every time)."""
+
+    def __init__(self, log: Log) -> None:
+        self._log = log
+        self._stale_end: int | None = None
+        self._taking = False
+        self.taken = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._log, name)
+
+    async def lag(self) -> None:
+        self._stale_end = (await self._log.offsets(TopicPartition("_schemas", 0)))[1]
+
+    def take_ids(self) -> None:
+        self._taking = True
+
+    async def offsets(self, tp: TopicPartition) -> tuple[int, int]:
+        begin, end = await self._log.offsets(tp)
+        return (
+            (begin, self._stale_end)
+            if tp.topic == "_schemas" and self._stale_end is not None
+            else (begin, end)
+        )
+
+    async def append(self, tp: TopicPartition, records: Sequence[NewRecord]) -> Sequence[int]:
+        if tp.topic == "_schemas":
+            self._stale_end = None
+            if self._taking:
+                chosen = json.loads(records[0].value or b"{}")["id"]
+                self.taken += 1
+                other = Schema(SchemaType.AVRO, record(f"Other{self.taken}", field("o")))
+                subject = f"other-{self.taken}"
+                taken = NewRecord(
+                    schema_key(subject, 1), schema_value(subject, 1, chosen, other, deleted=False)
+                )
+                await self._log.append(tp, [taken])
+        return await self._log.append(tp, records)
+
+
+@pytest.fixture
+async def raced(
+    tmp_path: Path, tansu: TansuBroker, zookeeper: ZooKeeperServer
+) -> AsyncIterator[tuple[_RacedRegistryLog, Registry, Registry]]:
+    """Two replicas on one Kafka and one ZooKeeper: ``a`` on a log whose registry topic is raced
+    (``_RacedRegistryLog``), ``b`` as it is."""
+    chroot = f"{zookeeper.url}/t-{uuid.uuid4().hex[:12]}"
+    common: dict[str, Any] = {
+        "log": tansu.url,
+        "coordinator": chroot,
+        **KAFKA_TEST_SETTINGS,
+        **ZOOKEEPER_TEST_SETTINGS,
+    }
+    log, coordinator, sessions = build_ports(Settings(data_dir=tmp_path / "a", node_id="a", **common))
+    racing = _RacedRegistryLog(log)
+    async with AsyncExitStack() as stack:
+        clients = []
+        for node, ports in (("a", (racing, coordinator, sessions)), ("b", None)):
+            gw = await start_gateway(tmp_path / node, ports=ports, node_id=node, **common)
+            stack.push_async_callback(gw.stop)
+            stack.push_async_callback(gw.client.aclose)
+            clients.append(Registry(gw.client))
+        yield racing, clients[0], clients[1]
+
+
+async def test_a_registration_that_lost_a_race_decides_again(
+    raced: tuple[_RacedRegistryLog, Registry, Registry],
+) -> None:
+    """Replica a decides on a state without the two schemas b registered meanwhile: id 2, version
+    1 of the subject; its record comes after b's and is ignored (id 2 is b's other schema). It
+    reads them, decides again in the same request (id 4, version 2) and answers that, not a 500."""
+    racing, a, b = raced
+    assert (await a.put("/config", {"compatibility": "NONE"})).status_code == 200
+    assert await a.id_of("w-value", record("W", field("w"))) == 1
+    await racing.lag()
+    assert await b.id_of("t-value", record("X1", field("x"))) == 2
+    assert await b.id_of("raced-value", record("X2", field("x"))) == 3
+    assert await a.id_of("raced-value", record("Y", field("y"))) == 4
+    for via in (a, b):
+        assert (await via.get("/subjects/raced-value/versions")).json() == [1, 2]
+        assert (await via.get("/subjects/raced-value/versions/2")).json()["id"] == 4
+        assert (await via.get("/schemas/ids/2")).json() == {"schema": record("X1", field("x"))}
+        assert (await via.get("/schemas/ids/4")).json() == {"schema": record("Y", field("y"))}
+
+
+async def test_a_registration_that_keeps_losing_is_a_retriable_503(
+    raced: tuple[_RacedRegistryLog, Registry, Registry],
+) -> None:
+    """Another writer takes the id replica a chose before each of its attempts: after three, a
+    503 with Confluent's 50002 and ``Retry-After``, which its clients retry; no id for the schema."""
+    racing, a, b = raced
+    racing.take_ids()
+    r = await a.register("lost-value", record("Lost", field("l")))
+    assert (error(r, 503, 50002), r.headers["retry-after"]) == (
+        "The registry's records were not read back as written in 3 attempts: other writers raced this one "
+        "(is every replica on the same coordinator?); retry.",
+        "1",
+    )
+    assert racing.taken == 3
+    for via in (a, b):
+        assert (await via.get("/subjects")).json() == ["other-1", "other-2", "other-3"]

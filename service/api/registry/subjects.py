@@ -137,7 +137,7 @@ async def lookup(
 ) -> Response:
     """The version of the subject that is this schema (40403 if none is)."""
     schema = _schema_of(await _body(request, sr.RegisterSchemaRequest))
-    found = await gw.registry.find_version(subject, schema, deleted=deleted)
+    found = await gw.registry.find_version(subject, schema, deleted=deleted, normalize=normalize)
     return _answer(_subject_schema(await registered_in_format(gw.registry, found, format)), answer)
 
 

@@ -144,8 +144,9 @@ def normalized_text(parsed: ParsedSchema) -> str:
     """The text the registry stores for ``?normalize=true``, Confluent's ``normalize()``: the
     format's ``normalized()`` where it has one, else ``formatted_text``.
 
-    A format provides ``normalized() -> str`` on its parsed schema; it must parse to a schema
-    with the same canonical text (the registry keeps ids by identity)."""
+    A format provides ``normalized() -> str`` on its parsed schema; it must parse, and its
+    parse's ``normalized()`` be itself: the registry registers and looks up the schema it parses
+    to (Protobuf's normalized print orders fields by tag, so its canonical text may differ)."""
     hook = getattr(parsed, "normalized", None)
     return str(hook()) if callable(hook) else formatted_text(parsed)
 

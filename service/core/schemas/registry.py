@@ -8,14 +8,16 @@ records into the same ``RegistryState``, so a write through one replica is read 
 Reads catch up with the topic first (one offsets call; a fetch only if it holds records not
 yet applied), then answer from memory. Writes take the coordinator's lock, one writer at a time
 among every replica, and under it catch up, decide (``RegistryState.plan_*``; registration here),
-append, and apply what they appended: a new schema id is one above the highest ever seen, a
-schema already known anywhere in the registry keeps its id, and a schema already live in the
-subject keeps its version. A write runs to its end even if its client goes away.
+append, and apply what they appended (deciding again, a few times, should another writer's
+records have come first unseen; then a retriable 503): a new schema id is one above the highest
+ever seen, a schema already known anywhere in the registry keeps its id, and a schema already
+live in the subject keeps its version. A write runs to its end even if its client goes away.
 
 Schemas are parsed by ``parsing.SchemaParser`` (references resolved, big texts off the event
 loop, parsed schemas cached by id); schemas are the same when their identity (type, canonical
-text, references) is, whatever ``normalize`` says; a new schema is stored in its canonical text
-(``normalize``: its normalized text), as Confluent stores it. It is also the ``SchemaResolver`` that
+text, references) is; a new schema is stored in its canonical text; with ``normalize`` the schema
+is its normalized text's (which may order what the other does not: Protobuf's fields by tag), as
+Confluent normalizes first and stores that. It is also the ``SchemaResolver`` that
 producing and consuming with schemas use.
 """
 
@@ -35,7 +37,6 @@ from service.errors import (
     LockTimeout,
     OperationNotPermitted,
     PayloadTooLarge,
-    RegistryStoreError,
     RegistryTimeout,
     SchemaNotFound,
     SchemaTooLarge,
@@ -56,6 +57,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 DEFAULT_TOPIC: Final = "_schemas"
+WRITE_ATTEMPTS: Final = 3  # decisions a write makes under the lock when other writers' records came first
 _MESSAGE_CHARS: Final = 64 * 1024  # of the compatibility errors put in one 409 (the old text's too)
 
 
@@ -218,14 +220,21 @@ class SchemaRegistry:
             raise SubjectModeNotConfigured(f"Subject '{subject}' does not have subject-level mode configured")
         return state.mode_in_scope(subject)
 
-    async def find_version(self, subject: str, schema: Schema, *, deleted: bool = False) -> Registered:
+    async def find_version(
+        self, subject: str, schema: Schema, *, deleted: bool = False, normalize: bool = False
+    ) -> Registered:
         """The latest version of ``subject`` that is ``schema`` (live, or soft-deleted too with
-        ``deleted``): ``InvalidSchemaError`` if it is not valid, ``SubjectNotFound`` or
+        ``deleted``; with ``normalize``, that is its normalized schema, as ``register`` would
+        register it): ``InvalidSchemaError`` if it is not valid, ``SubjectNotFound`` or
         ``SchemaNotFound`` if there is none."""
         self._check_size(schema)
         state = await self.state()
         schema = self._parser.resolve(schema, state)
-        identity = await self._parser.identity(await self._parser.parse(schema, state))
+        parsed = await self._parser.parse(schema, state)
+        if normalize:
+            normal = Schema(schema.schema_type, normalized_text(parsed), schema.references)
+            parsed = await self._parser.parse(normal, state)
+        identity = await self._parser.identity(parsed)
         for found in reversed(state.versions(subject, deleted=deleted)):
             if await self._parser.identity_of_id(found.schema_id, state) == identity:
                 return self._registered(state, found)
@@ -265,11 +274,13 @@ class SchemaRegistry:
         state.check_writable(subject)
         schema = self._parser.resolve(schema, state)
         parsed = await self._parser.parse(schema, state)
-        identity = await self._parser.identity(parsed)
         text_of = normalized_text if normalize else formatted_text
         big = len(schema.text) >= OFF_LOOP_CHARS  # a big schema's text is written off the loop too
         text = await asyncio.to_thread(text_of, parsed) if big else text_of(parsed)
         schema = Schema(schema.schema_type, text, schema.references)
+        if normalize:  # as Confluent's normalize() first: the normalized schema is the one registered
+            parsed = await self._parser.parse(schema, state)
+        identity = await self._parser.identity(parsed)
         # Parse outside the lock what deciding will need (kept in the caches), so that the lock
         # is held for moments only: the subject's versions and the stored schemas' identities.
         await self._parser.find(identity, schema.schema_type, state)
@@ -431,7 +442,9 @@ class SchemaRegistry:
     ) -> T:
         """Decide and append under the lock, in a task of its own: a client that goes away does
         not cut a write in half. ``written`` checks, still under the lock, that the state shows
-        what was appended."""
+        what was appended and that no other writer's record came before it unseen; if one did,
+        the write decides again on the state that holds them (``WRITE_ATTEMPTS`` in all, then
+        ``RegistryTimeout``: 503, retry)."""
         if not self._open:
             raise BackendUnavailable("The schema registry is not running.")
         task = asyncio.ensure_future(self._locked(decide, written))
@@ -450,19 +463,28 @@ class SchemaRegistry:
     ) -> T:
         try:
             async with self._coordinator.lock(self._lock_name, timeout_s=self._lock_timeout_s):
-                state = await self._topic.catch_up()
-                records, result = await decide(state)
-                if records:
+                for attempt in range(1, WRITE_ATTEMPTS + 1):
+                    state = await self._topic.catch_up(complete=True)
+                    seen = self._topic.position  # what the decision may rest on
+                    records, result = await decide(state)
+                    if not records:
+                        return result
                     try:
-                        await self._topic.append(records)
+                        first = await self._topic.append(records)
                     except PayloadTooLarge as exc:
                         raise SchemaTooLarge(f"The log refused the schema's record: {exc.message}") from exc
-                    if written is not None and not written(self._topic.state, result):
-                        raise RegistryStoreError(
-                            "The registry's records were not read back as written: another writer raced "
-                            "this one (is every replica on the same coordinator?); retry."
-                        )
-                return result
+                    raced = first is not None and first > seen
+                    if written is None or (not raced and written(self._topic.state, result)):
+                        return result
+                    # Another writer's records came before these, unseen when deciding (an end offset
+                    # that read low, a replica on another coordinator); the state now holds them and
+                    # these (which may have been ignored): decide again on it (a registration that
+                    # was applied finds itself).
+                    log.warning("a registry write lost a race (attempt %d of %d)", attempt, WRITE_ATTEMPTS)
+                raise RegistryTimeout(
+                    f"The registry's records were not read back as written in {WRITE_ATTEMPTS} attempts: "
+                    "other writers raced this one (is every replica on the same coordinator?); retry."
+                )
         except LockTimeout as exc:
             raise RegistryTimeout(
                 f"The registry's writer lock was not acquired in time: {exc.message}"

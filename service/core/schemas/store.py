@@ -14,7 +14,9 @@ rebuilt from the beginning; so is it when the topic holds, at the offset of the 
 applied, another record (it was deleted and created again, and written past that offset): a
 fetch for new records starts there to see it. The state never goes back otherwise: an end offset
 that reads low, or a fetch that returns nothing, leaves it as it is (the registry never serves
-less than it has served), and the position moves only past records applied.
+less than it has served), and the position moves only past records applied. A writer (under the
+registry's lock) asks again, a few times, for what a fetch did not return below the end it read
+and for the records it appended, so that it decides on the whole topic and sees its own records.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import logging
 from collections.abc import Sequence
 from typing import Final
 
-from service.errors import InvalidTopicConfig, RegistryStoreError, TopicExists, TopicNotFound
+from service.errors import InvalidTopicConfig, RegistryStoreError, RegistryTimeout, TopicExists, TopicNotFound
 
 from ..models import NewRecord, TopicPartition
 from ..ports import Log
@@ -36,6 +38,7 @@ log = logging.getLogger(__name__)
 COMPACTED: Final = {"cleanup.policy": "compact", "retention.ms": "-1", "retention.bytes": "-1"}
 KEPT: Final = {"retention.ms": "-1", "retention.bytes": "-1"}
 FETCH_BYTES: Final = 4 * 1024 * 1024
+READ_BACK_PAUSES_S: Final = (0.01, 0.05, 0.1, 0.25, 0.5)  # between fetches of what was just appended
 
 
 class RegistryTopic:
@@ -56,8 +59,15 @@ class RegistryTopic:
         self._exists = False  # seen to exist (then created or read)
         self._reading = asyncio.Lock()
 
-    async def catch_up(self) -> RegistryState:
-        """The state with every record the topic holds now applied."""
+    @property
+    def position(self) -> int:
+        """The offset of the next record to apply: every record below it is in the state."""
+        return self._position
+
+    async def catch_up(self, *, complete: bool = False) -> RegistryState:
+        """The state with every record the topic holds now applied. ``complete`` (a writer,
+        under the registry's lock): a fetch that comes back short of the end is asked again, a
+        few times (``RegistryTimeout`` if the state still stops short)."""
         try:
             begin, end = await self._log.offsets(self._tp)
         except TopicNotFound:
@@ -75,14 +85,35 @@ class RegistryTopic:
                     log.warning("the schema registry's topic %r was truncated: reading it again", self.topic)
                     self._reset(begin)
             await self._read_to(end, begin)
+        if complete:
+            await self._read_through(end, begin)
         return self.state
 
-    async def append(self, records: Sequence[Record]) -> None:
-        """Append ``records`` (the caller holds the registry's lock) and apply them."""
+    async def append(self, records: Sequence[Record]) -> int | None:
+        """Append ``records`` (the caller holds the registry's lock) and apply them, with every
+        record before them (``catch_up``'s ``complete`` read); the offset of the first one (None:
+        no records). Another writer's records may have come before it: those below it the
+        caller did not have in its state."""
         await self.ensure()
         offsets = await self._log.append(self._tp, [NewRecord(key, value) for key, value in records])
-        if offsets:
-            await self._read_to(offsets[-1] + 1, 0)
+        if not offsets:
+            return None
+        await self._read_through(offsets[-1] + 1, 0)
+        return offsets[0]
+
+    async def _read_through(self, end: int, begin: int) -> None:
+        """Read until every record below ``end`` is applied: a fetch that does not return them
+        yet (nothing yet) is asked again after a pause, a few times."""
+        for pause in (0.0, *READ_BACK_PAUSES_S):
+            if self._position >= end:
+                return
+            if pause:
+                await asyncio.sleep(pause)
+            await self._read_to(end, begin)
+        if self._position < end:
+            raise RegistryTimeout(
+                f"The registry's records up to offset {end - 1} were not read in time; retry."
+            )
 
     async def ensure(self) -> None:
         """Create the topic unless it exists (one partition; refused if it has more)."""

@@ -87,13 +87,20 @@ class ProtobufFormat:
         source: str | None
         names = None if described else Names(_files(file, dependencies), schema.text)
         declared = described or _SYNTAX.search(schema.text) is not None
+        written: str | None = None  # the text written from the descriptor, if it says it faithfully
         if described:
-            source = _as_text(file, sources)
+            source = written = _as_text(file, sources)
         elif blanked:  # an option protoc does not know is kept in the text as sent
             source = schema.text
         else:
-            source = _as_text(file, sources, names, declared) or schema.text
+            written = _as_text(file, sources, names, declared)
+            source = written or schema.text
+
+        def normalized() -> str | None:  # none where the descriptor's text is not faithful
+            return _normalized_text(file, sources) if written is not None else None
+
         needed = _imports(file, dependencies)
+
         return ProtobufSchema(
             schema,
             file,
@@ -103,6 +110,7 @@ class ProtobufFormat:
             pool,
             names=names,
             syntax=declared,
+            normalized=normalized,
         )
 
 
@@ -119,6 +127,22 @@ def _as_text(
     except InvalidSchema:
         return None
     return written if canonical(again) == canonical(file) else None
+
+
+def _normalized_text(file: FDP, sources: Mapping[str, str | None]) -> str | None:
+    """The ``.proto`` text of a parsed file as Confluent stores it for ``?normalize=true``
+    (``text.render``'s normalized print), if protoc compiles it and its own print is itself
+    (None if not: a proto3 enum whose negative value sorts before its zero, say). Only its
+    order differs from a faithful text's (the file's other print, which ``_as_text`` checked):
+    it is another file's, the one ``?normalize=true`` registers, not this one."""
+    written = render(file, normalized=True)
+    if written is None:
+        return None
+    try:
+        again, _ = _compile(written, sources)
+    except InvalidSchema:
+        return None
+    return written if render(again, normalized=True) == written else None
 
 
 def _files(file: FDP, dependencies: Mapping[str, FDP]) -> list[FDP]:

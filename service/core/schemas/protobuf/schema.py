@@ -13,7 +13,7 @@ comments, option syntax and the ``.proto``/descriptor spelling of one schema giv
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Final
 
 from google.protobuf import descriptor_pb2, descriptor_pool, text_format
@@ -44,6 +44,7 @@ class ProtobufSchema:
         *,
         names: Names | None = None,
         syntax: bool = True,
+        normalized: Callable[[], str | None] = lambda: None,
     ) -> None:
         self.schema = schema
         self.file = file
@@ -53,6 +54,7 @@ class ProtobufSchema:
         self.pool = pool
         self._names = names  # how its text spells type names (None: fully qualified)
         self._syntax = syntax  # whether its text says its syntax
+        self._normalized = normalized  # its normalized text, written on demand (None: none is)
         self.descriptor: FileDescriptor = pool.FindFileByName(ROOT_FILE)
         self._canonical = canonical(file)
         self._codec: ProtobufCodec | None = None
@@ -64,6 +66,11 @@ class ProtobufSchema:
         """The text the registry stores and answers: the ``.proto`` text (a schema registered as
         a descriptor written as text, as Confluent does, where ``text.render`` can say it)."""
         return self.source if self.source is not None else self.schema.text
+
+    def normalized(self) -> str:
+        """The text ``?normalize=true`` stores: Confluent's normalized print (``text``'s rules),
+        where the text can say the schema faithfully, else ``formatted``."""
+        return self._normalized() or self.formatted()
 
     def in_format(self, name: str) -> str | None:
         """The text for Confluent's ``?format=``: ``serialized``, the ``FileDescriptorProto`` in

@@ -13,13 +13,34 @@ Where Confluent's print would not compile with protoc, this one differs: a map f
 features, custom options, which a descriptor alone cannot name) makes it return None; ``parsing``
 then keeps the descriptor and checks any text it does write compiles to the same schema.
 
+Normalized (``?normalize=true``; Confluent's ``toNormalizedString``, its printer with
+``FormatContext(normalize=true)``), rule by rule:
+
+- the ``syntax`` statement only for proto3 (proto2 is what its absence means);
+- imports sorted, then public imports sorted;
+- every list of options (the file's, a message's, a field's with its ``default`` and
+  ``json_name``, a oneof's, an enum's, an enum value's, a service's, a method's) sorted by name;
+- a message's fields sorted by tag, its oneofs sorted by their first field's tag (each oneof's
+  fields by tag), its reserved ranges and extension ranges one a statement sorted by first
+  number (reserved names after them, by name), ``N to N`` written ``N``;
+- an enum's values sorted by number, then name; its reserved ranges as a message's;
+- an ``extend`` block per extended type, in first-use order, its fields sorted by tag;
+- type names fully qualified (a leading dot), map fields ``map<K, .V>``;
+- a numeric default in plain decimal (``1e3`` is ``1000``, ``1.50`` is ``1.5``) rounded to three
+  decimals, as Java's ``DecimalFormat`` prints it, unless rounding changes the value (Confluent's
+  print would store another default; this one keeps the digits); ``inf`` and ``nan`` as written;
+- messages, enums, services, methods and nested types stay in the order given (a message's
+  index, which a record's payload names, is its position).
+
 Collaborators: none (pure); ``parsing`` calls ``render``.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+import struct
+from collections.abc import Iterable, Sequence
+from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from typing import Final
 
 from google.protobuf import descriptor_pb2, text_encoding, unknown_fields
@@ -36,6 +57,8 @@ _SCALARS: Final = {
     if name not in ("TYPE_MESSAGE", "TYPE_ENUM", "TYPE_GROUP")
 }
 _LABELS: Final = {FieldProto.LABEL_OPTIONAL: "optional", FieldProto.LABEL_REQUIRED: "required"}
+_NUMBERS: Final = frozenset(_SCALARS) - {FieldProto.TYPE_BOOL, FieldProto.TYPE_STRING, FieldProto.TYPE_BYTES}
+_THOUSANDTH: Final = Decimal("0.001")  # java.text.DecimalFormat's default: three decimals at most
 
 
 class _Unwritable(Exception):
@@ -43,15 +66,23 @@ class _Unwritable(Exception):
 
 
 def render(
-    file: FDP, names: Names | None = None, *, syntax: bool = True, extensions: bool = True
+    file: FDP,
+    names: Names | None = None,
+    *,
+    syntax: bool = True,
+    extensions: bool = True,
+    normalized: bool = False,
 ) -> str | None:
     """``file`` as ``.proto`` text, or None if it holds what this writer cannot say faithfully.
     ``names`` writes type names as a ``.proto`` author does (default: fully qualified, as a
     descriptor has them); ``syntax``: write the ``syntax`` statement of a proto2 file; without
     ``extensions``, Confluent's ``ignore_extensions`` form: no extensions, extension ranges nor
-    custom options (but Confluent's own)."""
+    custom options (but Confluent's own); ``normalized``: Confluent's normalized print (the
+    module's rules; ``names`` and ``syntax`` are then the rules')."""
+    if normalized:
+        names, syntax = None, False
     try:
-        return _File(file, names, syntax, extensions).text()
+        return _File(file, names, syntax, extensions, normalized).text()
     except (_Unwritable, KeyError, IndexError, RecursionError):  # a value no .proto has
         return None
 
@@ -144,10 +175,6 @@ def _options(options: Message, custom: bool = True) -> list[str]:
     return out
 
 
-def _statements(options: Message, custom: bool = True) -> str:
-    return "".join(f"option {option};\n" for option in _options(options, custom))
-
-
 def _bracketed(options: list[str]) -> str:
     if not options:
         return ""
@@ -164,12 +191,55 @@ def _ranges(keyword: str, ranges: Iterable[tuple[int, int]]) -> str:
     return "".join(lines)
 
 
+def _by_name(options: list[str]) -> list[str]:
+    """Options sorted by name, as Confluent's normalized print has them (stable: a repeated
+    option's values keep their order)."""
+    return sorted(options, key=lambda option: option.split(" = ", 1)[0])
+
+
+def _reserved(ranges: Sequence[tuple[int, int]], names: Iterable[str], normalized: bool) -> str:
+    """Reserved ranges (first and last number) and names; normalized, one a statement sorted by
+    first number, the names after them by name."""
+    if normalized:
+        ranges, names = sorted(ranges), sorted(names)
+    return _ranges("reserved", ranges) + "".join(f"reserved {_quoted(name)};\n" for name in names)
+
+
+def _number(text: str, single: bool) -> str:
+    """A numeric default as Java's ``DecimalFormat`` prints it (plain decimal, three decimals at
+    most), unless those three decimals change the value ``text`` is (of a float if ``single``)."""
+    try:
+        exact = Decimal(text)
+    except InvalidOperation:
+        return text
+    if not exact.is_finite():
+        return text  # inf, nan: Confluent's print keeps them as written too
+    exponent = exact.as_tuple().exponent
+    rounded = (
+        exact.quantize(_THOUSANDTH, ROUND_HALF_EVEN) if isinstance(exponent, int) and exponent < -3 else exact
+    )
+    value = _single if single else float
+    kept = rounded if value(float(rounded)) == value(float(exact)) else exact
+    return format(kept.normalize(), "f")
+
+
+def _single(value: float) -> float:
+    """``value`` as a float field holds it (one beyond a float's range: as it is)."""
+    try:
+        return float(struct.unpack("<f", struct.pack("<f", value))[0])
+    except OverflowError:
+        return value
+
+
 class _File:
-    def __init__(self, file: FDP, names: Names | None, syntax: bool, extensions: bool) -> None:
+    def __init__(
+        self, file: FDP, names: Names | None, syntax: bool, extensions: bool, normalized: bool
+    ) -> None:
         self.file = file
         self.names = names
         self.syntax = syntax
         self.extensions = extensions
+        self.normalized = normalized
         self.proto3 = file.syntax == "proto3"
         if file.syntax not in ("", "proto2", "proto3"):
             raise _Unwritable  # editions
@@ -185,6 +255,9 @@ class _File:
                 f'import {"public " if i in public else "weak " if i in weak else ""}"{name}";\n'
                 for i, name in enumerate(f.dependency)
             ]
+            if self.normalized:  # sorted, the public ones after the others
+                order = sorted(range(len(imports)), key=lambda i: (i in public, f.dependency[i]))
+                imports = [imports[i] for i in order]
             out.append("\n" + "".join(imports))
         options = self.statements(f.options)
         if options:
@@ -200,10 +273,15 @@ class _File:
         return "".join(out)
 
     def options(self, options: Message) -> list[str]:
-        return _options(options, custom=self.extensions)
+        written = _options(options, custom=self.extensions)
+        return _by_name(written) if self.normalized else written
 
     def statements(self, options: Message) -> str:
-        return _statements(options, custom=self.extensions)
+        return "".join(f"option {option};\n" for option in self.options(options))
+
+    def by_tag(self, fields: Iterable[FieldProto]) -> list[FieldProto]:
+        fields = list(fields)
+        return sorted(fields, key=lambda f: f.number) if self.normalized else fields
 
     def name(self, full: str, scope: str) -> str:
         return self.names.written(full, scope) if self.names is not None else full
@@ -211,28 +289,38 @@ class _File:
     def message(self, m: descriptor_pb2.DescriptorProto, outer: str) -> str:
         scope = f"{outer}.{m.name}" if outer else m.name
         entries = {n.name: n for n in m.nested_type if n.options.map_entry}
-        reserved = _ranges("reserved", ((r.start, r.end - 1) for r in m.reserved_range))
-        reserved += "".join(f"reserved {_quoted(name)};\n" for name in m.reserved_name)
+        reserved = _reserved(
+            [(r.start, r.end - 1) for r in m.reserved_range], m.reserved_name, self.normalized
+        )
         synthetic = {f.oneof_index for f in m.field if f.proto3_optional}
         fields = "".join(
             self.field(f, scope, entries)
-            for f in m.field
+            for f in self.by_tag(m.field)
             if not f.HasField("oneof_index") or f.proto3_optional
         )
+        members = [
+            (o, self.by_tag(f for f in m.field if _in(f, i)))
+            for i, o in enumerate(m.oneof_decl)
+            if i not in synthetic
+        ]
+        if self.normalized:  # by their first field's tag; a oneof without fields is left out
+            members = sorted(((o, f) for o, f in members if f), key=lambda member: member[1][0].number)
         oneofs = "".join(
             _block(
                 f"oneof {o.name}",
                 [
                     self.statements(o.options),
-                    "".join(self.field(f, scope, entries, in_oneof=True) for f in m.field if _in(f, i)),
+                    "".join(self.field(f, scope, entries, in_oneof=True) for f in group),
                 ],
             )
-            for i, o in enumerate(m.oneof_decl)
-            if i not in synthetic
+            for o, group in members
         )
+        ranges = list(m.extension_range if self.extensions else [])
+        if self.normalized:
+            ranges.sort(key=lambda r: r.start)
         extensions = "".join(
             _ranges("extensions", [(r.start, r.end - 1)]) if not r.HasField("options") else self.unwritable()
-            for r in (m.extension_range if self.extensions else [])
+            for r in ranges
         )
         nested = "".join(self.message(n, scope) for n in m.nested_type if n.name not in entries)
         nested += "".join(self.enum(e) for e in m.enum_type)
@@ -258,11 +346,13 @@ class _File:
             written = self.type(f, scope)
             label = self.label(f) if not in_oneof else ""
             written = f"{label} {written}" if label else written
-        options = self.options(f.options)  # then default and json_name, as Confluent writes them
-        if f.HasField("default_value") and not self.proto3:
+        options = _options(f.options, custom=self.extensions)  # then default and json_name,
+        if f.HasField("default_value") and not self.proto3:  # as Confluent writes them
             options.append(f"default = {self.default(f)}")
         if f.HasField("json_name"):
             options.append(f"json_name = {_quoted(f.json_name)}")
+        if self.normalized:
+            options = _by_name(options)
         return f"{written} {f.name} = {f.number}{_bracketed(options)};\n"
 
     def label(self, f: FieldProto) -> str:
@@ -282,12 +372,16 @@ class _File:
             return _quoted(f.default_value)
         if f.type == f.TYPE_BYTES:
             return f'"{f.default_value}"'  # a descriptor holds a bytes default escaped already
+        if self.normalized and f.type in _NUMBERS:
+            return _number(f.default_value, single=f.type == f.TYPE_FLOAT)
         return f.default_value
 
     def enum(self, e: descriptor_pb2.EnumDescriptorProto) -> str:
-        reserved = _ranges("reserved", ((r.start, r.end) for r in e.reserved_range))
-        reserved += "".join(f"reserved {_quoted(name)};\n" for name in e.reserved_name)
-        values = "".join(f"{v.name} = {v.number}{_bracketed(self.options(v.options))};\n" for v in e.value)
+        reserved = _reserved([(r.start, r.end) for r in e.reserved_range], e.reserved_name, self.normalized)
+        constants = list(e.value)
+        if self.normalized:
+            constants.sort(key=lambda v: (v.number, v.name))
+        values = "".join(f"{v.name} = {v.number}{_bracketed(self.options(v.options))};\n" for v in constants)
         return _block(f"enum {e.name}", [reserved + self.statements(e.options) + values])
 
     def extends(self, fields: Iterable[FieldProto], scope: str) -> str:
@@ -295,7 +389,10 @@ class _File:
         for f in fields:
             by_extendee.setdefault(f.extendee, []).append(f)
         return "".join(
-            _block(f"extend {self.name(extendee, scope)}", ["".join(self.field(f, scope, {}) for f in group)])
+            _block(
+                f"extend {self.name(extendee, scope)}",
+                ["".join(self.field(f, scope, {}) for f in self.by_tag(group))],
+            )
             for extendee, group in by_extendee.items()
         )
 
