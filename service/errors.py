@@ -280,6 +280,23 @@ class BackendUnavailable(GatewayError):
         super().__init__(message, retry_after=retry_after)
 
 
+class NewerFormat(BackendUnavailable):
+    """Stored state written by a newer release, in a format this release cannot read.
+
+    Never read as damage nor guessed at: at start it stops the gateway in one line; for state
+    that replicas of several releases share (ZooKeeper, Redis) a request that meets it is
+    refused as unavailable, retriable through a replica of the newer release.
+    """
+
+    def __init__(self, what: str, found: int, reads: int) -> None:
+        super().__init__(
+            f"{what} was written by a newer release (format {found}; this release reads up to {reads})"
+        )
+        self.what = what
+        self.found = found
+        self.reads = reads
+
+
 class LockTimeout(BackendUnavailable):
     """A coordinator lock was not acquired in the time allowed (another holder kept it)."""
 

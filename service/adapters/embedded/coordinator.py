@@ -37,6 +37,7 @@ from service.core.models import GroupState, Member, TopicPartition
 from service.core.rules import check_group, check_offsets
 from service.errors import BackendError, BackendUnavailable, LockTimeout
 
+from ..format_versions import ACLS_FORMAT, check_version
 from ..lifecycle import Lifecycle
 from ..share_states import (
     ABSENT,
@@ -442,7 +443,8 @@ class EmbeddedCoordinator(Lifecycle):
 
     async def _write_acls(self, acls: tuple[AclBinding, ...]) -> None:
         """Durable before the change is visible: a crash keeps the old set or the new, whole."""
-        data = orjson.dumps({"version": 1, "acls": [b.as_dict() for b in acls]}, option=orjson.OPT_INDENT_2)
+        doc = {"version": ACLS_FORMAT, "acls": [b.as_dict() for b in acls]}
+        data = orjson.dumps(doc, option=orjson.OPT_INDENT_2)
         try:
             await asyncio.to_thread(atomic_write, self._acls_path, data)
         except OSError as exc:
@@ -474,6 +476,9 @@ def _read_acls(path: Path) -> list[AclBinding]:
         data = orjson.loads(path.read_bytes())
     except FileNotFoundError:
         return []
-    if not isinstance(data, dict) or data.get("version") != 1 or not isinstance(data.get("acls"), list):
+    if not isinstance(data, dict):
+        raise ValueError('expected {"version": 1, "acls": [...]}')
+    check_version(f"the ACLs file {path}", data.get("version"), ACLS_FORMAT)
+    if data.get("version") != ACLS_FORMAT or not isinstance(data.get("acls"), list):
         raise ValueError('expected {"version": 1, "acls": [...]}')
     return [AclBinding.from_dict(b) for b in data["acls"]]

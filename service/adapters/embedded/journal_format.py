@@ -6,18 +6,24 @@ and the states of share-partitions (``shares_format``). A journal called
 ``<name>`` is two kinds of file:
 
 ``<name>-<seq>.journal`` (the active one is the highest ``seq``)
-    the format's header, then one frame per write, appended and
-    fdatasync'ed before the write returns.
+    the format's header (four letters and its version, one byte), then one
+    frame per write, appended and fdatasync'ed before the write returns.
 ``<name>.snapshot``
-    the format's snapshot magic, ``u64`` next journal seq, ``u32`` frame
-    count, then the frames that rebuild everything. Replaced atomically (tmp
-    file, fsync, rename, fsync of the directory).
+    the format's snapshot magic (four letters and the version), ``u64`` next
+    journal seq, ``u32`` frame count, then the frames that rebuild everything.
+    Replaced atomically (tmp file, fsync, rename, fsync of the directory).
 
 A frame is ``u32 length | u32 crc32c(payload) | payload``, big-endian; what a
 payload holds is the format's own (``fold`` applies one, ``payloads`` writes
 a whole state as a snapshot's). Loading reads the snapshot, then replays the
 journals from its next seq on; a frame cut short or failing its CRC ends a
 journal (the torn tail of a crash), so each write is all or nothing.
+
+Every file carries the version of the format it was written in. A version
+newer than this release's is refused (``NewerFormat``), never read as damage:
+its frames may hold what this release cannot fold. Older versions from
+``oldest`` on are read; a journal of an older version is never appended to
+(``JournalStore`` starts a new one), so a file says truly what is in it.
 
 Pure format, no state: ``JournalStore`` (``journal_store``) writes these files.
 """
@@ -33,7 +39,7 @@ from typing import Final, Generic, TypeVar
 
 import crc32c
 
-from service.errors import BackendError
+from service.errors import BackendError, NewerFormat
 
 __all__ = ["CorruptPayload", "JournalFormat", "frame"]
 
@@ -55,15 +61,29 @@ class JournalFormat(Generic[S]):
 
     ``fold(state, payload)`` applies one payload (raising ``CorruptPayload`` for one it cannot
     read); ``payloads(state)`` is a whole state as the frames of a snapshot; ``new()`` an empty one.
+    Files are written at ``version``; those of ``oldest`` to ``version`` are read (``fold``
+    takes the payloads of each).
     """
 
     name: str
     what: str  # in messages: "offsets journal ...", "share states snapshot ..."
-    journal_header: bytes
-    snapshot_magic: bytes
+    journal_tag: bytes  # four letters; the header is the tag and the version
+    snapshot_tag: bytes
+    version: int
     new: Callable[[], S]
     fold: Callable[[S, bytes], None]
     payloads: Callable[[S], Iterable[bytes]]
+    oldest: int = 1
+
+    @property
+    def journal_header(self) -> bytes:
+        """The first bytes of a journal this release writes."""
+        return self.journal_tag + bytes([self.version])
+
+    @property
+    def snapshot_magic(self) -> bytes:
+        """The first bytes of a snapshot this release writes."""
+        return self.snapshot_tag + bytes([self.version])
 
     @property
     def snapshot_name(self) -> str:
@@ -93,8 +113,9 @@ class JournalFormat(Generic[S]):
         except FileNotFoundError:
             return 0
         head = len(self.snapshot_magic) + _SNAPSHOT_HEADER.size
-        if len(buf) < head or not buf.startswith(self.snapshot_magic):
+        if len(buf) < head or not buf.startswith(self.snapshot_tag):
             raise BackendError(f"{self.what} snapshot {path} is not a brokergate snapshot")
+        self._check_version(buf[len(self.snapshot_tag)], f"{self.what} snapshot {path}")
         next_seq, count = _SNAPSHOT_HEADER.unpack_from(buf, len(self.snapshot_magic))
         payloads, end = _frames(buf, head)
         if len(payloads) != count or end != len(buf):
@@ -109,14 +130,34 @@ class JournalFormat(Generic[S]):
         still being written (or was cut by a crash) holds nothing yet.
         """
         buf = path.read_bytes()
-        header = self.journal_header
-        if not buf.startswith(header):
-            if len(buf) < len(header) and header.startswith(buf):
-                return 0, len(buf)
-            raise BackendError(f"{self.what} journal {path} is not a brokergate journal")
-        payloads, intact = _frames(buf, len(header))
+        if self.journal_version(path, buf) is None:
+            return 0, len(buf)
+        payloads, intact = _frames(buf, len(self.journal_header))
         self._apply(path, payloads, state)
         return intact, len(buf)
+
+    def journal_version(self, path: Path, buf: bytes | None = None) -> int | None:
+        """The version the journal at ``path`` (whose bytes are ``buf``, when read) was written
+        in; None while its header is incomplete (still being written, or cut by a crash)."""
+        if buf is None:
+            with path.open("rb") as f:
+                buf = f.read(len(self.journal_header))
+        tag = self.journal_tag
+        if len(buf) <= len(tag) and tag.startswith(buf):
+            return None
+        if not buf.startswith(tag):
+            raise BackendError(f"{self.what} journal {path} is not a brokergate journal")
+        return self._check_version(buf[len(tag)], f"{self.what} journal {path}")
+
+    def _check_version(self, version: int, what: str) -> int:
+        if version > self.version:
+            raise NewerFormat(what, version, self.version)
+        if version < self.oldest:
+            raise BackendError(
+                f"{what} is of format {version}, which this release no longer reads (it reads "
+                f"{self.oldest} to {self.version}); start a release that reads both first"
+            )
+        return version
 
     def _apply(self, path: Path, payloads: list[bytes], state: S) -> None:
         for payload in payloads:

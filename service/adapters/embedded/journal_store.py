@@ -113,8 +113,14 @@ class JournalStore(Generic[S]):
                 path.unlink()
         for i, (seq, path) in enumerate(live):
             intact = self._replay(path, state)
-            if i == len(live) - 1:
+            if i < len(live) - 1:
+                continue
+            if self.fmt.journal_version(path) in (None, self.fmt.version):
                 self._open(seq, path, intact)
+            else:
+                # Written by an older release, which would misread what this one appends: the
+                # writes go to a journal of this version after it (replayed after it).
+                next_seq = seq + 1
         if self.fd is None:
             if self.lazy:
                 self.seq = next_seq  # the journal to create with the first append

@@ -6,10 +6,10 @@ They are the ``offsets`` journal of ``journal_format``, under
 ``<data_dir>/coordinator/``:
 
 ``offsets-<seq>.journal`` (the active one is the highest ``seq``)
-    ``b"BGOJ\\x01"``, then one frame per ``commit`` call, appended and
+    ``b"BGOJ"`` and the version (``OFFSETS_FORMAT``, 1), then one frame per ``commit`` call, appended and
     fdatasync'ed before the call returns.
 ``offsets.snapshot``
-    ``b"BGOS\\x01"``, ``u64`` next journal seq, ``u32`` frame count, then
+    ``b"BGOS"`` and the version, ``u64`` next journal seq, ``u32`` frame count, then
     one frame per group holding all its offsets. Replaced atomically (tmp
     file, fsync, rename, fsync of the directory).
 
@@ -30,6 +30,7 @@ from typing import Final
 
 from service.core.models import TopicPartition
 
+from ..format_versions import OFFSETS_FORMAT
 from .journal_format import CorruptPayload, JournalFormat, frame
 
 __all__ = [
@@ -70,8 +71,9 @@ def _payloads(offsets: Mapping[str, Offsets]) -> Iterator[bytes]:
 OFFSETS: Final[JournalFormat[dict[str, Offsets]]] = JournalFormat(
     name="offsets",
     what="offsets",
-    journal_header=b"BGOJ\x01",
-    snapshot_magic=b"BGOS\x01",
+    journal_tag=b"BGOJ",
+    snapshot_tag=b"BGOS",
+    version=OFFSETS_FORMAT,
     new=dict,
     fold=_fold,
     payloads=_payloads,

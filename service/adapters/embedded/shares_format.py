@@ -4,12 +4,12 @@ Pure format, no state: the ``shares`` journal of ``journal_format``, under
 ``<data_dir>/coordinator/`` beside the offsets:
 
 ``shares-<seq>.journal``
-    ``b"BGSJ\\x01"``, then one frame per write (``store_share_states`` or
+    ``b"BGSJ"`` and the version (``SHARES_FORMAT``, 2), then one frame per write (``store_share_states`` or
     ``delete_share_states``), appended and fdatasync'ed before the call
     returns. Created with the first write: a gateway that never kept a
     share group has no file of it.
 ``shares.snapshot``
-    ``b"BGSS\\x01"``, ``u64`` next journal seq, ``u32`` frame count, then
+    ``b"BGSS"`` and the version, ``u64`` next journal seq, ``u32`` frame count, then
     frames holding every stored state, none larger than about 1 MiB.
 
 A payload is ``u16 len | group (UTF-8) | u32 count | count x (u16 len | topic
@@ -23,8 +23,10 @@ A change (``change_share_states``) is a frame of its own kind: ``0xFF``, then
 the same payload with each partition's change (``SharePartition.change_json``:
 the records set, the offsets dropped, start and end) in place of its state,
 applied to the state before it on replay (``shares_memory``). No payload of a
-whole write starts with ``0xFF`` (a group name is never that long), so a
-journal of the previous version, which has none, loads as it did. Snapshots
+whole write starts with ``0xFF`` (a group name is never that long). Changes and
+states as runs are format 2; format 1 (a row per record, whole writes only) is
+read as well, and so are the runs and changes that a release before the
+version marks wrote under format 1's header. Snapshots
 hold whole states only: a compaction folds the changes into them, so a
 partition's journal never grows past the compaction's bound, and a load is
 the snapshot, then the writes and changes after it.
@@ -42,6 +44,7 @@ import orjson
 from service.core.models import TopicPartition
 from service.errors import InvalidPayload
 
+from ..format_versions import SHARES_FORMAT
 from .journal_format import CorruptPayload, JournalFormat, frame
 from .shares_memory import ShareChange, StoredShare, prepare_change
 
@@ -145,8 +148,9 @@ def _payloads(states: ShareStates) -> Iterator[bytes]:
 SHARES: Final[JournalFormat[ShareStates]] = JournalFormat(
     name="shares",
     what="share states",
-    journal_header=b"BGSJ\x01",
-    snapshot_magic=b"BGSS\x01",
+    journal_tag=b"BGSJ",
+    snapshot_tag=b"BGSS",
+    version=SHARES_FORMAT,
     new=dict,
     fold=_fold,
     payloads=_payloads,

@@ -35,10 +35,11 @@ from typing import Final
 
 from crc32c import crc32c
 
+from service.adapters.format_versions import LOG_BATCH_FORMAT
 from service.core.models import Header, NewRecord, Record, ValuesOnly, make_record
 from service.core.rules import record_size
 
-MAGIC: Final = 1
+MAGIC: Final = LOG_BATCH_FORMAT
 
 HEAD: Final = struct.Struct(">qiI")  # base_offset, batch_length, crc
 META: Final = struct.Struct(">bbiqqq")  # magic, attributes, count, append_time, first_ts, max_ts
@@ -65,6 +66,16 @@ class BatchError(ValueError):
 
 class CorruptBatch(BatchError):
     """Bytes that are not a valid batch: bad length, magic, CRC or record layout."""
+
+
+class NewerBatch(CorruptBatch):
+    """A batch header of a magic above ``MAGIC``: a newer release's batch if its CRC holds
+    (``scan`` checks), else damage like any other."""
+
+    def __init__(self, header: BatchHeader, magic: int) -> None:
+        super().__init__(f"unknown batch magic {magic}")
+        self.header = header
+        self.magic = magic
 
 
 class RecordTooLarge(BatchError):
@@ -225,11 +236,16 @@ def parse_header(buf: bytes, pos: int = 0) -> BatchHeader:
     if len(buf) - pos < HEADER_SIZE:
         raise CorruptBatch("short batch header")
     base, length, crc, magic, _attrs, count, append_time, first_ts, max_ts = HEADER.unpack_from(buf, pos)
-    if magic != MAGIC:
+    if magic < MAGIC:
         raise CorruptBatch(f"unknown batch magic {magic}")
-    if base < 0 or count < 1 or length < MIN_BATCH_LENGTH or count * REC_PREFIX > length:
+    if base < 0 or count < 1 or length < MIN_BATCH_LENGTH:
         raise CorruptBatch(f"implausible batch header (base={base}, count={count}, length={length})")
-    return BatchHeader(base, length, crc, count, append_time, first_ts, max_ts)
+    header = BatchHeader(base, length, crc, count, append_time, first_ts, max_ts)
+    if magic > MAGIC:  # a layout of its own after the header: the CRC tells newer from damaged
+        raise NewerBatch(header, magic)
+    if count * REC_PREFIX > length:
+        raise CorruptBatch(f"implausible batch header (base={base}, count={count}, length={length})")
+    return header
 
 
 def crc_ok(buf: bytes, pos: int, header: BatchHeader) -> bool:

@@ -38,6 +38,7 @@ from service.errors import (
     GatewayError,
     InvalidPayload,
     InvalidTopicConfig,
+    NewerFormat,
     PartitionNotFound,
     PayloadTooLarge,
     TopicExists,
@@ -167,6 +168,8 @@ class EmbeddedLog(Lifecycle):
                     parts = await self._open_partitions(
                         meta.name, range(meta.partitions), config, clean=clean
                     )
+                except NewerFormat:
+                    raise  # not this topic's damage: the data dir is a newer release's
                 except GatewayError as exc:
                     # One topic that cannot be opened (damaged, too many files for the limit) must not
                     # keep the others from being served: it is logged, and reported by unopened_topics.
@@ -231,6 +234,9 @@ class EmbeddedLog(Lifecycle):
         if failed:
             for p in opened:
                 await p.close(flush=False)
+            newer = [r for r in failed if isinstance(r, NewerFormat)]
+            if newer:
+                raise newer[0]
             raise BackendError(f"Cannot open topic {topic!r}: {failed[0]}") from failed[0]
         return opened
 

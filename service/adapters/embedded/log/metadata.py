@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from service.adapters.format_versions import CLUSTER_FORMAT, TOPIC_FORMAT, check_version
 from service.core.rules import check_topic
 from service.errors import BackendError, InvalidTopic
 
@@ -38,7 +39,7 @@ from ..fileio import atomic_write, ensure_dir, fsync_dir, lock_dir
 log = logging.getLogger(__name__)
 
 TOPIC_META = "topic.json"
-META_FORMAT = 1
+META_FORMAT = TOPIC_FORMAT
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,8 +63,9 @@ class TopicMeta:
         return json.dumps(doc, indent=2, sort_keys=True).encode() + b"\n"
 
     @classmethod
-    def from_json(cls, raw: bytes) -> TopicMeta:
+    def from_json(cls, raw: bytes, where: str = TOPIC_META) -> TopicMeta:
         doc: dict[str, Any] = json.loads(raw)
+        check_version(where, doc.get("format"), META_FORMAT)
         if doc.get("format") != META_FORMAT:
             raise ValueError(f"unknown topic.json format {doc.get('format')!r}")
         partitions = doc["partitions"]
@@ -79,7 +81,8 @@ class TopicMeta:
 
 
 def read_topic_meta(topic_dir: Path) -> TopicMeta:
-    return TopicMeta.from_json((topic_dir / TOPIC_META).read_bytes())
+    path = topic_dir / TOPIC_META
+    return TopicMeta.from_json(path.read_bytes(), str(path))
 
 
 class DataDir:
@@ -130,12 +133,14 @@ class DataDir:
         """The id stored in ``cluster.json``, created (22 url-safe chars, like Kafka's) on first use."""
         path = self.root / "cluster.json"
         try:
-            return str(json.loads(path.read_bytes())["cluster_id"])
+            doc = json.loads(path.read_bytes())
+            check_version(str(path), doc.get("format", CLUSTER_FORMAT), CLUSTER_FORMAT)
+            return str(doc["cluster_id"])
         except FileNotFoundError:
             pass
         self.root.mkdir(parents=True, exist_ok=True)
         cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
-        atomic_write(path, json.dumps({"cluster_id": cid}).encode() + b"\n")
+        atomic_write(path, json.dumps({"format": CLUSTER_FORMAT, "cluster_id": cid}).encode() + b"\n")
         return cid
 
     # --- topics ----------------------------------------------------------------------

@@ -13,7 +13,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
 
-from .batch import HEADER_SIZE, LENGTH_PREFIX, BatchHeader, CorruptBatch, crc_ok, parse_header
+from service.errors import NewerFormat
+
+from .batch import (
+    HEADER_SIZE,
+    LENGTH_PREFIX,
+    MAGIC,
+    BatchHeader,
+    CorruptBatch,
+    NewerBatch,
+    crc_ok,
+    parse_header,
+)
 
 DEFAULT_CHUNK: Final = 1 << 20
 
@@ -76,6 +87,10 @@ class BatchScan:
                     return
             try:
                 header = parse_header(buf, off)
+            except NewerBatch as exc:
+                refuse_if_newer(fd, pos, exc)
+                self.error = f"{exc} at position {pos}"
+                return
             except CorruptBatch as exc:
                 self.error = f"{exc} at position {pos}"
                 return
@@ -110,5 +125,16 @@ def read_header_at(fd: int, pos: int) -> BatchHeader | None:
     raw = os.pread(fd, HEADER_SIZE, pos)
     try:
         return parse_header(raw)
+    except NewerBatch as exc:
+        refuse_if_newer(fd, pos, exc)
+        return None
     except CorruptBatch:
         return None
+
+
+def refuse_if_newer(fd: int, pos: int, exc: NewerBatch) -> None:
+    """Raise ``NewerFormat`` if the batch at ``pos``, of a magic above this release's, is whole
+    and its CRC holds: a newer release wrote it, and it must not be cut as a torn tail."""
+    whole = os.pread(fd, LENGTH_PREFIX + exc.header.length, pos)
+    if crc_ok(whole, 0, exc.header):
+        raise NewerFormat(f"the record batch at position {pos}", exc.magic, MAGIC) from None

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Final
 
 from service.core.models import Record
+from service.errors import NewerFormat
 
 from ..fileio import create_file, fsync_dir, open_file, write_all
 from .batch import EncodedBatch, crc_ok, decode_records
@@ -172,6 +173,9 @@ class Segment:
                 first = read_header_at(fd, 0)
                 seg.first_append_time = first.append_time if first else None
             seg.sealed = not active
+        except NewerFormat as exc:
+            os.close(fd)
+            raise NewerFormat(f"{exc.what} of {log_path}", exc.found, exc.reads) from None
         except BaseException:
             os.close(fd)
             raise
