@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from tests.e2e.gateway_process import GatewayProcess
-from tests.helpers import STRING, cluster_id, create_topic, produce
+from tests.helpers import STRING, V2, cluster_id, consumer, create_topic, poll_until, produce, subscribe
 
 
 @dataclass(frozen=True)
@@ -76,6 +76,9 @@ async def test_a_read_only_data_dir_stops_the_partition_until_a_restart_and_says
     async with httpx.AsyncClient(base_url=gw.url, timeout=30) as client:
         await create_topic(client, "q")
         await produce(client, "q", [{"value": "before"}], partition=0)
+        base = await consumer(client, "readers")
+        await subscribe(client, base, "q")
+        assert len(await poll_until(client, base, 1)) == 1
         disk.fail()
         for _ in range(2):  # the failed write, then every later one: the same answer
             body = {"records": [{"value": "after"}]}
@@ -85,6 +88,12 @@ async def test_a_read_only_data_dir_stops_the_partition_until_a_restart_and_says
                 message
             )
             assert "Read-only file system" in message and "restart the gateway" in message, message
+        # Nor can a commit be stored; once its journal is broken, the answer says a restart is needed.
+        messages = []
+        for _ in range(2):
+            r = await client.post(f"{base}/offsets", headers={"Content-Type": V2})
+            messages.append(refused(r, disk.root))
+        assert "Read-only file system" in messages[0] and "restart the gateway" in messages[1], messages
         # A new topic cannot be made on it either: said, not to be retried, without a path.
         cid = await cluster_id(client)
         r = await client.post(f"/v3/clusters/{cid}/topics", json={"topic_name": "r", "partitions_count": 1})

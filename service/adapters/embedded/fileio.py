@@ -37,9 +37,12 @@ def lasting(exc: OSError) -> bool:
     return exc.errno == errno.EROFS
 
 
-def unavailable(what: str, exc: OSError) -> BackendUnavailable:
+def unavailable(what: str, exc: OSError, *, broken: bool = False) -> BackendUnavailable:
     """``what`` (e.g. "Cannot create topic 'q'") failed with ``exc``, as a client is told: 503 with
-    the cause and no path, and ``Retry-After`` unless the filesystem is read-only."""
+    the cause and no path, and ``Retry-After`` unless the filesystem is read-only or the store
+    written to is ``broken`` (a failed write it could not undo: it takes no more)."""
+    if broken:
+        return BackendUnavailable(f"{what}: {os_reason(exc)}.", retry_after=None)
     if lasting(exc):
         return BackendUnavailable(
             f"{what}: {os_reason(exc)} (the data dir's filesystem; a retry will not help).", retry_after=None
