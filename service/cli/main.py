@@ -119,8 +119,13 @@ def serve(args: argparse.Namespace) -> int:
 
     from service.server.app import create_app, server_config
     from service.server.backends import BackendNotAvailable, build_ports
-    from service.server.protocol import DrainingServer, raise_fd_limit
+    from service.server.descriptors import fit_descriptors
+    from service.server.protocol import DrainingServer
 
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    settings = fit_descriptors(settings)
     try:
         ports = build_ports(settings)
     except BackendNotAvailable as exc:
@@ -129,17 +134,6 @@ def serve(args: argparse.Namespace) -> int:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         return _fail(f"cannot use data dir {str(settings.data_dir)!r}: {exc.strerror}")
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    before, after = raise_fd_limit()
-    if after < settings.max_connections + 256:
-        logging.getLogger("brokergate").warning(
-            "ulimit -n is %d (raised from %d): too few for max_connections=%d and the partitions' files",
-            after,
-            before,
-            settings.max_connections,
-        )
     try:
         app = create_app(settings, ports)
         config = server_config(app, settings, log_level=args.log_level, loop="auto")

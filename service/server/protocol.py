@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import resource
 import socket
 import ssl
 import struct
@@ -89,19 +88,6 @@ class DrainingServer(uvicorn.Server):
         if gateway is not None:  # before uvicorn closes the WebSockets: their ``end`` goes out first
             await gateway.streams.drained(STREAMS_DRAIN_S)
         await super().shutdown(sockets)
-
-
-def raise_fd_limit() -> tuple[int, int]:
-    """Raise this process's soft ``RLIMIT_NOFILE`` to its hard limit (as Go programs do at start):
-    systemd and shells start services at a soft limit of 1024 whatever the hard one allows.
-    Returns (before, after)."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != hard:
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-        except (ValueError, OSError):  # e.g. an unlimited hard limit the kernel caps lower
-            return soft, soft
-    return soft, hard
 
 
 def _answer(status: int, code: int, message: str, *, retry_after: int | None = None) -> bytes:

@@ -2,7 +2,9 @@
 
 Topics are created until one is refused for want of descriptors, then every partition is
 written to, which opens its index files: nothing written may fail with EMFILE, and the gateway
-must still answer every connection, a 503 past ``MAX_CONNECTIONS`` rather than silence.
+must still answer every connection, a 503 past ``MAX_CONNECTIONS`` rather than silence. With
+the default ``MAX_CONNECTIONS`` (1000) a small limit is divided so that topics still fit, and
+the start-up log says how.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import httpx
 import pytest
 
 from tests.e2e.gateway_process import GatewayProcess
-from tests.helpers import produce
+from tests.helpers import consumer, poll_until, produce, subscribe
 
 NOFILE = 1024
 PARTITIONS = 100
@@ -25,8 +27,12 @@ CONNECTIONS = 100
 class LimitedGateway(GatewayProcess):
     """``brokergate serve`` under ``prlimit --nofile``: it cannot raise its own limit."""
 
+    def __init__(self, data_dir: Path, *, env: dict[str, str], nofile: int = NOFILE) -> None:
+        super().__init__(data_dir, env=env)
+        self.nofile = nofile
+
     def command(self) -> list[str]:
-        return ["prlimit", f"--nofile={NOFILE}:{NOFILE}", "--", *super().command()]
+        return ["prlimit", f"--nofile={self.nofile}:{self.nofile}", "--", *super().command()]
 
 
 @pytest.fixture
@@ -119,3 +125,58 @@ async def test_more_connections_than_descriptors_are_each_answered_and_accepting
     assert (await get_topics(flooded.port)).startswith(b"HTTP/1.1 200")
     log = flooded.log_path.read_text()
     assert "Too many open files" not in log and "out of system resource" not in log
+
+
+async def fill_with_small_topics(client: httpx.AsyncClient, most: int) -> tuple[list[str], httpx.Response]:
+    """Two-partition topics created until one is refused (at most ``most``): the names, the refusal."""
+    cid = (await client.get("/v3/clusters")).json()["data"][0]["cluster_id"]
+    created: list[str] = []
+    for i in range(most):
+        r = await client.post(
+            f"/v3/clusters/{cid}/topics", json={"topic_name": f"small-{i}", "partitions_count": 2}
+        )
+        if r.status_code != 201:
+            return created, r
+        created.append(f"small-{i}")
+    raise AssertionError(f"{most} topics of 2 partitions fit: the budget ends nowhere")
+
+
+@pytest.mark.parametrize(
+    ("nofile", "configured", "connections", "level"),
+    [
+        (1024, None, 384, "INFO"),  # the default 1000 lowered: half of 1024 less the 256 kept
+        (4096, None, 1000, "INFO"),  # the default fits
+        (1024, 2000, 384, "WARNING"),  # a configured one that does not fit is lowered, and warned of
+    ],
+)
+async def test_a_small_limit_is_divided_so_that_small_topics_fit(
+    tmp_path, nofile, configured, connections, level
+):
+    env = {} if configured is None else {"BROKERGATE_MAX_CONNECTIONS": str(configured)}
+    gw = LimitedGateway(tmp_path / "data", env=env, nofile=nofile).start()
+    try:
+        async with httpx.AsyncClient(base_url=gw.url, timeout=60) as client:
+            created, refused = await fill_with_small_topics(client, 1000)
+            assert len(created) >= 8, refused.text
+            assert refused.status_code == 422 and refused.json()["error_code"] == 42208, refused.text
+            assert f"{connections} for client connections" in refused.json()["message"]
+            # What is left beside the connections and the 256 kept, 3 a partition, went to topics
+            # (less the files the gateway holds open of its own).
+            room = nofile - 256 - connections
+            assert room - 100 <= len(created) * 2 * 3 <= room, len(created)
+            # Every partition of several of them written to and consumed.
+            some = created[:8]
+            for topic in some:
+                for p in range(2):
+                    await produce(client, topic, [{"value": f"{topic}/{p}"}], partition=p)
+            base = await consumer(client, "small-readers")
+            await subscribe(client, base, *some)
+            got = await poll_until(client, base, 2 * len(some))
+            assert sorted(r["value"] for r in got) == sorted(f"{t}/{p}" for t in some for p in range(2))
+            assert open_fds(gw) < nofile
+        # The division was said at start, in one line.
+        lines = [x for x in gw.log_path.read_text().splitlines() if "file descriptors: ulimit -n" in x]
+        assert len(lines) == 1 and f" {level} " in lines[0] and f"ulimit -n {nofile} " in lines[0], lines
+        assert f"{connections} for client connections" in lines[0], lines
+    finally:
+        gw.stop()

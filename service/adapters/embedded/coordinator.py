@@ -51,7 +51,7 @@ from ..share_states import (
     stored_partitions,
 )
 from ..tasks import retrieve
-from .fileio import atomic_write
+from .fileio import atomic_write, unavailable
 from .journal_store import DEFAULT_COMPACT_BYTES, JournalStore
 from .offsets_format import COORDINATOR_DIR, LOCK_NAME, OFFSETS, Offsets, commit_frame
 from .shares_format import (
@@ -256,7 +256,8 @@ class EmbeddedCoordinator(Lifecycle):
             try:
                 await asyncio.to_thread(self._store.append, frame)
             except OSError as exc:
-                raise BackendUnavailable(f"Could not store the committed offsets: {exc}") from exc
+                broken = self._store.broken is not None
+                raise unavailable("Could not store the committed offsets", exc, broken=broken) from exc
             self._offsets.setdefault(group, {}).update(entries)
             if self._store.needs_compaction():
                 try:
@@ -412,7 +413,8 @@ class EmbeddedCoordinator(Lifecycle):
         try:
             await asyncio.to_thread(store.append, frame or write_frame(group, entries))
         except OSError as exc:
-            raise BackendUnavailable(f"Could not store the share states of group {group!r}: {exc}") from exc
+            what = f"Could not store the share states of group {group!r}"
+            raise unavailable(what, exc, broken=store.broken is not None) from exc
         if changes is None:
             apply_writes(self._shares, group, entries)
         else:
@@ -448,7 +450,7 @@ class EmbeddedCoordinator(Lifecycle):
         try:
             await asyncio.to_thread(atomic_write, self._acls_path, data)
         except OSError as exc:
-            raise BackendUnavailable(f"cannot write the ACLs: {exc}") from exc
+            raise unavailable("Cannot write the ACLs", exc) from exc
         self._acls = acls
 
     # --- locks ------------------------------------------------------------------------

@@ -3,20 +3,62 @@
 Everything here is synchronous and meant to run in a worker thread (or in a
 process without an event loop). Descriptors are opened close-on-exec, so a
 Spark job or subprocess started by the gateway inherits none of them.
+
+A failed file operation is told a client by ``unavailable``: the cause without the file it
+names (no answer carries a path of the server's disk; the log keeps the whole error), and a
+``Retry-After`` only when a retry may cure it (``lasting``).
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
+from service.errors import BackendError, BackendUnavailable, NewerFormat
+
 _OPEN_FLAGS: Final = os.O_CLOEXEC
 
 # fdatasync covers the data and the file size, which is all an append needs.
 datasync = getattr(os, "fdatasync", os.fsync)
+
+
+def os_reason(exc: OSError) -> str:
+    """What went wrong, without the file ``exc`` names (its ``strerror``, else its text)."""
+    return exc.strerror or str(exc)
+
+
+def lasting(exc: OSError) -> bool:
+    """Whether no retry can cure ``exc``: the filesystem is read-only (as ext4 remounts itself
+    after a disk error), and stays so until an operator acts."""
+    return exc.errno == errno.EROFS
+
+
+def unavailable(what: str, exc: OSError, *, broken: bool = False) -> BackendUnavailable:
+    """``what`` (e.g. "Cannot create topic 'q'") failed with ``exc``, as a client is told: 503 with
+    the cause and no path, and ``Retry-After`` unless the filesystem is read-only or the store
+    written to is ``broken`` (a failed write it could not undo: it takes no more)."""
+    if broken:
+        return BackendUnavailable(f"{what}: {os_reason(exc)}.", retry_after=None)
+    if lasting(exc):
+        return BackendUnavailable(
+            f"{what}: {os_reason(exc)} (the data dir's filesystem; a retry will not help).", retry_after=None
+        )
+    return BackendUnavailable(f"{what}: {os_reason(exc)}.")
+
+
+def opening_failed(what: str, failed: Sequence[BaseException]) -> Exception:
+    """What a client is told when ``what`` (e.g. "Cannot open topic 'q'") failed with ``failed``
+    (one error a part): a newer format as it is, else the first error without the file it names."""
+    newer = [exc for exc in failed if isinstance(exc, NewerFormat)]
+    if newer:
+        return newer[0]
+    first = failed[0]
+    why = os_reason(first) if isinstance(first, OSError) else str(first)
+    return BackendError(f"{what}: {why}")
 
 
 def fsync_dir(path: Path) -> None:

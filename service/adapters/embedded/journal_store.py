@@ -20,12 +20,23 @@ coordinator serializes them under a lock). One process owns a directory.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 from pathlib import Path
 from typing import Final, Generic, TypeVar
 
-from .fileio import create_file, datasync, ensure_dir, fsync_dir, lock_dir, open_file, replace_file, write_all
+from .fileio import (
+    create_file,
+    datasync,
+    ensure_dir,
+    fsync_dir,
+    lock_dir,
+    open_file,
+    os_reason,
+    replace_file,
+    write_all,
+)
 from .journal_format import JournalFormat
 
 log = logging.getLogger(__name__)
@@ -173,7 +184,7 @@ class JournalStore(Generic[S]):
     def append(self, frame: bytes) -> None:
         """Append one write and make it durable, or leave the journal as it was and raise."""
         if self.broken is not None:
-            raise OSError(self.broken)
+            raise OSError(errno.EIO, self.broken)
         if self.fd is None and self.loaded:  # a lazy store's first write
             self._create(self.seq)
         assert self.fd is not None
@@ -185,7 +196,11 @@ class JournalStore(Generic[S]):
             try:
                 os.ftruncate(self.fd, self.size)
             except OSError as exc:
-                self.broken = f"{self.fmt.what} journal cannot be repaired after a failed write: {exc}"
+                self.broken = (
+                    f"the {self.fmt.what} journal takes no more writes after one it could not undo "
+                    f"({os_reason(exc)}); restart the gateway to recover it"
+                )
+                log.error("%s: %s", self.root / self.fmt.journal_name(self.seq), exc)
             raise
         self.size += len(frame)
 

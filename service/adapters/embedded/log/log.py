@@ -48,6 +48,7 @@ from service.errors import (
 from ...fetch_budget import FetchBudget
 from ...lifecycle import Lifecycle
 from ...tasks import uncancellable
+from ..fileio import opening_failed, os_reason, unavailable
 from .batch import BatchError, RecordTooLarge, encode_batch
 from .config import (
     MIN_SEGMENT_BYTES,
@@ -234,10 +235,8 @@ class EmbeddedLog(Lifecycle):
         if failed:
             for p in opened:
                 await p.close(flush=False)
-            newer = [r for r in failed if isinstance(r, NewerFormat)]
-            if newer:
-                raise newer[0]
-            raise BackendError(f"Cannot open topic {topic!r}: {failed[0]}") from failed[0]
+            log.error("topic %s: a partition could not be opened: %s", topic, failed[0])  # with its file
+            raise opening_failed(f"Cannot open topic {topic!r}", failed) from failed[0]
         return opened
 
     async def _flush_loop(self) -> None:
@@ -311,7 +310,7 @@ class EmbeddedLog(Lifecycle):
             except FileExistsError as exc:
                 raise BackendError(f"Directory of topic {topic!r} exists but holds no topic.") from exc
             except OSError as exc:
-                raise BackendUnavailable(f"Cannot create topic {topic!r}: {exc}") from exc
+                raise unavailable(f"Cannot create topic {topic!r}", exc) from exc
             try:
                 parts = await self._open_partitions(topic, range(partitions), config, clean=True)
             except GatewayError:
@@ -339,7 +338,8 @@ class EmbeddedLog(Lifecycle):
                 try:
                     await asyncio.to_thread(self._dir.delete_topic, topic)
                 except OSError as exc:
-                    raise BackendError(f"Cannot delete the files of topic {topic!r}: {exc}") from exc
+                    why = os_reason(exc)
+                    raise BackendError(f"Cannot delete the files of topic {topic!r}: {why}") from exc
                 del self._unopened[topic]
                 return
             t = self._topic(topic)
@@ -353,7 +353,7 @@ class EmbeddedLog(Lifecycle):
                     # Nothing moved on disk: serve the topic again, or a restart would bring back a
                     # topic this process had answered was deleted.
                     await self._reopen(t)
-                raise BackendError(f"Cannot delete the files of topic {topic!r}: {exc}") from exc
+                raise BackendError(f"Cannot delete the files of topic {topic!r}: {os_reason(exc)}") from exc
 
     async def _reopen(self, t: _Topic) -> None:
         topic = t.meta.name
@@ -378,7 +378,7 @@ class EmbeddedLog(Lifecycle):
             try:
                 await asyncio.to_thread(self._dir.grow_topic, t.meta, meta)
             except OSError as exc:
-                raise BackendUnavailable(f"Cannot add partitions to {topic!r}: {exc}") from exc
+                raise unavailable(f"Cannot add partitions to {topic!r}", exc) from exc
             try:
                 added = await self._open_partitions(topic, range(current, total), t.config, clean=True)
             except GatewayError:
@@ -450,7 +450,7 @@ class EmbeddedLog(Lifecycle):
         try:
             return await finish_in_thread(fn)  # never unpin while the thread still reads
         except OSError as exc:
-            raise BackendUnavailable(f"Cannot read the log: {exc}") from exc
+            raise unavailable("Cannot read the log", exc) from exc
         except BatchError as exc:  # a CRC-valid batch that does not decode: damaged beyond repair
             raise BackendError(f"Corrupt data in the log: {exc}") from exc
         finally:

@@ -33,7 +33,7 @@ from service.core.models import Record, TopicPartition
 from service.core.ports import FlushPolicy
 from service.errors import BackendError, BackendUnavailable, TopicNotFound
 
-from ..fileio import fsync_dir
+from ..fileio import fsync_dir, lasting, os_reason, unavailable
 from .batch import EncodedBatch
 from .config import TopicConfig
 from .fdcache import FdCache
@@ -160,7 +160,7 @@ class Partition:
         self._sync_task: asyncio.Task[None] | None = None
         self._waiter: asyncio.Future[None] | None = None
         self._closed = False
-        self._failed: OSError | None = None
+        self._failed: str | None = None  # why it stopped taking writes until a restart
         self._closed_error: Callable[[], Exception] = self._gone
 
     # --- opening (in a worker thread) ----------------------------------------------
@@ -266,10 +266,7 @@ class Partition:
         async with self._lock:
             self._check_open()
             if self._failed is not None:
-                raise BackendUnavailable(
-                    f"Partition {self.tp} stopped taking writes after an I/O error ({self._failed}); "
-                    "restart the gateway to recover it."
-                )
+                raise self._stopped()
             active = self._segments[-1]
             if not active.fits(batch, self.config.segment_bytes) or self._aged(active):
                 active = await self._roll()
@@ -280,7 +277,10 @@ class Partition:
                 else:
                     new_size = active.append(batch, base)
             except OSError as exc:
-                raise BackendUnavailable(f"Cannot write to partition {self.tp}: {exc}") from exc
+                if active.broken or lasting(exc):
+                    # What follows the failed write would follow garbage, or cannot be written at all.
+                    raise self._stop(f"a write that could not be undone ({os_reason(exc)})", exc) from exc
+                raise unavailable(f"Cannot write to partition {self.tp}", exc) from exc
             self._next_offset = base + batch.count
             self._written_pos = new_size
             if self._opts.flush != "always":
@@ -288,6 +288,27 @@ class Partition:
         if self._opts.flush == "always":
             await self._sync_to(base + batch.count)
         return base
+
+    def _stop(self, why: str, exc: OSError) -> BackendUnavailable:
+        """Take no more writes until a restart, whose recovery alone can be trusted after ``why``."""
+        if self._failed is None:
+            self._failed = why
+            log.error("%s: no more writes until a restart, after %s: %s", self.tp, why, exc)
+        return self._stopped()
+
+    def _stopped(self) -> BackendUnavailable:
+        """What a write is told once the partition stopped: the cause, and that a restart is needed
+        (no ``Retry-After``: a retry cannot cure it)."""
+        return BackendUnavailable(
+            f"Partition {self.tp} stopped taking writes after {self._failed}; "
+            "restart the gateway to recover it.",
+            retry_after=None,
+        )
+
+    @property
+    def stopped(self) -> str | None:
+        """Why this partition takes no more writes until a restart (None: it takes them)."""
+        return self._failed
 
     def _aged(self, active: Segment) -> bool:
         first = active.first_append_time
@@ -306,7 +327,7 @@ class Partition:
         try:
             new = await finish_in_thread(roll_files)
         except OSError as exc:
-            raise BackendUnavailable(f"Cannot roll a new segment for {self.tp}: {exc}") from exc
+            raise unavailable(f"Cannot roll a new segment for {self.tp}", exc) from exc
         old.release_after_seal()  # sealed segments open their file when read, through the cache
         # The old segment is fully fsynced: durable and readable to its end.
         self._durable = max(self._durable, old.next_offset)
@@ -329,8 +350,7 @@ class Partition:
             except OSError as exc:
                 # After a failed fsync the kernel may have dropped the dirty pages and a later fsync
                 # would "succeed" without them: only recovery at the next start can be trusted.
-                self._failed = exc
-                raise BackendUnavailable(f"Cannot fsync partition {self.tp}: {exc}") from exc
+                raise self._stop(f"a failed fsync ({os_reason(exc)})", exc) from exc
 
     async def _run_sync(self) -> None:
         """One fsync of the active segment, covering everything written when it started."""
@@ -394,7 +414,7 @@ class Partition:
         try:
             await finish_in_thread(remove)
         except OSError as exc:
-            raise BackendError(f"Retention could not remove segments of {self.tp}: {exc}") from exc
+            raise BackendError(f"Retention could not remove segments of {self.tp}: {os_reason(exc)}") from exc
         log.info(
             "%s: retention removed %d segment(s); log starts at %d",
             self.tp,

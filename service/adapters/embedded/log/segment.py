@@ -22,6 +22,7 @@ Threads: pins, ``close`` and ``release_after_seal`` run on the event loop;
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 from collections.abc import Iterator
@@ -270,7 +271,7 @@ class Segment:
     def append(self, batch: EncodedBatch, base_offset: int) -> int:
         """Write ``batch`` with offsets from ``base_offset``; return the new size of the file."""
         if self.broken:
-            raise OSError(f"{self.log_path}: an earlier failed write could not be undone")
+            raise OSError(errno.EIO, "an earlier failed write could not be undone")
         pos = self.size
         fd = self._own_fd()
         try:
