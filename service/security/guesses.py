@@ -5,8 +5,9 @@
 for any name, in the file or not, so that neither its answers nor its cost tell whether a user
 exists. While a bucket has no whole guess left, the checks it answers for are refused
 (``TooManyGuesses``, 429) before any hashing. A check from an address the name signed in from
-before answers to a bucket of that pair instead, so a guesser cannot lock a user out of the
-places it works from.
+before answers to a bucket of that pair instead, so a guesser cannot keep a user from signing in
+again where it works. A password already verified asks no bucket at all: the budgets gate the
+hashing of passwords not known good, never a user's remembered one.
 
 ``HashLanes`` hands out the few hashing turns (argon2 costs tens of milliseconds and 64 MiB each)
 round-robin over lanes, one lane per client address, lanes without recent failures first: a

@@ -12,7 +12,9 @@ its time tells whether a user exists.
 
 ``Verifier`` (the async side) runs the hashes in worker threads, a few at a time, handed out
 fairly between client addresses, and refuses a client or a name that failed too often
-(``service.security.guesses``): a client guessing passwords costs the others nothing.
+(``service.security.guesses``): a client guessing passwords costs the others nothing. A pair
+already verified is let in before any budget is asked, so guessing a user's password, from
+anywhere, never refuses the one that user signs in with.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import hmac
 import os
 import secrets
 import threading
@@ -204,16 +207,23 @@ class UsersFile:
             except UsersFileError:
                 pass  # a file being edited badly: keep serving the last good one
 
-    def remembered(self, name: str, password: str) -> bool:
-        """True if this pair was verified since the user's line last changed; False: it must be
-        hashed (whether or not the user exists: the answer must not tell)."""
+    def remembered(self, name: str, password: str, address: str | None = None) -> bool:
+        """True if this pair was verified since the user's line last changed (``address`` is then
+        the latest place the user signed in from); False: it must be hashed (whether or not the
+        user exists: the answer must not tell).
+
+        The password is compared with nothing: its keyed digest is looked up, a key no client can
+        aim at a neighbour of, so the lookup's time says nothing of how near a guess came."""
         self._fresh()
         digest = self.digest(name, password)
         with self._lock:
-            if self._good.get(digest) == name:
-                self._good.move_to_end(digest)
-                return True
-            return False
+            known = self._good.get(digest)
+            if known is None or not hmac.compare_digest(_utf8(known), _utf8(name)):
+                return False
+            self._good.move_to_end(digest)
+            if address is not None:
+                self._signed_in(name, address)
+            return True
 
     def hash_of(self, name: str) -> str | None:
         """The hash ``name`` has in the file now (None: no such user): a credential checked
@@ -246,29 +256,38 @@ class UsersFile:
                 while len(self._good) > self._remembered:
                     self._good.popitem(last=False)
                 if address is not None:
-                    places = self._places.setdefault(name, OrderedDict())
-                    places[address] = None
-                    places.move_to_end(address)
-                    while len(places) > MAX_ADDRESSES_PER_USER:
-                        places.popitem(last=False)
+                    self._signed_in(name, address)
         return True
+
+    def _signed_in(self, name: str, address: str) -> None:
+        """``name`` signed in from ``address`` (held under the lock): the latest of its places."""
+        places = self._places.setdefault(name, OrderedDict())
+        places[address] = None
+        places.move_to_end(address)
+        while len(places) > MAX_ADDRESSES_PER_USER:
+            places.popitem(last=False)
 
     def digest(self, name: str, password: str) -> bytes:
         """The keyed digest a (name, password) is remembered under."""
-        data = name.encode("utf-8", "surrogatepass") + b"\0" + password.encode("utf-8", "surrogatepass")
+        data = _utf8(name) + b"\0" + _utf8(password)
         return hashlib.blake2b(data, key=self._key, digest_size=32).digest()
+
+
+def _utf8(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
 
 
 class Verifier:
     """``UsersFile`` from the event loop: remembered verdicts at once, hashing in threads, fairly.
 
-    Before anything else a check asks the ``GuessBudget`` whether its address or its name (or,
+    First a remembered verdict: a pair verified before is let in at once, whatever is being
+    guessed at its address or for its name, so no guesser can lock a user out of a password it
+    already uses. Any other pair asks the ``GuessBudget`` whether its address or its name (or,
     from a place the name signed in from, that pair) failed too often: then it is refused with
-    ``TooManyGuesses`` and costs nothing. Otherwise a remembered verdict answers at once, or
-    the pair is hashed in a worker thread, at most ``concurrency`` at a time, the turns handed
-    out by ``HashLanes`` (one lane per address, addresses without recent failures first). The
-    same pair checked by several requests at once is hashed once. A failed check, known name or
-    not, is charged to the address and the name.
+    ``TooManyGuesses`` and costs nothing. Otherwise it is hashed in a worker thread, at most
+    ``concurrency`` at a time, the turns handed out by ``HashLanes`` (one lane per address,
+    addresses without recent failures first). The same pair checked by several requests at once
+    is hashed once. A failed check, known name or not, is charged to the address and the name.
     """
 
     def __init__(
@@ -290,9 +309,11 @@ class Verifier:
     async def check(self, name: str, password: str, address: str | None = None) -> bool:
         """Whether ``password`` is ``name``'s; raises ``TooManyGuesses`` (429) over a budget."""
         where = address or "unknown"
-        self._refuse_over_budget(name, where)
-        if self.users.remembered(name, password):
+        # The budgets gate the hashing: a pair already known good costs none, and answering to
+        # them would let a guesser's failures refuse the very user it guesses.
+        if self.users.remembered(name, password, where):
             return True
+        self._refuse_over_budget(name, where)
         digest = self.users.digest(name, password)
         hashing = self._hashing.get(digest)
         if hashing is None:

@@ -240,16 +240,31 @@ async def test_the_same_pair_checked_at_once_is_hashed_once(path, hasher):
     assert await verifier.check("alice", "alice-pw", "10.0.0.9") is True and len(hasher.verified) == 1
 
 
-async def test_a_guesser_locks_a_user_out_only_where_it_never_signed_in(path):
+async def test_a_guesser_delays_only_a_password_not_yet_verified(path, hasher):
+    verifier = Verifier(UsersFile(path), guesses_per_address=100, guesses_per_name=2, guess_refill_s=60)
+    assert await verifier.check("alice", "alice-pw", "10.0.0.1") is True
+    for name in ("alice", "bob"):
+        for n in range(2):
+            assert await verifier.check(name, f"guess{n}", f"10.6.6.{n}") is False
+        with pytest.raises(TooManyGuesses):
+            await verifier.check(name, "guess", "10.6.6.9")
+    hashed = len(hasher.verified)
+    assert await verifier.check("alice", "alice-pw", "10.0.0.1") is True  # where alice works from
+    assert await verifier.check("alice", "alice-pw", "10.0.0.2") is True  # and anywhere else: remembered
+    assert await verifier.check("alice", "alice-pw", "10.6.6.9") is True  # the guesser's address too
+    assert len(hasher.verified) == hashed  # a lookup each, no hash
+    with pytest.raises(TooManyGuesses):  # bob never signed in: his password waits out his name's budget
+        await verifier.check("bob", "bob-pw", "10.0.0.2")
+
+
+async def test_a_guesser_of_a_users_password_at_its_address_does_not_lock_it_out(path):
     verifier = Verifier(UsersFile(path), guesses_per_address=100, guesses_per_name=2, guess_refill_s=60)
     assert await verifier.check("alice", "alice-pw", "10.0.0.1") is True
     for n in range(2):
-        assert await verifier.check("alice", f"guess{n}", f"10.6.6.{n}") is False
-    with pytest.raises(TooManyGuesses):
-        await verifier.check("alice", "guess", "10.6.6.9")
-    with pytest.raises(TooManyGuesses):  # a correct password from a new place waits out the budget too
-        await verifier.check("alice", "alice-pw", "10.0.0.2")
-    assert await verifier.check("alice", "alice-pw", "10.0.0.1") is True  # where alice works from
+        assert await verifier.check("alice", f"guess{n}", "10.0.0.1") is False
+    with pytest.raises(TooManyGuesses):  # the budget of alice at that address is spent
+        await verifier.check("alice", "guess", "10.0.0.1")
+    assert await verifier.check("alice", "alice-pw", "10.0.0.1") is True
 
 
 async def test_a_user_keeps_signing_in_where_a_guesser_shares_its_address(path):
