@@ -108,3 +108,15 @@ async def test_a_member_resuming_from_a_commit_past_the_end_resets(client, name)
     again = await consumer(client, group, reset="earliest")
     await subscribe(client, again, name)
     assert [r["value"] for r in await poll_until(client, again, 3)] == ["v0", "v1", "v2"]
+
+
+@pytest.mark.broker_lacks(PAST_END)
+async def test_a_stateless_read_past_the_end_is_refused_at_once(client, name):
+    await create_topic(client, name, 1)
+    await produce(client, name, [{"value": f"v{i}"} for i in range(3)], partition=0)
+    url = f"/topics/{name}/partitions/0/records"
+    r = await client.get(url, params={"offset": 5000, "timeout": 5000}, headers={"Accept": STRING})
+    assert r.status_code == 409 and r.json()["error_code"] == 40903, r.text
+    assert "5000" in r.json()["message"] and f"{name}-0" in r.json()["message"]
+    r = await client.get(url, params={"offset": 3, "timeout": 100}, headers={"Accept": STRING})
+    assert r.status_code == 200 and r.json()["records"] == [] and r.json()["next_offset"] == 3, r.text
