@@ -151,6 +151,21 @@ class IllegalState(GatewayError):
         super().__init__(f"Illegal state: {message}" if message else None, **kw)
 
 
+class OffsetOutOfRange(IllegalState):
+    """A read at an offset outside a partition's offsets, with no reset policy to move it
+    (Kafka's OffsetOutOfRangeException): the message names the partition, the offset and the
+    partition's bounds."""
+
+    def __init__(self, partition: str, offset: int, log_start: int, log_end: int, then: str = "") -> None:
+        super().__init__(
+            f"Offset {offset} is out of range for partition {partition} (log start {log_start}, "
+            f"log end {log_end}){then}."
+        )
+        self.offset = offset
+        self.log_start = log_start
+        self.log_end = log_end
+
+
 class PayloadTooLarge(GatewayError):
     http_status = 413
     error_code = ErrorCode.PAYLOAD_TOO_LARGE

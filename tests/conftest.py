@@ -37,6 +37,7 @@ hypothesis_settings.load_profile("brokergate")
 API_SUITE = {
     "test_produce",
     "test_consumers",
+    "test_out_of_range",
     "test_groups",
     "test_metadata",
     "test_errors",

@@ -378,7 +378,7 @@ async def get_lag_summary(cluster_id: str, group: str, request: Request, gw: GW)
             "cluster_id": cluster_id,
             "consumer_group_id": group,
             "max_lag": worst.lag if worst else 0,
-            "total_lag": sum(lag.lag for lag in lags),
+            "total_lag": sum(max(lag.lag, 0) for lag in lags),  # a position past the end is behind on nothing
             "max_lag_topic_name": worst.tp.topic if worst else None,
             "max_lag_partition_id": worst.tp.partition if worst else None,
         }

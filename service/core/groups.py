@@ -44,7 +44,11 @@ class PartitionLag:
 
     @property
     def lag(self) -> int:
-        return max(0, self.end_offset - (self.committed if self.committed is not None else 0))
+        """The log end minus the committed offset (0 without one), as ``kafka-consumer-groups``
+        computes it: negative for a commit past the log end, a position no record is at, which
+        a consumer resuming there resets by its ``auto.offset.reset``; never clamped to 0, which
+        would show it as caught up."""
+        return self.end_offset - (self.committed if self.committed is not None else 0)
 
 
 @dataclass(slots=True)

@@ -256,11 +256,17 @@ def weight_of(records: Sequence[Record]) -> int:
 @dataclass(frozen=True, slots=True)
 class PartitionData:
     """What a fetch returns for one partition: a list of records from the embedded log, the
-    ``RecordColumns`` of a fetched response from the Kafka log."""
+    ``RecordColumns`` of a fetched response from the Kafka log.
+
+    ``out_of_range``: the position fetched from is outside the partition's offsets, before its
+    log start (retention removed it) or past its log end; no records, answered at once (Kafka's
+    OFFSET_OUT_OF_RANGE): the reader moves, by ``auto.offset.reset`` or by its own rule. The log
+    end itself is in range: the next record's offset."""
 
     records: Sequence[Record]
     high_watermark: int
     log_start_offset: int
+    out_of_range: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,14 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
 
-from service.errors import BackendUnavailable, Forbidden, PartitionNotFound, TopicExists, TopicNotFound
+from service.errors import (
+    BackendUnavailable,
+    Forbidden,
+    OffsetOutOfRange,
+    PartitionNotFound,
+    TopicExists,
+    TopicNotFound,
+)
 
 from .acl import Caller, Decision, Operation, ResourceType
 from .fair import holder_of
@@ -93,9 +100,11 @@ class TopicService:
         caller: Caller | None = None,
     ) -> PartitionData:
         """A stateless read at ``offset``: at once if records are there, else when some arrive or after
-        ``max_wait_ms``. It waits in slices, so a gateway that drains answers within one. It takes a
-        place among the open long-polls, of ``caller``'s share of them, unless not ``counted`` (a
-        stream's: it holds one of its own)."""
+        ``max_wait_ms``; an offset past the log end is refused at once (``OffsetOutOfRange``, as
+        Kafka's fetch answers it), one before the log start answers nothing, with the log start.
+        It waits in slices, so a gateway that drains answers within one. It takes a place among
+        the open long-polls, of ``caller``'s share of them, unless not ``counted`` (a stream's: it
+        holds one of its own)."""
         await self.check_partition(tp)
         if not counted:
             return await self._read(tp, offset, max_bytes, max_wait_ms)
@@ -110,6 +119,8 @@ class TopicService:
                 {tp: offset}, max_bytes=max_bytes, max_wait_ms=min(left_ms, _WAIT_SLICE_MS)
             )
             part = data[tp]
+            if part.out_of_range and offset > part.high_watermark:  # Kafka's fetch: OFFSET_OUT_OF_RANGE
+                raise OffsetOutOfRange(str(tp), offset, part.log_start_offset, part.high_watermark)
             if part.records or left_ms <= _WAIT_SLICE_MS or self._draining.is_set():
                 return part
 

@@ -11,9 +11,10 @@ requests are abandoned), or when the wait is over.
 Results follow the ``Log`` port exactly as the embedded log does: partitions in
 the order given, one ``max_bytes`` budget shared in that order, the first
 record always delivered even if it alone exceeds the budget, records before
-the requested offset dropped. A position below the log start answers at once,
-empty, with ``log_start_offset`` (the core resets); a position past the end
-waits like one at the end.
+the requested offset dropped. A position Kafka answers OFFSET_OUT_OF_RANGE for,
+below the log start or past the log end, answers at once, empty and
+``out_of_range`` (the core resets); one past the high watermark that Kafka
+takes (not past the leader's log end yet) waits like one at the end.
 
 What Kafka returned beyond the budget is kept in the ``ReadAhead`` and served
 to the next fetch at the following offset. A reader that took everything a
@@ -66,7 +67,7 @@ class _Answer:
     decoded: Decoded
     high_watermark: int
     log_start_offset: int
-    below_start: bool = False  # the position is before the log start: the core must reset
+    out_of_range: bool = False  # before the log start or past the log end: the core must reset
 
 
 @dataclass(slots=True)
@@ -79,6 +80,7 @@ class _Part:
     end: int
     high_watermark: int
     log_start_offset: int
+    out_of_range: bool = False
 
 
 class Fetcher:
@@ -143,9 +145,9 @@ class Fetcher:
                 waiting = kept_size < min_bytes
                 wait_ms = int(min(max(deadline - loop.time(), 0) * 1000, self._slice_ms)) if waiting else 0
                 answers = await self._ask(remote, wait_ms, max(min_bytes - kept_size, 1), ask_bytes)
-            parts, below_start = self._assemble(wanted, kept, answers, floors)
+            parts, out_of_range = self._assemble(wanted, kept, answers, floors)
             size = sum(sum(p.records.sizes) for p in parts)
-            if size >= min_bytes or size >= max_bytes or below_start or loop.time() >= deadline:
+            if size >= min_bytes or size >= max_bytes or out_of_range or loop.time() >= deadline:
                 return self._deliver(parts, max_bytes)
             for p in parts:  # not enough yet: keep what came, wait for more after it
                 self._keep(p.tp, p.offset, p.records, p)
@@ -158,7 +160,7 @@ class Fetcher:
         floors: dict[TopicPartition, int],
     ) -> tuple[list[_Part], bool]:
         parts: list[_Part] = []
-        below_start = False
+        out_of_range = False
         for tp, off in wanted:
             hw, start = self._known.get(tp, (off, 0))
             part = _Part(tp, off, RecordColumns.empty(), off, hw, start)
@@ -172,8 +174,8 @@ class Fetcher:
                 )
             answer = answers.get(tp)
             if answer is not None:
-                if answer.below_start:
-                    below_start = True
+                if answer.out_of_range:
+                    out_of_range = part.out_of_range = True
                     part.records = RecordColumns.empty()
                 elif answer.decoded.records:
                     part.records = part.records + answer.decoded.records
@@ -182,7 +184,7 @@ class Fetcher:
                 if off > answer.high_watermark >= 0:
                     floors[tp] = answer.high_watermark  # long-poll at the end, not past it
             parts.append(part)
-        return parts, below_start
+        return parts, out_of_range
 
     def _deliver(self, parts: list[_Part], max_bytes: int) -> dict[TopicPartition, PartitionData]:
         result: dict[TopicPartition, PartitionData] = {}
@@ -197,7 +199,7 @@ class Fetcher:
             if n and whole and start < p.high_watermark:
                 self._prefetch(p.tp, start)  # all of it taken, and Kafka holds more
             hw = max(p.high_watermark, start) if given else p.high_watermark
-            result[p.tp] = PartitionData(given, hw, p.log_start_offset)
+            result[p.tp] = PartitionData(given, hw, p.log_start_offset, p.out_of_range)
         return result
 
     def _keep(self, tp: TopicPartition, start: int, records: RecordColumns, part: _Part) -> None:
@@ -226,7 +228,7 @@ class Fetcher:
         except Exception as exc:  # the reader's next fetch will ask again, and report it
             log.debug("reading %s ahead from %d failed: %s", tp, offset, exc)
             return
-        if answer is None or answer.below_start or not answer.decoded.records:
+        if answer is None or answer.out_of_range or not answer.decoded.records:
             return
         if self._readahead.get(tp, offset) is None:  # nobody stored it meanwhile
             decoded = answer.decoded
@@ -268,7 +270,7 @@ class Fetcher:
                 done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
                 for task in done:
                     answers.update(task.result())
-                if any(a.decoded.records or a.below_start for a in answers.values()):
+                if any(a.decoded.records or a.out_of_range for a in answers.values()):
                     break
         finally:
             for task in pending:
@@ -335,7 +337,8 @@ class Fetcher:
         if code == OFFSET_OUT_OF_RANGE:
             start, end = await self._offsets.bounds(tp)
             self._remember(tp, end, start)
-            return _Answer(Decoded(RecordColumns.empty(), pos), end, start, below_start=keep_from < start)
+            outside = not start <= keep_from <= end  # else the log moved since: ask again
+            return _Answer(Decoded(RecordColumns.empty(), pos), end, start, out_of_range=outside)
         if is_metadata_error(code):
             self._metadata.invalidate(tp.topic)
             await self._metadata.partition(tp.topic, tp.partition)  # gone for good: Topic/PartitionNotFound

@@ -2,7 +2,8 @@
 
 A poll waits on the log in slices, so that a rebalance during the wait is noticed and a
 partition the instance lost is never handed out; it fills the positions it lacks from the
-committed offsets (or ``auto.offset.reset``), starts again past what retention removed, decodes
+committed offsets (or ``auto.offset.reset``), resets by ``auto.offset.reset`` a position out of
+range (before what retention left, or past the log end, as Kafka's consumer does), decodes
 the schema formats (moving a position past what decodes only), saves the positions with a
 compare-and-set (another request that moved them first makes it look again) and auto-commits
 if the instance asked to. A poll of a push stream is bounded (``Allowance``): in records and,
@@ -25,7 +26,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 
-from service.errors import BackendUnavailable, ConsumerFormatMismatch, ConversionError, IllegalState
+from service.errors import (
+    BackendUnavailable,
+    ConsumerFormatMismatch,
+    ConversionError,
+    IllegalState,
+    OffsetOutOfRange,
+)
 
 from ..acl import Decision, Operation, ResourceType
 from ..models import EmbeddedFormat, InstanceState, PartitionData, Record, TopicPartition, sizes_of
@@ -178,8 +185,8 @@ class Poller:
                     wake=wake,
                 )
                 for tp, part in data.items():
-                    if positions[tp] < part.log_start_offset:  # retention removed what we were at
-                        state.positions[tp] = await self._reset(state, tp)
+                    if part.out_of_range:  # before what retention left, or a seek or commit past the end
+                        state.positions[tp] = await self._reset(state, tp, positions[tp])
                         changed = True
                     elif part.records:
                         records = part.records
@@ -282,13 +289,17 @@ class Poller:
         except IllegalState as exc:  # lost the partition meanwhile; the new owner re-reads
             log.info("auto-commit of %r/%s skipped: %s", state.group, state.name, exc)
 
-    async def _reset(self, state: InstanceState, tp: TopicPartition) -> int:
+    async def _reset(self, state: InstanceState, tp: TopicPartition, at: int | None = None) -> int:
+        """Where ``auto.offset.reset`` puts ``tp``: it has no committed offset, or (``at``) its
+        position is out of range, as Kafka's consumer resets after an OFFSET_OUT_OF_RANGE fetch."""
         policy = state.config.auto_offset_reset
-        if policy == "none":
+        if policy == "none" and at is None:
             raise IllegalState(
                 f"No committed offset for partition {tp} and auto.offset.reset is 'none'; seek first."
             )
         begin, end = await self._log.offsets(tp)
+        if policy == "none" and at is not None:
+            raise OffsetOutOfRange(str(tp), at, begin, end, " and auto.offset.reset is 'none'; seek first")
         return begin if policy == "earliest" else end
 
     async def _fill_positions(self, state: InstanceState, owned: list[TopicPartition]) -> bool:

@@ -415,8 +415,8 @@ class EmbeddedLog(Lifecycle):
     ) -> dict[TopicPartition, PartitionData]:
         """Read from every position; long-poll until ``min_bytes`` arrive or ``max_wait_ms`` passes.
 
-        Returns at once when a position is below its partition's log start
-        (the caller must reset) or the log is stopping.
+        Returns at once when a position is out of range, below its partition's log start or
+        past its end (``PartitionData.out_of_range``: the caller must reset), or the log is stopping.
         """
         self._require_started()
         wanted = [(tp, self._partition(tp), offset) for tp, offset in positions.items()]
@@ -493,7 +493,7 @@ def _read_views(
         if not budget.exhausted:
             n, hit = view.read(offset, records, budget=budget.left, force_first=budget.force_first)
             budget.spend(n, len(records), stopped_short=hit)
-        if offset < view.log_start_offset:
-            out_of_range = True
-        result[tp] = PartitionData(records, view.high_watermark, view.log_start_offset)
+        outside = not view.log_start_offset <= offset <= view.high_watermark
+        out_of_range = out_of_range or outside
+        result[tp] = PartitionData(records, view.high_watermark, view.log_start_offset, outside)
     return result, budget.used, out_of_range
