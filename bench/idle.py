@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import resource
-import statistics
 import sys
 import tempfile
 import time
@@ -93,7 +92,9 @@ async def make_instances(http: httpx.AsyncClient, count: int, topic: str, tag: s
             )
             assert r.status_code == 200, r.text
             path = "/" + r.json()["base_uri"].split("/", 3)[3]
-            r = await http.post(f"{path}/subscription", json={"topics": [topic]}, headers={"Content-Type": V2})
+            r = await http.post(
+                f"{path}/subscription", json={"topics": [topic]}, headers={"Content-Type": V2}
+            )
             assert r.status_code == 204, r.text
             paths.append(path)
 
@@ -148,7 +149,9 @@ async def measure(polls: int, streams: int, args: argparse.Namespace, bootstrap:
         holders: list[asyncio.Task[None]] = []
         try:
             limits = httpx.Limits(max_connections=32)
-            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", limits=limits, timeout=60) as http:
+            async with httpx.AsyncClient(
+                base_url=f"http://127.0.0.1:{port}", limits=limits, timeout=60
+            ) as http:
                 await create_topic(http, "idle")
                 await create_topic(http, "work")
                 poll_paths = await make_instances(http, polls, "idle", "p")
@@ -174,8 +177,9 @@ async def measure(polls: int, streams: int, args: argparse.Namespace, bootstrap:
             failed = [h for h in holders if h.done()]
             return (
                 f"polls {polls:6,}  streams {streams:6,}   gateway CPU {cpu * 100:5.1f} % of a core   "
-                f"produce p50 {p50:6.2f} ms  p99 {p99:7.2f} ms  (none open: p50 {base50:5.2f}  p99 {base99:6.2f})  "
-                f"new client's first {first:7.2f} ms   polls answered in window {early}  holders ended {len(failed)}"
+                f"produce p50 {p50:6.2f} ms  p99 {p99:7.2f} ms  "
+                f"(none open: p50 {base50:5.2f}  p99 {base99:6.2f})  new client's first {first:7.2f} ms   "
+                f"polls answered in window {early}  holders ended {len(failed)}"
             )
         finally:
             for h in holders:
@@ -186,7 +190,9 @@ async def measure(polls: int, streams: int, args: argparse.Namespace, bootstrap:
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--polls", default="0,1000,10000")
     parser.add_argument("--streams", default="0,1000,10000")
     parser.add_argument("--window", type=float, default=10.0, help="seconds of CPU sampling")
@@ -194,7 +200,9 @@ async def main() -> None:
     parser.add_argument("--samples", type=int, default=500)
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--log", choices=("embedded", "kafka"), default="embedded")
-    parser.add_argument("--bootstrap", help="an existing Kafka broker (default with --log kafka: start Tansu)")
+    parser.add_argument(
+        "--bootstrap", help="an existing Kafka broker (default with --log kafka: start Tansu)"
+    )
     args = parser.parse_args()
     fds = raise_fds()
     print(f"descriptor limit {fds:,}", flush=True)
@@ -212,7 +220,10 @@ async def main() -> None:
             print(f"== run {run + 1} on the {args.log} log ==", flush=True)
             for n, m in cases:
                 if n + m + 512 > fds:
-                    print(f"polls {n:6,}  streams {m:6,}   skipped: needs more descriptors than {fds:,}", flush=True)
+                    print(
+                        f"polls {n:6,}  streams {m:6,}   skipped: needs more descriptors than {fds:,}",
+                        flush=True,
+                    )
                     continue
                 print(await measure(n, m, args, bootstrap), flush=True)
     finally:

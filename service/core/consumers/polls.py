@@ -153,9 +153,13 @@ class Poller:
         quotas = self._quotas
         peek = allowance is not None and allowance[0] == 0  # a stream asking where it stands
         admitted = not quotas.consume or peek
+        seen: list[TopicPartition] | None = None
         while True:
             changes = self._instances.changed(state)  # taken before the view: a publish after it wakes
             owned, generation = await self._instances.view(state)
+            # a stream learns of a rebalance at once: its poll answers without waiting more
+            regrouped = wake is not None and seen is not None and owned != seen
+            seen = owned
             if who is not None:
                 who.check(ResourceType.TOPIC, {tp.topic for tp in owned}, Operation.READ)
             if not admitted:
@@ -165,7 +169,7 @@ class Poller:
             # a stream woken takes nothing more (its client may be gone); a long-poll answers what is there
             skip = peek or (wake is not None and (wake.is_set() or self._draining.is_set()))
             woken = skip or self._draining.is_set()
-            remaining = 0 if woken else max(0, deadline - self._instances.now_ms())
+            remaining = 0 if woken or regrouped else max(0, deadline - self._instances.now_ms())
             slice_ms = min(remaining, max(1, state.config.instance_timeout_ms // 3))  # lease renewed in time
             polled: Polled = []
             undecodable: ConversionError | None = None
@@ -226,7 +230,14 @@ class Poller:
                 await self._instances.touch(state)
             if polled and state.config.auto_commit:
                 await self._auto_commit(state, {tp for tp, _ in polled}, generation)
-            if polled or blocked or woken or self._instances.now_ms() >= deadline or self._draining.is_set():
+            if (
+                polled
+                or blocked
+                or woken
+                or regrouped
+                or self._instances.now_ms() >= deadline
+                or self._draining.is_set()
+            ):
                 if quotas.consume and not peek:
                     await quotas.consumed(client, polled)
                 after = {tp: state.positions[tp] for tp in owned if tp in state.positions}
