@@ -67,6 +67,22 @@ class GroupManager:
         self._coordinator = coordinator
         self._access = access or Access.off()
         self._locks: dict[str, asyncio.Lock] = {}
+        # One future per group with waiters, resolved at the group's next publish through this
+        # replica: what a waiting poll sleeps on instead of reading the generation on a timer.
+        self._changes: dict[str, asyncio.Future[None]] = {}
+
+    def changed(self, group: str) -> asyncio.Future[None]:
+        """A future resolved when this replica next publishes a generation of ``group``; shared by
+        every waiter of the group (await it through ``asyncio.wait``, never cancel it)."""
+        future = self._changes.get(group)
+        if future is None or future.done():
+            future = self._changes[group] = asyncio.get_running_loop().create_future()
+        return future
+
+    def _announce(self, group: str) -> None:
+        future = self._changes.pop(group, None)
+        if future is not None and not future.done():
+            future.set_result(None)
 
     async def _topics_of(self, member: Member, all_topics: Iterable[str]) -> set[str]:
         """The existing topics ``member``'s subscription covers."""
@@ -121,6 +137,7 @@ class GroupManager:
                 new = GroupState(generation, assignment, since, counts, state.version)
                 if await self._coordinator.publish(group, new, expected_version=state.version):
                     log.info("group %r: generation %d, %d member(s)", group, generation, len(members))
+                    self._announce(group)
                     return await self._coordinator.state(group)
                 # Another replica published first: back off a little, at random, and recompute.
                 await asyncio.sleep(random.uniform(0.005, 0.05))

@@ -37,9 +37,9 @@ nothing more is polled for it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
-import math
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import ExitStack, aclosing
@@ -208,34 +208,48 @@ async def _chunks(
     counter = gw.metrics.consumed_records
     quiet_since = time.monotonic()
     events: list[Event] = opening or []
-    while not stream.closed:
-        for event in events:
-            if isinstance(event, Records):
-                try:
-                    rendered = records_event(event, cursor(event.positions))
-                except GatewayError as exc:  # a record the format cannot show: the client must seek past it
-                    yield end_event(End("error", exc))
+    stepping: asyncio.Future[list[Event]] | None = None
+    try:
+        while not stream.closed:
+            for event in events:
+                if isinstance(event, Records):
+                    try:
+                        rendered = records_event(event, cursor(event.positions))
+                    except (
+                        GatewayError
+                    ) as exc:  # a record its format cannot show: the client must seek past it
+                        yield end_event(End("error", exc))
+                        return
+                    for tp, records in event.polled:
+                        counter.labels(tp.topic).inc(len(records))
+                    yield rendered
+                elif isinstance(event, (Opened, Rebalance)):
+                    yield cursor_event(event)
+                elif isinstance(event, End):
+                    yield end_event(event)
                     return
-                for tp, records in event.polled:
-                    counter.labels(tp.topic).inc(len(records))
-                yield rendered
-            elif isinstance(event, (Opened, Rebalance)):
-                yield cursor_event(event)
-            elif isinstance(event, End):
-                yield end_event(event)
+            if events:
+                quiet_since = time.monotonic()
+            end = stream.ended()
+            if end is not None:
+                yield end_event(end)
                 return
-        if events:
-            quiet_since = time.monotonic()
-        elif time.monotonic() - quiet_since >= heartbeat:
-            yield KEEP_ALIVE
-            quiet_since = time.monotonic()
-        end = stream.ended()
-        if end is not None:
-            yield end_event(end)
-            return
-        due = quiet_since + heartbeat - time.monotonic()
-        # up to the heartbeat, rounded up: a wait cut short of it would poll again at once, idle
-        events = await step(max(0, math.ceil(min(due, STEP_WAIT_MS / 1000) * 1000)))
+            # One poll for as long as it waits (records, a rebalance, a wake or the drain end it):
+            # the keep-alives go out meanwhile, so an idle stream costs a timer per heartbeat.
+            stepping = asyncio.ensure_future(step(STEP_WAIT_MS))
+            while True:
+                due = quiet_since + heartbeat - time.monotonic()
+                done, _ = await asyncio.wait((stepping,), timeout=max(0.0, due))
+                if done:
+                    break
+                yield KEEP_ALIVE
+                quiet_since = time.monotonic()
+            events, stepping = stepping.result(), None
+    finally:
+        if stepping is not None and not stepping.done():
+            stepping.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await stepping
 
 
 def records_event(event: Records, cursor: bytes) -> bytes:

@@ -18,6 +18,7 @@ instance leaves is rebalanced) and ``fencing`` (which commits an instance may ma
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 
 from service.errors import ConsumerInstanceNotFound
@@ -64,6 +65,12 @@ class Instances:
             await self.remove(group, name)
             raise ConsumerInstanceNotFound()
         return state
+
+    def changed(self, state: InstanceState) -> asyncio.Future[None] | None:
+        """What resolves when the partitions ``state`` owns may have changed: its group's next
+        generation published through this replica (``GroupManager.changed``); None for an instance
+        assigned its partitions by hand, whose partitions only its own requests change."""
+        return self._groups.changed(state.group) if state.subscription is not None else None
 
     async def touch(self, state: InstanceState) -> None:
         """Renew the instance's lease, changing nothing else."""

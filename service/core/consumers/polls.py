@@ -1,7 +1,11 @@
 """One poll of a consumer instance: its records fetched from its positions, and what it handed out.
 
-A poll waits on the log in slices, so that a rebalance during the wait is noticed and a
-partition the instance lost is never handed out; it fills the positions it lacks from the
+A poll sleeps until there is something for it, and costs nothing meanwhile: its wait on the log
+ends when the log has records for it (the append wakes it), when its group's next generation is
+published through this replica (``Instances.changed``: a rebalance is noticed at once, and a
+partition the instance lost is never handed out), when the gateway drains, or at its deadline;
+no timer wakes it before, but a slice of a third of the instance's lease, so that a wait longer
+than that renews the lease as a poll does. It fills the positions it lacks from the
 committed offsets (or ``auto.offset.reset``), resets by ``auto.offset.reset`` a position out of
 range (before what retention left, or past the log end, as Kafka's consumer does), decodes
 the schema formats (moving a position past what decodes only), saves the positions with a
@@ -43,10 +47,8 @@ from .instances import Instances
 
 log = logging.getLogger(__name__)
 
-# A long-poll waits on the log in slices so that a rebalance during the wait is noticed.
-_WAIT_SLICE_MS = 1000
 _DECODE_ON_LOOP = 200  # records of a partition decoded on the event loop; more go to a worker thread
-_IDLE_SLICE_S = 0.1
+_IDLE_SLICE_S = 0.1  # after a fetch that answered early with nothing, before the next
 
 # Records per partition, in fetch order: a log's sequence as fetched (``RecordColumns`` from Kafka), or
 # a part of it, or the records a schema format decoded.
@@ -158,8 +160,13 @@ class Poller:
         quotas = self._quotas
         peek = allowance is not None and allowance[0] == 0  # a stream asking where it stands
         admitted = not quotas.consume or peek
+        seen: list[TopicPartition] | None = None
         while True:
+            changes = self._instances.changed(state)  # taken before the view: a publish after it wakes
             owned, generation = await self._instances.view(state)
+            # a stream learns of a rebalance at once: its poll answers without waiting more
+            regrouped = wake is not None and seen is not None and owned != seen
+            seen = owned
             if who is not None:
                 who.check(ResourceType.TOPIC, {tp.topic for tp in owned}, Operation.READ)
             if not admitted:
@@ -169,7 +176,8 @@ class Poller:
             # a stream woken takes nothing more (its client may be gone); a long-poll answers what is there
             skip = peek or (wake is not None and (wake.is_set() or self._draining.is_set()))
             woken = skip or self._draining.is_set()
-            remaining = 0 if woken else max(0, deadline - self._instances.now_ms())
+            remaining = 0 if woken or regrouped else max(0, deadline - self._instances.now_ms())
+            slice_ms = min(remaining, max(1, state.config.instance_timeout_ms // 3))  # lease renewed in time
             polled: Polled = []
             undecodable: ConversionError | None = None
             blocked: Blocked | None = None
@@ -180,9 +188,10 @@ class Poller:
                 data = await self._fetch(
                     positions,
                     max_bytes=max_bytes,
-                    max_wait_ms=min(remaining, _WAIT_SLICE_MS),
+                    max_wait_ms=slice_ms,
                     min_bytes=state.config.fetch_min_bytes,
                     wake=wake,
+                    changes=changes,
                 )
                 for tp, part in data.items():
                     if part.out_of_range:  # before what retention left, or a seek or commit past the end
@@ -207,8 +216,11 @@ class Poller:
                 woken = woken or self._draining.is_set() or (wake is not None and wake.is_set())
             if undecodable is not None and not polled:
                 raise undecodable
-            elif remaining and not polled and blocked is None and not woken:
-                # nothing owned, or a fetch that answered early with nothing: not a busy loop
+            elif not owned and remaining and not woken:
+                # nothing to read: until the group's next generation (or a wake, the drain, the slice)
+                await self._until_woken(slice_ms / 1000, wake, changes)
+            elif remaining and not polled and blocked is None and not woken and not _done(changes):
+                # a fetch that answered early with nothing: not a busy loop
                 await asyncio.sleep(min(remaining / 1000, _IDLE_SLICE_S))
             if polled and generation is not None:
                 # A rebalance during the wait: never hand out a partition the instance lost.
@@ -225,7 +237,14 @@ class Poller:
                 await self._instances.touch(state)
             if polled and state.config.auto_commit:
                 await self._auto_commit(state, {tp for tp, _ in polled}, generation)
-            if polled or blocked or woken or self._instances.now_ms() >= deadline or self._draining.is_set():
+            if (
+                polled
+                or blocked
+                or woken
+                or regrouped
+                or self._instances.now_ms() >= deadline
+                or self._draining.is_set()
+            ):
                 if quotas.consume and not peek:
                     await quotas.consumed(client, polled)
                 after = {tp: state.positions[tp] for tp in owned if tp in state.positions}
@@ -244,28 +263,48 @@ class Poller:
         max_wait_ms: int,
         min_bytes: int,
         wake: asyncio.Event | None,
+        changes: asyncio.Future[None] | None,
     ) -> dict[TopicPartition, PartitionData]:
-        """The log's fetch; with ``wake``, dropped (nothing fetched) once it or the drain is set.
+        """The log's fetch, dropped (nothing fetched) once ``wake`` or the drain is set or
+        ``changes`` resolves (the instance's partitions may have changed).
 
         A fetch only reads, so dropping one moves nothing: what it would have read is read again.
         """
         fetch = self._log.fetch(positions, max_bytes=max_bytes, max_wait_ms=max_wait_ms, min_bytes=min_bytes)
-        if wake is None or max_wait_ms <= 0:
+        if max_wait_ms <= 0:
             return await fetch
         fetching = asyncio.ensure_future(fetch)
-        waiters = (asyncio.ensure_future(wake.wait()), asyncio.ensure_future(self._draining.wait()))
+        waiters = self._wakers(wake)
         try:
-            await asyncio.wait((fetching, *waiters), return_when=asyncio.FIRST_COMPLETED)
+            others = (changes,) if changes is not None else ()
+            await asyncio.wait((fetching, *waiters, *others), return_when=asyncio.FIRST_COMPLETED)
             if fetching.done():
                 return fetching.result()
             return {}
         finally:
-            for task in (fetching, *waiters):
-                if not task.done():
-                    task.cancel()
+            for task in waiters:
+                task.cancel()
             if not fetching.done():
+                fetching.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await fetching
+
+    async def _until_woken(
+        self, seconds: float, wake: asyncio.Event | None, changes: asyncio.Future[None] | None
+    ) -> None:
+        """Sleep up to ``seconds``, less if ``wake`` or the drain is set or ``changes`` resolves."""
+        waiters = self._wakers(wake)
+        try:
+            others = (changes,) if changes is not None else ()
+            await asyncio.wait((*waiters, *others), timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in waiters:
+                task.cancel()
+
+    def _wakers(self, wake: asyncio.Event | None) -> tuple[asyncio.Future[bool], ...]:
+        """Tasks done when the drain (or ``wake``) is set; the caller cancels them."""
+        events = (self._draining,) if wake is None else (wake, self._draining)
+        return tuple(asyncio.ensure_future(event.wait()) for event in events)
 
     async def _decode(
         self, fmt: str, tp: TopicPartition, records: Sequence[Record]
@@ -310,3 +349,7 @@ class Poller:
         for tp in missing:
             state.positions[tp] = committed[tp] if tp in committed else await self._reset(state, tp)
         return True
+
+
+def _done(future: asyncio.Future[None] | None) -> bool:
+    return future is not None and future.done()

@@ -16,6 +16,9 @@ from ..models import EmbeddedFormat, TopicPartition
 from .events import DELETED, ERROR, End, Event, Opened, Rebalance, Records
 from .stream import STEP_WAIT_MS, Stream, StreamContext
 
+# How often a paused stream (a WebSocket without credit, a quota's wait) looks at its instance.
+_LOOK_S = 1.0
+
 
 class InstanceStream(Stream):
     """One consumer instance's stream, a loop of its polls. Collaborator: ``ConsumerService``.
@@ -69,7 +72,9 @@ class InstanceStream(Stream):
             batch = await self._consumers.take(
                 self.group,
                 self.name,
-                timeout_ms=min(wait_ms, self._lease_ms // 3),  # touched well within its lease
+                timeout_ms=min(
+                    self._within_lifetime(wait_ms), self._lease_ms // 3
+                ),  # touched within its lease
                 max_bytes=max_bytes,
                 max_records=max_records,
                 byte_limit=byte_limit,
@@ -116,7 +121,7 @@ class InstanceStream(Stream):
             left = deadline - self._ctx.clock()
             if left <= 0:
                 break
-            await self._sleep(min(left, STEP_WAIT_MS / 1000, self._lease_ms / 3000))
+            await self._sleep(min(left, _LOOK_S, self._lease_ms / 3000))
             if self.wake.is_set() or draining.is_set():
                 break
             events = await self.peek()

@@ -54,7 +54,13 @@ class PartitionStream(Stream):
             (await self.decide()).check(ResourceType.TOPIC, (tp.topic,), Operation.READ)
             if quotas.consume:
                 await quotas.admit_consume(client, (tp.topic,))
-            read = self._topics.read(tp, self.offset, max_bytes=max_bytes, max_wait_ms=wait_ms, counted=False)
+            read = self._topics.read(
+                tp,
+                self.offset,
+                max_bytes=max_bytes,
+                max_wait_ms=self._within_lifetime(wait_ms),
+                counted=False,
+            )
             part = await self._unless_woken(read)
             if part is None:  # the client is gone, or the gateway drains
                 return []

@@ -26,8 +26,11 @@ from ..credentials import Credential, CredentialLapsed
 from ..credit import CreditLimits
 from .events import ERROR, SHUTDOWN, End
 
-# A stream's poll waits at most this long: a rebalance is reported within it.
-STEP_WAIT_MS: Final = 1000
+# A stream's poll waits at most this long (and a third of its instance's lease, and to the end of its
+# lifetime): records, a rebalance published through this replica, a wake or the drain end it sooner.
+# Its credential and the ACLs are asked before each poll, so this is also how late an idle stream
+# learns that they no longer let it read.
+STEP_WAIT_MS: Final = 5_000
 
 Decide = Callable[[], Awaitable[Decision]]  # what the stream's caller may do, by the bindings of now
 
@@ -109,6 +112,12 @@ class Stream:
     def _until(self, seconds: float) -> float:
         """When a wait of ``seconds`` from now must end: then, or at the end of the stream's lifetime."""
         return min(self._ctx.clock() + seconds, self._expires)
+
+    def _within_lifetime(self, wait_ms: int) -> int:
+        """``wait_ms``, or less: up to the end of the stream's lifetime (rounded up)."""
+        if self._expires == math.inf:
+            return wait_ms
+        return max(0, min(wait_ms, math.ceil((self._expires - self._ctx.clock()) * 1000)))
 
     def _throttled_for(self, exc: Throttled) -> float:
         """How long to wait before polling again after a quota refused a poll: its Retry-After, but

@@ -1,0 +1,235 @@
+"""What waiting clients cost: gateway CPU with idle long-polls and streams open, and a produce's latency.
+
+    .venv/bin/python bench/idle.py [--polls 0,1000,10000] [--streams 0,1000,10000] [--window 10]
+                                   [--samples 500] [--runs 1] [--log embedded|kafka] [--bootstrap host:port]
+
+For each number of idle long-polls (``--polls``) and each number of idle Server-Sent Events
+streams (``--streams``), measured one kind at a time and then both at their largest, it starts a
+fresh ``brokergate serve`` (the embedded log, or a Kafka log on Tansu or ``--bootstrap``) with the
+limits on polls, streams, instances and connections raised as the configuration page says, and:
+
+  creates as many consumer instances, each alone in its group and subscribed to a topic nobody
+  writes (so each owns its partition and waits on it);
+  produces ``--samples`` single records to another topic, one at a time on one connection: the
+  p50/p99 with nothing open (the reference);
+  opens the long-polls (``GET …/records?timeout=`` the longest the gateway allows) and the
+  streams (``Accept: text/event-stream``), one connection each, and waits for them to settle;
+  samples the gateway process's CPU (``/proc/<pid>/stat``) over ``--window`` seconds, during
+  which no poll's timeout runs out;
+  produces ``--samples`` single records again with them all open, and times the first answer on
+  a new connection (a new client must be served).
+
+The holders are raw connections (``bench/httpload.py``'s client and a socket reading the stream),
+as cheap a client as can be, so the client process costs the two cores as little as possible.
+The machine's descriptor limit bounds how many can be opened: the script raises its own
+``RLIMIT_NOFILE`` (the gateway inherits it) and says so if it cannot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from api_schemas.formats import V2  # noqa: E402
+from bench.common import BINARY, cpu_seconds, create_topic, produce_body, start_gateway  # noqa: E402
+from bench.httpload import Connection  # noqa: E402
+from deploy.local.kafka_broker import TansuBroker  # noqa: E402
+
+EVENT_STREAM = "text/event-stream"
+POLL_TIMEOUT_MS = 60_000  # the longest a poll may wait (CONSUMER_MAX_TIMEOUT_MS)
+FDS = 65_536
+
+
+def raise_fds() -> int:
+    """Raise this process's descriptor limit (soft and hard, as root may) so the holders fit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    for want in (FDS, hard):
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, max(want, hard)))
+            return want
+        except (ValueError, OSError):
+            continue
+    return soft
+
+
+def limits_env(total: int) -> dict[str, str]:
+    """The settings that bound polls, streams, instances and connections, raised past ``total``."""
+    n = str(max(total, 1) + 100)
+    names = (
+        "MAX_OPEN_POLLS",
+        "MAX_OPEN_POLLS_PER_PRINCIPAL",
+        "MAX_OPEN_STREAMS",
+        "MAX_OPEN_STREAMS_PER_PRINCIPAL",
+        "MAX_INSTANCES",
+        "MAX_INSTANCES_PER_PRINCIPAL",
+        "MAX_CONNECTIONS",
+        "MAX_CONNECTIONS_PER_ADDRESS",
+    )
+    return {f"BROKERGATE_{name}": n for name in names}
+
+
+async def make_instances(http: httpx.AsyncClient, count: int, topic: str, tag: str) -> list[str]:
+    """``count`` consumer instances, each alone in its group, subscribed to ``topic``: their paths."""
+    paths: list[str] = []
+    gate = asyncio.Semaphore(16)
+
+    async def one(n: int) -> None:
+        async with gate:
+            r = await http.post(
+                f"/consumers/idle-{tag}-{n}",
+                json={"name": "c", "format": "binary", "auto.offset.reset": "latest"},
+                headers={"Content-Type": V2},
+            )
+            assert r.status_code == 200, r.text
+            path = "/" + r.json()["base_uri"].split("/", 3)[3]
+            r = await http.post(
+                f"{path}/subscription", json={"topics": [topic]}, headers={"Content-Type": V2}
+            )
+            assert r.status_code == 204, r.text
+            paths.append(path)
+
+    await asyncio.gather(*(one(n) for n in range(count)))
+    return paths
+
+
+async def hold_poll(port: int, path: str, answered: list[int]) -> None:
+    """A long-poll held open; polls again each time it is answered (``answered`` counts them)."""
+    async with Connection("127.0.0.1", port) as conn:
+        request = conn.build("GET", f"{path}/records?timeout={POLL_TIMEOUT_MS}", accept=BINARY)
+        while True:
+            status, _ = await conn.send(request)
+            answered[0] += 1
+            if status != 200:
+                await asyncio.sleep(1)
+
+
+async def hold_stream(port: int, path: str, received: list[int]) -> None:
+    """An SSE stream held open, its bytes read and counted (keep-alives, its opening event)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    request = f"GET {path}/records HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAccept: {EVENT_STREAM}\r\n\r\n"
+    writer.write(request.encode())
+    try:
+        while chunk := await reader.read(65536):
+            received[0] += len(chunk)
+    finally:
+        writer.close()
+
+
+async def produce_latency(port: int, topic: str, samples: int) -> tuple[float, float, float]:
+    """(first answer on a new connection, p50, p99) in ms of single-record produces, one at a time."""
+    async with Connection("127.0.0.1", port) as conn:
+        request = conn.build("POST", f"/topics/{topic}", produce_body(b"x" * 100, 1), BINARY)
+        times = []
+        for _ in range(samples + 1):
+            start = time.perf_counter()
+            status, _ = await conn.send(request)
+            assert status == 200
+            times.append((time.perf_counter() - start) * 1000)
+    first, rest = times[0], sorted(times[1:])
+    return first, rest[len(rest) // 2], rest[min(len(rest) - 1, int(len(rest) * 0.99))]
+
+
+async def measure(polls: int, streams: int, args: argparse.Namespace, bootstrap: str | None) -> str:
+    extra = () if bootstrap is None else ("--log", f"kafka://{bootstrap}")
+    env = limits_env(polls + streams)
+    if bootstrap is not None:
+        env["BROKERGATE_KAFKA_IDEMPOTENCE"] = "false"
+    with tempfile.TemporaryDirectory() as tmp:
+        gateway, port = start_gateway(Path(tmp), *extra, env=env)
+        holders: list[asyncio.Task[None]] = []
+        try:
+            limits = httpx.Limits(max_connections=32)
+            async with httpx.AsyncClient(
+                base_url=f"http://127.0.0.1:{port}", limits=limits, timeout=60
+            ) as http:
+                await create_topic(http, "idle")
+                await create_topic(http, "work")
+                poll_paths = await make_instances(http, polls, "idle", "p")
+                stream_paths = await make_instances(http, streams, "idle", "s")
+            _, base50, base99 = await produce_latency(port, "work", args.samples)
+            answered, received = [0], [0]
+            opened = time.monotonic()
+            for path in poll_paths:
+                holders.append(asyncio.create_task(hold_poll(port, path, answered)))
+            for path in stream_paths:
+                holders.append(asyncio.create_task(hold_stream(port, path, received)))
+                if len(holders) % 500 == 0:
+                    await asyncio.sleep(0)
+            await asyncio.sleep(args.settle)
+            answered_before = answered[0]
+            cpu0, t0 = cpu_seconds(gateway.pid), time.monotonic()
+            await asyncio.sleep(args.window)
+            cpu = (cpu_seconds(gateway.pid) - cpu0) / (time.monotonic() - t0)
+            early = answered[0] - answered_before
+            first, p50, p99 = await produce_latency(port, "work", args.samples)
+            if time.monotonic() - opened > POLL_TIMEOUT_MS / 1000:
+                print("  (warning: the polls' timeout ran out before the produce was measured)", flush=True)
+            failed = [h for h in holders if h.done()]
+            return (
+                f"polls {polls:6,}  streams {streams:6,}   gateway CPU {cpu * 100:5.1f} % of a core   "
+                f"produce p50 {p50:6.2f} ms  p99 {p99:7.2f} ms  "
+                f"(none open: p50 {base50:5.2f}  p99 {base99:6.2f})  new client's first {first:7.2f} ms   "
+                f"polls answered in window {early}  holders ended {len(failed)}"
+            )
+        finally:
+            for h in holders:
+                h.cancel()
+            await asyncio.gather(*holders, return_exceptions=True)
+            gateway.terminate()
+            gateway.wait(30)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--polls", default="0,1000,10000")
+    parser.add_argument("--streams", default="0,1000,10000")
+    parser.add_argument("--window", type=float, default=10.0, help="seconds of CPU sampling")
+    parser.add_argument("--settle", type=float, default=3.0, help="seconds between opening and sampling")
+    parser.add_argument("--samples", type=int, default=500)
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--log", choices=("embedded", "kafka"), default="embedded")
+    parser.add_argument(
+        "--bootstrap", help="an existing Kafka broker (default with --log kafka: start Tansu)"
+    )
+    args = parser.parse_args()
+    fds = raise_fds()
+    print(f"descriptor limit {fds:,}", flush=True)
+    polls = [int(n) for n in args.polls.split(",")]
+    streams = [int(n) for n in args.streams.split(",")]
+    cases = [(n, 0) for n in polls] + [(0, m) for m in streams if m] + [(max(polls), max(streams))]
+    cases = list(dict.fromkeys(cases))
+    broker = None
+    bootstrap = args.bootstrap
+    if args.log == "kafka" and bootstrap is None:
+        broker = TansuBroker(Path(tempfile.mkdtemp(prefix="bench-tansu-"))).start()
+        bootstrap = broker.bootstrap
+    try:
+        for run in range(args.runs):
+            print(f"== run {run + 1} on the {args.log} log ==", flush=True)
+            for n, m in cases:
+                if n + m + 512 > fds:
+                    print(
+                        f"polls {n:6,}  streams {m:6,}   skipped: needs more descriptors than {fds:,}",
+                        flush=True,
+                    )
+                    continue
+                print(await measure(n, m, args, bootstrap), flush=True)
+    finally:
+        if broker is not None:
+            broker.stop()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
