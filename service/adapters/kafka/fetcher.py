@@ -9,7 +9,7 @@ timeout. The call returns as soon as one leader has records (the other
 requests are abandoned), or when the wait is over.
 
 Results follow the ``Log`` port exactly as the embedded log does: partitions in
-the order given, one ``max_bytes`` budget shared in that order, the first
+the order given, one ``max_bytes`` budget (and ``max_records``, when given) shared in that order, the first
 record always delivered even if it alone exceeds the budget, records before
 the requested offset dropped. A position below the log start answers at once,
 empty, with ``log_start_offset`` (the core resets); a position past the end
@@ -114,7 +114,13 @@ class Fetcher:
         self._prefetches.clear()
 
     async def fetch(
-        self, positions: Mapping[TopicPartition, int], *, max_bytes: int, max_wait_ms: int, min_bytes: int
+        self,
+        positions: Mapping[TopicPartition, int],
+        *,
+        max_bytes: int,
+        max_wait_ms: int,
+        min_bytes: int,
+        max_records: int | None = None,
     ) -> dict[TopicPartition, PartitionData]:
         wanted = list(positions.items())
         for tp, _ in wanted:  # TopicNotFound / PartitionNotFound before anything is sent
@@ -145,8 +151,9 @@ class Fetcher:
                 answers = await self._ask(remote, wait_ms, max(min_bytes - kept_size, 1), ask_bytes)
             parts, below_start = self._assemble(wanted, kept, answers, floors)
             size = sum(sum(p.records.sizes) for p in parts)
-            if size >= min_bytes or size >= max_bytes or below_start or loop.time() >= deadline:
-                return self._deliver(parts, max_bytes)
+            enough = max_records is not None and sum(len(p.records) for p in parts) >= max_records
+            if size >= min_bytes or size >= max_bytes or enough or below_start or loop.time() >= deadline:
+                return self._deliver(parts, max_bytes, max_records)
             for p in parts:  # not enough yet: keep what came, wait for more after it
                 self._keep(p.tp, p.offset, p.records, p)
 
@@ -184,9 +191,11 @@ class Fetcher:
             parts.append(part)
         return parts, below_start
 
-    def _deliver(self, parts: list[_Part], max_bytes: int) -> dict[TopicPartition, PartitionData]:
+    def _deliver(
+        self, parts: list[_Part], max_bytes: int, max_records: int | None
+    ) -> dict[TopicPartition, PartitionData]:
         result: dict[TopicPartition, PartitionData] = {}
-        budget = FetchBudget(max_bytes)
+        budget = FetchBudget(max_bytes, max_records)
         for p in parts:
             records = p.records
             n = budget.grant(records.sizes)

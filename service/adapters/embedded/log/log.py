@@ -406,11 +406,12 @@ class EmbeddedLog(Lifecycle):
         max_bytes: int,
         max_wait_ms: int,
         min_bytes: int = 1,
+        max_records: int | None = None,
     ) -> dict[TopicPartition, PartitionData]:
         """Read from every position; long-poll until ``min_bytes`` arrive or ``max_wait_ms`` passes.
 
         Returns at once when a position is below its partition's log start
-        (the caller must reset) or the log is stopping.
+        (the caller must reset), ``max_records`` were read, or the log is stopping.
         """
         self._require_started()
         wanted = [(tp, self._partition(tp), offset) for tp, offset in positions.items()]
@@ -421,7 +422,7 @@ class EmbeddedLog(Lifecycle):
         while True:
             # Take the futures before reading, so an append landing during the read still wakes us.
             wakeups = [p.changed() for _, p, _ in wanted]
-            result, size, out_of_range = await self._read(wanted, max_bytes)
+            result, size, out_of_range = await self._read(wanted, max_bytes, max_records)
             if size >= min_bytes or size >= max_bytes or out_of_range:
                 return result
             remaining = deadline - loop.time()
@@ -432,11 +433,11 @@ class EmbeddedLog(Lifecycle):
                 return result  # (a deleted topic, though, raises TopicNotFound on the next read)
 
     async def _read(
-        self, wanted: list[tuple[TopicPartition, Partition, int]], max_bytes: int
+        self, wanted: list[tuple[TopicPartition, Partition, int]], max_bytes: int, max_records: int | None
     ) -> tuple[dict[TopicPartition, PartitionData], int, bool]:
         views = [p.view() for _, p, _ in wanted]
         reads = [(tp, offset, view) for (tp, _, offset), view in zip(wanted, views, strict=True)]
-        return await self._pinned(views, lambda: _read_views(reads, max_bytes))
+        return await self._pinned(views, lambda: _read_views(reads, max_bytes, max_records))
 
     async def _pinned(self, views: list[PartitionView], fn: Callable[[], T]) -> T:
         for v in views:
@@ -476,18 +477,22 @@ class EmbeddedLog(Lifecycle):
 
 
 def _read_views(
-    reads: list[tuple[TopicPartition, int, PartitionView]], max_bytes: int
+    reads: list[tuple[TopicPartition, int, PartitionView]], max_bytes: int, max_records: int | None
 ) -> tuple[dict[TopicPartition, PartitionData], int, bool]:
-    """Runs in a worker thread: read every partition in order within one shared budget."""
+    """Runs in a worker thread: read every partition in order within one shared budget. The third
+    of what it returns: whether to answer now though fewer than ``min_bytes`` were read (a position
+    below its log start, or ``max_records`` read)."""
     result: dict[TopicPartition, PartitionData] = {}
-    budget = FetchBudget(max_bytes)
+    budget = FetchBudget(max_bytes, max_records)
     out_of_range = False
     for tp, offset, view in reads:
         records: list[Record] = []
         if not budget.exhausted:
-            n, hit = view.read(offset, records, budget=budget.left, force_first=budget.force_first)
+            n, hit = view.read(
+                offset, records, budget=budget.left, force_first=budget.force_first, most=budget.records_left
+            )
             budget.spend(n, len(records), stopped_short=hit)
         if offset < view.log_start_offset:
             out_of_range = True
         result[tp] = PartitionData(records, view.high_watermark, view.log_start_offset)
-    return result, budget.used, out_of_range
+    return result, budget.used, out_of_range or budget.records_left == 0
