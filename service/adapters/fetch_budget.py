@@ -5,7 +5,8 @@ given, each taking from what the ones before it left of one ``max_bytes``
 budget; the first record of the whole fetch is always delivered, even if it
 alone exceeds the budget (a reader never stalls behind one large record); and
 once a partition stops short because the budget ran out, the partitions after
-it get nothing. A record costs its ``Record.size``.
+it get nothing. A record costs its ``Record.size``. A fetch may also bound its records in
+all (``max_records``), shared the same way: once that many are delivered, the rest get nothing.
 
 ``FetchBudget`` keeps that count while an adapter reads: the embedded log
 asks it how much is ``left`` and whether to ``force_first`` while it decodes
@@ -48,10 +49,11 @@ def _fit(sizes: Sequence[int], budget: int, force_first: bool) -> tuple[int, int
 class FetchBudget:
     """One fetch's ``max_bytes``, spent by its partitions in the order they are read."""
 
-    __slots__ = ("_max_bytes", "exhausted", "taken", "used")
+    __slots__ = ("_max_bytes", "_max_records", "exhausted", "taken", "used")
 
-    def __init__(self, max_bytes: int) -> None:
+    def __init__(self, max_bytes: int, max_records: int | None = None) -> None:
         self._max_bytes = max_bytes
+        self._max_records = max_records
         self.used = 0  # bytes delivered so far
         self.taken = 0  # records delivered so far
         self.exhausted = False  # a partition stopped short: the rest get nothing
@@ -62,6 +64,11 @@ class FetchBudget:
         return max(self._max_bytes - self.used, 0)
 
     @property
+    def records_left(self) -> int:
+        """How many records the next partition may take (-1: no bound but the bytes)."""
+        return -1 if self._max_records is None else max(self._max_records - self.taken, 0)
+
+    @property
     def force_first(self) -> bool:
         """Whether the next record must be taken whatever its size (nothing delivered yet)."""
         return self.taken == 0
@@ -70,13 +77,14 @@ class FetchBudget:
         """Count what a partition read within ``left``; ``stopped_short`` when the budget cut it."""
         self.used += size
         self.taken += records
-        if stopped_short:
+        if stopped_short or self.records_left == 0:
             self.exhausted = True
 
     def grant(self, sizes: Sequence[int]) -> int:
         """How many of a partition's records (of these sizes, in order) are delivered; spends them."""
         if self.exhausted or not sizes:
             return 0
-        n, size = _fit(sizes, self.left, self.taken == 0)
+        most = self.records_left
+        n, size = _fit(sizes if most < 0 else sizes[:most], self.left, self.taken == 0)
         self.spend(size, n, stopped_short=n < len(sizes))
         return n

@@ -91,7 +91,12 @@ class Log(Protocol):
         max_bytes: int,
         max_wait_ms: int,
         min_bytes: int = 1,
-    ) -> dict[TopicPartition, PartitionData]: ...
+        max_records: int | None = None,
+    ) -> dict[TopicPartition, PartitionData]:
+        """Records from each position on, the partitions in the order given sharing one
+        ``max_bytes`` (the first record always delivered) and, unless None, ``max_records`` in
+        all; long-polls until ``min_bytes`` arrive, ``max_records`` did, or ``max_wait_ms`` passed."""
+        ...
 
     async def offsets(self, tp: TopicPartition) -> tuple[int, int]:
         """(beginning offset, end offset): the first stored and the next to be written."""

@@ -13,6 +13,9 @@ from typing import Any
 import httpx
 import pytest
 
+from service.adapters.embedded.log import EmbeddedLog
+from service.core.models import TopicPartition
+from service.core.ports import PartitionData
 from tests.conftest import start_gateway
 from tests.helpers import V2, cluster_id, consumer, create_topic, produce
 
@@ -416,3 +419,52 @@ async def test_a_subscription_over_more_partitions_than_a_group_may_read_is_refu
     finally:
         await gw.client.aclose()
         await gw.stop()
+
+
+async def test_a_poll_reads_from_the_log_only_the_records_it_can_hand_out(
+    client: httpx.AsyncClient, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The loop the docs show (acknowledgements in the next poll's body, the gateway's byte
+    budget) reads what it hands out, not a megabyte of the log per poll; with released records
+    in the window, that window and the new records after it."""
+    read: list[int] = []  # records each fetch of the log returned
+    fetch = EmbeddedLog.fetch
+
+    async def counted(
+        self: EmbeddedLog, positions: Any, **options: Any
+    ) -> dict[TopicPartition, PartitionData]:
+        got = await fetch(self, positions, **options)
+        read.append(sum(len(part.records) for part in got.values()))
+        return got
+
+    monkeypatch.setattr(EmbeddedLog, "fetch", counted)
+    await create_topic(client, name, 1)
+    await produce(client, name, [{"value": f"v{i}"} for i in range(2000)])
+    base = await share_consumer(client, name)
+    await share_subscribe(client, base, name)
+
+    async def poll(*acks: dict[str, Any]) -> list[dict[str, Any]]:
+        read.clear()
+        r = await client.post(
+            f"{base}/records",
+            params={"timeout": 100, "max_records": 50},
+            json={"acknowledgements": list(acks)},
+            headers={"Content-Type": V2, "Accept": STRING},
+        )
+        assert r.status_code == 200, r.text
+        return list(r.json())
+
+    got = await poll()
+    for n in range(1, 4):
+        assert [r["offset"] for r in got] == list(range(50 * (n - 1), 50 * n)) and sum(read) <= 50, read
+        got = await poll(*ack(got, "accept"))
+    # Ten records in the middle of the last poll's go back; the next poll reads the window from the
+    # first of them (30 records) and the new ones after it, to hand out the ten and 40 new ones.
+    released = [r for r in got if 170 <= r["offset"] < 180]
+    assert len(got) == 50 and len(released) == 10
+    again = await poll(*ack(released, "release"))
+    assert [(r["offset"], r["delivery_count"]) for r in again] == [
+        *((o, 2) for o in range(170, 180)),
+        *((o, 1) for o in range(200, 240)),
+    ]
+    assert sum(read) <= 80, read

@@ -45,6 +45,17 @@ def test_spend_counts_what_a_reader_decoded_itself() -> None:
     assert budget.grant([1]) == 0
 
 
+def test_a_count_of_records_is_shared_in_order_too() -> None:
+    budget = FetchBudget(1000, max_records=5)
+    assert [budget.grant(sizes) for sizes in ([10, 10], [10, 10, 10, 10], [10])] == [2, 3, 0]
+    assert (budget.taken, budget.records_left, budget.exhausted) == (5, 0, True)
+    budget = FetchBudget(1000, max_records=3)  # as a reader that decodes spends it
+    assert budget.records_left == 3
+    budget.spend(30, 3, stopped_short=False)
+    assert budget.exhausted and budget.grant([1]) == 0
+    assert FetchBudget(1000).records_left == -1  # no count: the bytes alone
+
+
 @given(
     st.integers(0, 200),
     st.lists(st.lists(st.integers(1, 80), max_size=6), max_size=6),

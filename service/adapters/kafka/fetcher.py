@@ -9,7 +9,7 @@ timeout. The call returns as soon as one leader has records (the other
 requests are abandoned), or when the wait is over.
 
 Results follow the ``Log`` port exactly as the embedded log does: partitions in
-the order given, one ``max_bytes`` budget shared in that order, the first
+the order given, one ``max_bytes`` budget (and ``max_records``, when given) shared in that order, the first
 record always delivered even if it alone exceeds the budget, records before
 the requested offset dropped. A position Kafka answers OFFSET_OUT_OF_RANGE for,
 below the log start or past the log end, answers at once, empty and
@@ -116,7 +116,13 @@ class Fetcher:
         self._prefetches.clear()
 
     async def fetch(
-        self, positions: Mapping[TopicPartition, int], *, max_bytes: int, max_wait_ms: int, min_bytes: int
+        self,
+        positions: Mapping[TopicPartition, int],
+        *,
+        max_bytes: int,
+        max_wait_ms: int,
+        min_bytes: int,
+        max_records: int | None = None,
     ) -> dict[TopicPartition, PartitionData]:
         wanted = list(positions.items())
         for tp, _ in wanted:  # TopicNotFound / PartitionNotFound before anything is sent
@@ -147,8 +153,9 @@ class Fetcher:
                 answers = await self._ask(remote, wait_ms, max(min_bytes - kept_size, 1), ask_bytes)
             parts, out_of_range = self._assemble(wanted, kept, answers, floors)
             size = sum(sum(p.records.sizes) for p in parts)
-            if size >= min_bytes or size >= max_bytes or out_of_range or loop.time() >= deadline:
-                return self._deliver(parts, max_bytes)
+            enough = max_records is not None and sum(len(p.records) for p in parts) >= max_records
+            if size >= min_bytes or size >= max_bytes or enough or out_of_range or loop.time() >= deadline:
+                return self._deliver(parts, max_bytes, max_records)
             for p in parts:  # not enough yet: keep what came, wait for more after it
                 self._keep(p.tp, p.offset, p.records, p)
 
@@ -186,9 +193,11 @@ class Fetcher:
             parts.append(part)
         return parts, out_of_range
 
-    def _deliver(self, parts: list[_Part], max_bytes: int) -> dict[TopicPartition, PartitionData]:
+    def _deliver(
+        self, parts: list[_Part], max_bytes: int, max_records: int | None
+    ) -> dict[TopicPartition, PartitionData]:
         result: dict[TopicPartition, PartitionData] = {}
-        budget = FetchBudget(max_bytes)
+        budget = FetchBudget(max_bytes, max_records)
         for p in parts:
             records = p.records
             n = budget.grant(records.sizes)

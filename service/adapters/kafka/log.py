@@ -343,6 +343,7 @@ class KafkaLog(Lifecycle):
         max_bytes: int,
         max_wait_ms: int,
         min_bytes: int = 1,
+        max_records: int | None = None,
     ) -> dict[TopicPartition, PartitionData]:
         """Read from every position; long-poll until ``min_bytes`` arrive or ``max_wait_ms`` passes.
 
@@ -351,7 +352,11 @@ class KafkaLog(Lifecycle):
         """
         async with self._guard("fetching records"):
             return await self._fetcher.fetch(
-                positions, max_bytes=max_bytes, max_wait_ms=max_wait_ms, min_bytes=min_bytes
+                positions,
+                max_bytes=max_bytes,
+                max_wait_ms=max_wait_ms,
+                min_bytes=min_bytes,
+                max_records=max_records,
             )
 
     async def offsets(self, tp: TopicPartition) -> tuple[int, int]:

@@ -48,8 +48,9 @@ log = logging.getLogger(__name__)
 StartAt = Literal["earliest", "latest"]
 
 _WAIT_SLICE_MS: Final = 1000  # a wait for records is cut in slices of at most this long
-# The most one acquisition reads of the log: a poll hands out ``max_records`` at most, and whatever
-# is read beyond them is read again by the next poll (a record larger still comes alone).
+# The most bytes one acquisition reads of the log (a record larger still comes alone); it reads
+# no more records than it could hand out either (``_acquire_once``): whatever is read beyond them
+# is decoded for nothing, and read again by the next poll.
 _FETCH_BYTES: Final = 1024 * 1024
 _MAX_RACES: Final = 50  # stores lost to another writer in a row before giving up (503)
 _new_tuple: Final = tuple.__new__
@@ -321,7 +322,14 @@ class ShareGroups:
                     exhausted += [(tp, e) for e in sp.expire(now)]
                 positions = self._positions(states)
                 budget = min(max_bytes, _FETCH_BYTES)
-                data = await self._log.fetch(positions, max_bytes=budget, max_wait_ms=0) if positions else {}
+                # What a poll can hand out: ``max_records`` new records, past the windows read from
+                # their first available record (the records between are in flight: read, not taken).
+                most = max_records + sum(states[tp][0].end - at for tp, at in positions.items())
+                data = (
+                    await self._log.fetch(positions, max_bytes=budget, max_wait_ms=0, max_records=most)
+                    if positions
+                    else {}
+                )
                 for tp, (sp, _) in states.items():
                     part = data.get(tp)
                     records: Sequence[Record] = part.records if part is not None else ()

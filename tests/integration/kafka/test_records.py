@@ -160,6 +160,25 @@ async def test_max_bytes_is_a_shared_budget_but_one_record_always_comes(
     assert [r.offset for r in from_middle[tp1].records] == [1, 2]
 
 
+async def test_max_records_bounds_a_fetch_in_all_and_the_rest_comes_next(
+    kafka_log: KafkaLog, topic: str
+) -> None:
+    await kafka_log.create_topic(topic, 2, 1, {})
+    tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    await kafka_log.append(tp0, values(4))
+    await kafka_log.append(tp1, values(4))
+    got = await kafka_log.fetch({tp0: 1, tp1: 0}, max_bytes=1 << 20, max_wait_ms=0, max_records=5)
+    assert [r.offset for r in got[tp0].records] == [1, 2, 3] and [r.offset for r in got[tp1].records] == [
+        0,
+        1,
+    ]
+    # enough records answer a long-poll at once, whatever min_bytes asks
+    rest = await kafka_log.fetch(
+        {tp1: 2}, max_bytes=1 << 20, max_wait_ms=20_000, min_bytes=1 << 20, max_records=2
+    )
+    assert [r.offset for r in rest[tp1].records] == [2, 3]
+
+
 async def test_read_ahead_serves_a_sequential_reader_from_memory(tansu: TansuBroker, topic: str) -> None:
     async with KafkaLog(tansu.url, options(request_timeout_ms=1000)) as log:
         await log.create_topic(topic, 1, 1, {})

@@ -116,6 +116,12 @@ def test_skip_and_budget() -> None:
     used, hit = decode_records(raw, 0, header, out, budget=5)
     assert out == [] and hit
 
+    out = []  # a count stops it too, before the next record is built
+    used, hit = decode_records(raw, 0, header, out, min_offset=52, budget=1000, most=3)
+    assert [r.offset for r in out] == [52, 53, 54] and used == 30 and hit
+    used, hit = decode_records(raw, 0, header, out, most=0)
+    assert len(out) == 3 and used == 0 and hit
+
 
 def test_null_records_still_cost_budget() -> None:
     raw = encoded([NewRecord(None, None) for _ in range(100)])

@@ -40,6 +40,26 @@ async def test_fetch_from_inside_a_batch_skips_earlier_records(open_log: OpenLog
     assert (data.high_watermark, data.log_start_offset) == (10, 0)
 
 
+async def test_fetch_of_at_most_max_records_shares_them_across_partitions_and_segments(
+    open_log: OpenLog,
+) -> None:
+    log = await open_log(min_segment_bytes=1)
+    await log.create_topic("t", 2, 1, {"segment.bytes": "300"})
+    other = TopicPartition("t", 1)
+    for _ in range(5):  # batches of 10 in several segments
+        await log.append(TP, values(10))
+    await log.append(other, values(10))
+    assert len(segments_of(log, TP)) > 1
+    data = await log.fetch({TP: 3, other: 0}, max_bytes=1_000_000, max_wait_ms=0, max_records=42)
+    assert [r.offset for r in data[TP].records] == list(range(3, 45)) and data[other].records == []
+    data = await log.fetch({TP: 45, other: 0}, max_bytes=1_000_000, max_wait_ms=0, max_records=8)
+    assert [r.offset for r in data[TP].records] == list(range(45, 50))
+    assert [r.offset for r in data[other].records] == [0, 1, 2]
+    # enough records answer a long-poll at once, whatever min_bytes asks
+    data = await log.fetch({TP: 0}, max_bytes=1_000_000, max_wait_ms=30_000, min_bytes=1 << 20, max_records=4)
+    assert [r.offset for r in data[TP].records] == [0, 1, 2, 3]
+
+
 async def test_fetch_past_the_end_is_empty(open_log: OpenLog) -> None:
     log = await open_log()
     await log.create_topic("t", 1, 1, {})

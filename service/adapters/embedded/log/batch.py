@@ -265,13 +265,15 @@ def decode_records(
     min_offset: int = 0,
     budget: int = -1,
     force_first: bool = False,
+    most: int = -1,
 ) -> tuple[int, bool]:
     """Append the records of the batch at ``buf[pos:]`` to ``out``; return (bytes used, budget hit).
 
     Records below ``min_offset`` are skipped without being built. With
     ``budget >= 0`` decoding stops before the first record whose cost
     (``Record.size``, at least 1) would overrun it, except that with ``force_first`` the first record taken is
-    always taken (a consumer must never stall on one big record). The CRC is the
+    always taken (a consumer must never stall on one big record); with ``most >= 0``, once
+    ``most`` records are taken (a budget hit too, before the next is built). The CRC is the
     caller's business (``crc_ok``); the layout is checked here.
     """
     end = pos + LENGTH_PREFIX + header.length
@@ -293,6 +295,8 @@ def decode_records(
                 p = nxt
                 offset += 1
                 continue
+            if taken == most:
+                return used, True
             q = p + REC_PREFIX
             if klen >= 0:
                 key: bytes | None = buf[q : q + klen]

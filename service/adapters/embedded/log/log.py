@@ -412,11 +412,13 @@ class EmbeddedLog(Lifecycle):
         max_bytes: int,
         max_wait_ms: int,
         min_bytes: int = 1,
+        max_records: int | None = None,
     ) -> dict[TopicPartition, PartitionData]:
         """Read from every position; long-poll until ``min_bytes`` arrive or ``max_wait_ms`` passes.
 
         Returns at once when a position is out of range, below its partition's log start or
-        past its end (``PartitionData.out_of_range``: the caller must reset), or the log is stopping.
+        past its end (``PartitionData.out_of_range``: the caller must reset), ``max_records``
+        were read, or the log is stopping.
         """
         self._require_started()
         wanted = [(tp, self._partition(tp), offset) for tp, offset in positions.items()]
@@ -427,8 +429,8 @@ class EmbeddedLog(Lifecycle):
         while True:
             # Take the futures before reading, so an append landing during the read still wakes us.
             wakeups = [p.changed() for _, p, _ in wanted]
-            result, size, out_of_range = await self._read(wanted, max_bytes)
-            if size >= min_bytes or size >= max_bytes or out_of_range:
+            result, size, answer_now = await self._read(wanted, max_bytes, max_records)
+            if size >= min_bytes or size >= max_bytes or answer_now:
                 return result
             remaining = deadline - loop.time()
             if remaining <= 0:
@@ -438,11 +440,11 @@ class EmbeddedLog(Lifecycle):
                 return result  # (a deleted topic, though, raises TopicNotFound on the next read)
 
     async def _read(
-        self, wanted: list[tuple[TopicPartition, Partition, int]], max_bytes: int
+        self, wanted: list[tuple[TopicPartition, Partition, int]], max_bytes: int, max_records: int | None
     ) -> tuple[dict[TopicPartition, PartitionData], int, bool]:
         views = [p.view() for _, p, _ in wanted]
         reads = [(tp, offset, view) for (tp, _, offset), view in zip(wanted, views, strict=True)]
-        return await self._pinned(views, lambda: _read_views(reads, max_bytes))
+        return await self._pinned(views, lambda: _read_views(reads, max_bytes, max_records))
 
     async def _pinned(self, views: list[PartitionView], fn: Callable[[], T]) -> T:
         for v in views:
@@ -482,18 +484,22 @@ class EmbeddedLog(Lifecycle):
 
 
 def _read_views(
-    reads: list[tuple[TopicPartition, int, PartitionView]], max_bytes: int
+    reads: list[tuple[TopicPartition, int, PartitionView]], max_bytes: int, max_records: int | None
 ) -> tuple[dict[TopicPartition, PartitionData], int, bool]:
-    """Runs in a worker thread: read every partition in order within one shared budget."""
+    """Runs in a worker thread: read every partition in order within one shared budget. The third
+    of what it returns: whether to answer now though fewer than ``min_bytes`` were read (a position
+    out of range, or ``max_records`` read)."""
     result: dict[TopicPartition, PartitionData] = {}
-    budget = FetchBudget(max_bytes)
+    budget = FetchBudget(max_bytes, max_records)
     out_of_range = False
     for tp, offset, view in reads:
         records: list[Record] = []
         if not budget.exhausted:
-            n, hit = view.read(offset, records, budget=budget.left, force_first=budget.force_first)
+            n, hit = view.read(
+                offset, records, budget=budget.left, force_first=budget.force_first, most=budget.records_left
+            )
             budget.spend(n, len(records), stopped_short=hit)
         outside = not view.log_start_offset <= offset <= view.high_watermark
         out_of_range = out_of_range or outside
         result[tp] = PartitionData(records, view.high_watermark, view.log_start_offset, outside)
-    return result, budget.used, out_of_range
+    return result, budget.used, out_of_range or budget.records_left == 0

@@ -103,8 +103,11 @@ class PartitionView:
         for s in self.segments:
             s.unpin()
 
-    def read(self, offset: int, out: list[Record], *, budget: int, force_first: bool) -> tuple[int, bool]:
-        """Append records from ``offset`` on to ``out``; return (bytes used, budget exhausted)."""
+    def read(
+        self, offset: int, out: list[Record], *, budget: int, force_first: bool, most: int = -1
+    ) -> tuple[int, bool]:
+        """Append records from ``offset`` on to ``out``, at most ``most`` (-1: no bound but
+        ``budget``); return (bytes used, budget exhausted)."""
         if offset < self.log_start_offset or offset >= self.high_watermark:
             return 0, False
         i = max(bisect_right([s.base_offset for s in self.segments], offset) - 1, 0)
@@ -120,6 +123,7 @@ class PartitionView:
                 budget=remaining,
                 force_first=force_first and len(out) == first,
                 chunk=chunk,
+                most=most - (len(out) - first) if most >= 0 else -1,
             )
             used += n
             if hit:

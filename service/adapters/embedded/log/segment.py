@@ -364,8 +364,10 @@ class Segment:
         budget: int,
         force_first: bool,
         chunk: int,
+        most: int = -1,
     ) -> tuple[int, bool]:
-        """Append records with offset >= ``min_offset`` found before ``limit``; (bytes, budget hit)."""
+        """Append records with offset >= ``min_offset`` found before ``limit``, at most ``most``
+        of them (-1: no bound but ``budget``); (bytes, budget hit)."""
         used = 0
         first = len(out)
         if limit <= 0:
@@ -382,6 +384,7 @@ class Segment:
                     min_offset=min_offset,
                     budget=max(budget - used, 0) if budget >= 0 else -1,
                     force_first=force_first and len(out) == first,
+                    most=most - (len(out) - first) if most >= 0 else -1,
                 )
                 used += n
                 if hit:
