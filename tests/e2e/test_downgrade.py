@@ -32,10 +32,13 @@ TOPIC = "jobs"
 JSON_ACCEPT = {"Accept": "application/vnd.kafka.json.v2+json"}
 
 
-def _write_data_dir(data: Path, *, share_group: bool, crash: bool = False) -> None:
+def _write_data_dir(
+    data: Path, *, share_group: bool, crash: bool = False, env: dict[str, str] | None = None
+) -> None:
     """Records, a group's committed offsets, an ACL and (with ``share_group``) a share group's
-    delivery state, written through this release's gateway; stopped cleanly or (``crash``) killed."""
-    gateway = GatewayProcess(data).start()
+    delivery state, written through this release's gateway (``env`` added to its settings);
+    stopped cleanly or (``crash``) killed."""
+    gateway = GatewayProcess(data, env=env).start()
     try:
         with httpx.Client(base_url=gateway.url, timeout=20) as client:
             cluster = client.get("/v3/clusters").json()["data"][0]["cluster_id"]
@@ -90,15 +93,18 @@ def _touch_share_group(client: httpx.Client) -> None:
     assert r.status_code == 200, r.text
 
 
-def _start_until_exit(data: Path, source: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    """``brokergate serve`` of the release at ``source`` on ``data``, for starts that must fail."""
+def _start_until_exit(
+    data: Path, source: Path = ROOT, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``brokergate serve`` of the release at ``source`` on ``data`` (``env`` added to its
+    settings), for starts that must fail."""
     return subprocess.run(
         [sys.executable, "-m", "service", "serve", "--host", "127.0.0.1", "--port", str(free_port())],
         capture_output=True,
         text=True,
         timeout=60,
         cwd=source,
-        env={**os.environ, "PYTHONPATH": str(source), "BROKERGATE_DATA_DIR": str(data)},
+        env={**os.environ, "PYTHONPATH": str(source), "BROKERGATE_DATA_DIR": str(data), **(env or {})},
     )
 
 
@@ -211,8 +217,8 @@ def previous_release(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]
     yield source
 
 
-def _previous_gateway(data: Path, source: Path) -> GatewayProcess:
-    gateway = GatewayProcess(data, env={"PYTHONPATH": str(source)})
+def _previous_gateway(data: Path, source: Path, env: dict[str, str] | None = None) -> GatewayProcess:
+    gateway = GatewayProcess(data, env={"PYTHONPATH": str(source), **(env or {})})
     gateway.cwd = source
     return gateway.start()
 
