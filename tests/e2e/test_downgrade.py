@@ -14,6 +14,7 @@ import os
 import struct
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -264,3 +265,67 @@ def test_the_previous_release_refuses_share_states_of_this_one_at_start(
     line = _refusal(_start_until_exit(data, previous_release))
     assert "share states" in line and "coordinator/shares" in line
     assert "damaged" not in line
+
+
+def _bump_batch_at(path: Path, index: int) -> int:
+    """The ``index``-th batch of a segment made a newer release's (as ``_bump_batch``); its base offset."""
+    raw = bytearray(path.read_bytes())
+    head = struct.Struct(">qiI")
+    pos = 0
+    for _ in range(index):
+        pos += 12 + head.unpack_from(raw, pos)[1]
+    base, length, _crc = head.unpack_from(raw, pos)
+    raw[pos + head.size] += 1
+    struct.pack_into(">I", raw, pos + 12, crc32c.crc32c(bytes(raw[pos + head.size : pos + 12 + length])))
+    path.write_bytes(bytes(raw))
+    return int(base)
+
+
+def test_a_newer_batch_inside_a_closed_segment_answers_503_for_the_read(tmp_path: Path) -> None:
+    """The start checks a closed segment's first batch and those from its last indexed batch on;
+    one in between is met by a read, which answers 503 saying so, and never ends the partition
+    there (skipping to the next segment) nor cuts it as damage."""
+    data = tmp_path / "data"
+    gateway = GatewayProcess(data).start()
+    try:
+        with httpx.Client(base_url=gateway.url, timeout=20) as client:
+            cluster = client.get("/v3/clusters").json()["data"][0]["cluster_id"]
+            configs = [{"name": "segment.ms", "value": "1000"}]
+            topic = {"topic_name": TOPIC, "partitions_count": 1, "configs": configs}
+            assert client.post(f"/v3/clusters/{cluster}/topics", json=topic).status_code == 201
+            # Three batches in the first segment, large enough that the offset index points past
+            # the second: the start checks a closed segment from its last indexed batch on.
+            for i in range(3):
+                body = {"records": [{"value": {"job": i, "pad": "x" * 3000}}]}
+                assert (
+                    client.post(f"/topics/{TOPIC}", json=body, headers={"Content-Type": JSON}).status_code
+                    == 200
+                )
+            time.sleep(1.2)
+            body = {"records": [{"value": {"job": 3}}]}  # rolls: the first segment is closed
+            assert (
+                client.post(f"/topics/{TOPIC}", json=body, headers={"Content-Type": JSON}).status_code == 200
+            )
+    finally:
+        gateway.stop()
+    segments = sorted(data.glob(f"topics/{TOPIC}/0/*.log"))
+    assert len(segments) == 2
+    assert _bump_batch_at(segments[0], 1) == 1
+    before = {p: p.read_bytes() for p in data.rglob("*.log")}
+    gateway = GatewayProcess(data).start()
+    try:
+        with httpx.Client(base_url=gateway.url, timeout=20) as client:
+            url = f"/topics/{TOPIC}/partitions/0/records"
+            r = client.get(url, params={"offset": 0}, headers=JSON_ACCEPT)
+            # What comes before the newer batch may be answered; the read reaching it is refused.
+            if r.status_code == 200:
+                assert [rec["offset"] for rec in r.json()["records"]] == [0]
+                r = client.get(url, params={"offset": 1}, headers=JSON_ACCEPT)
+            assert r.status_code == 503, r.text
+            assert (
+                "was written by a newer release (format 2; this release reads up to 1)" in r.json()["message"]
+            )
+            assert client.get(url, params={"offset": 3}, headers=JSON_ACCEPT).status_code == 200
+    finally:
+        gateway.stop()
+    assert {p: p.read_bytes() for p in data.rglob("*.log")} == before
