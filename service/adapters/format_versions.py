@@ -21,8 +21,10 @@ __all__ = [
     "CLUSTER_FORMAT",
     "LOG_BATCH_FORMAT",
     "OFFSETS_FORMAT",
+    "REDIS_FORMAT",
     "SHARES_FORMAT",
     "TOPIC_FORMAT",
+    "ZOOKEEPER_FORMAT",
     "check_version",
 ]
 
@@ -37,6 +39,14 @@ OFFSETS_FORMAT: Final = 1
 SHARES_FORMAT: Final = 2
 # ``coordinator/acls.json``'s "version".
 ACLS_FORMAT: Final = 1
+# State that replicas share, one number for each store, as Kafka's metadata.version is one for
+# its cluster: in the store's marker (the znode ``/brokergate/format``, the Redis key
+# ``{prefix}format``), written at start by the newest release that started on the store, and in
+# each record brokergate lays out itself ("format" in the JSON of group members and states, share
+# states and consumer instances). Kafka's own layouts keep Kafka's numbers: committed offsets in
+# ``/consumers`` (digits) have none, the ``/kafka-acl`` znodes carry Kafka's "version" 1.
+ZOOKEEPER_FORMAT: Final = 1
+REDIS_FORMAT: Final = 1
 
 
 def check_version(what: str, found: object, reads: int) -> None:

@@ -14,6 +14,7 @@ import os
 import struct
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,10 +33,13 @@ TOPIC = "jobs"
 JSON_ACCEPT = {"Accept": "application/vnd.kafka.json.v2+json"}
 
 
-def _write_data_dir(data: Path, *, share_group: bool, crash: bool = False) -> None:
+def _write_data_dir(
+    data: Path, *, share_group: bool, crash: bool = False, env: dict[str, str] | None = None
+) -> None:
     """Records, a group's committed offsets, an ACL and (with ``share_group``) a share group's
-    delivery state, written through this release's gateway; stopped cleanly or (``crash``) killed."""
-    gateway = GatewayProcess(data).start()
+    delivery state, written through this release's gateway (``env`` added to its settings);
+    stopped cleanly or (``crash``) killed."""
+    gateway = GatewayProcess(data, env=env).start()
     try:
         with httpx.Client(base_url=gateway.url, timeout=20) as client:
             cluster = client.get("/v3/clusters").json()["data"][0]["cluster_id"]
@@ -90,15 +94,18 @@ def _touch_share_group(client: httpx.Client) -> None:
     assert r.status_code == 200, r.text
 
 
-def _start_until_exit(data: Path, source: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    """``brokergate serve`` of the release at ``source`` on ``data``, for starts that must fail."""
+def _start_until_exit(
+    data: Path, source: Path = ROOT, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``brokergate serve`` of the release at ``source`` on ``data`` (``env`` added to its
+    settings), for starts that must fail."""
     return subprocess.run(
         [sys.executable, "-m", "service", "serve", "--host", "127.0.0.1", "--port", str(free_port())],
         capture_output=True,
         text=True,
         timeout=60,
         cwd=source,
-        env={**os.environ, "PYTHONPATH": str(source), "BROKERGATE_DATA_DIR": str(data)},
+        env={**os.environ, "PYTHONPATH": str(source), "BROKERGATE_DATA_DIR": str(data), **(env or {})},
     )
 
 
@@ -211,8 +218,8 @@ def previous_release(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]
     yield source
 
 
-def _previous_gateway(data: Path, source: Path) -> GatewayProcess:
-    gateway = GatewayProcess(data, env={"PYTHONPATH": str(source)})
+def _previous_gateway(data: Path, source: Path, env: dict[str, str] | None = None) -> GatewayProcess:
+    gateway = GatewayProcess(data, env={"PYTHONPATH": str(source), **(env or {})})
     gateway.cwd = source
     return gateway.start()
 
@@ -258,3 +265,67 @@ def test_the_previous_release_refuses_share_states_of_this_one_at_start(
     line = _refusal(_start_until_exit(data, previous_release))
     assert "share states" in line and "coordinator/shares" in line
     assert "damaged" not in line
+
+
+def _bump_batch_at(path: Path, index: int) -> int:
+    """The ``index``-th batch of a segment made a newer release's (as ``_bump_batch``); its base offset."""
+    raw = bytearray(path.read_bytes())
+    head = struct.Struct(">qiI")
+    pos = 0
+    for _ in range(index):
+        pos += 12 + head.unpack_from(raw, pos)[1]
+    base, length, _crc = head.unpack_from(raw, pos)
+    raw[pos + head.size] += 1
+    struct.pack_into(">I", raw, pos + 12, crc32c.crc32c(bytes(raw[pos + head.size : pos + 12 + length])))
+    path.write_bytes(bytes(raw))
+    return int(base)
+
+
+def test_a_newer_batch_inside_a_closed_segment_answers_503_for_the_read(tmp_path: Path) -> None:
+    """The start checks a closed segment's first batch and those from its last indexed batch on;
+    one in between is met by a read, which answers 503 saying so, and never ends the partition
+    there (skipping to the next segment) nor cuts it as damage."""
+    data = tmp_path / "data"
+    gateway = GatewayProcess(data).start()
+    try:
+        with httpx.Client(base_url=gateway.url, timeout=20) as client:
+            cluster = client.get("/v3/clusters").json()["data"][0]["cluster_id"]
+            configs = [{"name": "segment.ms", "value": "1000"}]
+            topic = {"topic_name": TOPIC, "partitions_count": 1, "configs": configs}
+            assert client.post(f"/v3/clusters/{cluster}/topics", json=topic).status_code == 201
+            # Three batches in the first segment, large enough that the offset index points past
+            # the second: the start checks a closed segment from its last indexed batch on.
+            for i in range(3):
+                body = {"records": [{"value": {"job": i, "pad": "x" * 3000}}]}
+                assert (
+                    client.post(f"/topics/{TOPIC}", json=body, headers={"Content-Type": JSON}).status_code
+                    == 200
+                )
+            time.sleep(1.2)
+            body = {"records": [{"value": {"job": 3}}]}  # rolls: the first segment is closed
+            assert (
+                client.post(f"/topics/{TOPIC}", json=body, headers={"Content-Type": JSON}).status_code == 200
+            )
+    finally:
+        gateway.stop()
+    segments = sorted(data.glob(f"topics/{TOPIC}/0/*.log"))
+    assert len(segments) == 2
+    assert _bump_batch_at(segments[0], 1) == 1
+    before = {p: p.read_bytes() for p in data.rglob("*.log")}
+    gateway = GatewayProcess(data).start()
+    try:
+        with httpx.Client(base_url=gateway.url, timeout=20) as client:
+            url = f"/topics/{TOPIC}/partitions/0/records"
+            r = client.get(url, params={"offset": 0}, headers=JSON_ACCEPT)
+            # What comes before the newer batch may be answered; the read reaching it is refused.
+            if r.status_code == 200:
+                assert [rec["offset"] for rec in r.json()["records"]] == [0]
+                r = client.get(url, params={"offset": 1}, headers=JSON_ACCEPT)
+            assert r.status_code == 503, r.text
+            assert (
+                "was written by a newer release (format 2; this release reads up to 1)" in r.json()["message"]
+            )
+            assert client.get(url, params={"offset": 3}, headers=JSON_ACCEPT).status_code == 200
+    finally:
+        gateway.stop()
+    assert {p: p.read_bytes() for p in data.rglob("*.log")} == before

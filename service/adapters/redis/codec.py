@@ -6,9 +6,13 @@ renew them; everything else is one compact JSON document (orjson), since a
 poll loads and saves the whole state anyway and one field is the cheapest to
 read, write and parse. Group and name are not in the body: they are the key.
 
+The body carries the layout's ``format`` (``REDIS_FORMAT``; none is 1, as the
+releases before it wrote); one of a newer format is refused as ``NewerFormat``,
+never read as damage.
+
 Body, for a subscribed instance with two positions::
 
-    {"config": {"format": "json", "auto_offset_reset": "earliest", ...},
+    {"format": 1, "config": {"format": "json", "auto_offset_reset": "earliest", ...},
      "created_ms": 1700000000000, "owner": "User:alice", "generation": 3,
      "subscription": {"topics": ["orders"], "pattern": null},
      "manual": null,
@@ -25,6 +29,8 @@ import orjson
 from service.core.acl import ANONYMOUS
 from service.core.models import InstanceConfig, InstanceState, Subscription, TopicPartition
 
+from ..format_versions import REDIS_FORMAT, check_version
+
 __all__ = ["decode_state", "encode_state"]
 
 
@@ -34,6 +40,7 @@ def encode_state(state: InstanceState) -> bytes:
     sub = state.subscription
     return _dumps(
         {
+            "format": REDIS_FORMAT,
             "config": {
                 "format": c.format,
                 "auto_offset_reset": c.auto_offset_reset,
@@ -73,9 +80,12 @@ def _loads(body: bytes | str) -> Any:
 def decode_state(
     group: str, name: str, version: bytes | str, last_seen_ms: bytes | str, body: bytes | str
 ) -> InstanceState:
-    """The state stored for (group, name); ``ValueError`` if what is stored is not one."""
+    """The state stored for (group, name); ``ValueError`` if what is stored is not one,
+    ``NewerFormat`` if a newer release stored it."""
     try:
         doc: dict[str, Any] = _loads(body)
+        what = f"the stored state of consumer instance {name!r} in group {group!r}"
+        check_version(what, doc.get("format", 1), REDIS_FORMAT)
         c = doc["config"]
         sub = doc["subscription"]
         manual = doc["manual"]
@@ -101,7 +111,7 @@ def decode_state(
             int(version),
             str(doc.get("owner", ANONYMOUS)),  # stored before instances had owners
         )
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+    except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError) as exc:
         raise ValueError(
             f"stored state of consumer instance {name!r} in group {group!r} is unreadable"
         ) from exc

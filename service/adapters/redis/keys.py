@@ -2,6 +2,7 @@
 
 The layout, under a per-deployment prefix (``redis_key_prefix``, default ``brokergate:``)::
 
+    {prefix}format                    string: the layout's format (decimal), see ``sessions``; no TTL
     {prefix}instance:{group}/{name}   hash: one consumer instance (fields below); TTL = timeout + margin
     {prefix}leases                    sorted set: member {group}/{name}, score = lease expiry (ms); no TTL
     {prefix}group:{group}             set: the instance names of one group; TTL >= its instances'
@@ -60,6 +61,7 @@ LEASES: Final = "leases"
 GROUP: Final = "group:"
 OWNER: Final = "owner:"
 IDEMPOTENCY: Final = "idem:"
+FORMAT: Final = "format"
 QUOTA: Final = "quota:"
 
 # Hash fields of an instance.
@@ -108,6 +110,10 @@ class KeyLayout:
     @property
     def leases(self) -> str:
         return self.prefix + LEASES
+
+    @property
+    def format(self) -> str:
+        return self.prefix + FORMAT
 
     @property
     def instance_prefix(self) -> str:

@@ -192,10 +192,22 @@ end
 return 0
 """
 
+# KEYS[1] the format marker; ARGV[1] this release's format: raise the marker to it if lower (or
+# absent), and return what was there before (nil if nothing).
+_CLAIM_FORMAT = """
+local found = redis.call('GET', KEYS[1])
+local number = tonumber(found)
+if not found or (number and number < tonumber(ARGV[1])) then
+  redis.call('SET', KEYS[1], ARGV[1])
+end
+return found
+"""
+
 CREATE: Final = LuaScript("create", _CREATE)
 SAVE: Final = LuaScript("save", _SAVE)
 TOUCH: Final = LuaScript("touch", _TOUCH)
 DELETE: Final = LuaScript("delete", _DELETE)
 PRUNE: Final = LuaScript("prune", _PRUNE)
 ABANDON: Final = LuaScript("abandon", _ABANDON)
-ALL: Final = (CREATE, SAVE, TOUCH, DELETE, PRUNE, ABANDON)
+CLAIM_FORMAT: Final = LuaScript("claim_format", _CLAIM_FORMAT)
+ALL: Final = (CREATE, SAVE, TOUCH, DELETE, PRUNE, ABANDON, CLAIM_FORMAT)

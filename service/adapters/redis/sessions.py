@@ -34,14 +34,15 @@ from redis.asyncio import Redis
 
 from service.core.acl import ANONYMOUS
 from service.core.models import IdempotentResult, InstanceState
-from service.errors import BackendError, ConsumerAlreadyExists, ConsumerInstanceNotFound
+from service.errors import BackendError, ConsumerAlreadyExists, ConsumerInstanceNotFound, NewerFormat
 
+from ..format_versions import REDIS_FORMAT
 from ..lifecycle import Lifecycle
 from . import keys
 from .codec import decode_state, encode_state
 from .connection import RedisConnection, RedisURL
 from .keys import KeyLayout
-from .scripts import ABANDON, CREATE, DELETE, PRUNE, SAVE, TOUCH, ScriptArg
+from .scripts import ABANDON, CLAIM_FORMAT, CREATE, DELETE, PRUNE, SAVE, TOUCH, ScriptArg
 from .security import RedisSecurity
 
 __all__ = ["RedisSessions"]
@@ -116,6 +117,25 @@ class RedisSessions(Lifecycle):
 
     async def _open(self) -> None:
         await self._conn.start()
+        try:
+            await self._claim_format()
+        except BaseException:
+            await self._conn.stop()
+            raise
+
+    async def _claim_format(self) -> None:
+        """Check the layout's format marker, ``{prefix}format``, and raise it to this release's
+        if lower: as ZooKeeper's (``zookeeper.format_marker``), the highest format of any release
+        that started on these keys; a higher one than this release reads refuses the start."""
+        key = self._keys.format
+        found = await self._conn.run(lambda r: CLAIM_FORMAT(r, (key,), (REDIS_FORMAT,)))
+        if found is None:
+            return
+        text = keys.decode(found)
+        if not text.isdecimal():
+            raise BackendError(f"Redis at {self._conn.url} holds {text!r} in {key}, where a format belongs.")
+        if int(text) > REDIS_FORMAT:
+            raise NewerFormat(f"the sessions in Redis at {self._conn.url} ({key})", int(text), REDIS_FORMAT)
 
     async def _close(self) -> None:
         """Close the connections; the instances stay in Redis."""

@@ -45,7 +45,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, Roll
 from kazoo.interfaces import IAsyncResult
 
 from service.core.acl import AclBinding, AclFilter, PatternType, ResourceType
-from service.errors import BackendError, BackendUnavailable, GatewayError, InvalidPayload
+from service.errors import BackendError, BackendUnavailable, GatewayError, InvalidPayload, NewerFormat
 
 from .codec import (
     AclEntries,
@@ -264,7 +264,7 @@ class AclStore:
         resource, path = located
         try:
             stored = await self._read(resource, path)
-        except CorruptZnode as exc:
+        except (CorruptZnode, NewerFormat) as exc:  # at start the start fails; later, it is logged
             if strict:
                 raise
             log.error("%s Keeping the bindings of %s read before.", exc.message, resource)

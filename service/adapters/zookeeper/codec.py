@@ -2,7 +2,9 @@
 
 Members and group states are JSON objects (ASCII: ``json`` escapes
 everything else, lone surrogates included, so any name round-trips);
-committed offsets are ASCII decimal digits, as Kafka's ZooKeeper-era
+both carry brokergate's ``format`` (``ZOOKEEPER_FORMAT``; none is 1,
+as the releases before it wrote them), and one of a newer format is refused as
+``NewerFormat``, never read as damage; committed offsets are ASCII decimal digits, as Kafka's ZooKeeper-era
 consumers wrote them; ACL bindings and their change events are what Kafka's
 ``AclAuthorizer`` writes (``ResourceZNode``, ``LiteralAclChangeStore``,
 ``ExtendedAclChangeStore``), with Kafka's spellings. Decoding is strict: a
@@ -25,6 +27,8 @@ from service.core.models import GroupState, Member, Subscription, TopicPartition
 from service.core.rules import MAX_OFFSET, MAX_PARTITION
 from service.errors import BackendError
 
+from ..format_versions import ZOOKEEPER_FORMAT, check_version
+
 
 class CorruptZnode(BackendError):
     """A znode whose data brokergate cannot read."""
@@ -42,6 +46,25 @@ def _load(data: bytes, what: str) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise CorruptZnode(f"{what} in ZooKeeper is not a JSON object.")
     return obj
+
+
+def _load_ours(data: bytes, what: str) -> dict[str, Any]:
+    """A znode brokergate lays out itself: JSON whose ``format`` this release reads."""
+    obj = _load(data, what)
+    check_version(f"{what} in ZooKeeper", obj.get("format", 1), ZOOKEEPER_FORMAT)
+    return obj
+
+
+def encode_format_marker() -> bytes:
+    """The data of ``/brokergate/format``: this release's format of the layout."""
+    return _dump({"format": ZOOKEEPER_FORMAT})
+
+
+def decode_format_marker(data: bytes, what: str) -> int:
+    """The format ``/brokergate/format`` names (refused if newer than this release reads)."""
+    found = _int(_load(data, what).get("format"), what)
+    check_version(f"{what} in ZooKeeper", found, ZOOKEEPER_FORMAT)
+    return found
 
 
 def _int(value: object, what: str) -> int:
@@ -69,6 +92,7 @@ def encode_member(member: Member) -> bytes:
     sub = member.subscription
     return _dump(
         {
+            "format": ZOOKEEPER_FORMAT,
             "member_id": member.member_id,
             "subscription": {"topics": list(sub.topics), "pattern": sub.pattern},
             "strategy": member.strategy,
@@ -79,7 +103,7 @@ def encode_member(member: Member) -> bytes:
 
 
 def decode_member(data: bytes, what: str) -> Member:
-    obj = _load(data, what)
+    obj = _load_ours(data, what)
     sub = obj.get("subscription")
     if not isinstance(sub, dict) or not isinstance(sub.get("topics"), list):
         raise CorruptZnode(f"{what} in ZooKeeper has no valid subscription.")
@@ -103,6 +127,7 @@ def encode_state(state: GroupState) -> bytes:
     """The generation's content; ``version`` is not stored, it is the znode's own stat.version."""
     return _dump(
         {
+            "format": ZOOKEEPER_FORMAT,
             "generation": state.generation,
             "assignment": {
                 member: [[tp.topic, tp.partition] for tp in tps] for member, tps in state.assignment.items()
@@ -114,7 +139,7 @@ def encode_state(state: GroupState) -> bytes:
 
 
 def decode_state(data: bytes, version: int, what: str) -> GroupState:
-    obj = _load(data, what)
+    obj = _load_ours(data, what)
     assignment = obj.get("assignment")
     owned_since = obj.get("owned_since")
     topics = obj.get("topics")
@@ -224,6 +249,7 @@ def decode_acls(data: bytes, resource: AclResource, what: str) -> AclEntries:
     if not data:
         return AclEntries(())
     obj = _load(data, what)
+    check_version(f"{what} in ZooKeeper", obj.get("version"), ACLS_VERSION)  # Kafka's own number
     if obj.get("version") != ACLS_VERSION or not isinstance(obj.get("acls"), list):
         raise CorruptZnode(f'{what} in ZooKeeper is not {{"version": 1, "acls": [...]}}.')
     bindings: dict[AclBinding, None] = {}

@@ -9,6 +9,8 @@ operations to one collaborator per concern:
 - ``OffsetStore`` (``offsets.py``): fenced atomic commits, Kafka's layout;
 - ``ShareStateStore`` (``shares.py``): share-partition states, compare-and-set
   transactions over several partitions;
+- ``claim_format`` (``format_marker.py``): the layout's format, checked before
+  anything is served;
 - ``NodeRegistry`` (``registry.py``): this replica's ephemeral znode;
 - ``LeaderElection`` (``election.py``): which replica runs group-wide duties;
 - ``AclStore`` (``acls.py``): ACL bindings in Kafka's layout, and this
@@ -43,6 +45,7 @@ from ..share_states import ShareStoreLimits, change_by_whole_states
 from ..tasks import uncancellable
 from .acls import AclStore
 from .election import LeaderElection
+from .format_marker import claim_format
 from .groups import GroupStore
 from .locks import NamedLocks
 from .offsets import OffsetStore
@@ -112,9 +115,11 @@ class ZooKeeperCoordinator(Lifecycle):
     # --- lifecycle -------------------------------------------------------------------
 
     async def _open(self) -> None:
-        """Connect, create the layout's parents, register this replica and enter the election."""
+        """Connect, check the layout's format, create its parents, register this replica and
+        enter the election."""
         await self._zk.start()
         try:
+            await claim_format(self._zk, self._paths.format)
             await self._restore(wait_for_stale_node=True)
             await self._acls.start()
         except BaseException:

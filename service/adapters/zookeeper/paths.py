@@ -2,6 +2,7 @@
 
 The layout, under the chroot of the ``zookeeper://`` URL when there is one::
 
+    /brokergate/format                               JSON {"format": N}: the layout's format (format_marker)
     /brokergate/nodes/{node-id}                      ephemeral: one per live gateway replica
     /brokergate/election/{token}__{seq}              ephemeral sequential: leadership candidates
     /brokergate/groups/{group}/members/{instance}    JSON of a Member
@@ -36,6 +37,7 @@ from service.core.acl import PatternType, ResourceType
 from service.core.models import TopicPartition
 
 BROKERGATE: Final = "/brokergate"
+FORMAT: Final = f"{BROKERGATE}/format"
 NODES: Final = f"{BROKERGATE}/nodes"
 ELECTION: Final = f"{BROKERGATE}/election"
 GROUPS: Final = f"{BROKERGATE}/groups"
@@ -120,6 +122,7 @@ class ZnodePaths:
 
     def __init__(self, chroot: str = "") -> None:
         self.chroot = chroot.rstrip("/")
+        self.format = self.chroot + FORMAT
         self.nodes = self.chroot + NODES
         self.election = self.chroot + ELECTION
         self.groups = self.chroot + GROUPS

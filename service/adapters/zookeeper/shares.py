@@ -14,7 +14,10 @@ A state is written in the form every version of the gateway reads: a row per
 record in flight (``runs.record_rows``), as the previous version wrote it,
 not the runs ``SharePartition.to_json`` gives; so replicas of the previous
 version and this one share the states during a rolling update. Both forms are
-read. The bounds on a state's size apply to what is written.
+read. The bounds on a state's size apply to what is written. Each state also
+carries the layout's ``format`` (``ZOOKEEPER_FORMAT``), which the previous
+version ignores; a state of a newer format is refused as ``NewerFormat``, and the
+core never sees the field.
 
 ZooKeeper counts a znode's version in 32 bits. A state at the last version
 is deleted (checking that version) and created again in the same
@@ -43,6 +46,7 @@ from service.core.rules import valid_group
 from service.core.shares.runs import record_rows
 from service.errors import BackendError, BackendUnavailable, ShareStateTooLarge
 
+from ..format_versions import ZOOKEEPER_FORMAT, check_version
 from ..share_states import (
     ABSENT,
     DECODE_INLINE_BYTES,
@@ -97,8 +101,13 @@ class ShareStateStore:
         read = await asyncio.gather(*(self._read(path) for _, path in located))
         found = [(tp, *got) for (tp, _), got in zip(located, read, strict=True) if got is not None]
         if sum(len(data) for _, data, _ in found) > DECODE_INLINE_BYTES:
-            return await asyncio.to_thread(decode_states, group, found)
-        return decode_states(group, found)
+            states = await asyncio.to_thread(decode_states, group, found)
+        else:
+            states = decode_states(group, found)
+        for tp, (state, _) in states.items():
+            where = f"the share state of partition {tp.topic}-{tp.partition} of group {group!r} in ZooKeeper"
+            check_version(where, state.pop("format", 1), ZOOKEEPER_FORMAT)
+        return states
 
     async def _read(self, path: str) -> tuple[bytes, int] | None:
         try:
@@ -128,7 +137,7 @@ class ShareStateStore:
     async def store(self, group: str, updates: Mapping[TopicPartition, tuple[dict[str, Any], int]]) -> bool:
         """One transaction for every state, or nothing stored (see the module's docstring)."""
         writes = encode_writes(
-            group, {tp: (_stored_form(s), v) for tp, (s, v) in updates.items()}, self._limits
+            group, {tp: (_with_format(_stored_form(s)), v) for tp, (s, v) in updates.items()}, self._limits
         )
         if not writes:
             return True
@@ -265,6 +274,11 @@ def _stored_form(state: Any) -> Any:
         except _MALFORMED:
             pass  # not runs after all: stored as given, as the port stores any JSON object
     return state
+
+
+def _with_format(state: Any) -> Any:
+    """``state`` marked with the layout's format (anything but an object is refused as given)."""
+    return {**state, "format": ZOOKEEPER_FORMAT} if isinstance(state, Mapping) else state
 
 
 def _op_version(writes: list[ShareWrite], op: int) -> int:

@@ -62,6 +62,7 @@ async def test_members_state_and_replicas_layout(coord: ZooKeeperCoordinator, ra
     )
     member = json.loads(raw.get("/brokergate/groups/g/members/c-1")[0])
     assert member == {
+        "format": 1,
         "member_id": "c-1",
         "subscription": {"topics": ["t"], "pattern": None},
         "strategy": "range",
@@ -70,6 +71,7 @@ async def test_members_state_and_replicas_layout(coord: ZooKeeperCoordinator, ra
     }
     data, stat = raw.get("/brokergate/groups/g/state")
     assert json.loads(data) == {
+        "format": 1,
         "generation": 1,
         "assignment": {"c-1": [["t", 0]]},
         "owned_since": [["t", 0, 1]],

@@ -61,16 +61,18 @@ def previous_versions_form(sp: SharePartition) -> dict[str, Any]:
 
 def assert_row_form(data: bytes) -> dict[str, Any]:
     """``data`` is a state as the previous version wrote it: its keys, a row per record in flight
-    in offset order, compact JSON as ``share_states`` encodes it."""
+    in offset order, compact JSON as ``share_states`` encodes it; and the layout's format, a
+    field the previous version ignores."""
     state = json.loads(data)
-    assert list(state) == ["start", "end", "records"]
+    assert list(state) == ["start", "end", "records", "format"]
+    assert state.pop("format") == 1
     offsets = [row[0] for row in state["records"]]
     assert all(len(row) == 6 for row in state["records"])
     assert offsets == sorted(set(offsets))
     assert (
         data
-        == encode_state(state, "a test")
-        == orjson.dumps(previous_versions_form(SharePartition.from_json(state)))
+        == encode_state({**state, "format": 1}, "a test")
+        == orjson.dumps({**previous_versions_form(SharePartition.from_json(state)), "format": 1})
     )
     return state
 

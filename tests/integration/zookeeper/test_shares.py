@@ -43,7 +43,7 @@ async def test_a_state_is_a_znode_whose_version_is_the_states(
     state = {"start": 3, "end": 5, "records": [[3, "ACQUIRED", 1, "m-1", 99, None]]}
     assert await coord.store_share_states("orders-sg", {TP("orders", 2): (state, -1)})
     data, stat = raw.get(f"{SHARE_GROUPS}/orders-sg/orders/2")
-    assert (json.loads(data), stat.version) == (state, 0)
+    assert (json.loads(data), stat.version) == ({**state, "format": 1}, 0)  # the layout's format besides
     assert await coord.share_states("orders-sg") == {TP("orders", 2): (state, 0)}
     assert await coord.store_share_states("orders-sg", {TP("orders", 2): ({**state, "end": 6}, 0)})
     assert raw.get(f"{SHARE_GROUPS}/orders-sg/orders/2")[1].version == 1
@@ -166,7 +166,7 @@ async def test_states_are_the_gateways_to_change(zk_url: str, make_coordinator: 
     try:
         for path in (SHARE_GROUPS, f"{SHARE_GROUPS}/sg", f"{SHARE_GROUPS}/sg/t", f"{SHARE_GROUPS}/sg/t/0"):
             assert inspector.get_acls(f"/{chroot}{path}")[0] == [GATEWAY_ONLY, ANYONE_READS], path
-        assert json.loads(stranger.get(f"{SHARE_GROUPS}/sg/t/0")[0]) == {"n": 1}
+        assert json.loads(stranger.get(f"{SHARE_GROUPS}/sg/t/0")[0]) == {"n": 1, "format": 1}
         with pytest.raises(NoAuthError):
             stranger.set(f"{SHARE_GROUPS}/sg/t/0", b"{}")
         with pytest.raises(NoAuthError):
