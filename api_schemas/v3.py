@@ -177,6 +177,9 @@ class LagSummary(BaseModel):
     total_lag: int
     max_lag_topic_name: str | None
     max_lag_partition_id: int | None
+    # brokergate's: partitions whose commit is past the log end (negative lag), which neither
+    # max_lag nor total_lag shows while another partition is behind or caught up
+    partitions_past_end: int = 0
 
 
 # --- ACLs (Confluent's /v3/clusters/{cluster_id}/acls) -----------------------------------

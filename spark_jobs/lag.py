@@ -121,7 +121,7 @@ def run_lag(spark: SessionSource, options: LagOptions, progress: Progress | None
     progress.finish(
         Summary(
             "lag",
-            records=sum(r.lag for r in rows),
+            records=sum(max(r.lag, 0) for r in rows),  # a commit past the end is behind on nothing
             bytes=None,
             noun="records behind",
             details={"groups": len(groups), "partitions": len(rows), "output": options.output or "-"},

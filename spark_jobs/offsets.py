@@ -30,7 +30,12 @@ The planner turns such a spec into the offsets found (``times_for``,
 ``found_offsets``) before the arithmetic here sees it.
 
 Every resolved offset is clamped into the partition's bounds: records that
-retention removed cannot be read, records not yet written cannot either.
+retention removed cannot be read, records not yet written cannot either. A
+``committed:`` offset past the log end is not clamped but refused
+(``OptionError``, naming the partition, the commit and the bounds): the group's
+position is at no record (the topic was made again, or the log lost its end),
+which Spark's Kafka source meets as a starting offset after the ending one and
+fails on.
 """
 
 from __future__ import annotations
@@ -254,6 +259,13 @@ def resolve(
         if committed is None:
             raise OptionError(f"committed:{spec.group} needs the group's committed offsets")
         offset = committed.get(tp, log_start)
+        if offset > log_end:  # no record is there: a consumer resets it by its auto.offset.reset
+            raise OptionError(
+                f"committed:{spec.group}: {tp.topic}-{tp.partition} is committed at {offset}, past its "
+                f"log end (log start {log_start}, log end {log_end}), where no record is; a consumer "
+                "of the group resets it by its auto.offset.reset. Read from earliest, latest or "
+                "per-partition JSON offsets instead"
+            )
     elif isinstance(spec, AtTime | ByTimestamp):
         raise OptionError(f"{spec.option} needs the offsets the log finds for its times (found_offsets)")
     else:
@@ -397,8 +409,9 @@ class LagRow:
 
     @property
     def lag(self) -> int:
-        """Records after the committed offset, counted as the gateway's lag endpoint counts them."""
-        return max(0, self.end_offset - (self.committed if self.committed is not None else 0))
+        """Records after the committed offset, counted as the gateway's lag endpoint counts them:
+        negative for a commit past the log end, a position no record is at (never shown as 0)."""
+        return self.end_offset - (self.committed if self.committed is not None else 0)
 
 
 def lag_rows(

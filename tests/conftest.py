@@ -38,6 +38,7 @@ API_SUITE = {
     "test_produce",
     "test_consumers",
     "test_out_of_range",
+    "test_shares_out_of_range",
     "test_groups",
     "test_metadata",
     "test_errors",

@@ -381,5 +381,6 @@ async def get_lag_summary(cluster_id: str, group: str, request: Request, gw: GW)
             "total_lag": sum(max(lag.lag, 0) for lag in lags),  # a position past the end is behind on nothing
             "max_lag_topic_name": worst.tp.topic if worst else None,
             "max_lag_partition_id": worst.tp.partition if worst else None,
+            "partitions_past_end": sum(1 for lag in lags if lag.lag < 0),
         }
     )

@@ -96,6 +96,23 @@ async def test_a_commit_past_the_end_is_kept_and_its_lag_is_negative(client, nam
     assert (lag["current_offset"], lag["lag"]) == (99999, end - 99999) and 0 < end <= 3, lag
     summary = (await client.get(f"/v3/clusters/{cid}/consumer-groups/{group}/lag-summary")).json()
     assert (summary["max_lag"], summary["total_lag"]) == (end - 99999, 0)
+    assert summary["partitions_past_end"] == 1
+
+
+async def test_the_lag_summary_counts_a_commit_past_the_end_beside_one_behind(client, name):
+    group = f"g-{name}"
+    await create_topic(client, name, 2)
+    await produce(client, name, [{"value": f"v{i}", "partition": i % 2} for i in range(6)])
+    base = await consumer(client, group, reset="earliest")
+    await subscribe(client, base, name)
+    await commit(client, base, [{"topic": name, "partition": 0, "offset": 99998}])
+    await commit(client, base, [{"topic": name, "partition": 1, "offset": 0}])
+    cid = await cluster_id(client)
+    summary = (await client.get(f"/v3/clusters/{cid}/consumer-groups/{group}/lag-summary")).json()
+    # max_lag and total_lag show partition 1 only; the count shows partition 0
+    assert (summary["max_lag_partition_id"], summary["partitions_past_end"]) == (1, 1), summary
+    # 2 (Tansu 0.6 answers ListOffsets latest short of it): never the past-end partition's -99997
+    assert summary["max_lag"] == summary["total_lag"] >= 0, summary
 
 
 @pytest.mark.broker_lacks(PAST_END)

@@ -129,3 +129,23 @@ async def test_committed_offsets_bound_a_read(spark: SparkSession, setup: Setup)
     assert processed == [(0, 0), (0, 1), (0, 2)]  # partition 1: nothing committed, nothing processed
     pending = await asyncio.to_thread(offsets, startingOffsets=f"committed:{behind}")
     assert pending == [(0, 3), (0, 4)] + [(1, i) for i in range(5)]
+
+
+async def test_a_commit_past_the_log_end_fails_the_read_naming_it(spark: SparkSession, setup: Setup) -> None:
+    """Spark's Kafka source fails on a starting offset after the ending one; a commit past the end
+    is such a start, never clamped to the end as if the group had read everything."""
+    topic, _, _ = await groups_with_commits(setup)
+    client, past = setup.gateway.client, f"past-{topic}"
+    base = await consumer(client, past)
+    await subscribe(client, base, topic)
+    assert len(await poll_until(client, base, 10)) == 10
+    await commit(client, base, [{"topic": topic, "partition": 0, "offset": 99998}])  # kept, as Kafka does
+
+    def read() -> int:
+        reader = spark.read.format("brokergate").option("log", setup.log).option("topic", topic)
+        if setup.coordinator:
+            reader = reader.option("coordinator", setup.coordinator)
+        return reader.option("startingOffsets", f"committed:{past}").load().count()
+
+    with pytest.raises(Exception, match=rf"{topic}-0 is committed at 99999, past its log end \(log start 0"):
+        await asyncio.to_thread(read)

@@ -87,6 +87,14 @@ def test_committed_bounds_a_range_by_what_the_group_processed() -> None:
         resolve(Committed("g"), A0, (0, 1), side="start")
 
 
+def test_a_commit_past_the_log_end_is_refused_naming_it_on_either_side() -> None:
+    committed = {A0: 12, A1: 10}  # a-1's commit is at its end, which is in range
+    assert resolve(Committed("g"), A1, (0, 10), side="start", committed=committed) == 10
+    for side in ("start", "end"):
+        with pytest.raises(OptionError, match=r"a-0 is committed at 12, past .*log start 0, log end 10"):
+            resolve(Committed("g"), A0, (0, 10), side=side, committed=committed)  # type: ignore[arg-type]
+
+
 def test_an_end_before_the_start_is_an_empty_range() -> None:
     ranges = plan_ranges([A0], {A0: (0, 10)}, Explicit({A0: 8}), Explicit({A0: 3}))
     assert ranges == [OffsetRange("a", 0, 8, 8)] and ranges[0].size == 0
@@ -128,7 +136,7 @@ def test_lag_rows_cover_every_partition_of_a_committed_topic() -> None:
     rows = lag_rows(committed, {"a": 2}, {A0: 10, A1: 3})
     assert rows == [LagRow("g", "a", 0, 4, 10), LagRow("g", "a", 1, None, 3)]
     assert [r.lag for r in rows] == [6, 3]
-    assert LagRow("g", "a", 0, 12, 10).lag == 0  # committed past the end (the log was truncated)
+    assert LagRow("g", "a", 0, 12, 10).lag == -2  # committed past the end, as the lag endpoint shows it
 
 
 def test_durations() -> None:

@@ -323,7 +323,9 @@ class GroupReport:
 
     @property
     def lag(self) -> int:
-        return sum(p.lag for p in self.partitions)
+        """The partitions' lags that are not negative (a partition past its log end is behind on
+        nothing; its own lag shows it), as a consumer group's ``total_lag`` adds them."""
+        return sum(max(p.lag, 0) for p in self.partitions)
 
 
 class ShareAdmin:

@@ -41,6 +41,7 @@ from ..ports import Coordinator, Log
 from .acks import Acknowledgement, by_partition, settle_acks, settle_acks_in
 from .dead_letters import DeadLetters
 from .kept import KeptStates
+from .out_of_range import fit_to_log
 from .state import Exhausted, ShareLimits, SharePartition
 
 log = logging.getLogger(__name__)
@@ -334,8 +335,8 @@ class ShareGroups:
                     part = data.get(tp)
                     records: Sequence[Record] = part.records if part is not None else ()
                     offsets = [r.offset for r in records]  # ascending
-                    if part is not None:
-                        sp.truncate(part.log_start_offset)
+                    if part is not None:  # past the log end: start over; before its start: forget
+                        fit_to_log(sp, positions[tp], part, start_at, where=f"share group {group!r}: {tp}")
                     taken, gone = sp.acquire_runs(
                         member,
                         now,

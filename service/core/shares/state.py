@@ -329,8 +329,8 @@ class SharePartition:
         return self.in_flight < self.limits.max_in_flight
 
     def lag(self, log_end: int) -> int:
-        """Records not done yet: in flight, and not yet acquired up to the log's end."""
-        return self.in_flight + max(0, log_end - self.end)
+        """Records not done yet (in flight, unread to the log end); past the end: log end - ``end``."""
+        return self.in_flight + log_end - self.end if log_end >= self.end else log_end - self.end
 
     # --- storage ------------------------------------------------------------------------------
 
