@@ -303,7 +303,15 @@ BAD_CONSUMER_BODIES = [
         "/positions",
         "POST",
         b'{"timestamps": [{"topic": "t", "partition": 0, "timestamp": "yesterday"}]}',
-        "Cannot deserialize timestamps[0].timestamp",
+        # each kind the field takes, not the first alone
+        'Cannot deserialize timestamps[0].timestamp from a string ("yesterday"): it is an integer or '
+        "an ISO 8601 timestamp.",
+    ),
+    (
+        "/positions",
+        "POST",
+        b'{"timestamps": [{"topic": "t", "partition": 0, "timestamp": [1]}]}',
+        "Cannot deserialize timestamps[0].timestamp from a list: it is an integer or an ISO 8601 timestamp.",
     ),
     ("/positions/beginning", "POST", b'{"partitions": 5}', "Cannot deserialize 'partitions'"),
     ("/positions/end", "POST", b"[]", "Cannot deserialize the request body from a list"),
