@@ -84,7 +84,7 @@ def _parser() -> argparse.ArgumentParser:
         "--audit-log", dest="audit_log", help="append the audit trail (JSON lines) to this file"
     )
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    tools.add_commands(sub)
+    tools.add_commands(sub, parser)  # their common options before the command too
     users = sub.add_parser("users", help="manage the HTTP Basic credentials file (AUTH=basic)")
     users.add_argument("action", choices=["add", "remove", "list"], help="add also sets a new password")
     users.add_argument("name", nargs="?", help="the user (add, remove)")
