@@ -23,7 +23,7 @@ from typing_extensions import TypeIs
 
 from service.core.models import EmbeddedFormat, Header, PlainFormat, SchemaFormat
 from service.core.rules import check_header_name
-from service.errors import BadRequest, ConversionError, UnsupportedMediaType
+from service.errors import BadRequest, ConversionError, NotBase64, UnsupportedMediaType
 
 PLAIN_FORMATS: tuple[PlainFormat, ...] = ("binary", "json", "string")
 SCHEMA_FORMATS: tuple[SchemaFormat, ...] = ("avro", "jsonschema", "protobuf")
@@ -42,6 +42,21 @@ def media_type(header: str | None) -> str:
     return (header or "").split(";", 1)[0].strip().lower()
 
 
+# What curl -d sends when no -H 'Content-Type: …' says otherwise: the commonest 415 of all.
+_FORM = "application/x-www-form-urlencoded"
+_PRODUCE_TYPES = f"{', '.join(_DATA_TYPES)} or application/json (read as binary)"
+
+
+def unsupported(content_type: str, reads: str) -> UnsupportedMediaType:
+    """The 415 of a Content-Type a route does not read: Jersey's NotSupportedException, its status
+    line as the message (and the status as the code), followed by the types the route reads, as
+    the 406 says which it answers in."""
+    curl = " (what curl -d sends without -H 'Content-Type: …')" if media_type(content_type) == _FORM else ""
+    return UnsupportedMediaType(
+        f"HTTP 415 Unsupported Media Type: this route reads {reads}, not {content_type[:100]!r}{curl}."
+    )
+
+
 def produce_format(content_type: str | None) -> EmbeddedFormat:
     """The embedded format a produce request's Content-Type names."""
     mt = media_type(content_type)
@@ -49,7 +64,21 @@ def produce_format(content_type: str | None) -> EmbeddedFormat:
         return _DATA_TYPES[mt]
     if not mt or mt in _GENERIC_TYPES:
         return "binary"
-    raise UnsupportedMediaType()  # Jersey's NotSupportedException: its status line only
+    raise unsupported(content_type or "", _PRODUCE_TYPES)
+
+
+def binary_by_default(content_type: str | None) -> str | None:
+    """What a ``NotBase64`` of a produce adds when no embedded format was named (no Content-Type,
+    or a generic one, read as binary as Confluent reads it): that, and the type JSON values need;
+    None when the request named the binary format itself."""
+    mt = media_type(content_type)
+    if mt in _DATA_TYPES:
+        return None
+    said = f"Content-Type {mt}" if mt else "A request without a Content-Type"
+    return (
+        f"{said} is read as the binary format, whose keys and values are base64: "
+        f"JSON keys and values need Content-Type {content_type_for('json')}."
+    )
 
 
 def is_schema_format(fmt: EmbeddedFormat) -> TypeIs[SchemaFormat]:
@@ -69,13 +98,11 @@ def _decode_binary(value: Any, where: str) -> bytes | None:
     if value is None:
         return None
     if not isinstance(value, str):
-        raise BadRequest(f"Bad Request: data={shown(value)} is not a base64 string. ({where})")
+        raise NotBase64(f"Bad Request: data={shown(value)} is not a base64 string. ({where})")
     try:
         return pybase64.b64decode(value, validate=True)
     except (binascii.Error, ValueError):
-        raise BadRequest(
-            f"Bad Request: data={shown(value)} is not a valid base64 string. ({where})"
-        ) from None
+        raise NotBase64(f"Bad Request: data={shown(value)} is not a valid base64 string. ({where})") from None
 
 
 def _header_value(value: Any, where: str) -> bytes | None:

@@ -198,6 +198,11 @@ class BadRequest(GatewayError):
     default_message = "Bad Request"
 
 
+class NotBase64(BadRequest):
+    """A binary key or value that is no base64 string, in the words of Confluent's record
+    serializer; the produce route adds why, when it read a generic Content-Type as binary."""
+
+
 class SerializationError(InvalidPayload):
     """A produce request's schema the registry does not give for the topic (an unknown id, an id
     that is no version of the topic's subject, an inline schema the subject's compatibility

@@ -58,9 +58,9 @@ _WRONG_TYPE: Mapping[str, str] = {
     "float_parsing": "a number",
     "bool_type": "a boolean",
     "bool_parsing": "a boolean",
-    "datetime_type": "a timestamp",
-    "datetime_parsing": "a timestamp",
-    "datetime_from_date_parsing": "a timestamp",
+    "datetime_type": "an ISO 8601 timestamp",
+    "datetime_parsing": "an ISO 8601 timestamp",
+    "datetime_from_date_parsing": "an ISO 8601 timestamp",
 }
 # A field validator's own words for a value that is no integer (api_schemas.v2's ``_int_like``).
 _NOT_AN_INTEGER = "must be an integer"
@@ -231,7 +231,7 @@ def _refusal(
                 continue  # a value of a type Jackson binds: the class refuses it, below
         elif path not in wrong:
             continue
-        expected = _WRONG_TYPE.get(err["type"], "an integer")
+        expected = _expected(errors, path)
         if isinstance(field, str) and field in refusals:
             expected = "a string"
         return BadRequest(f"Cannot deserialize {_where(path)} from {json_kind(value)}: it is {expected}.")
@@ -247,6 +247,13 @@ def _refusal(
     # gateway's bounds): rest-utils' ConstraintViolationExceptionMapper, 422 with error code 422,
     # each violation as ConstraintViolations.format writes it.
     return Unprocessable("; ".join(_violation(err) for err in errors[:5]))
+
+
+def _expected(errors: list[ErrorDetails], path: tuple[str | int, ...]) -> str:
+    """What the value at ``path`` may be, by each member of its type that refused it: a seek's
+    ``timestamp`` is "an integer or an ISO 8601 timestamp", not the first member alone."""
+    kinds = dict.fromkeys(_WRONG_TYPE.get(err["type"], "an integer") for err in errors if _path(err) == path)
+    return " or ".join(kinds)
 
 
 def _violation(err: ErrorDetails) -> str:

@@ -22,14 +22,14 @@ from fastapi import Depends, Request
 from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, ValidationError
 
-from api_schemas.formats import FORMATS, V2, content_type_for, media_type
+from api_schemas.formats import FORMATS, V2, content_type_for, media_type, unsupported
 from api_schemas.records import render_slices
 from api_schemas.v2 import ErrorBody
 from service.api.gateway import gateway_of
 from service.core.json_depth import check_depth
 from service.core.models import EmbeddedFormat, Record, TopicPartition
 from service.core.rules import MAX_OFFSET
-from service.errors import BadRequest, InvalidPayload, NotAcceptable, PayloadTooLarge, UnsupportedMediaType
+from service.errors import BadRequest, InvalidPayload, NotAcceptable, PayloadTooLarge
 
 V3 = "application/json"
 # Accepted for control bodies; the OpenAPI document declares the vendor type only (one media type per
@@ -406,7 +406,7 @@ def check_control_type(request: Request) -> None:
         and mt not in CONTROL_TYPES
         and not (mt.startswith("application/vnd.kafka") and mt.endswith("+json"))
     ):
-        raise UnsupportedMediaType()  # Jersey's NotSupportedException: its status line only
+        raise unsupported(request.headers.get("content-type", ""), f"{V2} or application/json")
 
 
 # A body this big or bigger is measured (``json_depth``: up to some 40 ms per MiB of brackets

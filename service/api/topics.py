@@ -22,6 +22,7 @@ from fastapi.responses import Response
 from api_schemas import v2
 from api_schemas.formats import (
     FORMATS,
+    binary_by_default,
     content_type_for,
     holds_float,
     is_schema_format,
@@ -37,7 +38,7 @@ from service.core.models import EmbeddedFormat, PlainFormat, SchemaFormat, Topic
 from service.core.producer import ProduceOutcome
 from service.core.rules import MAX_OFFSET
 from service.core.schemas.serde import SCHEMA_TYPES, Writer
-from service.errors import NotAcceptable
+from service.errors import NotAcceptable, NotBase64
 
 from .access import caller_of, decision_of, visible
 from .http import (
@@ -135,7 +136,8 @@ async def serve_produce(
 ) -> Response:
     # Content-Type first, then Accept, as Jersey checks them; here, not a dependency: the fast
     # path calls this too
-    fmt = produce_format(request.headers.get("content-type"))
+    content_type = request.headers.get("content-type")
+    fmt = produce_format(content_type)
     check_accept(request.headers.get("accept"))
     body = await read_body(request)
     # The same key with the same request (target, format, body) answers with the first response.
@@ -144,7 +146,13 @@ async def serve_produce(
         fingerprint = hashlib.sha256(b"\0".join([request.url.path.encode(), fmt.encode(), body])).hexdigest()
         idempotent = (key, fingerprint)
     who = await decision_of(request)  # for a topic the produce would create
-    parsed, schema_ids = await records_of(body, fmt, topic, gw, who)
+    try:
+        parsed, schema_ids = await records_of(body, fmt, topic, gw, who)
+    except NotBase64 as exc:  # JSON values sent as application/json, most likely: say why base64
+        hint = binary_by_default(content_type)
+        if hint is None:
+            raise
+        raise NotBase64(f"{exc.message} {hint}") from None
     del body  # peak memory: the body is not needed once its records are
 
     async def produce() -> bytes:

@@ -53,46 +53,72 @@ def emit(args: argparse.Namespace, data: Any, rows: Sequence[Sequence[Any]], hea
         sys.stdout.write(format_table(rows, header))
 
 
-def add_common_options(common: argparse.ArgumentParser) -> None:
+def add_common_options(common: argparse.ArgumentParser, *, defaults: bool = True) -> None:
+    """The options every tool takes. ``defaults=False`` leaves an option out of the namespace
+    unless given (``argparse.SUPPRESS``): so a command's own options, given after it, win over the
+    same options given before it (``brokergate --url URL topics list``), which the top parser holds
+    with the defaults, instead of a command's defaults overwriting them."""
+
+    def default(value: Any) -> Any:
+        return value if defaults else argparse.SUPPRESS
+
     common.add_argument(
-        "--url", default=None, help=f"gateway URL (default ${URL_ENV} or {DEFAULT_URL}); https:// for TLS"
+        "--url",
+        default=default(None),
+        help=f"gateway URL (default ${URL_ENV} or {DEFAULT_URL}); https:// for TLS",
     )
     common.add_argument(
-        "--output", choices=["table", "json"], default="table", help="table for people, json for scripts"
+        "--output",
+        choices=["table", "json"],
+        default=default("table"),
+        help="table for people, json for scripts",
     )
     auth = common.add_argument_group("credentials and TLS")
     auth.add_argument(
         "--user",
+        default=default(None),
         metavar="NAME",
         help=f"HTTP Basic user (default ${USER_ENV}); the password is asked at the terminal unless "
         f"--password-stdin or ${PASSWORD_ENV} gives it",
     )
     auth.add_argument(
         "--password",
+        default=default(None),
         help="the user's password; every user of this machine can read it in `ps`: prefer the "
         f"prompt, --password-stdin or ${PASSWORD_ENV}",
     )
     auth.add_argument(
-        "--password-stdin", action="store_true", help="read the password from the first line of stdin"
+        "--password-stdin",
+        action="store_true",
+        default=default(False),
+        help="read the password from the first line of stdin",
     )
     auth.add_argument(
         "--token",
+        default=default(None),
         help=f"Bearer token (default ${TOKEN_ENV}); readable in `ps` like --password: prefer --token-file",
     )
-    auth.add_argument("--token-file", metavar="FILE", help="read the Bearer token from FILE")
+    auth.add_argument(
+        "--token-file", metavar="FILE", default=default(None), help="read the Bearer token from FILE"
+    )
     auth.add_argument(
         "--cacert",
         metavar="FILE",
+        default=default(None),
         help=f"verify the gateway's TLS certificate with the CA certificates (PEM) in FILE "
         f"(default ${CACERT_ENV}, else the system's)",
     )
     auth.add_argument(
         "--cert",
         metavar="FILE",
+        default=default(None),
         help=f"client certificate (PEM) for mutual TLS (default ${CERT_ENV}); it may hold the key too",
     )
     auth.add_argument(
-        "--key", metavar="FILE", help=f"the client certificate's private key (PEM) (default ${KEY_ENV})"
+        "--key",
+        metavar="FILE",
+        default=default(None),
+        help=f"the client certificate's private key (PEM) (default ${KEY_ENV})",
     )
 
 

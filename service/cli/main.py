@@ -6,7 +6,8 @@ as a consumer of a share group), ``groups``, ``share-groups``, ``acls`` and ``sc
 console tools of ``service.cli.tools``; ``users`` manages the HTTP Basic credentials file;
 ``worker spark`` runs a Spark batch job on an interval (``workers.spark``). Every flag falls
 back to ``BROKERGATE_<FLAG>`` and then to the default in ``Settings``. Configuration mistakes
-end in one line on stderr and exit status 2, never a traceback.
+end in one line on stderr and exit status 2, never a traceback. A Ctrl-C stops ``serve`` as
+SIGTERM does (drained, the backends closed) and exits 0, in silence.
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ def _parser() -> argparse.ArgumentParser:
         "--audit-log", dest="audit_log", help="append the audit trail (JSON lines) to this file"
     )
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    tools.add_commands(sub)
+    tools.add_commands(sub, parser)  # their common options before the command too
     users = sub.add_parser("users", help="manage the HTTP Basic credentials file (AUTH=basic)")
     users.add_argument("action", choices=["add", "remove", "list"], help="add also sets a new password")
     users.add_argument("name", nargs="?", help="the user (add, remove)")
@@ -142,6 +143,11 @@ def serve(args: argparse.Namespace) -> int:
     _say_where(settings)
     try:
         DrainingServer(config, app).run()
+    except KeyboardInterrupt:
+        # uvicorn raises a Ctrl-C again once its shutdown (and the lifespan's) is done: the stop
+        # asked for is complete, so 0, as uvicorn's own command and gunicorn answer; a 130 or a
+        # death by SIGINT would have ``make run`` print "*** [run] Interrupt" (or "Error 130").
+        return 0
     except OSError as exc:
         return _fail(str(exc))
     return 0
@@ -219,7 +225,10 @@ def _password(from_stdin: bool) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "serve":
-        return serve(args)
+        try:
+            return serve(args)
+        except KeyboardInterrupt:  # a Ctrl-C before the server took the signals: nothing to stop
+            return 130
     if args.command == "users":
         return manage_users(args)
     if args.command == "worker":

@@ -47,9 +47,15 @@ from service.errors import GatewayError
 __all__ = ["add_commands", "commit_owned", "refused_batch", "run"]
 
 
-def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_commands(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], top: argparse.ArgumentParser | None = None
+) -> None:
+    """The tools' commands under ``sub``; with ``top``, the parser ``sub`` belongs to, their common
+    options are taken before the command too (``brokergate --url URL topics list``), as after it."""
     common = argparse.ArgumentParser(add_help=False)
-    add_common_options(common)
+    add_common_options(common, defaults=top is None)
+    if top is not None:
+        add_common_options(top)
     topics_tool.add_parser(sub, common)
     produce_tool.add_parser(sub, common)
     consume_tool.add_parser(sub, common)
@@ -104,6 +110,8 @@ def _refusal(exc: ClientError, creds: Credentials) -> str:
         )
     if exc.status == 401:
         return f"the gateway refused the credentials ({creds}): {exc.message} {detail}"
+    if exc.status == 403 and creds == Credentials():  # the gateway's words say whom, if anyone
+        return f"not allowed: {exc.message} {detail}"
     if exc.status == 403:
         return f"not allowed ({creds}): {exc.message} {detail}"
     return f"{exc.message} {detail}"

@@ -1,16 +1,19 @@
 """SIGTERM ends every stream with a final event (reason ``shutdown``) and the process still exits
 soon: the gateway drains, each stream says where its client stood, and the client resumes
-elsewhere."""
+elsewhere. A Ctrl-C (SIGINT) does all the same."""
 
 from __future__ import annotations
 
 import asyncio
+import signal
 import time
 
 import httpx
+import pytest
 from websockets.asyncio.client import connect
 
 from tests.e2e.gateway_process import GatewayProcess
+from tests.e2e.test_shutdown import STATUS
 from tests.helpers import consumer, create_topic, produce, subscribe
 from tests.stream_client import EventReader, events, receive, send, socket_url
 
@@ -23,7 +26,10 @@ async def _until_end(stream: EventReader) -> dict[str, object]:
             return ended
 
 
-async def test_sigterm_ends_every_stream_with_a_shutdown_event_and_the_process_exits(tmp_path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+async def test_a_stop_ends_every_stream_with_a_shutdown_event_and_the_process_exits(
+    tmp_path, sig: signal.Signals
+) -> None:
     gw = GatewayProcess(tmp_path / "data").start()
     try:
         async with httpx.AsyncClient(base_url=gw.url, timeout=30) as client:
@@ -46,7 +52,8 @@ async def test_sigterm_ends_every_stream_with_a_shutdown_event_and_the_process_e
                 assert len((await receive(ws, "records"))["records"]) == 1
 
                 signalled = time.monotonic()
-                gw.terminate()
+                assert gw.proc is not None
+                gw.proc.send_signal(sig)
                 ended = await asyncio.gather(
                     _until_end(instance_stream), _until_end(partition_stream), receive(ws, "end")
                 )
@@ -57,7 +64,7 @@ async def test_sigterm_ends_every_stream_with_a_shutdown_event_and_the_process_e
         assert cursor == "t:0:1,t:1:0"  # where the SSE client resumes, through any replica
         assert with_cursor["cursor"] == "t:0:1,t:1:0"  # and the WebSocket client
         assert answered_in < 5, answered_in
-        assert gw.proc is not None
-        gw.proc.wait(timeout=15)
+        assert gw.proc.wait(timeout=15) == STATUS[sig], gw.output()
+        assert "Traceback" not in gw.output()
     finally:
         gw.stop()

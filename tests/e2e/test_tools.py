@@ -209,6 +209,45 @@ def test_error_paths(gateway, tmp_path):
     assert "Traceback" not in r.stderr
 
 
+def tool(*args: str, url: str = "http://127.0.0.1:9") -> subprocess.CompletedProcess[str]:
+    """``brokergate ARGS`` with ``BROKERGATE_URL`` at ``url`` (by default where nothing listens)."""
+    return subprocess.run(
+        [sys.executable, "-m", "service", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "BROKERGATE_URL": url},
+    )
+
+
+def test_the_common_options_go_before_the_command_too(gateway):
+    """``brokergate --url URL topics list``, as git and kubectl take a global option: before the
+    command as after it; given both places, the one after the command wins."""
+    ok(bg(gateway, "topics", "create", "--topic", "before", "--partitions", "1"))
+    assert "before" in ok(tool("--url", gateway.url, "topics", "list")).split()
+    listed = json.loads(ok(tool("--output", "json", "--url", gateway.url, "topics", "list")))
+    assert "before" in listed
+    assert "before" in ok(tool("--url", "http://127.0.0.1:9", "topics", "list", "--url", gateway.url)).split()
+    r = tool("--url", gateway.url, "topics", "list", "--url", "http://127.0.0.1:9", url=gateway.url)
+    assert r.returncode == 3 and "cannot reach the gateway at http://127.0.0.1:9" in r.stderr, r.stderr
+    # the other tools alike, a subcommand's subcommand too
+    assert ok(tool("--url", gateway.url, "schemas", "list")).split() == ["SUBJECT"]
+    assert ok(tool("--url", gateway.url, "groups", "list")).startswith("GROUP")
+    r = tool("--url", gateway.url, "nosuch")
+    assert r.returncode == 2 and "invalid choice: 'nosuch'" in r.stderr, r.stderr
+
+
+def test_a_refusal_without_authentication_does_not_blame_credentials(gateway):
+    """With authentication off a 403 is no matter of credentials: the line says what the gateway
+    said, not "(no credentials)" as if signing in would help."""
+    r = bg(gateway, "topics", "delete", "--topic", "_schemas")
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines() == [
+        "brokergate: error: not allowed: Topic '_schemas' holds the schema registry's records; "
+        "clients may not delete it. (HTTP 403, error 40301)"
+    ]
+
+
 def test_consume_deletes_its_instance_on_ctrl_c(gateway):
     import signal
 

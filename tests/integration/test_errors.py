@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.helpers import BINARY, JSON, STRING, V2, b64, cluster_id, consumer, create_topic, produce
@@ -85,7 +87,66 @@ async def test_wrong_content_type_is_415(client, name, content_type):
         f"/topics/{name}", content=b'{"records": []}', headers={"Content-Type": content_type}
     )
     assert_error(r, 415, 415)  # Jersey's NotSupportedException: the status as the code
-    assert r.json()["message"] == "HTTP 415 Unsupported Media Type"
+    # Jersey's words, then which types the route reads, as the 406 says which it answers in
+    message = r.json()["message"]
+    assert message.startswith("HTTP 415 Unsupported Media Type: this route reads "), message
+    assert f"{BINARY}, {JSON}, {STRING}," in message and "or application/json (read as binary)" in message
+    assert f"(read as binary), not {content_type!r}" in message, message
+
+
+FORM = "application/x-www-form-urlencoded"
+
+
+async def test_curl_without_a_content_type_is_told_what_to_send(client, name):
+    """``curl -d`` sends a form's Content-Type unless told otherwise: the 415 names that mistake."""
+    r = await client.post(
+        f"/topics/{name}", content=b'{"records": [{"value": {"a": 1}}]}', headers={"Content-Type": FORM}
+    )
+    assert_error(r, 415, 415)
+    assert r.json()["message"].endswith(f"not {FORM!r} (what curl -d sends without -H 'Content-Type: …')."), (
+        r.text
+    )
+    r = await client.post("/consumers/g", content=b'{"name": "c"}', headers={"Content-Type": FORM})
+    assert_error(r, 415, 415)
+    assert r.json()["message"] == (
+        f"HTTP 415 Unsupported Media Type: this route reads {V2} or application/json, not {FORM!r} "
+        "(what curl -d sends without -H 'Content-Type: …')."
+    )
+
+
+@pytest.mark.parametrize("content_type", ["application/json", V2, None])
+@pytest.mark.parametrize(
+    ("value", "refusal"),
+    [
+        ({"a": 1}, 'data={"a":1} is not a base64 string.'),
+        ("hello", 'data="hello" is not a valid base64 string.'),
+    ],
+)
+async def test_json_values_sent_as_plain_json_are_told_it_means_binary(
+    client, name, content_type, value, refusal
+):
+    """Plain ``application/json`` (or the v2 type, or none) is the binary format, as Confluent reads
+    it: a value that is no base64 is refused in Confluent's words, then told why and what to send."""
+    await create_topic(client, name, 1)
+    body = json.dumps({"records": [{"value": value}]}).encode()  # content=: no Content-Type of httpx's
+    headers = {} if content_type is None else {"Content-Type": content_type}
+    r = await client.post(f"/topics/{name}", content=body, headers=headers)
+    assert ("content-type" in r.request.headers) == (content_type is not None)
+    assert_error(r, 400, 400)
+    said = "A request without a Content-Type" if content_type is None else f"Content-Type {content_type}"
+    assert r.json()["message"] == (
+        f"Bad Request: {refusal} (records[0].value) {said} is read as the binary format, whose keys "
+        f"and values are base64: JSON keys and values need Content-Type {JSON}."
+    )
+    r = await client.post(
+        f"/topics/{name}", json={"records": [{"value": value}]}, headers={"Content-Type": BINARY}
+    )
+    assert r.json() == {"error_code": 400, "message": f"Bad Request: {refusal} (records[0].value)"}
+    r = await client.post(
+        f"/topics/{name}", json={"records": [{"value": value}]}, headers={"Content-Type": JSON}
+    )
+    assert r.status_code == 200, r.text
+    assert await end_offset(client, name) == 1
 
 
 async def test_body_over_the_limit_is_413(tmp_path):

@@ -53,6 +53,10 @@ REQUESTS: list[tuple[str, str, bytes, dict[str, str]]] = [
     ("/topics/t", BINARY, b'{"records":[{"value":null}]}', {"Accept": "application/octet-stream"}),
     ("/topics/t", BINARY, b'{"records":"eA=="}', {}),
     ("/topics/t", BINARY, b'{"records":[{"value":12}]}', {}),
+    # what curl -d sends, and JSON values sent as plain JSON (binary): each answer says what to send
+    ("/topics/t", "application/x-www-form-urlencoded", b'{"records":[{"value":{"a":1}}]}', {}),
+    ("/topics/t", "application/json", b'{"records":[{"value":{"a":1}}]}', {}),
+    ("/topics/t", "application/json", b'{"records":[{"value":"hello"}]}', {}),
     ("/topics/t", BINARY, b'{"records":[{"value":"eA==","partition":"1"}]}', {}),
 ]
 

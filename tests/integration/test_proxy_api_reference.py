@@ -315,6 +315,17 @@ async def test_what_is_not_served_is_a_404_or_405(client: httpx.AsyncClient, end
     assert r.json() == {"error_code": r.status_code, "message": expected[r.status_code]}, r.text
 
 
+# Jersey's message (its status line), then, as the 406 does, what the route would take.
+UNSUPPORTED = "HTTP 415 Unsupported Media Type: this route reads"
+PRODUCE_READS = (
+    "application/vnd.kafka.binary.v2+json, application/vnd.kafka.json.v2+json, "
+    "application/vnd.kafka.string.v2+json, application/vnd.kafka.avro.v2+json, "
+    "application/vnd.kafka.jsonschema.v2+json, application/vnd.kafka.protobuf.v2+json "
+    "or application/json (read as binary)"
+)
+CONTROL_READS = "application/vnd.kafka.v2+json or application/json"
+
+
 @pytest.mark.parametrize(
     ("method", "path", "content_type", "status", "message"),
     [
@@ -326,9 +337,21 @@ async def test_what_is_not_served_is_a_404_or_405(client: httpx.AsyncClient, end
         ("DELETE", "/topics/{t}", None, 405, "HTTP 405 Method Not Allowed"),
         ("PUT", "/consumers/{t}", V2, 405, "HTTP 405 Method Not Allowed"),
         ("POST", "/brokers", V2, 405, "HTTP 405 Method Not Allowed"),
-        ("POST", "/topics/{t}", "text/plain", 415, "HTTP 415 Unsupported Media Type"),
-        ("POST", "/consumers/{t}", "application/xml", 415, "HTTP 415 Unsupported Media Type"),
-        ("POST", "/v3/clusters/{c}/topics", "text/plain", 415, "HTTP 415 Unsupported Media Type"),
+        ("POST", "/topics/{t}", "text/plain", 415, f"{UNSUPPORTED} {PRODUCE_READS}, not 'text/plain'."),
+        (
+            "POST",
+            "/consumers/{t}",
+            "application/xml",
+            415,
+            f"{UNSUPPORTED} {CONTROL_READS}, not 'application/xml'.",
+        ),
+        (
+            "POST",
+            "/v3/clusters/{c}/topics",
+            "text/plain",
+            415,
+            f"{UNSUPPORTED} {CONTROL_READS}, not 'text/plain'.",
+        ),
         ("GET", "/schema-registry/nothing", None, 404, "HTTP 404 Not Found"),
         ("DELETE", "/schema-registry/schemas", None, 405, "HTTP 405 Method Not Allowed"),
     ],

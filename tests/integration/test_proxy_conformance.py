@@ -303,7 +303,15 @@ BAD_CONSUMER_BODIES = [
         "/positions",
         "POST",
         b'{"timestamps": [{"topic": "t", "partition": 0, "timestamp": "yesterday"}]}',
-        "Cannot deserialize timestamps[0].timestamp",
+        # each kind the field takes, not the first alone
+        'Cannot deserialize timestamps[0].timestamp from a string ("yesterday"): it is an integer or '
+        "an ISO 8601 timestamp.",
+    ),
+    (
+        "/positions",
+        "POST",
+        b'{"timestamps": [{"topic": "t", "partition": 0, "timestamp": [1]}]}',
+        "Cannot deserialize timestamps[0].timestamp from a list: it is an integer or an ISO 8601 timestamp.",
     ),
     ("/positions/beginning", "POST", b'{"partitions": 5}', "Cannot deserialize 'partitions'"),
     ("/positions/end", "POST", b"[]", "Cannot deserialize the request body from a list"),
@@ -563,7 +571,7 @@ async def test_content_type_is_checked_before_accept(client: httpx.AsyncClient, 
                 assert r.status_code == (406 if accept == "text/html" else 400), (method, path, r.text)
             else:
                 assert r.status_code == 415, (method, path, accept, r.text)
-                assert r.json()["message"] == "HTTP 415 Unsupported Media Type", r.text
+                assert r.json()["message"].startswith("HTTP 415 Unsupported Media Type: "), r.text
     r = await client.get("/topics", headers={"Content-Type": "application/xml"})
     assert r.status_code == 415, r.text
     r = await client.get("/brokers", headers={"Content-Type": "application/xml"})
@@ -581,7 +589,10 @@ async def test_a_poll_checks_content_type_before_accept(client: httpx.AsyncClien
         r = await client.get(
             f"{base}/records?timeout=0", headers={"Accept": accept, "Content-Type": "text/plain"}
         )
-        assert refused(r, 415, 415) == "HTTP 415 Unsupported Media Type", accept
+        assert refused(r, 415, 415) == (
+            "HTTP 415 Unsupported Media Type: this route reads application/vnd.kafka.v2+json or "
+            "application/json, not 'text/plain'."
+        ), accept
     r = await client.get(f"{base}/records?timeout=0", headers={"Accept": BINARY, "Content-Type": V2})
     assert r.status_code == 200, r.text
 
