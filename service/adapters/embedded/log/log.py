@@ -5,7 +5,7 @@ objects, runs fetch's long-poll, owns the interval flusher, and translates
 codec and OS errors into ``service.errors``. Collaborators: ``DataDir``
 (directory layout, topic metadata), ``Partition`` (appends, durability,
 retention), ``batch`` (encoding), ``config`` (names and topic configs),
-``FdCache`` (the one bounded cache of sealed segments' descriptors, which every
+``reads`` (a fetch's read of its partitions, in a worker thread), ``FdCache`` (the one bounded cache of sealed segments' descriptors, which every
 partition shares) and ``fds`` (the descriptor budget of new partitions).
 """
 
@@ -26,7 +26,6 @@ from service.core.models import (
     NewRecord,
     PartitionData,
     PartitionInfo,
-    Record,
     TopicInfo,
     TopicPartition,
 )
@@ -45,7 +44,6 @@ from service.errors import (
     TopicNotFound,
 )
 
-from ...fetch_budget import FetchBudget
 from ...lifecycle import Lifecycle
 from ...tasks import uncancellable
 from ..fileio import opening_failed, os_reason, unavailable
@@ -61,6 +59,7 @@ from .fdcache import FdCache
 from .fds import SEALED_FDS, check_room
 from .metadata import DataDir, TopicMeta
 from .partition import Partition, PartitionOptions, PartitionView, finish_in_thread
+from .reads import read_views
 
 log = logging.getLogger(__name__)
 
@@ -444,7 +443,7 @@ class EmbeddedLog(Lifecycle):
     ) -> tuple[dict[TopicPartition, PartitionData], int, bool]:
         views = [p.view() for _, p, _ in wanted]
         reads = [(tp, offset, view) for (tp, _, offset), view in zip(wanted, views, strict=True)]
-        return await self._pinned(views, lambda: _read_views(reads, max_bytes, max_records))
+        return await self._pinned(views, lambda: read_views(reads, max_bytes, max_records))
 
     async def _pinned(self, views: list[PartitionView], fn: Callable[[], T]) -> T:
         for v in views:
@@ -481,25 +480,3 @@ class EmbeddedLog(Lifecycle):
                 except GatewayError as exc:
                     log.error("retention of %s failed: %s", p.tp, exc)
         return removed
-
-
-def _read_views(
-    reads: list[tuple[TopicPartition, int, PartitionView]], max_bytes: int, max_records: int | None
-) -> tuple[dict[TopicPartition, PartitionData], int, bool]:
-    """Runs in a worker thread: read every partition in order within one shared budget. The third
-    of what it returns: whether to answer now though fewer than ``min_bytes`` were read (a position
-    out of range, or ``max_records`` read)."""
-    result: dict[TopicPartition, PartitionData] = {}
-    budget = FetchBudget(max_bytes, max_records)
-    out_of_range = False
-    for tp, offset, view in reads:
-        records: list[Record] = []
-        if not budget.exhausted:
-            n, hit = view.read(
-                offset, records, budget=budget.left, force_first=budget.force_first, most=budget.records_left
-            )
-            budget.spend(n, len(records), stopped_short=hit)
-        outside = not view.log_start_offset <= offset <= view.high_watermark
-        out_of_range = out_of_range or outside
-        result[tp] = PartitionData(records, view.high_watermark, view.log_start_offset, outside)
-    return result, budget.used, out_of_range or budget.records_left == 0
