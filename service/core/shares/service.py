@@ -47,7 +47,9 @@ log = logging.getLogger(__name__)
 
 StartAt = Literal["earliest", "latest"]
 
-_WAIT_SLICE_MS: Final = 1000  # a wait for records is cut in slices of at most this long
+# With members through other replicas, a wait for records is cut in slices of at most this long:
+# what they settle is seen at the next one (what a member of this replica settles wakes it at once).
+_WAIT_SLICE_MS: Final = 1000
 # The most one acquisition reads of the log: a poll hands out ``max_records`` at most, and whatever
 # is read beyond them is read again by the next poll (a record larger still comes alone).
 _FETCH_BYTES: Final = 1024 * 1024
@@ -89,8 +91,14 @@ class ShareGroups:
         dead_letters: DeadLetters | None = None,
         clock: Callable[[], float] = time.time,
         draining: asyncio.Event | None = None,
+        shared: bool = True,
     ) -> None:
+        """``shared``: whether members through other replicas share the groups' states (a
+        coordinator other replicas use); a poll waiting for records then looks again every
+        ``_WAIT_SLICE_MS``, else only an append, a settlement, a lock's expiry or the drain
+        wakes it before its deadline."""
         self._log = log
+        self._shared = shared
         self._coordinator = coordinator
         self.limits = limits or ShareLimits()
         if (dead_letters is not None) != self.limits.park:
@@ -173,7 +181,7 @@ class ShareGroups:
             remaining = deadline - self.now_ms()
             if delivered or exhausted or remaining <= 0 or self._draining.is_set():
                 return delivered, archived + exhausted, refusals
-            await self._wait(group, states, min(remaining, _WAIT_SLICE_MS))
+            await self._wait(group, states, min(remaining, _WAIT_SLICE_MS) if self._shared else remaining)
 
     async def acknowledge(
         self, group: str, member: str, acks: Iterable[Acknowledgement]
@@ -422,9 +430,9 @@ class ShareGroups:
         return {tp: positions[tp] for tp in order[first:] + order[:first]}
 
     async def _wait(self, group: str, states: Mapping[TopicPartition, SharePartition], wait_ms: int) -> None:
-        """Wait up to ``wait_ms`` for records past every partition's end, the first lock expiry, or
-        a member of this replica settling records of the group (a member of another notices at the
-        next slice)."""
+        """Wait up to ``wait_ms`` for records past every partition's end, the first lock expiry, a
+        member of this replica settling records of the group, or the drain (a member of another
+        notices at the next slice)."""
         expiries = [e for sp in states.values() if (e := sp.next_expiry()) is not None]
         if expiries:
             wait_ms = max(0, min(wait_ms, min(expiries) - self.now_ms() + 1))
@@ -434,7 +442,10 @@ class ShareGroups:
         # New records matter only where the window has room: a full one waits for a lock to expire,
         # or for a settlement, never on records it cannot take.
         room = {tp: sp.end for tp, sp in states.items() if sp.has_room()}
-        waits: list[asyncio.Future[Any]] = [asyncio.ensure_future(settled.wait())]
+        waits: list[asyncio.Future[Any]] = [
+            asyncio.ensure_future(settled.wait()),
+            asyncio.ensure_future(self._draining.wait()),
+        ]
         if room:
             waits.append(asyncio.ensure_future(self._log.fetch(room, max_bytes=1, max_wait_ms=wait_ms)))
         try:
