@@ -30,8 +30,8 @@ from .ports import Log
 from .rules import check_partition_count, check_replication_factor, check_topic
 from .waits import OpenWaits
 
-# A long wait is cut in slices of this long, so that a draining gateway is noticed.
-_WAIT_SLICE_MS = 1000
+# After a fetch that answered early with nothing, before the next (not a busy loop).
+_IDLE_SLICE_S = 0.1
 
 
 class TopicService:
@@ -102,7 +102,8 @@ class TopicService:
         """A stateless read at ``offset``: at once if records are there, else when some arrive or after
         ``max_wait_ms``; an offset past the log end is refused at once (``OffsetOutOfRange``, as
         Kafka's fetch answers it), one before the log start answers nothing, with the log start.
-        It waits in slices, so a gateway that drains answers within one. It takes a place among
+        It waits on the log's fetch (an append wakes it) and the drain, which answers it at once
+        with what is there; nothing wakes it on a timer. It takes a place among
         the open long-polls, of ``caller``'s share of them, unless not ``counted`` (a stream's: it
         holds one of its own)."""
         await self.check_partition(tp)
@@ -115,14 +116,37 @@ class TopicService:
         deadline = time.monotonic() + max_wait_ms / 1000
         while True:
             left_ms = 0 if self._draining.is_set() else max(0, int((deadline - time.monotonic()) * 1000))
-            data = await self._log.fetch(
-                {tp: offset}, max_bytes=max_bytes, max_wait_ms=min(left_ms, _WAIT_SLICE_MS)
-            )
+            fetch = self._log.fetch({tp: offset}, max_bytes=max_bytes, max_wait_ms=left_ms)
+            data = await self._unless_drained(fetch) if left_ms else await fetch
+            if data is None:  # the gateway drains: what is there, at once
+                data = await self._log.fetch({tp: offset}, max_bytes=max_bytes, max_wait_ms=0)
             part = data[tp]
             if part.out_of_range and offset > part.high_watermark:  # Kafka's fetch: OFFSET_OUT_OF_RANGE
                 raise OffsetOutOfRange(str(tp), offset, part.log_start_offset, part.high_watermark)
-            if part.records or left_ms <= _WAIT_SLICE_MS or self._draining.is_set():
+            left_s = deadline - time.monotonic()
+            if part.records or left_s <= 0 or self._draining.is_set():
                 return part
+            await asyncio.sleep(min(left_s, _IDLE_SLICE_S))  # it answered early with nothing
+
+    async def _unless_drained(
+        self, fetch: Awaitable[dict[TopicPartition, PartitionData]]
+    ) -> dict[TopicPartition, PartitionData] | None:
+        """The fetch's answer, or None (the fetch dropped: it only reads) once the gateway drains."""
+        fetching = asyncio.ensure_future(fetch)
+        draining = asyncio.ensure_future(self._draining.wait())
+        try:
+            await asyncio.wait((fetching, draining), return_when=asyncio.FIRST_COMPLETED)
+            return fetching.result() if fetching.done() else None
+        finally:
+            draining.cancel()
+            if not fetching.done():
+                fetching.cancel()
+                try:
+                    await fetching
+                except asyncio.CancelledError:
+                    current = asyncio.current_task()
+                    if current is not None and current.cancelling():
+                        raise
 
     async def for_produce(self, topic: str, who: Decision | None = None) -> TopicInfo:
         """The topic to produce to, created with the defaults if missing, auto-creation is on and

@@ -248,6 +248,7 @@ def build_gateway(
         ),
         dead_letters=DeadLetters(log, topics, template) if template else None,
         draining=draining,
+        shared=settings.coordinator != "embedded",  # the embedded one is this replica's alone
     )
     share_consumers = ShareConsumers(
         log,

@@ -69,6 +69,8 @@ class EmbeddedSessions(Lifecycle):
         super().__init__()  # the start/stop state
         self._store: dict[_Key, InstanceState] = {}
         self._owned: dict[str, int] = {}  # instances per owner, for its share (``count(owner=)``)
+        # instances per group (``count(group)``, asked at every create): not a walk of them all
+        self._in_group: dict[str, int] = {}
         # idempotency key -> (result, expiry in monotonic seconds); oldest first, as inserted
         self._idempotent: dict[str, tuple[IdempotentResult, float]] = {}
         self._idempotent_bytes = 0
@@ -84,6 +86,7 @@ class EmbeddedSessions(Lifecycle):
             )
         self._store[key] = _copy(state)
         self._owned[state.owner] = self._owned.get(state.owner, 0) + 1
+        self._in_group[state.group] = self._in_group.get(state.group, 0) + 1
 
     async def load(self, group: str, name: str) -> InstanceState:
         """A copy of the stored state; ``ConsumerInstanceNotFound`` if there is none.
@@ -128,11 +131,8 @@ class EmbeddedSessions(Lifecycle):
         stored = self._store.pop((group, name), None)
         if stored is None:
             return False
-        left = self._owned[stored.owner] - 1
-        if left:
-            self._owned[stored.owner] = left
-        else:
-            del self._owned[stored.owner]
+        _less(self._owned, stored.owner)
+        _less(self._in_group, group)
         return True
 
     async def instances(self, group: str | None = None) -> list[InstanceState]:
@@ -148,7 +148,7 @@ class EmbeddedSessions(Lifecycle):
             )
         if group is None:
             return len(self._store)
-        return sum(1 for g, _ in self._store if g == group)
+        return self._in_group.get(group, 0)
 
     async def expired(self, now_ms: int) -> list[tuple[str, str]]:
         return sorted(key for key, s in self._store.items() if s.expires_ms < now_ms)
@@ -215,3 +215,12 @@ class EmbeddedSessions(Lifecycle):
 def _weight(key: str, result: IdempotentResult) -> int:
     """What an idempotency record costs, about: its strings and response, and the entry around them."""
     return len(key) + len(result.fingerprint) + len(result.response or b"") + 200
+
+
+def _less(counts: dict[str, int], key: str) -> None:
+    """One fewer of ``key``: no entry once none is left (only those that hold some are kept)."""
+    left = counts[key] - 1
+    if left:
+        counts[key] = left
+    else:
+        del counts[key]

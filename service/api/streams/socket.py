@@ -150,6 +150,7 @@ class Session:
                 slot.enter_context(self.gw.streams.slot(caller_of(self.ws.scope)))
                 self.budget = slot.enter_context(self.gw.streams.budget(caller_of(self.ws.scope)))
                 opening = await self.stream.open(cursor)
+                slot.enter_context(self.gw.streams.watching(self.stream))
             except GatewayError as exc:  # refused as the poll would be: before the handshake
                 await refuse_handshake(self.ws.scope, self.ws.send, exc)
                 return

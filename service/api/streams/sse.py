@@ -136,6 +136,7 @@ async def instance_events(
     with ExitStack() as slot:
         slot.enter_context(gw.streams.slot(caller_of(request.scope)))
         opening = await stream.open(cursor)
+        slot.enter_context(gw.streams.watching(stream))
         budget = _budget(gw, max_bytes)
 
         def step(wait_ms: int) -> Awaitable[list[Event]]:
@@ -166,6 +167,7 @@ async def partition_events(
     stream = gw.streams.partition(tp, start, fmt, decide=decide, client=client, credential=credential)
     with ExitStack() as slot:
         slot.enter_context(gw.streams.slot(caller_of(request.scope)))
+        slot.enter_context(gw.streams.watching(stream))
         budget = _budget(gw, max_bytes)
 
         def step(wait_ms: int) -> Awaitable[list[Event]]:

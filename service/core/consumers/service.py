@@ -264,6 +264,11 @@ class ConsumerService:
             batch = await self._poller.poll(group, name, timeout_ms, max_bytes, accept, client, who)
         return batch.format, batch.polled
 
+    def changed(self, group: str) -> asyncio.Future[None]:
+        """What resolves at ``group``'s next generation published through this replica (shared by
+        its waiters: await it through ``asyncio.wait``, never cancel it)."""
+        return self._groups.changed(group)
+
     async def take(
         self,
         group: str,

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import time
 import weakref
 from bisect import bisect_left
@@ -41,14 +40,16 @@ from ..ports import Coordinator, Log
 from .acks import Acknowledgement, by_partition, settle_acks, settle_acks_in
 from .dead_letters import DeadLetters
 from .kept import KeptStates
-from .out_of_range import fit_to_log
+from .positions import fit_to_log, read_positions
 from .state import Exhausted, ShareLimits, SharePartition
 
 log = logging.getLogger(__name__)
 
 StartAt = Literal["earliest", "latest"]
 
-_WAIT_SLICE_MS: Final = 1000  # a wait for records is cut in slices of at most this long
+# With members through other replicas, a wait for records is cut in slices of at most this long:
+# what they settle is seen at the next one (what a member of this replica settles wakes it at once).
+_WAIT_SLICE_MS: Final = 1000
 # The most bytes one acquisition reads of the log (a record larger still comes alone); it reads
 # no more records than it could hand out either (``_acquire_once``): whatever is read beyond them
 # is decoded for nothing, and read again by the next poll.
@@ -91,8 +92,14 @@ class ShareGroups:
         dead_letters: DeadLetters | None = None,
         clock: Callable[[], float] = time.time,
         draining: asyncio.Event | None = None,
+        shared: bool = True,
     ) -> None:
+        """``shared``: whether members through other replicas share the groups' states (a
+        coordinator other replicas use); a poll waiting for records then looks again every
+        ``_WAIT_SLICE_MS``, else only an append, a settlement, a lock's expiry or the drain
+        wakes it before its deadline."""
         self._log = log
+        self._shared = shared
         self._coordinator = coordinator
         self.limits = limits or ShareLimits()
         if (dead_letters is not None) != self.limits.park:
@@ -175,7 +182,7 @@ class ShareGroups:
             remaining = deadline - self.now_ms()
             if delivered or exhausted or remaining <= 0 or self._draining.is_set():
                 return delivered, archived + exhausted, refusals
-            await self._wait(group, states, min(remaining, _WAIT_SLICE_MS))
+            await self._wait(group, states, min(remaining, _WAIT_SLICE_MS) if self._shared else remaining)
 
     async def acknowledge(
         self, group: str, member: str, acks: Iterable[Acknowledgement]
@@ -321,7 +328,7 @@ class ShareGroups:
                 refusals, archived, settled = settle_acks_in(member, states, acked, by_tp, now, self.limits)
                 for tp, (sp, _) in states.items():  # expired locks first: their records are available
                     exhausted += [(tp, e) for e in sp.expire(now)]
-                positions = self._positions(states)
+                positions = read_positions(states)
                 budget = min(max_bytes, _FETCH_BYTES)
                 # What a poll can hand out: ``max_records`` new records, past the windows read from
                 # their first available record (the records between are in flight: read, not taken).
@@ -412,28 +419,10 @@ class ShareGroups:
             wanted = [o for o in wanted if o > last]
         return found
 
-    def _positions(
-        self, states: Mapping[TopicPartition, tuple[SharePartition, int]]
-    ) -> dict[TopicPartition, int]:
-        """Where to read each partition that can give a record now: its first available one (records
-        to deliver again are in the window, new ones past its end), or its end if its window has
-        room; a full window with nothing available is not read. From a partition picked at random
-        on: the log fills the byte budget partition by partition, so each gets its turn first."""
-        positions: dict[TopicPartition, int] = {}
-        for tp, (sp, _) in states.items():
-            available = sp.first_available()
-            if available is not None:
-                positions[tp] = available
-            elif sp.has_room():
-                positions[tp] = sp.end
-        order = list(positions)
-        first = random.randrange(len(order)) if order else 0
-        return {tp: positions[tp] for tp in order[first:] + order[:first]}
-
     async def _wait(self, group: str, states: Mapping[TopicPartition, SharePartition], wait_ms: int) -> None:
-        """Wait up to ``wait_ms`` for records past every partition's end, the first lock expiry, or
-        a member of this replica settling records of the group (a member of another notices at the
-        next slice)."""
+        """Wait up to ``wait_ms`` for records past every partition's end, the first lock expiry, a
+        member of this replica settling records of the group, or the drain (a member of another
+        notices at the next slice)."""
         expiries = [e for sp in states.values() if (e := sp.next_expiry()) is not None]
         if expiries:
             wait_ms = max(0, min(wait_ms, min(expiries) - self.now_ms() + 1))
@@ -443,7 +432,10 @@ class ShareGroups:
         # New records matter only where the window has room: a full one waits for a lock to expire,
         # or for a settlement, never on records it cannot take.
         room = {tp: sp.end for tp, sp in states.items() if sp.has_room()}
-        waits: list[asyncio.Future[Any]] = [asyncio.ensure_future(settled.wait())]
+        waits: list[asyncio.Future[Any]] = [
+            asyncio.ensure_future(settled.wait()),
+            asyncio.ensure_future(self._draining.wait()),
+        ]
         if room:
             waits.append(asyncio.ensure_future(self._log.fetch(room, max_bytes=1, max_wait_ms=wait_ms)))
         try:

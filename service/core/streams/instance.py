@@ -16,9 +16,6 @@ from ..models import EmbeddedFormat, TopicPartition
 from .events import DELETED, ERROR, End, Event, Opened, Rebalance, Records
 from .stream import STEP_WAIT_MS, Stream, StreamContext
 
-# How often a paused stream (a WebSocket without credit, a quota's wait) looks at its instance.
-_LOOK_S = 1.0
-
 
 class InstanceStream(Stream):
     """One consumer instance's stream, a loop of its polls. Collaborator: ``ConsumerService``.
@@ -72,9 +69,7 @@ class InstanceStream(Stream):
             batch = await self._consumers.take(
                 self.group,
                 self.name,
-                timeout_ms=min(
-                    self._within_lifetime(wait_ms), self._lease_ms // 3
-                ),  # touched within its lease
+                timeout_ms=self._within_lifetime(wait_ms),  # the poll renews the lease as it waits
                 max_bytes=max_bytes,
                 max_records=max_records,
                 byte_limit=byte_limit,
@@ -104,6 +99,13 @@ class InstanceStream(Stream):
             events.append(batch.blocked)
         return events
 
+    async def recheck(self) -> None:
+        """``Forbidden`` once its caller may not READ its group, or a topic of the partitions it was
+        last told of; ``CredentialLapsed`` once its credential no longer holds."""
+        who = await self.decide()
+        who.check(ResourceType.GROUP, (self.group,), Operation.READ)
+        who.check(ResourceType.TOPIC, {tp.topic for tp in self.partitions or ()}, Operation.READ)
+
     async def peek(self) -> list[Event]:
         """Where the instance stands, taking nothing: ``positions`` are its positions now, and a
         ``Rebalance`` (``Opened`` at first) is returned if its partitions changed; its lease is
@@ -113,15 +115,17 @@ class InstanceStream(Stream):
     async def pause(self, seconds: float) -> list[Event]:
         """Wait up to ``seconds`` without reading (for a quota, or for the client's credit), less if
         woken, the gateway drains or the stream's lifetime ends. Meanwhile the instance is looked
-        at every second or so (``peek``): its lease renewed as a poll would, and what changed
-        returned at once (a rebalance, its end)."""
+        at (``peek``) when its group's next generation is published through this replica, and a
+        third of its lease after the last look: its lease renewed as a poll would, and what
+        changed returned at once (a rebalance, its end)."""
         deadline = self._until(seconds)
         draining = self._ctx.draining
         while not (self.wake.is_set() or draining.is_set()):
             left = deadline - self._ctx.clock()
             if left <= 0:
                 break
-            await self._sleep(min(left, _LOOK_S, self._lease_ms / 3000))
+            changes = self._consumers.changed(self.group)
+            await self._woken_or(changes, timeout=min(left, self._lease_ms / 3000))
             if self.wake.is_set() or draining.is_set():
                 break
             events = await self.peek()

@@ -46,6 +46,11 @@ class PartitionStream(Stream):
         self._quotas = quotas
         self._serde = serde
 
+    async def recheck(self) -> None:
+        """``Forbidden`` once its caller may not READ its topic; ``CredentialLapsed`` once its
+        credential no longer holds."""
+        (await self.decide()).check(ResourceType.TOPIC, (self.tp.topic,), Operation.READ)
+
     async def step(self, *, max_bytes: int, wait_ms: int = STEP_WAIT_MS) -> list[Event]:
         """One read from ``offset``: its records with the offset after them, or nothing after an
         idle wait. READ on the topic is checked every time, as the stateless read's route does."""

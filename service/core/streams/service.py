@@ -2,7 +2,8 @@
 
 Collaborators: ``ConsumerService`` and ``TopicService`` (the reads the streams loop over), the
 consume ``Quotas``, ``Serde``, ``waits.OpenWaits`` (the open streams' bound, fairly shared) and
-``credit.HeldBudgets`` (the bytes a WebSocket holds of its client's messages).
+``credit.HeldBudgets`` (the bytes a WebSocket holds of its client's messages) and
+``watch.AccessWatch`` (whether the open streams may still read, asked for all at once).
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from ..topics import TopicService
 from ..waits import OpenWaits
 from .instance import InstanceStream
 from .partition import PartitionStream
-from .stream import Clock, Decide, StreamContext, StreamLimits
+from .stream import Clock, Decide, Stream, StreamContext, StreamLimits
+from .watch import AccessWatch
 
 
 class StreamService:
@@ -57,6 +59,7 @@ class StreamService:
         self._held = HeldBudgets(self.limits.held_bytes, self.limits.held_bytes_per_holder)
         self._none_open = asyncio.Event()  # set while no stream is open
         self._none_open.set()
+        self._watch = AccessWatch()
 
     @property
     def open(self) -> int:
@@ -69,6 +72,8 @@ class StreamService:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout_s):
                 await self._none_open.wait()
+        if not self._open.open:
+            await self._watch.close()
         return not self._open.open
 
     @contextmanager
@@ -82,6 +87,12 @@ class StreamService:
         finally:
             if not self._open.open:
                 self._none_open.set()
+
+    def watching(self, stream: Stream) -> AbstractContextManager[None]:
+        """While the block runs, ``stream`` is asked with the replica's other open streams, every
+        ``watch.RECHECK_S``, whether its credential and the ACLs still let it read; it ends once
+        they do not (``Stream.refuse``)."""
+        return self._watch.watching(stream)
 
     def budget(self, caller: Caller) -> AbstractContextManager[ByteBudget]:
         """The bytes a WebSocket of ``caller`` may hold of its messages not yet answered, while the

@@ -7,7 +7,8 @@ partition's streams: its wake-up, its end (the gateway drains, its lifetime is o
 credential lapsed) and waits that a wake, the drain or the end of its lifetime cut short.
 
 Collaborators: the ``Decision`` of the ACLs and the ``Credential`` that authenticated the
-stream's client, asked before everything a stream does; ``events.End``, how a stream ends.
+stream's client, asked before everything a stream does and, while it waits, by the replica's
+``watch.AccessWatch``; ``events.End``, how a stream ends.
 """
 
 from __future__ import annotations
@@ -19,18 +20,18 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
-from service.errors import BackendUnavailable, Throttled
+from service.errors import BackendUnavailable, GatewayError, Throttled
 
 from ..acl import Decision
 from ..credentials import Credential, CredentialLapsed
 from ..credit import CreditLimits
 from .events import ERROR, SHUTDOWN, End
 
-# A stream's poll waits at most this long (and a third of its instance's lease, and to the end of its
-# lifetime): records, a rebalance published through this replica, a wake or the drain end it sooner.
-# Its credential and the ACLs are asked before each poll, so this is also how late an idle stream
-# learns that they no longer let it read.
-STEP_WAIT_MS: Final = 5_000
+# A stream's poll waits at most this long (the longest a long-poll may, and to the end of its lifetime;
+# an instance's lease is renewed meanwhile): records, a rebalance published through this replica, a
+# wake, the drain, or its credential or the ACLs no longer letting it read (``watch.AccessWatch``)
+# end it sooner.
+STEP_WAIT_MS: Final = 60_000
 
 Decide = Callable[[], Awaitable[Decision]]  # what the stream's caller may do, by the bindings of now
 
@@ -79,6 +80,7 @@ class Stream:
         # Set to end the current wait at once (a command or credit of the client, the client gone).
         self.wake = asyncio.Event()
         self.closed = False
+        self._refused: End | None = None  # why its credential or the ACLs no longer let it read
         self._ctx = context
         lifetime = context.limits.lifetime_ms
         self._expires = context.clock() + lifetime / 1000 if lifetime else math.inf
@@ -97,10 +99,24 @@ class Stream:
             raise CredentialLapsed()
         return await self._ctx.decide()
 
+    async def recheck(self) -> None:
+        """Raise what its caller would now be refused reading what the stream reads (``Forbidden``,
+        ``CredentialLapsed``), by the bindings of now: ``watch.AccessWatch`` asks while it waits."""
+        raise NotImplementedError
+
+    def refuse(self, error: GatewayError) -> None:
+        """Its credential or the ACLs no longer let the stream read: its wait ends, then the stream
+        (``ended``, with ``error``)."""
+        self._refused = End(ERROR, error)
+        self.wake.set()
+
     def ended(self) -> End | None:
-        """Why the stream must end now, if it must: the gateway drains, or its lifetime is over."""
+        """Why the stream must end now, if it must: the gateway drains, its credential or the ACLs
+        no longer let it read, or its lifetime is over."""
         if self._ctx.draining.is_set():
             return End(SHUTDOWN)
+        if self._refused is not None:
+            return self._refused
         if self._ctx.clock() >= self._expires:
             message = (
                 f"The stream was open for the longest time a stream may be ({self._ctx.limits.lifetime_ms} "

@@ -5,8 +5,9 @@ objects, runs fetch's long-poll, owns the interval flusher, and translates
 codec and OS errors into ``service.errors``. Collaborators: ``DataDir``
 (directory layout, topic metadata), ``Partition`` (appends, durability,
 retention), ``batch`` (encoding), ``config`` (names and topic configs),
-``reads`` (a fetch's read of its partitions, in a worker thread), ``FdCache`` (the one bounded cache of sealed segments' descriptors, which every
-partition shares) and ``fds`` (the descriptor budget of new partitions).
+``reads`` (a fetch's read of its partitions, in a worker thread), ``FdCache``
+(the one bounded cache of sealed segments' descriptors, which every partition
+shares) and ``fds`` (the descriptor budget of new partitions).
 """
 
 from __future__ import annotations

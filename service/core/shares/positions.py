@@ -1,4 +1,5 @@
-"""Where a share-partition whose offsets fell out of its log starts again.
+"""Where a share poll reads each partition (``read_positions``), and where a share-partition whose
+offsets fell out of its log starts again (``fit_to_log``).
 
 A stored share-partition state can be past its log's end: the topic was deleted and made again
 with the same name and fewer records, or the state outlived the log it was made on. Kafka keys a
@@ -15,12 +16,31 @@ No I/O: the caller read the log at ``position`` and got ``part``.
 from __future__ import annotations
 
 import logging
+import random
+from collections.abc import Mapping
 from typing import Literal
 
-from ..models import PartitionData
+from ..models import PartitionData, TopicPartition
 from .state import SharePartition
 
 log = logging.getLogger(__name__)
+
+
+def read_positions(states: Mapping[TopicPartition, tuple[SharePartition, int]]) -> dict[TopicPartition, int]:
+    """Where to read each partition that can give a record now: its first available one (records
+    to deliver again are in the window, new ones past its end), or its end if its window has
+    room; a full window with nothing available is not read. From a partition picked at random
+    on: the log fills the byte budget partition by partition, so each gets its turn first."""
+    positions: dict[TopicPartition, int] = {}
+    for tp, (sp, _) in states.items():
+        available = sp.first_available()
+        if available is not None:
+            positions[tp] = available
+        elif sp.has_room():
+            positions[tp] = sp.end
+    order = list(positions)
+    first = random.randrange(len(order)) if order else 0
+    return {tp: positions[tp] for tp in order[first:] + order[:first]}
 
 
 def restart_at(
