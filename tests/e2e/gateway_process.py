@@ -2,18 +2,61 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
+
 from deploy.local.gateway import GatewayReplica
 from deploy.local.kafka_broker import TansuBroker
 from deploy.local.redis_server import RedisServer
 from deploy.local.zookeeper_server import ZooKeeperServer
+
+
+def user_env() -> dict[str, str]:
+    """This environment as a user's shell has it: without the make variables the suite inherits
+    under ``make test`` (MAKELEVEL, MAKEFLAGS), which would make a ``make`` it runs a sub-make."""
+    return {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
+
+
+@contextmanager
+def make_run(
+    root: Path, port: int, env: Mapping[str, str] | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
+    """``make run`` as a user starts it from a terminal: its own process group, a user's environment
+    (``user_env``), the install step counted as done (``-o``: this suite runs in the venv it
+    installed). Yielded once it serves on ``port``, its output piped; what is still running
+    afterwards is killed."""
+    serve = subprocess.Popen(
+        ["make", "-s", "-o", ".venv/.installed", "run", f"PORT={port}"],
+        cwd=root,
+        env={**user_env(), **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                assert httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5).status_code == 200
+                break
+            except httpx.TransportError:
+                assert serve.poll() is None and time.monotonic() < deadline, "make run did not serve"
+                time.sleep(0.2)
+        yield serve
+    finally:
+        if serve.poll() is None:
+            os.killpg(serve.pid, signal.SIGKILL)
+            serve.communicate(timeout=10)
 
 
 class GatewayProcess(GatewayReplica):

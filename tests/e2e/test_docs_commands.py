@@ -17,7 +17,7 @@ import httpx
 
 from deploy.local.process import free_port
 from tests.e2e.docs_blocks import ROOT, at, claim, claims_in_tests, every_block
-from tests.e2e.gateway_process import GatewayProcess
+from tests.e2e.gateway_process import GatewayProcess, make_run, user_env
 
 
 def test_every_sh_block_is_run_by_a_test():
@@ -48,29 +48,9 @@ def test_make_run_serves_and_make_test_runs_lint_and_the_suite(tmp_path):
         commands = [line.split("#")[0].strip() for line in section.block(0).splitlines()]
     assert commands == ["make run", "make test"]
     port = free_port()
-    # -o: the install step counts as done (this suite runs in the venv it installed)
-    # Under `make test` the suite inherits MAKELEVEL and MAKEFLAGS: without them these runs are a user's.
-    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
-    serve = subprocess.Popen(
-        ["make", "-s", "-o", ".venv/.installed", "run", f"PORT={port}"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                assert httpx.get(f"http://127.0.0.1:{port}/topics", timeout=5).status_code == 200
-                break
-            except httpx.TransportError:
-                assert serve.poll() is None and time.monotonic() < deadline, "make run did not serve"
-                time.sleep(0.2)
-    finally:
-        if serve.poll() is None:
-            os.killpg(serve.pid, signal.SIGTERM)
+    with make_run(ROOT, port) as serve:
+        assert httpx.get(f"http://127.0.0.1:{port}/topics", timeout=5).status_code == 200
+        os.killpg(serve.pid, signal.SIGTERM)
         _, errors = serve.communicate(timeout=30)
     assert serve.returncode in (0, -signal.SIGTERM, 2), errors  # make reports a stopped child as 2
     # the README's "this machine only": authentication is off, so loopback, said in one line
@@ -88,7 +68,7 @@ def test_make_run_serves_and_make_test_runs_lint_and_the_suite(tmp_path):
             "test",
         ],
         cwd=ROOT,
-        env=env,
+        env=user_env(),
         capture_output=True,
         text=True,
         check=True,

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
 import time
 
 import httpx
@@ -15,7 +14,7 @@ import pytest
 
 from deploy.local.process import free_port
 from tests.e2e.docs_blocks import ROOT
-from tests.e2e.gateway_process import GatewayProcess
+from tests.e2e.gateway_process import GatewayProcess, make_run
 from tests.helpers import STRING, V2
 
 LONG_MS = 30_000  # far longer than the drain may take
@@ -100,31 +99,9 @@ def test_ctrl_c_in_the_terminal_of_make_run_stops_it_in_silence(tmp_path):
     """A terminal sends Ctrl-C's SIGINT to the whole foreground group, make and the gateway: make
     says nothing (no "*** [run] Interrupt", which it prints for a child that died of the signal,
     nor "Error 130"), no traceback, and make ends by the signal as a shell expects (status 130)."""
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
-    serve = subprocess.Popen(
-        ["make", "-s", "-o", ".venv/.installed", "run", f"PORT={port}"],
-        cwd=ROOT,
-        env={**env, "BROKERGATE_DATA_DIR": str(tmp_path / "data")},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                assert httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5).status_code == 200
-                break
-            except httpx.TransportError:
-                assert serve.poll() is None and time.monotonic() < deadline, "make run did not serve"
-                time.sleep(0.2)
+    with make_run(ROOT, free_port(), {"BROKERGATE_DATA_DIR": str(tmp_path / "data")}) as serve:
         os.killpg(serve.pid, signal.SIGINT)
         out, errors = serve.communicate(timeout=30)
-    finally:
-        if serve.poll() is None:
-            os.killpg(serve.pid, signal.SIGKILL)
-            serve.communicate(timeout=10)
     said = (out + errors).decode()
     assert serve.returncode == -signal.SIGINT, said
     assert "Traceback" not in said and "make: ***" not in said, said
