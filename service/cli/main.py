@@ -120,13 +120,13 @@ def serve(args: argparse.Namespace) -> int:
 
     from service.server.app import create_app, server_config
     from service.server.backends import BackendNotAvailable, build_ports
-    from service.server.descriptors import fit_descriptors
+    from service.server.descriptors import fit_descriptors, say_descriptors
     from service.server.protocol import DrainingServer
 
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    settings = fit_descriptors(settings)
+    settings, descriptors = fit_descriptors(settings)
     try:
         ports = build_ports(settings)
     except BackendNotAvailable as exc:
@@ -140,6 +140,7 @@ def serve(args: argparse.Namespace) -> int:
         config = server_config(app, settings, log_level=args.log_level, loop="auto")
     except ValueError as exc:  # UsersFileError, a TLS or JWT setting that cannot be used
         return _fail(str(exc))
+    say_descriptors(descriptors)
     _say_where(settings)
     try:
         DrainingServer(config, app).run()

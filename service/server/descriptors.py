@@ -114,10 +114,11 @@ def raise_fd_limit() -> tuple[int, int]:
     return soft, hard
 
 
-def fit_descriptors(settings: Settings) -> Settings:
-    """Raise the soft limit, divide it (``plan_descriptors``), say how in one line of the log (a
-    warning when a configured ``max_connections`` does not fit), and return ``settings`` with
-    the ``max_connections`` the server will admit."""
+def fit_descriptors(settings: Settings) -> tuple[Settings, DescriptorPlan]:
+    """Raise the soft limit, divide it (``plan_descriptors``), and return ``settings`` with the
+    ``max_connections`` the server will admit, and the plan, whose line the caller logs
+    (``say_descriptors``) once the rest of the configuration is known to be good, so that a bad
+    setting is still told in one line."""
     before, _ = raise_fd_limit()
     plan = plan_descriptors(
         fd_limit(),
@@ -126,5 +127,10 @@ def fit_descriptors(settings: Settings) -> Settings:
         explicit="max_connections" in settings.model_fields_set,
         sealed_fds=settings.sealed_fds if settings.log == "embedded" else None,
     )
+    fitted = settings.model_copy(update={"max_connections": plan.connections}) if plan.lowered else settings
+    return fitted, plan
+
+
+def say_descriptors(plan: DescriptorPlan) -> None:
+    """The plan's one line of the log: a warning when a configured ``max_connections`` did not fit."""
     log.log(logging.WARNING if plan.warns else logging.INFO, "%s", plan.line())
-    return settings.model_copy(update={"max_connections": plan.connections}) if plan.lowered else settings
