@@ -50,7 +50,16 @@ from .export_state import (
     staging_name,
 )
 from .lock import exclusive
-from .offsets import EARLIEST, LATEST, OffsetSpec, committed_groups, offsets_json, parse_offset_spec
+from .offsets import (
+    EARLIEST,
+    LATEST,
+    LATEST_CODE,
+    OffsetRange,
+    OffsetSpec,
+    committed_groups,
+    offsets_json,
+    parse_offset_spec,
+)
 from .plan import DEFAULT_MAX_RECORDS_PER_PARTITION, Planner
 from .progress import Progress, Summary
 from .session import SessionSource, session_of
@@ -198,6 +207,13 @@ def run_export(spark: SessionSource, options: ExportOptions, progress: Progress 
         return progress.finish(summary)
 
 
+def _bound(r: OffsetRange, offset: int) -> int:
+    """``offset`` as the read names it: a range with nothing to read reads from the latest offset
+    to the latest, since its offset may be past the log end (a topic made again), which the
+    data source refuses."""
+    return offset if r.size else LATEST_CODE
+
+
 def _read(spark: SparkSession, options: ExportOptions, plan: ExportPlan) -> DataFrame:
     """Exactly the planned ranges: every partition of the topics, each with its start and end."""
     reader = spark.read.format(NAME)
@@ -207,8 +223,8 @@ def _read(spark: SparkSession, options: ExportOptions, plan: ExportPlan) -> Data
         reader.options(**options.decode.as_options(), **options.credentials.as_options())
         .option("log", options.log)
         .option("topic", ",".join(sorted({r.topic for r in plan.ranges})))
-        .option("startingOffsets", offsets_json({r.tp: r.start for r in plan.ranges}))
-        .option("endingOffsets", offsets_json({r.tp: r.end for r in plan.ranges}))
+        .option("startingOffsets", offsets_json({r.tp: _bound(r, r.start) for r in plan.ranges}))
+        .option("endingOffsets", offsets_json({r.tp: _bound(r, r.end) for r in plan.ranges}))
         .option("maxRecordsPerPartition", str(options.max_records_per_partition))
         .load()
     )

@@ -29,13 +29,15 @@ whose record is timestamped at or after it, which the log looks up
 The planner turns such a spec into the offsets found (``times_for``,
 ``found_offsets``) before the arithmetic here sees it.
 
-Every resolved offset is clamped into the partition's bounds: records that
-retention removed cannot be read, records not yet written cannot either. A
-``committed:`` offset past the log end is not clamped but refused
-(``OptionError``, naming the partition, the commit and the bounds): the group's
-position is at no record (the topic was made again, or the log lost its end),
-which Spark's Kafka source meets as a starting offset after the ending one and
-fails on.
+An offset below the log start is raised to it: records that retention
+removed cannot be read. An offset past the log end is not clamped: no record
+is there (a ``committed:`` offset of a topic made again with fewer records, an
+offset mistyped), and a batch read refuses it (``OptionError`` from
+``resolve``, naming the option, the partition, the offset and the bounds), as
+Spark's Kafka source fails a batch whose beginning offset is after its ending
+one, or whose records up to its ending offset cannot be fetched. So does a
+start after the end (``plan_ranges``). A stream takes the offset as it is
+(``named_offset``) and says what it does with it (``PastEnd``, ``stream_source``).
 """
 
 from __future__ import annotations
@@ -249,7 +251,24 @@ def resolve(
     side: Side,
     committed: Mapping[TopicPartition, int] | None = None,
 ) -> int:
-    """The offset ``spec`` names for ``tp``, clamped into ``bounds``."""
+    """The offset ``spec`` names for ``tp`` (``named_offset``); one past the log end is an
+    ``OptionError`` saying so (``PastEnd``)."""
+    offset = named_offset(spec, tp, bounds, side=side, committed=committed)
+    if offset > bounds[1]:
+        raise OptionError(PastEnd(spec, side, tp, offset, bounds).describe())
+    return offset
+
+
+def named_offset(
+    spec: OffsetSpec,
+    tp: TopicPartition,
+    bounds: Bounds,
+    *,
+    side: Side,
+    committed: Mapping[TopicPartition, int] | None = None,
+) -> int:
+    """The offset ``spec`` names for ``tp``: raised to the log start if below it, and kept as it
+    is past the log end."""
     log_start, log_end = bounds
     if isinstance(spec, Earliest):
         offset = log_start
@@ -259,13 +278,6 @@ def resolve(
         if committed is None:
             raise OptionError(f"committed:{spec.group} needs the group's committed offsets")
         offset = committed.get(tp, log_start)
-        if offset > log_end:  # no record is there: a consumer resets it by its auto.offset.reset
-            raise OptionError(
-                f"committed:{spec.group}: {tp.topic}-{tp.partition} is committed at {offset}, past its "
-                f"log end (log start {log_start}, log end {log_end}), where no record is; a consumer "
-                "of the group resets it by its auto.offset.reset. Read from earliest, latest or "
-                "per-partition JSON offsets instead"
-            )
     elif isinstance(spec, AtTime | ByTimestamp):
         raise OptionError(f"{spec.option} needs the offsets the log finds for its times (found_offsets)")
     else:
@@ -278,7 +290,31 @@ def resolve(
             offset = log_end
         else:
             offset = given
-    return min(max(offset, log_start), log_end)
+    return max(offset, log_start)
+
+
+@dataclass(frozen=True, slots=True)
+class PastEnd:
+    """An offset a spec named past its partition's log end, where no record is."""
+
+    spec: OffsetSpec
+    side: Side
+    tp: TopicPartition
+    offset: int
+    bounds: Bounds
+
+    def describe(self) -> str:
+        where, (log_start, log_end) = f"{self.tp.topic}-{self.tp.partition}", self.bounds
+        past = f"past its log end (log start {log_start}, log end {log_end}), where no record is"
+        if isinstance(self.spec, Committed):
+            # A consumer of the group resets such a position by its auto.offset.reset.
+            return (
+                f"committed:{self.spec.group}: {where} is committed at {self.offset}, {past}; a consumer "
+                "of the group resets it by its auto.offset.reset. Read from earliest, latest or "
+                "per-partition JSON offsets instead"
+            )
+        option = "startingOffsets" if self.side == "start" else "endingOffsets"
+        return f"{option}: {where} is given offset {self.offset}, {past} yet"
 
 
 def plan_ranges(
@@ -304,7 +340,12 @@ def plan_ranges(
         b = bounds[tp]
         start = resolve(starting, tp, b, side="start", committed=of(starting))
         end = resolve(ending, tp, b, side="end", committed=of(ending))
-        out.append(OffsetRange(tp.topic, tp.partition, start, max(start, end)))
+        if start > end:  # as Spark's Kafka source fails such a range, rather than read nothing
+            raise OptionError(
+                f"startingOffsets: {tp.topic}-{tp.partition} begins at {start}, after its ending offset "
+                f"{end} (log start {b[0]}, log end {b[1]})"
+            )
+        out.append(OffsetRange(tp.topic, tp.partition, start, end))
     return out
 
 

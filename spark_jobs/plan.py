@@ -24,11 +24,13 @@ from .offsets import (
     AtTime,
     Bounds,
     ByTimestamp,
+    Committed,
     OffsetRange,
     OffsetSpec,
     OptionError,
     committed_groups,
     found_offsets,
+    named_offset,
     parse_count,
     parse_side,
     plan_ranges,
@@ -140,19 +142,34 @@ class Planner:
         """One range per partition of ``bounds``, the partitions read with their bounds."""
         tps = sorted(bounds)
         committed = {g: self.committed(g) for g in committed_groups(starting, ending)}
-        start, end = self.at_offsets(starting, tps), self.at_offsets(ending, tps)
+        start, end = self.at_offsets(starting, bounds), self.at_offsets(ending, bounds)
         return plan_ranges(tps, bounds, start, end, committed=committed)
 
-    def at_offsets(self, spec: OffsetSpec, tps: list[TopicPartition]) -> OffsetSpec:
+    def starts_of(
+        self, bounds: Mapping[TopicPartition, Bounds], starting: OffsetSpec
+    ) -> dict[TopicPartition, int]:
+        """Where ``starting`` starts each partition of ``bounds``, one past the log end kept as it
+        is (a stream says what it does with it)."""
+        committed = self.committed(starting.group) if isinstance(starting, Committed) else None
+        spec = self.at_offsets(starting, bounds)
+        return {
+            tp: named_offset(spec, tp, b, side="start", committed=committed)
+            for tp, b in sorted(bounds.items())
+        }
+
+    def at_offsets(self, spec: OffsetSpec, bounds: Mapping[TopicPartition, Bounds]) -> OffsetSpec:
         """``spec``, its times (if it is given by time) turned into the offsets the log finds for them.
 
         Asked after the bounds were, so an offset found past the end a read
-        plans with (a record written since) is clamped to that end.
+        plans with (a record written since) is taken as that end.
         """
         if not isinstance(spec, AtTime | ByTimestamp):
             return spec
-        times = times_for(spec, tps)
-        return found_offsets({tp: self.log.offset_for_timestamp(tp, ms) for tp, ms in times.items()}, spec)
+        times = times_for(spec, sorted(bounds))
+        found = {tp: self.log.offset_for_timestamp(tp, ms) for tp, ms in times.items()}
+        return found_offsets(
+            {tp: None if o is None else min(o, bounds[tp][1]) for tp, o in found.items()}, spec
+        )
 
     def close(self) -> None:
         log, committed = self._log, self._committed

@@ -34,7 +34,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -50,7 +50,7 @@ from service.core.models import Record, TopicPartition
 
 from .log_source import LogSource
 from .logs import open_log
-from .offsets import LATEST, Bounds, OffsetRange, OptionError, is_pattern, select_topics
+from .offsets import Bounds, OffsetRange, OptionError, PastEnd, is_pattern, select_topics
 from .plan import Planner, SourceOptions
 from .stream_offsets import (
     DataLoss,
@@ -71,6 +71,8 @@ if TYPE_CHECKING:
 ToArrow = Callable[[str, int, Sequence[Record], "Decoder | None"], pa.RecordBatch]
 
 logger = logging.getLogger(__name__)
+LOSS_SKIP: Final = "skip what was lost and go on reading the stream"
+PAST_END_SKIP: Final = "start such a partition at its log end"
 
 
 class DataLossError(RuntimeError):
@@ -185,9 +187,20 @@ class BrokergateStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     # --- the driver: offsets and plans -----------------------------------------------------------
 
     def initialOffset(self) -> dict[str, Any]:
-        """``startingOffsets`` (or a starting time) resolved now, for every partition there is."""
-        planned = self.planner.ranges_of(self._current_bounds(), self.options.source.starting, LATEST)
-        return offset_doc({r.tp: r.start for r in planned})
+        """``startingOffsets`` (or a starting time) resolved now, for every partition there is.
+
+        A start past a partition's log end (a group's commit there, a JSON offset) is where no
+        record is: the query fails naming it, or with ``failOnDataLoss=false`` a warning says
+        so and the partition starts at its log end, as Spark's Kafka source goes on there.
+        """
+        bounds, spec = self._current_bounds(), self.options.source.starting
+        starts = self.planner.starts_of(bounds, spec)
+        for tp, offset in starts.items():
+            if offset > bounds[tp][1]:
+                past = PastEnd(spec, "start", tp, offset, bounds[tp])
+                report_data_loss(past.describe(), fail=self.options.fail_on_data_loss, skipping=PAST_END_SKIP)
+                starts[tp] = bounds[tp][1]
+        return offset_doc(starts)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         limit = self.options.max_offsets_per_trigger
@@ -291,10 +304,9 @@ def checked(source: LogSource, rng: OffsetRange, *, fail: bool) -> Iterator[list
     yield from chunks
 
 
-def report_data_loss(what: str, *, fail: bool) -> None:
-    """Fail the query (``failOnDataLoss=true``) or log a warning and go on."""
+def report_data_loss(what: str, *, fail: bool, skipping: str = LOSS_SKIP) -> None:
+    """Fail the query (``failOnDataLoss=true``) or log a warning and go on; ``skipping`` says what
+    ``failOnDataLoss=false`` does."""
     if fail:
-        raise DataLossError(
-            f"{what}. Set failOnDataLoss=false to skip what was lost and go on reading the stream."
-        )
-    logger.warning("%s; skipped (failOnDataLoss=false)", what)
+        raise DataLossError(f"{what}. Set failOnDataLoss=false to {skipping}.")
+    logger.warning("%s; failOnDataLoss=false: %s", what, skipping)

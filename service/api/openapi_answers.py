@@ -61,6 +61,18 @@ _BODIES: Final[dict[str, dict[str, Any]]] = {
                 "additionalProperties": {"type": "string"},
                 "description": "Each of them with why, for a caller who may DESCRIBE the cluster.",
             },
+            "stopped_partitions_count": {
+                "type": "integer",
+                "description": "Partitions of the embedded log that stopped taking writes until a restart "
+                "(a write that could not be undone, a failed fsync, a read-only filesystem); their "
+                "records are still read.",
+            },
+            "stopped_partitions": {
+                "type": "object",
+                "additionalProperties": {"type": "string"},
+                "description": "Each of them (topic-partition) with why, for a caller who may DESCRIBE "
+                "the cluster.",
+            },
         },
         "required": ["status"],
     },

@@ -2,8 +2,9 @@
 
 ``/readyz`` is open whatever the authentication (a load balancer's probe has no credentials), so
 what it says beyond ready or not is for the callers who may know it: the names of topics the
-log could not open go only to an authenticated caller who may DESCRIBE the cluster (anyone,
-with authentication off); the others learn how many there are.
+log could not open, and of partitions that stopped taking writes, go only to an authenticated
+caller who may DESCRIBE the cluster (anyone, with authentication off); the others learn how many
+there are.
 """
 
 from __future__ import annotations
@@ -61,10 +62,13 @@ Backend = Literal["log", "coordinator", "sessions"]
 
 
 @runtime_checkable
-class ReportsUnopenedTopics(Protocol):
-    """A log that serves what it could open and says what it could not (the embedded log)."""
+class ReportsWhatItCannotServe(Protocol):
+    """A log that serves what it can and says what it cannot (the embedded log): topics it could
+    not open, partitions that stopped taking writes until a restart, each with why."""
 
     def unopened_topics(self) -> dict[str, str]: ...
+
+    def stopped_partitions(self) -> dict[str, str]: ...
 
 
 @router.get(
@@ -100,11 +104,18 @@ async def readyz(
     except GatewayError as exc:
         return v3_response({"error_code": int(exc.error_code), "message": exc.message}, status_code=503)
     body: dict[str, Any] = {"status": "ready"}
-    if isinstance(gw.log, ReportsUnopenedTopics) and (unopened := gw.log.unopened_topics()):
-        # Still ready: every other topic is served. These answer 503 until the cause is fixed.
-        body["unopened_topics_count"] = len(unopened)
-        if await _may_name_topics(request, gw):
-            body["unopened_topics"] = unopened
+    if isinstance(gw.log, ReportsWhatItCannotServe):
+        # Still ready: every other topic is served, and a stopped partition's records are still read.
+        # Unopened topics answer 503 until the cause is fixed; stopped partitions' writes until a restart.
+        found = {
+            "unopened_topics": gw.log.unopened_topics(),
+            "stopped_partitions": gw.log.stopped_partitions(),
+        }
+        named = {key: why for key, why in found.items() if why}
+        if named:
+            body.update({f"{key}_count": len(why) for key, why in named.items()})
+            if await _may_name_topics(request, gw):
+                body.update(named)
     return v3_response(body)
 
 

@@ -103,6 +103,41 @@ async def test_a_read_only_data_dir_stops_the_partition_until_a_restart_and_says
             "/topics/q/partitions/0/records", params={"offset": 0}, headers={"Accept": STRING}
         )
         assert r.status_code == 200 and [x["value"] for x in r.json()["records"]] == ["before"], r.text
+        # Still ready (reads and the other partitions are served), naming the stopped partition alone.
+        stopped = await ready_stopping(client)
+        assert list(stopped) == ["q-0"] and "Read-only file system" in stopped["q-0"], stopped
+
+
+async def ready_stopping(client: httpx.AsyncClient) -> dict[str, str]:
+    """The partitions ``/readyz`` says stopped taking writes, once it checked it still answers 200
+    and reports nothing else the log cannot serve."""
+    r = await client.get("/readyz", params={"backend": "log"})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert set(body) == {"status", "stopped_partitions", "stopped_partitions_count"}, body
+    assert body["status"] == "ready" and body["stopped_partitions_count"] == len(body["stopped_partitions"])
+    return dict(body["stopped_partitions"])
+
+
+async def test_a_segment_roll_on_a_read_only_data_dir_stops_the_partition_as_a_write_does(on_ext4):
+    gw, disk = on_ext4
+    async with httpx.AsyncClient(base_url=gw.url, timeout=30) as client:
+        await create_topic(client, "q")
+        await create_topic(client, "s", segment_ms="1")  # its next append rolls a new segment
+        await produce(client, "s", [{"value": "before"}], partition=0)
+        r = await client.get("/readyz")
+        assert r.status_code == 200 and r.json() == {"status": "ready"}, r.text
+        disk.fail()
+        for _ in range(2):  # the failed roll, then every later write: the same answer
+            body = {"records": [{"value": "after"}]}
+            r = await client.post("/topics/s/partitions/0", json=body, headers={"Content-Type": STRING})
+            message = refused(r, disk.root)
+            assert message.startswith("Partition s-0 stopped taking writes after a segment roll that"), (
+                message
+            )
+            assert "Read-only file system" in message and "restart the gateway" in message, message
+        stopped = await ready_stopping(client)
+        assert list(stopped) == ["s-0"], stopped
 
 
 async def test_a_full_data_dir_is_a_retry_and_names_no_path(on_ext4):

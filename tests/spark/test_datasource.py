@@ -70,8 +70,9 @@ def test_offset_specs_bound_the_read(spark: SparkSession, log: TestLog) -> None:
         (1, i) for i in range(4)
     ]
     assert offsets(read(spark, log.url, topic, startingOffsets="latest")) == []
-    # Beyond the end or before the start is clamped to what the log holds.
-    assert len(offsets(read(spark, log.url, topic, startingOffsets=f'{{"{topic}": {{"0": 99}}}}'))) == 4
+    # Beyond the end no record is, and the read fails as Spark's Kafka source's does (docs/spark.md).
+    with pytest.raises(Exception, match=rf"startingOffsets: {topic}-0 is given offset 99, past its log end"):
+        offsets(read(spark, log.url, topic, startingOffsets=f'{{"{topic}": {{"0": 99}}}}'))
 
 
 def test_topic_lists_and_patterns(spark: SparkSession, log: TestLog) -> None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
 from deploy.local.kafka_broker import TansuBroker
@@ -24,6 +25,8 @@ from spark_jobs.lag import LagOptions, run_lag
 from spark_jobs.progress import Progress
 from tests.conftest import KAFKA_TEST_SETTINGS, ZOOKEEPER_TEST_SETTINGS, RunningGateway, start_gateway
 from tests.helpers import cluster_id, commit, consumer, create_topic, poll_until, produce, subscribe
+
+from .test_streaming_source import read_offsets, run_available_now
 
 
 @dataclass
@@ -149,3 +152,63 @@ async def test_a_commit_past_the_log_end_fails_the_read_naming_it(spark: SparkSe
 
     with pytest.raises(Exception, match=rf"{topic}-0 is committed at 99999, past its log end \(log start 0"):
         await asyncio.to_thread(read)
+
+
+async def test_a_stream_from_a_commit_past_the_log_end_fails_or_starts_at_the_end(
+    spark: SparkSession, setup: Setup, tmp_path: Path
+) -> None:
+    """As Spark's Kafka source, a new stream whose start is past a partition's end fails naming it,
+    or with failOnDataLoss=false warns and goes on from the log end."""
+    topic, _, _ = await groups_with_commits(setup)
+    client, past = setup.gateway.client, f"past-{topic}"
+    base = await consumer(client, past)
+    await subscribe(client, base, topic)
+    assert len(await poll_until(client, base, 10)) == 10
+    await commit(client, base, [{"topic": topic, "partition": 0, "offset": 99998}])
+
+    def run(checkpoint: Path, **options: str) -> list[tuple[int, int]]:
+        frame = spark.readStream.format("brokergate").option("log", setup.log).option("topic", topic)
+        if setup.coordinator:
+            frame = frame.option("coordinator", setup.coordinator)
+        for key, value in {"startingOffsets": f"committed:{past}", **options}.items():
+            frame = frame.option(key, value)
+        return read_offsets(run_available_now(frame.load(), checkpoint))
+
+    with pytest.raises(StreamingQueryException) as failed:
+        await asyncio.to_thread(run, tmp_path / "failing")
+    says = str(failed.value)
+    assert f"{topic}-0 is committed at 99999, past its log end (log start 0, log end 5)" in says, says
+    assert "Set failOnDataLoss=false to start such a partition at its log end" in says, says
+
+    # Partition 0 starts at its end, 5; partition 1, never committed by the group, at its start.
+    skipping = tmp_path / "skipping"
+    got = await asyncio.to_thread(run, skipping, failOnDataLoss="false")
+    assert got == [(topic, 1, i) for i in range(5)]
+    await produce(client, topic, [{"value": "new", "partition": 0}])
+    assert await asyncio.to_thread(run, skipping, failOnDataLoss="false") == [(topic, 0, 5)]
+
+
+async def test_json_offsets_past_the_log_end_or_a_start_after_the_end_fail_the_read(
+    spark: SparkSession, setup: Setup
+) -> None:
+    """Spark's Kafka source fails a batch beginning after its ending offset, or ending where no
+    record can be fetched; no JSON offset is clamped to the end silently."""
+    topic, _, _ = await groups_with_commits(setup)
+
+    def read(**options: str) -> int:
+        reader = spark.read.format("brokergate").option("log", setup.log).option("topic", topic)
+        for key, value in options.items():
+            reader = reader.option(key, value.replace("T", topic))
+        return reader.load().count()
+
+    for option in ("startingOffsets", "endingOffsets"):
+        says = rf"{option}: {topic}-0 is given offset 7, past its log end \(log start 0, log end 5\)"
+        with pytest.raises(Exception, match=says):
+            await asyncio.to_thread(read, **{option: '{"T": {"0": 7}}'})
+    with pytest.raises(
+        Exception, match=rf"startingOffsets: {topic}-1 begins at 4, after its ending offset 2"
+    ):
+        await asyncio.to_thread(read, startingOffsets='{"T": {"1": 4}}', endingOffsets='{"T": {"1": 2}}')
+    assert (
+        await asyncio.to_thread(read, startingOffsets='{"T": {"0": 5}}', endingOffsets='{"T": {"0": 5}}') == 5
+    )

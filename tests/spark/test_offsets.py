@@ -19,6 +19,7 @@ from spark_jobs.offsets import (
     OffsetRange,
     OptionError,
     lag_rows,
+    named_offset,
     offsets_json,
     parse_offset_spec,
     parse_offsets_json,
@@ -63,12 +64,12 @@ def test_offsets_json_round_trips() -> None:
     assert parse_offsets_json(offsets_json(offsets), option="o") == offsets
 
 
-def test_resolve_clamps_into_the_bounds() -> None:
+def test_resolve_raises_an_offset_below_the_log_start_to_it() -> None:
     bounds = (5, 20)  # retention removed 0..4; 20 is the next offset
     assert resolve(EARLIEST, A0, bounds, side="start") == 5
     assert resolve(LATEST, A0, bounds, side="start") == 20
     assert resolve(Explicit({A0: 2}), A0, bounds, side="start") == 5
-    assert resolve(Explicit({A0: 99}), A0, bounds, side="end") == 20
+    assert resolve(Explicit({A0: 20}), A0, bounds, side="end") == 20
     assert resolve(Explicit({A0: -1}), A0, bounds, side="start") == 20
     assert resolve(Explicit({A0: -2}), A0, bounds, side="end") == 5
     # A partition the JSON leaves out: from the earliest, to the latest.
@@ -95,9 +96,22 @@ def test_a_commit_past_the_log_end_is_refused_naming_it_on_either_side() -> None
             resolve(Committed("g"), A0, (0, 10), side=side, committed=committed)  # type: ignore[arg-type]
 
 
-def test_an_end_before_the_start_is_an_empty_range() -> None:
-    ranges = plan_ranges([A0], {A0: (0, 10)}, Explicit({A0: 8}), Explicit({A0: 3}))
-    assert ranges == [OffsetRange("a", 0, 8, 8)] and ranges[0].size == 0
+def test_a_json_offset_past_the_log_end_is_refused_naming_it_on_either_side() -> None:
+    """Spark's Kafka source fails a batch whose beginning offset is after its ending one, or whose
+    records up to its ending offset cannot be fetched; no offset is clamped to the end silently."""
+    for side, option in (("start", "startingOffsets"), ("end", "endingOffsets")):
+        says = rf"^{option}: a-0 is given offset 11, past its log end \(log start 0, log end 10\)"
+        with pytest.raises(OptionError, match=says):
+            resolve(Explicit({A0: 11}), A0, (0, 10), side=side)  # type: ignore[arg-type]
+    assert named_offset(Explicit({A0: 11}), A0, (0, 10), side="start") == 11  # what a stream is told
+
+
+def test_a_start_after_the_end_is_refused_naming_the_partition() -> None:
+    with pytest.raises(OptionError, match=r"^startingOffsets: a-0 begins at 8, after its ending offset 3"):
+        plan_ranges([A0], {A0: (0, 10)}, Explicit({A0: 8}), Explicit({A0: 3}))
+    assert plan_ranges([A0], {A0: (0, 10)}, Explicit({A0: 3}), Explicit({A0: 3})) == [
+        OffsetRange("a", 0, 3, 3)
+    ]
 
 
 @given(

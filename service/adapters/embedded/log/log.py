@@ -275,6 +275,10 @@ class EmbeddedLog(Lifecycle):
         """Topics found on disk at start that could not be opened, and why (``/readyz`` shows them)."""
         return dict(self._unopened)
 
+    def stopped_partitions(self) -> dict[str, str]:
+        """Partitions that stopped taking writes until a restart (``topic-partition``), and why."""
+        return {str(p.tp): p.stopped for t in self._topics.values() for p in t.partitions if p.stopped}
+
     def _partition(self, tp: TopicPartition) -> Partition:
         parts = self._topic(tp.topic).partitions
         if not 0 <= tp.partition < len(parts):

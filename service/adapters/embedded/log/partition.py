@@ -319,18 +319,33 @@ class Partition:
         return first is not None and self._opts.now_ms() - first >= self.config.segment_ms
 
     async def _roll(self) -> Segment:
-        """Seal the active segment (fsynced) and start a new one at the next offset."""
+        """Seal the active segment (fsynced) and start a new one at the next offset.
+
+        Its failures are the append's: a failed seal is a failed fsync, and a read-only
+        filesystem stays so; both stop the partition. Another failure to create the new
+        segment (no room, no descriptor) is answered as a retry.
+        """
         old = self._segments[-1]
-
-        def roll_files() -> Segment:
-            old.seal()
-            return Segment.create(
-                self.directory, self._next_offset, self._opts.index_interval_bytes, self._opts.fds
-            )
-
         try:
-            new = await finish_in_thread(roll_files)
+            await finish_in_thread(old.seal)
         except OSError as exc:
+            why = (
+                "a segment roll that could not be done"
+                if lasting(exc)
+                else "a failed fsync sealing a segment"
+            )
+            raise self._stop(f"{why} ({os_reason(exc)})", exc) from exc
+        try:
+            new = await finish_in_thread(
+                Segment.create,
+                self.directory,
+                self._next_offset,
+                self._opts.index_interval_bytes,
+                self._opts.fds,
+            )
+        except OSError as exc:
+            if lasting(exc):
+                raise self._stop(f"a segment roll that could not be done ({os_reason(exc)})", exc) from exc
             raise unavailable(f"Cannot roll a new segment for {self.tp}", exc) from exc
         old.release_after_seal()  # sealed segments open their file when read, through the cache
         # The old segment is fully fsynced: durable and readable to its end.
