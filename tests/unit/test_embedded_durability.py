@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import resource
 import subprocess
 import sys
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from service.adapters.embedded.coordinator import EmbeddedCoordinator
-from service.adapters.embedded.fileio import ensure_dir
+from service.adapters.embedded.fileio import create_file, ensure_dir
 from service.adapters.embedded.log import EmbeddedLog
 from service.adapters.embedded.log.fds import FDS_PER_PARTITION, FDS_RESERVED, open_fds
 from service.core.models import NewRecord, TopicPartition
@@ -163,3 +164,20 @@ async def test_partitions_that_would_not_fit_the_descriptor_limit_are_refused_wh
     await log.start()
     assert await log.list_topics() == ["fits", "small"]
     await log.stop()
+
+
+def test_a_file_is_created_again_where_a_failed_creation_left_it_empty_but_never_over_data(
+    tmp_path: Path,
+) -> None:
+    """A segment roll whose directory fsync failed leaves its new, empty log file behind: the roll's
+    retry takes it, while a file that holds anything is never created over."""
+    empty = tmp_path / "00000000000000000005.log"
+    empty.touch()
+    fd = create_file(empty)
+    try:
+        assert os.write(fd, b"x") == 1
+    finally:
+        os.close(fd)
+    with pytest.raises(FileExistsError):
+        create_file(empty)
+    assert empty.read_bytes() == b"x"

@@ -154,10 +154,20 @@ def write_all(fd: int, bufs: Sequence[bytes], pos: int) -> int:
 def create_file(path: Path, *, truncate: bool = False) -> int:
     """Create an empty file and return a read-write descriptor.
 
-    Fails if ``path`` exists, unless ``truncate`` (then an existing file is emptied).
+    Fails if ``path`` exists with anything in it, unless ``truncate`` (then an existing file is
+    emptied). An empty one is taken as it is: a creation whose directory fsync failed leaves it
+    behind, and its retry must not be refused for good.
     """
-    mode = os.O_TRUNC if truncate else os.O_EXCL
-    return os.open(path, os.O_RDWR | os.O_CREAT | mode | _OPEN_FLAGS, 0o644)
+    if truncate:
+        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | _OPEN_FLAGS, 0o644)
+    try:
+        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | _OPEN_FLAGS, 0o644)
+    except FileExistsError:
+        fd = os.open(path, os.O_RDWR | _OPEN_FLAGS)
+        if os.fstat(fd).st_size == 0:
+            return fd
+        os.close(fd)
+        raise
 
 
 def open_file(path: Path, *, write: bool = True) -> int:
