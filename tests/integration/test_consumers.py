@@ -418,3 +418,6 @@ async def test_instance_expires_after_timeout(client, name):
     await asyncio.sleep(2.5)
     r = await client.get(f"{base}/subscription")
     assert r.status_code == 404 and r.json()["error_code"] == 40403
+    # the answer names what was asked for, so a newcomer sees which instance is gone
+    instance = base.rsplit("/", 1)[1]
+    assert r.json()["message"] == f"Consumer instance not found: group '{name}', instance '{instance}'."
