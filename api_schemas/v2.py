@@ -156,6 +156,11 @@ class SubscriptionRequest(BaseModel):
 class SubscriptionResponse(BaseModel):
     topics: list[str]
     topic_pattern: str | None = None
+    missing_topics: list[str] | None = Field(
+        None,
+        description="A brokergate extension, there only when some are: the subscribed topics that do "
+        "not exist (yet). The subscription holds them, as Kafka's consumer does.",
+    )
 
 
 class TopicPartitionRef(BaseModel):

@@ -226,7 +226,9 @@ async def get_subscription(group: str, instance: str, request: Request, gw: GW) 
     if sub.pattern is not None:
         topics = sorted(await gw.consumers.subscribed_topics(group, instance, who=who))
         return v2_response({"topics": topics, "topic_pattern": sub.pattern})
-    return v2_response({"topics": list(sub.topics)})
+    existing = await gw.consumers.subscribed_topics(group, instance, who=who)
+    missing = [topic for topic in sub.topics if topic not in existing]  # a typo polls [] for ever
+    return v2_response({"topics": list(sub.topics), **({"missing_topics": missing} if missing else {})})
 
 
 @router.delete(

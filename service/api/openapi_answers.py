@@ -130,7 +130,10 @@ def _served(path: str, status: str, content: dict[str, Any], body: dict[str, Any
     """A response's content by the media types the gateway answers it in."""
     ok = status.startswith("2")
     if ok and body is not None:
-        content = {mt: {"schema": copy.deepcopy(body)} for mt in content}
+        # the JSON answers' (a page for a browser, text/html, keeps its own)
+        content = {
+            mt: {"schema": copy.deepcopy(body)} if mt.endswith("json") else v for mt, v in content.items()
+        }
     formats = {content_type_for(fmt): fmt for fmt in FORMATS}
     if ok and formats.keys() & content.keys():  # records, in their format's type only
         return {

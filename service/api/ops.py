@@ -24,9 +24,10 @@ from service.errors import GatewayError
 
 from .access import decision_of
 from .auth import ANONYMOUS, principal_of
-from .http import ACCEPTS_V2, ACCEPTS_V2_READING_ANY, NOT_ACCEPTABLE
+from .http import ACCEPTS_V2_READING_ANY, NOT_ACCEPTABLE, check_accept, check_control_type
 from .http import v2 as v2_response
 from .http import v3 as v3_response
+from .pages import front_page, prefers_html
 from .responses import ERRORS
 
 router = APIRouter(tags=["ops"])
@@ -36,11 +37,25 @@ GW = Annotated[Gateway, Depends(get_gateway)]
 @router.get(
     "/",
     operation_id="root",
-    dependencies=[ACCEPTS_V2],
-    responses={200: {"description": "An empty object, as Confluent's."}, **NOT_ACCEPTABLE, 415: ERRORS[415]},
+    responses={
+        200: {
+            "description": "An empty object, as Confluent's; to a browser (an Accept that weighs "
+            "text/html above JSON), a page linking the console, the docs and this document.",
+            "content": {"text/html": {"schema": {"type": "string"}}},
+        },
+        **NOT_ACCEPTABLE,
+        415: ERRORS[415],
+    },
 )
-async def root() -> Response:
-    return v2_response({})
+async def root(request: Request, gw: GW) -> Response:
+    check_control_type(request)
+    accept = request.headers.get("accept")
+    if prefers_html(accept):
+        return front_page(request, console=gw.settings.ui)
+    check_accept(accept)
+    answer = v2_response({})
+    answer.headers["Vary"] = "Accept"  # a browser is answered the page
+    return answer
 
 
 @router.get(

@@ -2,8 +2,9 @@
 
 ``_records`` reads ``produce``'s input lines into records (key and value in ``--format``, split
 at ``--key-separator``); ``_print_record`` prints a record ``consume`` got on one line
-(tab-separated, or JSON with ``--output json``), a share consumer's (``service.cli.shares``)
-included; ``_pairs`` reads the NAME=VALUE flags (``produce --header``, ``topics --config``).
+(tab-separated, each key and value as ``produce`` reads it in that format; or compact JSON with
+``--output json``), a share consumer's (``service.cli.shares``) included; ``_pairs`` reads the
+NAME=VALUE flags (``produce --header``, ``topics --config``).
 ``FORMATS`` are the formats both tools take. Collaborators: ``service.client``'s ``Record`` and
 ``ShareRecord``, the schema formats of ``service.cli.schemas``.
 """
@@ -69,17 +70,29 @@ def _records(
 # --- print: consume's lines -------------------------------------------------------------
 
 
-def _show(record: Any) -> str:
-    return record if isinstance(record, str) else json.dumps(record)
+# Keys and values that are text: printed as they are. In the others, JSON.
+TEXT_FORMATS = ("string", "binary")
+
+
+def compact(value: Any) -> str:
+    """``value`` as compact JSON (no spaces, as the gateway answers), non-ASCII text as it is."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _field(value: Any, fmt: str) -> str:
+    """A key or value as ``produce --format fmt`` reads it back: text as it is in ``string`` and
+    ``binary``, compact JSON in the others (a string quoted, so ``"null"`` is not an absent one);
+    ``null`` when absent, in every format."""
+    if value is None:
+        return "null"
+    return str(value) if fmt in TEXT_FORMATS else compact(value)
 
 
 def _print_record(args: argparse.Namespace, r: Record, *, with_topic: bool = False) -> None:
-    """One record on one line: tab-separated, or JSON with ``--output json``. A share consumer's
-    record shows its delivery count wherever its offset is shown; ``with_topic``: its topic too
-    (several topics are read).
+    """One record on one line: tab-separated, or one compact JSON object with ``--output json``.
+    A share consumer's record shows its delivery count wherever its offset is shown;
+    ``with_topic``: its topic too (several topics are read).
     """
-    # A schema format's keys and values are printed as JSON, strings too: lines produce reads again.
-    show = json.dumps if args.format in SCHEMA_FORMATS else _show
     value = r.value
     key = r.key
     if args.format == "binary":
@@ -97,7 +110,7 @@ def _print_record(args: argparse.Namespace, r: Record, *, with_topic: bool = Fal
         }
         if isinstance(r, ShareRecord):
             shown["delivery_count"] = r.delivery_count
-        print(json.dumps(shown), flush=True)
+        print(compact(shown), flush=True)
         return
     parts = []
     if args.print_offset:
@@ -110,6 +123,6 @@ def _print_record(args: argparse.Namespace, r: Record, *, with_topic: bool = Fal
             or "NO_HEADERS"
         )
     if args.print_key:
-        parts.append("null" if key is None else show(key))
-    parts.append("null" if value is None else show(value))
+        parts.append(_field(key, args.format))
+    parts.append(_field(value, args.format))
     print("\t".join(parts), flush=True)

@@ -103,14 +103,18 @@ class PartitionNotFound(NotFound):
 class ConsumerInstanceNotFound(NotFound):
     """No such instance for the caller: none, expired, another principal's, or of the other kind
     (a share consumer where a consumer is asked for). One answer, byte for byte, whatever the cause
-    and whoever raises it: a detail would tell another principal which instances exist, so a
-    message given here is not shown."""
+    and whoever raises it: Confluent's sentence, then the group and the instance as the caller
+    named them (its own words, so they tell nobody which instances exist), and nothing else."""
 
     error_code = ErrorCode.CONSUMER_INSTANCE_NOT_FOUND
     default_message = "Consumer instance not found."
 
-    def __init__(self, message: str | None = None, *, retry_after: float | None = None) -> None:
-        super().__init__(None, retry_after=retry_after)
+    def __init__(self, group: str, name: str, *, retry_after: float | None = None) -> None:
+        super().__init__(
+            f"Consumer instance not found: group {group!r}, instance {name!r}.", retry_after=retry_after
+        )
+        self.group = group
+        self.name = name
 
 
 class GroupNotFound(NotFound):

@@ -25,6 +25,7 @@ from typing import Final
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
+from service.api.pages import SECURITY_HEADERS
 from service.errors import NotFound
 
 PREFIX: Final = "/ui"
@@ -37,27 +38,6 @@ MEDIA_TYPES: Final = {
     ".css": "text/css; charset=utf-8",
     ".svg": "image/svg+xml",
     ".png": "image/png",
-}
-
-SECURITY_HEADERS: Final = {
-    "Content-Security-Policy": "; ".join(
-        (
-            "default-src 'none'",
-            "script-src 'self'",
-            "style-src 'self'",
-            "img-src 'self'",
-            "connect-src 'self'",
-            "base-uri 'none'",
-            "form-action 'none'",
-            "frame-ancestors 'none'",
-        )
-    ),
-    "X-Content-Type-Options": "nosniff",
-    "X-Frame-Options": "DENY",
-    "Referrer-Policy": "no-referrer",
-    "Cross-Origin-Opener-Policy": "same-origin",
-    "Cross-Origin-Resource-Policy": "same-origin",
-    "Cache-Control": "no-cache",
 }
 
 

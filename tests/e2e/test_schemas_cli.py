@@ -236,7 +236,7 @@ def test_avro_round_trip_with_keys(gateway, name, tmp_path):
 
     consume = ("consume", "--topic", name, "--from-beginning", "--timeout-ms", "5000", "--format", "avro")
     out = ok(bg(gateway, *consume, "--print-key", "--max-messages", "5"))
-    assert out == lines.replace("|", "\t")  # what produce read, keys and values as JSON
+    assert out == lines.replace("|", "\t").replace(": ", ":").replace(", ", ",")  # as JSON, compact
     out = ok(bg(gateway, *consume, "--output", "json", "--max-messages", "5"))
     assert [(r["offset"], r["key"], r["value"]) for r in map(json.loads, out.splitlines())] == [
         (i, f"user{i}", {"id": f"o{i}", "qty": i}) for i in range(5)
@@ -250,7 +250,7 @@ def test_avro_round_trip_with_keys(gateway, name, tmp_path):
     assert "(HTTP 400, error 400)" in line and "after sending 0 record(s)" in line
     ok(bg(gateway, *by_id, stdin=more.splitlines()[0] + "\n"))
     at_5 = ("--partition", "0", "--offset", "5", "--max-messages", "1")
-    assert ok(bg(gateway, *consume, *at_5)) == '{"id": "o5", "qty": 5}\n'
+    assert ok(bg(gateway, *consume, *at_5)) == '{"id":"o5","qty":5}\n'
 
 
 @pytest.mark.parametrize(

@@ -90,7 +90,25 @@ def test_ctrl_c_closes_the_backends_and_says_nothing_more(tmp_path):
         gw.stop()
         gw.start()
         opened = [line for line in gw.output().splitlines() if "embedded log open at" in line]
-        assert len(opened) == 2 and opened[-1].endswith("clean=True"), opened
+        assert len(opened) == 2 and opened[0].endswith("0 topic(s), a new data dir"), opened
+        assert opened[-1].endswith("1 topic(s), stopped cleanly last time"), opened
+    finally:
+        gw.stop()
+
+
+def test_the_start_after_a_kill_9_says_the_log_was_recovered(tmp_path):
+    """A new data dir says it is new; the start after a kill -9 says the last stop was not clean
+    and what was done about it, not a bare flag."""
+    gw = GatewayProcess(tmp_path / "data").start()
+    try:
+        with httpx.Client(base_url=gw.url, timeout=10) as client:
+            r = client.post("/topics/t", json={"records": [{"value": "YQ=="}]}, headers={"Content-Type": V2})
+            assert r.status_code == 200, r.text
+        gw.kill()
+        gw.start()
+        opened = [line for line in gw.output().splitlines() if "embedded log open at" in line]
+        assert len(opened) == 2 and opened[0].endswith("0 topic(s), a new data dir"), opened
+        assert "1 topic(s), not stopped cleanly last time: recovered" in opened[-1], opened
     finally:
         gw.stop()
 

@@ -175,7 +175,7 @@ def test_formats_headers_and_partition_offset(gateway):
             "3000",
         )
     )
-    assert out.splitlines() == ['src:cli\t{"a": 2}', 'src:cli\t{"a": 3}']
+    assert out.splitlines() == ['src:cli\t{"a":2}', 'src:cli\t{"a":3}']
     ok(bg(gateway, "topics", "alter", "--topic", "fmt", "--partitions", "4"))
     assert (
         json.loads(ok(bg(gateway, "topics", "describe", "--topic", "fmt", "--output", "json")))[
@@ -185,6 +185,48 @@ def test_formats_headers_and_partition_offset(gateway):
     )
     ok(bg(gateway, "topics", "delete", "--topic", "fmt"))
     assert "fmt" not in ok(bg(gateway, "topics", "list")).split()
+
+
+def test_consume_prints_keys_and_values_as_produce_reads_them_in_every_format(gateway):
+    """One rule: text as it is in string and binary, compact JSON (strings quoted) in json, so an
+    absent key (null) and the key "null" differ; consume's lines piped into produce, with a tab
+    as the key separator, write the same records again. --output json is compact too."""
+    lines = '"alice"|{"item": "book", "qty": 1}\nnull|{"item": "lamp"}\n"null"|"text"\n'
+    for topic in ("keys-json", "keys-again", "keys-text"):
+        ok(bg(gateway, "topics", "create", "--topic", topic, "--partitions", "1"))
+    produce = ("produce", "--format", "json")
+    ok(bg(gateway, *produce, "--topic", "keys-json", "--key-separator", "|", stdin=lines))
+    consume = ("consume", "--from-beginning", "--max-messages", "3", "--timeout-ms", "5000")
+    out = ok(bg(gateway, *consume, "--topic", "keys-json", "--format", "json", "--print-key"))
+    assert out.splitlines() == ['"alice"\t{"item":"book","qty":1}', 'null\t{"item":"lamp"}', '"null"\t"text"']
+    ok(bg(gateway, *produce, "--topic", "keys-again", "--key-separator", "\t", stdin=out))
+    again = ok(bg(gateway, *consume, "--topic", "keys-again", "--format", "json", "--print-key"))
+    assert again == out
+    shown = ok(bg(gateway, *consume, "--topic", "keys-json", "--format", "json", "--output", "json"))
+    records = [json.loads(line) for line in shown.splitlines()]
+    assert [(r["key"], r["value"]) for r in records] == [
+        ("alice", {"item": "book", "qty": 1}),
+        (None, {"item": "lamp"}),
+        ("null", "text"),
+    ]
+    assert shown.splitlines() == [json.dumps(r, separators=(",", ":")) for r in records]
+    # string and binary: text as it is, what produce --format string reads
+    ok(bg(gateway, "produce", "--topic", "keys-text", "--key-separator", ":", stdin="k1:hello\nk2:wörld\n"))
+    for fmt in ("string", "binary"):
+        out = ok(
+            bg(
+                gateway,
+                *consume,
+                "--max-messages",
+                "2",
+                "--topic",
+                "keys-text",
+                "--format",
+                fmt,
+                "--print-key",
+            )
+        )
+        assert out.splitlines() == ["k1\thello", "k2\twörld"], fmt
 
 
 def test_error_paths(gateway, tmp_path):

@@ -418,3 +418,19 @@ async def test_instance_expires_after_timeout(client, name):
     await asyncio.sleep(2.5)
     r = await client.get(f"{base}/subscription")
     assert r.status_code == 404 and r.json()["error_code"] == 40403
+    # the answer names what was asked for, so a newcomer sees which instance is gone
+    instance = base.rsplit("/", 1)[1]
+    assert r.json()["message"] == f"Consumer instance not found: group '{name}', instance '{instance}'."
+
+
+async def test_the_subscription_names_the_topics_that_do_not_exist(client, name):
+    """Subscribing to a topic that is not there is taken, as Kafka's consumer takes it (a poll
+    answers []), but the subscription's GET names it, so a typo shows; once created it is not named."""
+    await create_topic(client, name, 1)
+    base = await consumer(client, f"g-{name}")
+    await subscribe(client, base, name, f"{name}-typo")
+    assert await poll(client, base, timeout=100) == []
+    r = await client.get(f"{base}/subscription")
+    assert r.json() == {"topics": [name, f"{name}-typo"], "missing_topics": [f"{name}-typo"]}, r.text
+    await create_topic(client, f"{name}-typo", 1)
+    assert (await client.get(f"{base}/subscription")).json() == {"topics": [name, f"{name}-typo"]}

@@ -115,36 +115,51 @@ async def _ws_answer(gw: RunningGateway, path: str) -> tuple[int, bytes]:
     raise AssertionError(f"{path}: bob's handshake was accepted")
 
 
+def _not_found(group: str, instance: str) -> tuple[int, bytes]:
+    """The one 404 for an instance the caller cannot reach: Confluent's sentence, then the group and
+    the instance the caller named."""
+    message = f"Consumer instance not found: group '{group}', instance '{instance}'."
+    return 404, b'{"error_code":40403,"message":"' + message.encode() + b'"}'
+
+
+async def _bobs_answers(gw: RunningGateway, instance: str) -> dict[str, list[tuple[int, bytes]]]:
+    """What bob is answered on every instance route (and its SSE stream, its WebSocket) for ``instance``."""
+    answers: dict[str, list[tuple[int, bytes]]] = {}
+    async with httpx.AsyncClient(base_url=gw.url, auth=httpx.BasicAuth(*BOB), timeout=30) as bob:
+        for key in INSTANCE_ROUTES:
+            method, path = _path(key, instance)
+            if method == "WS":
+                answers[key] = [await _ws_answer(gw, path)]
+                continue
+            kwargs: dict[str, Any] = {"params": {"timeout": "0"}}
+            if key in BODIES:
+                kwargs |= {"json": BODIES[key], "headers": {"Content-Type": V2}}
+            r = await bob.request(method, path, **kwargs)
+            answers[key] = [(r.status_code, r.content)]
+            if key.endswith("/records") and method == "GET":  # the SSE stream of the same route
+                r = await bob.get(path, headers={"Accept": "text/event-stream"})
+                answers[key].append((r.status_code, r.content))
+    return answers
+
+
 async def test_another_principals_instance_is_answered_as_a_missing_one_byte_for_byte(
     gw: RunningGateway,
 ) -> None:
+    """Bob asking for alice's instance i gets, byte for byte, what he gets for i once alice has
+    deleted it: the 404 naming the group and the instance he asked for, and nothing else."""
     await _alices_instances(gw)
     assert len(INSTANCE_ROUTES) >= 19
-    async with httpx.AsyncClient(base_url=gw.url, auth=httpx.BasicAuth(*BOB), timeout=30) as bob:
-        for key in INSTANCE_ROUTES:
-            answers = []
-            for instance in ("i", "zz"):  # alice's, and none
-                method, path = _path(key, instance)
-                if method == "WS":
-                    answers.append(await _ws_answer(gw, path))
-                    continue
-                kwargs: dict[str, Any] = {"params": {"timeout": "0"}}
-                if key in BODIES:
-                    kwargs |= {"json": BODIES[key], "headers": {"Content-Type": V2}}
-                r = await bob.request(method, path, **kwargs)
-                answers.append((r.status_code, r.content))
-                if key.endswith("/records") and method == "GET":  # the SSE stream of the same route
-                    r = await bob.get(path, headers={"Accept": "text/event-stream"})
-                    answers.append((r.status_code, r.content))
-            assert answers[: len(answers) // 2] == answers[len(answers) // 2 :], key
-            status, body = answers[0]
-            assert (
-                status == 404 and body == b'{"error_code":40403,"message":"Consumer instance not found."}'
-            ), key
-        # alice's instances are still there and still hers
-        assert (await bob.delete("/consumers/g/instances/i")).status_code == 404
+    alices = await _bobs_answers(gw, "i")
     async with httpx.AsyncClient(base_url=gw.url, auth=httpx.BasicAuth(*ALICE), timeout=30) as alice:
+        # alice's instances are still there and still hers
         assert (await alice.get("/consumers/g/instances/i/subscription")).json() == {"topics": ["t"]}
+        assert (await alice.delete("/consumers/g/instances/i")).status_code == 204
+        assert (await alice.delete("/share-groups/sg/consumers/i")).status_code == 204
+    assert await _bobs_answers(gw, "i") == alices
+    for instance, answers in (("i", alices), ("zz", await _bobs_answers(gw, "zz"))):
+        for key, answered in answers.items():
+            group = "sg" if " /share-groups" in key else "g"
+            assert set(answered) == {_not_found(group, instance)}, (key, answered)
 
 
 # Bodies that are empty or name nothing to do: each instance route is sent each of them (and none),
@@ -159,7 +174,6 @@ TRIVIAL_BODIES: list[dict[str, Any] | None] = [
     {"topics": []},
     {"acknowledgements": []},
 ]
-_NOT_FOUND = (404, b'{"error_code":40403,"message":"Consumer instance not found."}')
 
 
 async def test_an_empty_or_trivial_body_gets_the_missing_instances_404_on_every_instance_route(
@@ -181,7 +195,7 @@ async def test_an_empty_or_trivial_body_gets_the_missing_instances_404_on_every_
                     if body is not None:
                         kwargs |= {"json": body, "headers": {"Content-Type": V2}}
                     r = await bob.request(method, path, **kwargs)
-                    if (r.status_code, r.content) != _NOT_FOUND:
+                    if (r.status_code, r.content) != _not_found(path.split("/")[2], instance):
                         wrong.append((key, body, instance, r.status_code, r.text[:80]))
     assert not wrong, "\n".join(map(str, wrong))
     # for its owner, a body with nothing to do is still done, changing nothing

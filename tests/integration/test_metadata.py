@@ -19,6 +19,43 @@ async def test_root_and_brokers(client):
     assert ids and (await client.get("/brokers")).json() == {"brokers": ids}
 
 
+BROWSER = "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,*/*;q=0.8"
+
+
+async def test_a_browser_at_the_root_gets_a_page_pointing_to_the_console_and_the_docs(tmp_path):
+    """API clients keep Confluent's ``{}``; a browser's Accept gets links to /ui, /docs and
+    /openapi.json, with the console's security headers."""
+    gw = await start_gateway(tmp_path / "data")
+    try:
+        r = await gw.client.get("/", headers={"Accept": BROWSER})
+        assert r.status_code == 200 and r.headers["content-type"] == "text/html; charset=utf-8"
+        for path in ("/ui", "/docs", "/openapi.json"):
+            assert f'href="{path}"' in r.text, path
+        assert "default-src 'none'" in r.headers["content-security-policy"]
+        assert r.headers["x-frame-options"] == "DENY" and r.headers["x-content-type-options"] == "nosniff"
+        assert r.headers["vary"] == "Accept"
+        assert (await gw.client.get("/", headers={"Accept": "text/html"})).text == r.text
+        for accept in (
+            None,
+            "*/*",
+            "application/vnd.kafka.v2+json",
+            "application/json",
+            "text/html, application/json",
+        ):
+            r = await gw.client.get("/", headers={"Accept": accept} if accept else {})
+            assert r.status_code == 200 and r.json() == {}, accept
+            assert r.headers["vary"] == "Accept"
+        assert (await gw.client.get("/", headers={"Accept": "text/plain"})).status_code == 406
+    finally:
+        await gw.stop()
+    gw = await start_gateway(tmp_path / "data", ui=False)
+    try:
+        r = await gw.client.get("/", headers={"Accept": BROWSER})
+        assert 'href="/docs"' in r.text and 'href="/ui"' not in r.text  # no console served, none named
+    finally:
+        await gw.stop()
+
+
 async def test_topics_and_partitions(client, name):
     await create_topic(client, name, 3, retention_ms="3600000")
     assert name in (await client.get("/topics")).json()

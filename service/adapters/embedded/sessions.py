@@ -96,7 +96,7 @@ class EmbeddedSessions(Lifecycle):
         """
         stored = self._store.get((group, name))
         if stored is None:
-            raise ConsumerInstanceNotFound(f"Consumer instance {name!r} not found in group {group!r}.")
+            raise ConsumerInstanceNotFound(group, name)
         return _copy(stored)
 
     async def save(self, state: InstanceState) -> bool:
@@ -124,7 +124,7 @@ class EmbeddedSessions(Lifecycle):
         """
         stored = self._store.get((group, name))
         if stored is None:
-            raise ConsumerInstanceNotFound(f"Consumer instance {name!r} not found in group {group!r}.")
+            raise ConsumerInstanceNotFound(group, name)
         stored.last_seen_ms = max(stored.last_seen_ms, now_ms)
 
     async def delete(self, group: str, name: str) -> bool:

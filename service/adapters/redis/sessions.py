@@ -59,7 +59,7 @@ Row = Sequence[bytes | str | None]
 
 
 def _not_found(group: str, name: str) -> ConsumerInstanceNotFound:
-    return ConsumerInstanceNotFound(f"Consumer instance {name!r} not found in group {group!r}.")
+    return ConsumerInstanceNotFound(group, name)
 
 
 async def _load_many(redis: Redis, instance_keys: Sequence[str]) -> list[Row]:

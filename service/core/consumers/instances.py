@@ -60,10 +60,10 @@ class Instances:
         state = await self._sessions.load(group, name)
         if state.config.kind != "consumer" or (who is not None and not who.owns(state.owner)):
             # not a 403: whose instances exist is nobody else's business; a share consumer is not here
-            raise ConsumerInstanceNotFound()
+            raise ConsumerInstanceNotFound(group, name)
         if state.expires_ms < self.now_ms():
             await self.remove(group, name)
-            raise ConsumerInstanceNotFound()
+            raise ConsumerInstanceNotFound(group, name)
         return state
 
     def changed(self, state: InstanceState) -> asyncio.Future[None] | None:

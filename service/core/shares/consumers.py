@@ -141,11 +141,11 @@ class ShareConsumers:
     async def _load(self, group: str, name: str, who: Decision | None) -> InstanceState:
         state = await self._sessions.load(group, name)
         if state.config.kind != "share" or (who is not None and not who.owns(state.owner)):
-            raise ConsumerInstanceNotFound()
+            raise ConsumerInstanceNotFound(group, name)
         if state.expires_ms < self.now_ms():
             await self._sessions.delete(group, name)
             await self.left(state)
-            raise ConsumerInstanceNotFound()
+            raise ConsumerInstanceNotFound(group, name)
         return state
 
     # --- subscription ----------------------------------------------------------------------

@@ -46,7 +46,7 @@ class InstanceStream(Stream):
         events = await self.peek()
         for event in events:
             if isinstance(event, End):
-                raise event.error or ConsumerInstanceNotFound()
+                raise event.error or ConsumerInstanceNotFound(self.group, self.name)
         return events
 
     async def step(

@@ -58,7 +58,7 @@ from .config import (
 )
 from .fdcache import FdCache
 from .fds import SEALED_FDS, check_room
-from .metadata import DataDir, TopicMeta
+from .metadata import STARTS, DataDir, TopicMeta
 from .partition import Partition, PartitionOptions, PartitionView, finish_in_thread
 from .reads import read_views
 
@@ -146,7 +146,8 @@ class EmbeddedLog(Lifecycle):
 
     async def _open(self) -> None:
         """Lock the directory and open (recovering if needed) every partition."""
-        clean = await asyncio.to_thread(self._dir.open)  # e.g. another process holds the dir: raises
+        start = await asyncio.to_thread(self._dir.open)  # e.g. another process holds the dir: raises
+        clean = start != "unclean"
         self._unopened = {}
         try:
             self._cluster_id = await asyncio.to_thread(self._dir.cluster_id)
@@ -187,7 +188,7 @@ class EmbeddedLog(Lifecycle):
             raise
         if self._opts.flush == "interval":
             self._flusher = asyncio.get_running_loop().create_task(self._flush_loop())
-        log.info("embedded log open at %s: %d topic(s), clean=%s", self._dir.root, len(self._topics), clean)
+        log.info("embedded log open at %s: %d topic(s), %s", self._dir.root, len(self._topics), STARTS[start])
 
     async def _close(self) -> None:
         """Flush every partition, close all files, mark the shutdown clean."""

@@ -28,7 +28,7 @@ import shutil
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, Literal
 
 from service.adapters.format_versions import CLUSTER_FORMAT, TOPIC_FORMAT, check_version
 from service.core.rules import check_topic
@@ -85,6 +85,16 @@ def read_topic_meta(topic_dir: Path) -> TopicMeta:
     return TopicMeta.from_json(path.read_bytes(), str(path))
 
 
+Start = Literal["new", "clean", "unclean"]
+# What the log says when it has opened the directory, by how the directory was found.
+STARTS: Final[dict[Start, str]] = {
+    "new": "a new data dir",
+    "clean": "stopped cleanly last time",
+    "unclean": "not stopped cleanly last time: recovered (each partition's last segment scanned, a torn "
+    "write cut off)",
+}
+
+
 class DataDir:
     """Paths and whole-topic file operations under one data directory."""
 
@@ -105,8 +115,10 @@ class DataDir:
 
     # --- lifecycle -------------------------------------------------------------------
 
-    def open(self) -> bool:
-        """Lock the directory, clear crash leftovers; return whether the last stop was clean."""
+    def open(self) -> Start:
+        """Lock the directory, clear crash leftovers; say whether it is new (no log was ever opened
+        in it), or whether the last stop was clean."""
+        new = not self.topics.exists()
         for d in (self.root, self.topics, self.staging, self.trash):
             ensure_dir(d)
         try:
@@ -120,7 +132,7 @@ class DataDir:
             # From here on a crash must count as unclean, so the removal has to be durable.
             self._clean_path.unlink()
             fsync_dir(self.root)
-        return clean
+        return "new" if new else "clean" if clean else "unclean"
 
     def close(self, *, clean: bool) -> None:
         if clean:
