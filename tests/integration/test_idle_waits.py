@@ -191,3 +191,29 @@ async def test_idle_long_polls_on_the_kafka_log_leave_the_broker_to_other_reques
     finally:
         await gw.client.aclose()
         await gw.stop()
+
+
+async def test_a_gateway_stopping_ends_an_idle_long_poll_at_once_with_its_answer(tmp_path: Path) -> None:
+    """The drain wakes a waiting long-poll: it answers (nothing to read) as the gateway stops,
+    not at its 60 s timeout, and the gateway stops without waiting for it."""
+    gw = await start_gateway(tmp_path / "data")
+    try:
+        await create_topic(gw.client, IDLE, 1)
+        base = await consumer(gw.client, "g-drain", reset="latest")
+        await subscribe(gw.client, base, IDLE)
+        await gw.client.get(f"{base}/records", params={"timeout": 0}, headers={"Accept": STRING})
+        waiting = asyncio.create_task(
+            gw.client.get(
+                f"{base}/records", params={"timeout": 60_000}, headers={"Accept": STRING}, timeout=90
+            )
+        )
+        await asyncio.sleep(1.0)
+        assert not waiting.done()
+        stopping = asyncio.create_task(gw.stop())
+        r = await asyncio.wait_for(waiting, 30)  # well before the poll's 60 s
+        assert r.status_code == 200, r.text
+        assert r.json() == []
+        await asyncio.wait_for(stopping, 30)
+    finally:
+        await gw.client.aclose()
+        await gw.stop()
