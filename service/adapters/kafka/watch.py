@@ -95,9 +95,8 @@ class EndWatch:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        for by_tp in self._parked.values():
-            for tp in by_tp:
-                self._wake(by_tp, tp)
+        for leader, by_tp in list(self._parked.items()):
+            self._wake(leader, dict.fromkeys(by_tp))
 
     def _unpark(self, leader: int, tp: TopicPartition, parked: _Parked) -> None:
         by_tp = self._parked.get(leader, {})
@@ -151,29 +150,29 @@ class EndWatch:
                 raise
             except Exception as exc:  # every parked fetch asks itself, and meets it (or not)
                 log.debug("watching broker %d for records failed: %s", leader, exc)
-                self._wake_all(leader, covers)
+                self._wake(leader, dict.fromkeys(covers))
                 await asyncio.sleep(RETRY_BACKOFF_S)
             else:
-                self._wake_all(leader, found)
+                self._wake(leader, found)
         finally:
             rounds.remove(covers)
             if not rounds:
                 self._rounds.pop(leader, None)
         self._cover(leader, merge=True)
 
-    def _wake_all(self, leader: int, tps: Mapping[TopicPartition, int] | set[TopicPartition]) -> None:
+    def _wake(self, leader: int, found: Mapping[TopicPartition, int | None]) -> None:
+        """Wake the fetches parked on ``found``'s partitions below its high watermark (all of them
+        for None: an error): one parked past it since the round was sent has nothing new."""
         by_tp = self._parked.get(leader, {})
-        for tp in tps:
-            self._wake(by_tp, tp)
+        for tp, high_watermark in found.items():
+            for parked in by_tp.get(tp, ()):
+                if high_watermark is None or parked.positions[tp] < high_watermark:
+                    if not parked.woken.done():
+                        parked.woken.set_result(None)
 
-    @staticmethod
-    def _wake(by_tp: dict[TopicPartition, set[_Parked]], tp: TopicPartition) -> None:
-        for parked in by_tp.get(tp, ()):
-            if not parked.woken.done():
-                parked.woken.set_result(None)
-
-    async def _ask(self, leader: int, covers: dict[TopicPartition, int]) -> set[TopicPartition]:
-        """One long FetchRequest for ``covers``: the partitions that have something to wake for."""
+    async def _ask(self, leader: int, covers: dict[TopicPartition, int]) -> dict[TopicPartition, int | None]:
+        """One long FetchRequest for ``covers``: the partitions with something to wake for, and
+        their high watermarks (None: an error there)."""
         by_topic: dict[str, list[tuple[int, int, int]]] = {}
         for tp, pos in covers.items():
             by_topic.setdefault(tp.topic, []).append((tp.partition, pos, PROBE_BYTES))
@@ -184,20 +183,22 @@ class EndWatch:
         )
         if error := for_code(getattr(response, "error_code", 0), what):
             raise error
-        found: set[TopicPartition] = set()
+        found: dict[TopicPartition, int | None] = {}
         for topic, partitions in response.topics:
             for entry in partitions:
                 tp = TopicPartition(topic, entry[0])
                 at = covers.get(tp)
-                if at is not None and self._has_news(tp, at, entry):
-                    found.add(tp)
+                if at is None:
+                    continue
+                code, high_watermark = entry[1], entry[2]
+                if code != 0:
+                    found[tp] = None
+                elif self._has_records(tp, at, high_watermark, entry[-1]):
+                    found[tp] = high_watermark
         return found
 
-    def _has_news(self, tp: TopicPartition, pos: int, entry: Any) -> bool:
-        """Records at ``pos`` or after, or an error: wake. Only control batches: watch past them."""
-        code, high_watermark, data = entry[1], entry[2], entry[-1]
-        if code != 0:
-            return True
+    def _has_records(self, tp: TopicPartition, pos: int, high_watermark: int, data: Any) -> bool:
+        """Records at ``pos`` or after. Only control batches there: watch past them from now on."""
         if high_watermark <= pos:
             return False
         decoded = decode(data, pos)
