@@ -34,6 +34,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 
 import httpx
@@ -114,14 +115,20 @@ async def hold_poll(port: int, path: str, answered: list[int]) -> None:
                 await asyncio.sleep(1)
 
 
-async def hold_stream(port: int, path: str, received: list[int]) -> None:
-    """An SSE stream held open, its bytes read and counted (keep-alives, its opening event)."""
+async def hold_stream(port: int, path: str, received: list[int], ended: list[str]) -> None:
+    """An SSE stream held open, its bytes read and counted (keep-alives, its opening event); if it
+    ends, the first line of its answer is added to ``ended``."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     request = f"GET {path}/records HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAccept: {EVENT_STREAM}\r\n\r\n"
     writer.write(request.encode())
+    head = b""
     try:
         while chunk := await reader.read(65536):
+            head = head or chunk
             received[0] += len(chunk)
+        ended.append(head.split(b"\r\n", 1)[0].decode(errors="replace") or "closed before answering")
+    except ConnectionError as exc:
+        ended.append(type(exc).__name__)
     finally:
         writer.close()
 
@@ -163,15 +170,18 @@ async def measure(polls: int, streams: int, args: argparse.Namespace, bootstrap:
                 idle, work = f"idle-{case}", f"work-{case}"
                 await create_topic(http, idle)
                 await create_topic(http, work)
+                made = time.monotonic()
                 poll_paths = await make_instances(http, polls, idle, "p")
                 stream_paths = await make_instances(http, streams, idle, "s")
+                made = time.monotonic() - made
             _, base50, base99, base_failures = await produce_latency(port, work, args.samples)
             answered, received = [0], [0]
+            ended: list[str] = []
             opened = time.monotonic()
             for path in poll_paths:
                 holders.append(asyncio.create_task(hold_poll(port, path, answered)))
             for path in stream_paths:
-                holders.append(asyncio.create_task(hold_stream(port, path, received)))
+                holders.append(asyncio.create_task(hold_stream(port, path, received, ended)))
                 if len(holders) % 500 == 0:
                     await asyncio.sleep(0)
             await asyncio.sleep(args.settle)
@@ -188,7 +198,9 @@ async def measure(polls: int, streams: int, args: argparse.Namespace, bootstrap:
                 f"polls {polls:6,}  streams {streams:6,}   gateway CPU {cpu * 100:5.1f} % of a core   "
                 f"produce p50 {p50:6.2f} ms  p99 {p99:7.2f} ms  "
                 f"(none open: p50 {base50:5.2f}  p99 {base99:6.2f})  new client's first {first:7.2f} ms   "
-                f"polls answered in window {early}  holders ended {len(failed)}"
+                f"polls answered in window {early}  holders ended {len(failed)}  "
+                f"instances made in {made:.1f} s"
+                + (f"\n   streams ended: {dict(Counter(ended))}" if ended else "")
                 + (f"\n   none open:{base_failures}" if base_failures else "")
                 + (f"\n   all open:{failures}" if failures else "")
             )
