@@ -33,6 +33,8 @@ import resource
 import sys
 import tempfile
 import time
+import uuid
+from collections import Counter
 from pathlib import Path
 
 import httpx
@@ -113,30 +115,41 @@ async def hold_poll(port: int, path: str, answered: list[int]) -> None:
                 await asyncio.sleep(1)
 
 
-async def hold_stream(port: int, path: str, received: list[int]) -> None:
-    """An SSE stream held open, its bytes read and counted (keep-alives, its opening event)."""
+async def hold_stream(port: int, path: str, received: list[int], ended: list[str]) -> None:
+    """An SSE stream held open, its bytes read and counted (keep-alives, its opening event); if it
+    ends, the first line of its answer is added to ``ended``."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     request = f"GET {path}/records HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAccept: {EVENT_STREAM}\r\n\r\n"
     writer.write(request.encode())
+    head = b""
     try:
         while chunk := await reader.read(65536):
+            head = head or chunk
             received[0] += len(chunk)
+        ended.append(head.split(b"\r\n", 1)[0].decode(errors="replace") or "closed before answering")
+    except ConnectionError as exc:
+        ended.append(type(exc).__name__)
     finally:
         writer.close()
 
 
-async def produce_latency(port: int, topic: str, samples: int) -> tuple[float, float, float]:
-    """(first answer on a new connection, p50, p99) in ms of single-record produces, one at a time."""
+async def produce_latency(port: int, topic: str, samples: int) -> tuple[float, float, float, str]:
+    """(first answer on a new connection, p50, p99) in ms of single-record produces, one at a time,
+    and what failed: how many answered other than 200 (timed all the same), and the first's answer."""
     async with Connection("127.0.0.1", port) as conn:
         request = conn.build("POST", f"/topics/{topic}", produce_body(b"x" * 100, 1), BINARY)
         times = []
+        failed, first_failure = 0, ""
         for _ in range(samples + 1):
             start = time.perf_counter()
-            status, _ = await conn.send(request)
-            assert status == 200
+            status, body = await conn.send(request)
             times.append((time.perf_counter() - start) * 1000)
+            if status != 200:
+                failed += 1
+                first_failure = first_failure or f"{status} {body[:200].decode(errors='replace')}"
     first, rest = times[0], sorted(times[1:])
-    return first, rest[len(rest) // 2], rest[min(len(rest) - 1, int(len(rest) * 0.99))]
+    failures = f"   {failed} produces failed, the first: {first_failure}" if failed else ""
+    return first, rest[len(rest) // 2], rest[min(len(rest) - 1, int(len(rest) * 0.99))], failures
 
 
 async def measure(polls: int, streams: int, args: argparse.Namespace, bootstrap: str | None) -> str:
@@ -144,6 +157,7 @@ async def measure(polls: int, streams: int, args: argparse.Namespace, bootstrap:
     env = limits_env(polls + streams)
     if bootstrap is not None:
         env["BROKERGATE_KAFKA_IDEMPOTENCE"] = "false"
+    case = uuid.uuid4().hex[:8]
     with tempfile.TemporaryDirectory() as tmp:
         gateway, port = start_gateway(Path(tmp), *extra, env=env)
         holders: list[asyncio.Task[None]] = []
@@ -152,17 +166,22 @@ async def measure(polls: int, streams: int, args: argparse.Namespace, bootstrap:
             async with httpx.AsyncClient(
                 base_url=f"http://127.0.0.1:{port}", limits=limits, timeout=60
             ) as http:
-                await create_topic(http, "idle")
-                await create_topic(http, "work")
-                poll_paths = await make_instances(http, polls, "idle", "p")
-                stream_paths = await make_instances(http, streams, "idle", "s")
-            _, base50, base99 = await produce_latency(port, "work", args.samples)
+                # named afresh each case: on Kafka every case runs on the same broker
+                idle, work = f"idle-{case}", f"work-{case}"
+                await create_topic(http, idle)
+                await create_topic(http, work)
+                made = time.monotonic()
+                poll_paths = await make_instances(http, polls, idle, "p")
+                stream_paths = await make_instances(http, streams, idle, "s")
+                made = time.monotonic() - made
+            _, base50, base99, base_failures = await produce_latency(port, work, args.samples)
             answered, received = [0], [0]
+            ended: list[str] = []
             opened = time.monotonic()
             for path in poll_paths:
                 holders.append(asyncio.create_task(hold_poll(port, path, answered)))
             for path in stream_paths:
-                holders.append(asyncio.create_task(hold_stream(port, path, received)))
+                holders.append(asyncio.create_task(hold_stream(port, path, received, ended)))
                 if len(holders) % 500 == 0:
                     await asyncio.sleep(0)
             await asyncio.sleep(args.settle)
@@ -171,7 +190,7 @@ async def measure(polls: int, streams: int, args: argparse.Namespace, bootstrap:
             await asyncio.sleep(args.window)
             cpu = (cpu_seconds(gateway.pid) - cpu0) / (time.monotonic() - t0)
             early = answered[0] - answered_before
-            first, p50, p99 = await produce_latency(port, "work", args.samples)
+            first, p50, p99, failures = await produce_latency(port, work, args.samples)
             if time.monotonic() - opened > POLL_TIMEOUT_MS / 1000:
                 print("  (warning: the polls' timeout ran out before the produce was measured)", flush=True)
             failed = [h for h in holders if h.done()]
@@ -179,7 +198,11 @@ async def measure(polls: int, streams: int, args: argparse.Namespace, bootstrap:
                 f"polls {polls:6,}  streams {streams:6,}   gateway CPU {cpu * 100:5.1f} % of a core   "
                 f"produce p50 {p50:6.2f} ms  p99 {p99:7.2f} ms  "
                 f"(none open: p50 {base50:5.2f}  p99 {base99:6.2f})  new client's first {first:7.2f} ms   "
-                f"polls answered in window {early}  holders ended {len(failed)}"
+                f"polls answered in window {early}  holders ended {len(failed)}  "
+                f"instances made in {made:.1f} s"
+                + (f"\n   streams ended: {dict(Counter(ended))}" if ended else "")
+                + (f"\n   none open:{base_failures}" if base_failures else "")
+                + (f"\n   all open:{failures}" if failures else "")
             )
         finally:
             for h in holders:

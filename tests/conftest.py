@@ -19,12 +19,14 @@ from pathlib import Path
 import httpx
 import pytest
 import uvicorn
+from fastapi import FastAPI
 from hypothesis import settings as hypothesis_settings
 
 from deploy.local.kafka_broker import TansuBroker
 from deploy.local.process import free_port
 from deploy.local.redis_server import RedisServer
 from deploy.local.zookeeper_server import ZooKeeperServer
+from service.api.gateway import begin_drain
 from service.core.ports import Coordinator, Log, Sessions
 from service.server.app import create_app, server_config
 from service.settings import Settings
@@ -69,8 +71,12 @@ class RunningGateway:
     settings: Settings
     server: uvicorn.Server
     task: asyncio.Task[None]
+    app: FastAPI
 
     async def stop(self) -> None:
+        """Stop as a SIGTERM does (``DrainingServer``): the app told first, so open long-polls and
+        stateless reads answer with what they have, then uvicorn's shutdown."""
+        begin_drain(self.app)
         self.server.should_exit = True
         await self.task
 
@@ -95,7 +101,8 @@ async def start_gateway(
         data_dir=data_dir,
         **{**fast_workers, **overrides},  # type: ignore[arg-type]
     )
-    config = server_config(create_app(settings, ports), settings, log_level="warning", lifespan="on")
+    app = create_app(settings, ports)
+    config = server_config(app, settings, log_level="warning", lifespan="on")
     if ws is not None:
         config.ws = ws
     server = uvicorn.Server(config)
@@ -108,7 +115,7 @@ async def start_gateway(
         await asyncio.sleep(0.01)
     url = f"{'https' if settings.tls_cert is not None else 'http'}://127.0.0.1:{port}"
     client = httpx.AsyncClient(base_url=url, timeout=30, verify=verify)
-    return RunningGateway(url, client, settings, server, task)
+    return RunningGateway(url, client, settings, server, task, app)
 
 
 @asynccontextmanager

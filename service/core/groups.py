@@ -68,20 +68,31 @@ class GroupManager:
         self._access = access or Access.off()
         self._locks: dict[str, asyncio.Lock] = {}
         # One future per group with waiters, resolved at the group's next publish through this
-        # replica: what a waiting poll sleeps on instead of reading the generation on a timer.
+        # replica or (the coordinator's watch) another: what a waiting poll sleeps on instead of
+        # reading the generation on a timer.
         self._changes: dict[str, asyncio.Future[None]] = {}
 
     def changed(self, group: str) -> asyncio.Future[None]:
-        """A future resolved when this replica next publishes a generation of ``group``; shared by
-        every waiter of the group (await it through ``asyncio.wait``, never cancel it)."""
+        """A future resolved when a generation of ``group`` is next published, through this replica
+        or another; shared by every waiter of the group (await it through ``asyncio.wait``, never
+        cancel it). A read of the group's state after this call sees the state before that change."""
         future = self._changes.get(group)
-        if future is None or future.done():
-            future = self._changes[group] = asyncio.get_running_loop().create_future()
-        return future
+        if future is not None and not future.done():
+            return future
+        fresh: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._changes[group] = fresh
+        self._coordinator.watch_state(group, lambda: self._resolve(group, fresh))
+        return fresh
 
     def _announce(self, group: str) -> None:
-        future = self._changes.pop(group, None)
-        if future is not None and not future.done():
+        future = self._changes.get(group)
+        if future is not None:
+            self._resolve(group, future)
+
+    def _resolve(self, group: str, future: asyncio.Future[None]) -> None:
+        if self._changes.get(group) is future:
+            del self._changes[group]
+        if not future.done():
             future.set_result(None)
 
     async def _topics_of(self, member: Member, all_topics: Iterable[str]) -> set[str]:

@@ -12,7 +12,7 @@ idempotent. Adapters raise ``service.errors`` exceptions only.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -143,6 +143,13 @@ class Coordinator(Protocol):
 
     async def publish(self, group: str, state: GroupState, *, expected_version: int) -> bool:
         """Store ``state`` if the stored version is still ``expected_version``."""
+        ...
+
+    def watch_state(self, group: str, on_change: Callable[[], None]) -> None:
+        """Call ``on_change()`` once, in the event loop, when the group's generation is next
+        published through another replica (or may have been); any request sent after this call
+        sees the state before that change. A coordinator of one process does nothing: the core
+        announces the publishes made through it."""
         ...
 
     async def commit(

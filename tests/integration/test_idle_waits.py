@@ -12,12 +12,15 @@ from typing import Any
 
 import httpx
 import pytest
+from aiokafka.protocol.fetch import FetchRequest
 
+from deploy.local.kafka_broker import TansuBroker
+from service.adapters.kafka import KafkaLog
 from service.core.models import PartitionData, TopicPartition
 from service.core.ports import Log
 from service.server.backends import build_ports
 from service.settings import Settings
-from tests.conftest import RunningGateway, start_gateway
+from tests.conftest import KAFKA_TEST_SETTINGS, RunningGateway, start_gateway
 from tests.helpers import STRING, V2, consumer, create_topic, produce, subscribe
 from tests.stream_client import events
 
@@ -133,3 +136,84 @@ async def test_an_idle_stream_reads_the_log_once_while_it_waits(
         await produce(gw.client, IDLE, [{"value": "now"}])
         event = await stream.next(timeout=5)
         assert event.event == "records", event
+
+
+async def test_idle_long_polls_on_the_kafka_log_leave_the_broker_to_other_requests(
+    tmp_path: Path, tansu: TansuBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Thirty idle long-polls on the Kafka log. A broker answers one connection's requests in order:
+    were each poll to keep a long fetch of its own there (half a second each), a request of
+    another client behind them would wait 15 s and fail after the 5 s request timeout. One long
+    fetch on a connection of its own watches them all: the other request answers, the polls
+    cost the broker one fetch per slice (six in 3 s, not one each), and each still answers at
+    once when a record comes."""
+    settings = Settings(data_dir=tmp_path / "data", log=tansu.url, **KAFKA_TEST_SETTINGS)  # type: ignore[arg-type]
+    log, coordinator, sessions = build_ports(settings)
+    assert isinstance(log, KafkaLog)
+    fetches = 0
+    cluster = log._cluster  # what the log asks the brokers, counted where it is sent
+    send = cluster.send
+
+    async def counting(node_id: int, request: Any, **kwargs: Any) -> Any:
+        nonlocal fetches
+        if isinstance(request, FetchRequest):
+            fetches += 1
+        return await send(node_id, request, **kwargs)
+
+    monkeypatch.setattr(cluster, "send", counting)
+    ports = (log, coordinator, sessions)
+    gw = await start_gateway(tmp_path / "data", ports=ports, log=tansu.url, **KAFKA_TEST_SETTINGS)
+    polls = 30
+    try:
+        await create_topic(gw.client, IDLE, 1)
+        bases = [await consumer(gw.client, f"g-kafka-{n}", reset="latest") for n in range(polls)]
+        for base in bases:
+            await subscribe(gw.client, base, IDLE)
+            await gw.client.get(f"{base}/records", params={"timeout": 0}, headers={"Accept": STRING})
+        waiting = [
+            asyncio.create_task(
+                gw.client.get(f"{base}/records", params={"timeout": 30_000}, headers={"Accept": STRING})
+            )
+            for base in bases
+        ]
+        await asyncio.sleep(1.0)  # every poll has asked once and is waiting
+        fetches = 0
+        r = await gw.client.get(f"/topics/{IDLE}/partitions/0/offsets")
+        assert r.status_code == 200, r.text
+        assert r.json()["end_offset"] == 0
+        await asyncio.sleep(3.0)
+        assert fetches < polls, f"{fetches} fetches sent to the broker in 3 s of {polls} idle long-polls"
+        assert not any(w.done() for w in waiting)
+        await produce(gw.client, IDLE, [{"value": "now"}])
+        for r in await asyncio.wait_for(asyncio.gather(*waiting), 5):
+            assert r.status_code == 200, r.text
+            assert [rec["value"] for rec in r.json()] == ["now"]
+    finally:
+        await gw.client.aclose()
+        await gw.stop()
+
+
+async def test_a_gateway_stopping_ends_an_idle_long_poll_at_once_with_its_answer(tmp_path: Path) -> None:
+    """The drain wakes a waiting long-poll: it answers (nothing to read) as the gateway stops,
+    not at its 60 s timeout, and the gateway stops without waiting for it."""
+    gw = await start_gateway(tmp_path / "data")
+    try:
+        await create_topic(gw.client, IDLE, 1)
+        base = await consumer(gw.client, "g-drain", reset="latest")
+        await subscribe(gw.client, base, IDLE)
+        await gw.client.get(f"{base}/records", params={"timeout": 0}, headers={"Accept": STRING})
+        waiting = asyncio.create_task(
+            gw.client.get(
+                f"{base}/records", params={"timeout": 60_000}, headers={"Accept": STRING}, timeout=90
+            )
+        )
+        await asyncio.sleep(1.0)
+        assert not waiting.done()
+        stopping = asyncio.create_task(gw.stop())
+        r = await asyncio.wait_for(waiting, 30)  # well before the poll's 60 s
+        assert r.status_code == 200, r.text
+        assert r.json() == []
+        await asyncio.wait_for(stopping, 30)
+    finally:
+        await gw.client.aclose()
+        await gw.stop()

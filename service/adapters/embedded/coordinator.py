@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Collection, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Coroutine, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Final, TypeVar
@@ -199,6 +199,9 @@ class EmbeddedCoordinator(Lifecycle):
     async def state(self, group: str) -> GroupState:
         stored = self._states.get(group)
         return _copy_state(stored) if stored is not None else GroupState()
+
+    def watch_state(self, group: str, on_change: Callable[[], None]) -> None:
+        """Nothing to watch: one process, whose ``GroupManager`` announces its own publishes."""
 
     async def publish(self, group: str, state: GroupState, *, expected_version: int) -> bool:
         """Store a copy of ``state`` as version ``expected_version + 1`` (also set on ``state``)."""

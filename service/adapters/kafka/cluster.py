@@ -25,7 +25,7 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
-from aiokafka.client import AIOKafkaClient
+from aiokafka.client import AIOKafkaClient, ConnectionGroup
 from aiokafka.conn import create_conn
 from aiokafka.protocol.metadata import MetadataRequest
 
@@ -125,14 +125,21 @@ class ClusterClient:
         if self._client is not None:
             self._client.force_metadata_update()
 
-    async def send(self, node_id: int, request: Any, *, timeout: float, what: str) -> Any:
-        """Send ``request`` to broker ``node_id``: its response, or a ``GatewayError`` after ``timeout`` s."""
+    async def send(
+        self, node_id: int, request: Any, *, timeout: float, what: str, long_poll: bool = False
+    ) -> Any:
+        """Send ``request`` to broker ``node_id``: its response, or a ``GatewayError`` after ``timeout`` s.
+
+        ``long_poll`` sends it on a second connection to the broker, kept for the end watch's long
+        fetches: Kafka answers one connection's requests in order, so there they hold nothing back.
+        """
         client = self._require()
+        group = ConnectionGroup.COORDINATION if long_poll else ConnectionGroup.DEFAULT
         try:
             async with asyncio.timeout(timeout):
                 if client.cluster.broker_metadata(node_id) is None:
                     await client.force_metadata_update()
-                return await client.send(node_id, request)
+                return await client.send(node_id, request, group=group)
         except asyncio.CancelledError:
             raise
         except Exception as exc:

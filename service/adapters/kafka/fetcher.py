@@ -2,11 +2,12 @@
 
 No consumer, no group, no position kept between calls (the core owns
 positions): every ``fetch`` sends its own FetchRequests through the low-level
-client, one per partition leader, concurrently. Kafka's ``max_wait_ms`` and
-``min_bytes`` do the waiting; a long wait is cut into requests of at most
-``kafka_fetch_max_wait_ms`` so that no single request outlives the connection
-timeout. The call returns as soon as one leader has records (the other
-requests are abandoned), or when the wait is over.
+client, one per partition leader, concurrently, without waiting at the broker.
+The call returns as soon as one leader has records (the other requests are
+abandoned). With nothing to return yet, it parks in the ``EndWatch`` until a
+partition it reads may have something, or its wait is over, and asks again:
+one long fetch per broker watches every parked partition, so a waiting fetch
+costs no request of its own until then.
 
 Results follow the ``Log`` port exactly as the embedded log does: partitions in
 the order given, one ``max_bytes`` budget (and ``max_records``, when given) shared in that order, the first
@@ -25,7 +26,7 @@ trip per poll. A fetch that arrives while that read is on its way waits for it
 instead of asking twice.
 
 Collaborators: ``ClusterClient``, ``TopicMetadata`` (leaders, existence),
-``OffsetLookup`` (after OffsetOutOfRange), ``ReadAhead``, ``records``.
+``OffsetLookup`` (after OffsetOutOfRange), ``ReadAhead``, ``EndWatch``, ``records``.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from .metadata import TopicMetadata
 from .offsets import OffsetLookup
 from .readahead import Chunk, ReadAhead
 from .records import Decoded, decode
+from .watch import EndWatch
 
 OFFSET_OUT_OF_RANGE: Final = 1
 READ_UNCOMMITTED: Final = 0  # like Kafka's consumers by default: the high watermark is the end
@@ -102,18 +104,19 @@ class Fetcher:
         self._offsets = offsets
         self._readahead = readahead
         self._timeout = request_timeout
-        self._slice_ms = max_wait_slice_ms
         self._fetch_bytes = fetch_bytes if readahead.capacity > 0 else 0  # no read-ahead: ask for max_bytes
         self._known: OrderedDict[TopicPartition, tuple[int, int]] = OrderedDict()
         self._prefetches: dict[TopicPartition, tuple[int, asyncio.Task[None]]] = {}
+        self._watch = EndWatch(cluster, metadata, wait_ms=max_wait_slice_ms, request_timeout=request_timeout)
 
     async def close(self) -> None:
-        """Cancel the background reads."""
+        """Cancel the background reads and the end watch's rounds."""
         tasks = [task for _, task in self._prefetches.values()]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._prefetches.clear()
+        await self._watch.close()
 
     async def fetch(
         self,
@@ -137,20 +140,10 @@ class Fetcher:
         floors: dict[TopicPartition, int] = {}  # where to wait when a position is past the end
         ask_bytes = max(max_bytes, self._fetch_bytes)
         while True:
-            kept = {tp: c for tp, off in wanted if (c := self._readahead.get(tp, off)) is not None}
-            kept_size = sum(sum(c.records.sizes) for c in kept.values())
-            remote: dict[TopicPartition, tuple[int, int]] = {}  # tp -> (ask Kafka from, keep from)
-            if kept_size < min_bytes:  # not enough in memory: ask Kafka for everything after it
-                for tp, off in wanted:
-                    pos = kept[tp].end if tp in kept else floors.get(tp, off)
-                    remote[tp] = (pos, max(pos, off))
-            elif kept_size < max_bytes:  # enough to answer now; fill up from the other partitions
-                remote = {tp: (floors.get(tp, off), off) for tp, off in wanted if tp not in kept}
+            kept, kept_size, remote = self._plan(wanted, floors, min_bytes, max_bytes)
             answers: dict[TopicPartition, _Answer] = {}
             if remote:
-                waiting = kept_size < min_bytes
-                wait_ms = int(min(max(deadline - loop.time(), 0) * 1000, self._slice_ms)) if waiting else 0
-                answers = await self._ask(remote, wait_ms, max(min_bytes - kept_size, 1), ask_bytes)
+                answers = await self._ask(remote, 0, max(min_bytes - kept_size, 1), ask_bytes)
             parts, out_of_range = self._assemble(wanted, kept, answers, floors)
             size = sum(sum(p.records.sizes) for p in parts)
             enough = max_records is not None and sum(len(p.records) for p in parts) >= max_records
@@ -158,6 +151,27 @@ class Fetcher:
                 return self._deliver(parts, max_bytes, max_records)
             for p in parts:  # not enough yet: keep what came, wait for more after it
                 self._keep(p.tp, p.offset, p.records, p)
+            _, _, remote = self._plan(wanted, floors, min_bytes, max_bytes)
+            await self._watch.wait({tp: pos for tp, (pos, _) in remote.items()}, deadline - loop.time())
+
+    def _plan(
+        self,
+        wanted: list[tuple[TopicPartition, int]],
+        floors: dict[TopicPartition, int],
+        min_bytes: int,
+        max_bytes: int,
+    ) -> tuple[dict[TopicPartition, Chunk], int, dict[TopicPartition, tuple[int, int]]]:
+        """What the read-ahead holds (and its size), and what to ask Kafka: tp -> (ask from, keep from)."""
+        kept = {tp: c for tp, off in wanted if (c := self._readahead.get(tp, off)) is not None}
+        kept_size = sum(sum(c.records.sizes) for c in kept.values())
+        remote: dict[TopicPartition, tuple[int, int]] = {}
+        if kept_size < min_bytes:  # not enough in memory: ask Kafka for everything after it
+            for tp, off in wanted:
+                pos = kept[tp].end if tp in kept else floors.get(tp, off)
+                remote[tp] = (pos, max(pos, off))
+        elif kept_size < max_bytes:  # enough to answer now; fill up from the other partitions
+            remote = {tp: (floors.get(tp, off), off) for tp, off in wanted if tp not in kept}
+        return kept, kept_size, remote
 
     def _assemble(
         self,

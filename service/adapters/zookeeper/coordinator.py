@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Collection, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Final
 
@@ -239,6 +239,12 @@ class ZooKeeperCoordinator(Lifecycle):
         """The current generation; version ``ABSENT_VERSION`` (-1) if the group has none yet."""
         self._check_open()
         return await self._groups.state(group)
+
+    def watch_state(self, group: str, on_change: Callable[[], None]) -> None:
+        """``on_change()`` once, in the loop, at the group's next generation published through any
+        replica (a kazoo data watch on its state znode, set before any later request is sent)."""
+        if self._state == "started":
+            self._groups.watch_state(group, on_change)
 
     async def publish(self, group: str, state: GroupState, *, expected_version: int) -> bool:
         self._check_open()

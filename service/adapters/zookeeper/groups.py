@@ -19,6 +19,7 @@ them agree on who owns what.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Final
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
@@ -140,6 +141,12 @@ class GroupStore:
         except NoNodeError:
             return GroupState(version=ABSENT_VERSION)
         return decode_state(data, stat.version, f"generation of group {group!r}")
+
+    def watch_state(self, group: str, on_change: Callable[[], None]) -> None:
+        """``on_change()`` once, in the loop, when the group's state znode changes (through any
+        replica), is created or deleted; see ``ZooKeeperSession.watch``."""
+        if valid_group(group):
+            self._zk.watch(self._paths.state(group), on_change)
 
     async def publish(self, group: str, state: GroupState, *, expected_version: int) -> bool:
         """Store ``state`` if the state znode is still at ``expected_version``; on success the new

@@ -211,6 +211,25 @@ class ZooKeeperSession:
 
         return watch
 
+    def watch(self, path: str, callback: Callable[[], None]) -> None:
+        """Run ``callback()`` in the event loop once the znode at ``path`` is created, changed or
+        deleted, or at once if the watch could not be set (it may have changed meanwhile).
+
+        The request that sets the watch is queued now, before any request sent after this call,
+        and ZooKeeper answers a session's requests in order: a change after those is seen. While
+        the connection is down nothing is set (a request then fails at once anyway).
+        """
+        client = self._client
+        if client is None or not client.connected:
+            return
+
+        def settled(result: IAsyncResult) -> None:
+            if not result.successful():
+                log.debug("watching %s failed: %r", path, result.exception)
+                self._to_loop(callback)
+
+        client.exists_async(path, watch=self.watcher(callback)).rawlink(settled)
+
     def _to_loop(self, fn: Callable[..., None], *args: Any) -> None:
         loop = self._loop
         if loop is None:

@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.conftest import RunningGateway, start_gateway
-from tests.helpers import V2, assignment, commit, consumer, create_topic, poll_until, produce, subscribe
+from deploy.local.kafka_broker import TansuBroker
+from tests.conftest import KAFKA_TEST_SETTINGS, RunningGateway, start_gateway
+from tests.helpers import (
+    STRING,
+    V2,
+    assignment,
+    commit,
+    consumer,
+    create_topic,
+    poll_until,
+    produce,
+    subscribe,
+)
 
 from .conftest import CONNECT_TIMEOUT_MS, REQUEST_TIMEOUT_MS, SESSION_TIMEOUT_MS, raw_client
 
@@ -85,3 +97,49 @@ async def test_group_listing_and_lag_read_zookeeper(gateway: RunningGateway, nam
     assert r.status_code == 200, r.text
     [lag] = r.json()["data"]
     assert (lag["current_offset"], lag["log_end_offset"], lag["lag"]) == (1, 2, 1)
+
+
+async def test_a_long_poll_through_one_replica_wakes_at_a_rebalance_made_through_another(
+    tmp_path: Path, zk_url: str, tansu: TansuBroker, name: str
+) -> None:
+    """A member with no partition long-polls through B; the member owning the partition leaves
+    through A. B learns of A's generation from ZooKeeper at once, not at its poll's deadline, so
+    the poll answers the record produced meanwhile before its timeout."""
+    common = {
+        "coordinator": zk_url,
+        "log": tansu.url,
+        "zookeeper_session_timeout_ms": SESSION_TIMEOUT_MS,
+        "zookeeper_connect_timeout_ms": CONNECT_TIMEOUT_MS,
+        "zookeeper_request_timeout_ms": REQUEST_TIMEOUT_MS,
+        **KAFKA_TEST_SETTINGS,
+    }
+    a = await start_gateway(tmp_path / "a", node_id="gw-a", **common)
+    b = await start_gateway(tmp_path / "b", node_id="gw-b", **common)
+    try:
+        await create_topic(a.client, name, partitions=1)
+        owner = await consumer(a.client, "relay", name="owner")
+        await subscribe(a.client, owner, name)
+        waiter = await consumer(b.client, "relay", name="waiter")
+        await subscribe(b.client, waiter, name)
+        assert await assignment(b.client, waiter) == []
+        timeout_s = 30
+        polling = asyncio.create_task(
+            b.client.get(
+                f"{waiter}/records",
+                params={"timeout": timeout_s * 1000},
+                headers={"Accept": STRING},
+                timeout=timeout_s + 10,
+            )
+        )
+        await asyncio.sleep(1.0)  # the poll is waiting, with nothing to read
+        assert not polling.done()
+        r = await a.client.delete(owner, headers={"Content-Type": V2})
+        assert r.status_code == 204, r.text
+        await produce(a.client, name, [{"value": "handed over"}], partition=0)
+        r = await asyncio.wait_for(polling, timeout_s - 5)  # answered before its timeout
+        assert r.status_code == 200, r.text
+        assert [rec["value"] for rec in r.json()] == ["handed over"]
+    finally:
+        for gw in (b, a):
+            await gw.client.aclose()
+            await gw.stop()
