@@ -103,13 +103,23 @@ class GroupManager:
         who = await self._access.decision(Caller(member.principal))
         return {t for t in topics if who.may(ResourceType.TOPIC, t, Operation.DESCRIBE)}
 
-    async def _partition_counts(self, topics: Iterable[str]) -> dict[str, int]:
+    async def _partition_counts(
+        self, topics: Iterable[str], known: dict[str, int | None] | None = None
+    ) -> dict[str, int]:
+        """How many partitions each of ``topics`` has, a deleted one left out; ``known`` holds the
+        counts (None: deleted) already asked of the log, so that one refresh of every group asks
+        it once a topic, not once a group."""
+        known = {} if known is None else known
         counts: dict[str, int] = {}
         for t in sorted(topics):
-            try:
-                counts[t] = len((await self._log.describe_topic(t)).partitions)
-            except NotFound:  # deleted meanwhile: it simply drops out of the assignment
-                continue
+            if t not in known:
+                try:
+                    known[t] = len((await self._log.describe_topic(t)).partitions)
+                except NotFound:  # deleted meanwhile: it simply drops out of the assignment
+                    known[t] = None
+            n = known[t]
+            if n is not None:
+                counts[t] = n
         return counts
 
     @staticmethod
@@ -160,6 +170,7 @@ class GroupManager:
         if not self._coordinator.is_leader():
             return
         all_topics: list[str] | None = None  # listed once per refresh, and only if a group needs it
+        known: dict[str, int | None] = {}  # partition counts, likewise
         for group in await self._coordinator.groups():
             members = await self._coordinator.members(group)
             state = await self._coordinator.state(group)
@@ -173,7 +184,7 @@ class GroupManager:
             wanted: set[str] = set()
             for member in members.values():
                 wanted |= await self._topics_of(member, all_topics)
-            if await self._partition_counts(wanted) != state.topics:
+            if await self._partition_counts(wanted, known) != state.topics:
                 await self.rebalance(group)
 
     async def describe(self, group: str) -> GroupDescription:

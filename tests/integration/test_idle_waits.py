@@ -33,6 +33,18 @@ class _CountingLog:
     def __init__(self, log: Log) -> None:
         self._log = log
         self.fetches = 0
+        self.listings = 0  # of every topic: one a metadata refresh (with a group to look at)
+        self.descriptions = 0  # of topic ``IDLE``
+        self.listed = asyncio.Event()  # set at every listing
+
+    async def list_topics(self) -> list[str]:
+        self.listings += 1
+        self.listed.set()
+        return await self._log.list_topics()
+
+    async def describe_topic(self, topic: str) -> Any:
+        self.descriptions += topic == IDLE
+        return await self._log.describe_topic(topic)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._log, name)
@@ -49,7 +61,11 @@ class _CountingLog:
 async def counted(tmp_path: Path) -> AsyncIterator[tuple[RunningGateway, _CountingLog]]:
     log, coordinator, sessions = build_ports(Settings(data_dir=tmp_path / "data"))
     counting = _CountingLog(log)
-    gw = await start_gateway(tmp_path / "data", ports=(counting, coordinator, sessions))  # type: ignore[arg-type]
+    gw = await start_gateway(
+        tmp_path / "data",
+        ports=(counting, coordinator, sessions),  # type: ignore[arg-type]
+        metadata_refresh_ms=100,
+    )
     try:
         await create_topic(gw.client, IDLE, 1)
         yield gw, counting
@@ -217,3 +233,22 @@ async def test_a_gateway_stopping_ends_an_idle_long_poll_at_once_with_its_answer
     finally:
         await gw.client.aclose()
         await gw.stop()
+
+
+async def test_idle_groups_cost_the_metadata_refresh_one_look_at_their_topic_not_one_each(
+    counted: tuple[RunningGateway, _CountingLog],
+) -> None:
+    """The refresh that rebalances a group whose topics gained partitions asks the log once a topic,
+    however many groups subscribe to it (20 here, each of one idle member)."""
+    gw, log = counted
+    for n in range(20):
+        base = await consumer(gw.client, f"g-{n}", reset="latest")
+        await subscribe(gw.client, base, IDLE)
+        r = await gw.client.get(f"{base}/records", params={"timeout": 0}, headers={"Accept": STRING})
+        assert r.status_code == 200, r.text
+    listings, descriptions = log.listings, log.descriptions
+    for _ in range(3):  # three refreshes
+        log.listed.clear()
+        await asyncio.wait_for(log.listed.wait(), 30)
+    refreshes = log.listings - listings
+    assert log.descriptions - descriptions <= refreshes + 1, (refreshes, log.descriptions - descriptions)
