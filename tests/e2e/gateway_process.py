@@ -27,6 +27,13 @@ def user_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
 
 
+def _as_in_a_terminal() -> None:
+    """Ctrl-C's signal as a terminal's foreground job has it: a suite started in the background by a
+    shell without job control inherits SIGINT ignored, and so would ``make`` (which then outlives a
+    Ctrl-C that the gateway answers)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @contextmanager
 def make_run(
     root: Path, port: int, env: Mapping[str, str] | None = None
@@ -42,6 +49,7 @@ def make_run(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
+        preexec_fn=_as_in_a_terminal,
     )
     try:
         deadline = time.monotonic() + 60
