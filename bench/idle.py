@@ -187,7 +187,26 @@ async def measure(polls: int, streams: int, args: argparse.Namespace, bootstrap:
             await asyncio.sleep(args.settle)
             answered_before = answered[0]
             cpu0, t0 = cpu_seconds(gateway.pid), time.monotonic()
+            profiler = None
+            if args.profile:  # a sampling profile of the gateway over the window (py-spy's raw format)
+                out = f"{args.profile}-{polls}-{streams}.txt"
+                cmd = [
+                    str(Path(sys.executable).with_name("py-spy")),
+                    "record",
+                    "--pid",
+                    str(gateway.pid),
+                    "--duration",
+                    str(int(args.window)),
+                    "--format",
+                    "raw",
+                    "--output",
+                    out,
+                    "--nonblocking",
+                ]
+                profiler = await asyncio.create_subprocess_exec(*cmd, stdout=asyncio.subprocess.DEVNULL)
             await asyncio.sleep(args.window)
+            if profiler is not None:
+                await profiler.wait()
             cpu = (cpu_seconds(gateway.pid) - cpu0) / (time.monotonic() - t0)
             early = answered[0] - answered_before
             first, p50, p99, failures = await produce_latency(port, work, args.samples)
@@ -222,6 +241,9 @@ async def main() -> None:
     parser.add_argument("--settle", type=float, default=3.0, help="seconds between opening and sampling")
     parser.add_argument("--samples", type=int, default=500)
     parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument(
+        "--profile", metavar="PREFIX", help="record a py-spy profile of the gateway over each window"
+    )
     parser.add_argument("--log", choices=("embedded", "kafka"), default="embedded")
     parser.add_argument(
         "--bootstrap", help="an existing Kafka broker (default with --log kafka: start Tansu)"

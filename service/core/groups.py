@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import random
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Final
 
 from service.errors import BackendUnavailable, GroupNotFound, NotFound
 
@@ -33,6 +36,8 @@ __all__ = ["GroupDescription", "GroupManager", "PartitionLag", "compile_pattern"
 log = logging.getLogger(__name__)
 
 _PUBLISH_ATTEMPTS = 20
+# The leader looks at every group at least this often, changed or not (``GroupManager.refresh``).
+FULL_REFRESH_S: Final = 30.0
 
 
 @dataclass(slots=True)
@@ -71,6 +76,11 @@ class GroupManager:
         # replica or (the coordinator's watch) another: what a waiting poll sleeps on instead of
         # reading the generation on a timer.
         self._changes: dict[str, asyncio.Future[None]] = {}
+        # What the leader's last walk over every group saw (``refresh``): the membership version,
+        # the topics and the partition counts of the topics the groups wanted, and when.
+        self._wanted: set[str] = set()
+        self._world: object = None
+        self._walked = -math.inf
 
     def changed(self, group: str) -> asyncio.Future[None]:
         """A future resolved when a generation of ``group`` is next published, through this replica
@@ -166,11 +176,28 @@ class GroupManager:
 
     async def refresh(self) -> None:
         """Rebalance every group whose members changed behind its back (a replica died with its
-        members) or whose subscribed topics gained partitions or new matches."""
+        members) or whose subscribed topics gained partitions or new matches.
+
+        Each group is looked at only when something a group's assignment rests on may have
+        changed since the last look: the coordinator's membership (``membership_version``; always,
+        where it cannot tell), the topics there are, or the partition counts of the topics a
+        group wanted then; and every ``FULL_REFRESH_S`` whatever (what a pattern may match
+        also hangs on the ACLs). So idle groups cost a refresh one listing of the topics, not a
+        look at each of them."""
         if not self._coordinator.is_leader():
             return
-        all_topics: list[str] | None = None  # listed once per refresh, and only if a group needs it
-        known: dict[str, int | None] = {}  # partition counts, likewise
+        version = self._coordinator.membership_version()
+        all_topics = await self._log.list_topics()
+        known: dict[str, int | None] = {}  # partition counts, asked once a topic per refresh
+        world = (
+            version,
+            tuple(sorted(all_topics)),
+            tuple(sorted((await self._partition_counts(self._wanted, known)).items())),
+        )
+        now = time.monotonic()
+        if version is not None and world == self._world and now - self._walked < FULL_REFRESH_S:
+            return
+        wanted_now: set[str] = set()
         for group in await self._coordinator.groups():
             members = await self._coordinator.members(group)
             state = await self._coordinator.state(group)
@@ -179,13 +206,14 @@ class GroupManager:
                 continue
             if not members:
                 continue
-            if all_topics is None:
-                all_topics = await self._log.list_topics()
             wanted: set[str] = set()
             for member in members.values():
                 wanted |= await self._topics_of(member, all_topics)
+            wanted_now |= wanted
             if await self._partition_counts(wanted, known) != state.topics:
                 await self.rebalance(group)
+        # What this walk saw: a change after ``world`` was taken is seen by the next refresh.
+        self._wanted, self._world, self._walked = wanted_now, world, now
 
     async def describe(self, group: str) -> GroupDescription:
         members = await self._coordinator.members(group)

@@ -137,6 +137,13 @@ class Coordinator(Protocol):
 
     async def members(self, group: str) -> dict[str, Member]: ...
 
+    def membership_version(self) -> int | None:
+        """A number that changes whenever a member joins or leaves any group, or a generation is
+        published, if every such change goes through this object (one process); None when members
+        may change where this replica does not see it (another replica, a session that ended):
+        then the leader's refresh looks at every group each time."""
+        ...
+
     async def state(self, group: str) -> GroupState:
         """The current generation (generation 0, empty, if the group has none)."""
         ...

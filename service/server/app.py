@@ -294,6 +294,7 @@ def build_gateway(
             serde=serde,
             limits=stream_limits(settings),
             draining=draining,
+            authorizing=access.enabled,
         ),
         idempotency=IdempotencyGuard(
             sessions, window_ms=settings.idempotency_window_ms, wait_ms=settings.idempotency_wait_ms

@@ -149,6 +149,8 @@ async def test_an_idle_stream_reads_the_log_once_while_it_waits(
     async with events(gw.client, url) as stream:
         await asyncio.sleep(7.0)  # past the 5 s a stream's poll used to end at
         assert log.fetches <= 1, f"{log.fetches} reads of the log in 7 s of an idle stream"
+        # Authentication and ACLs off: nothing can revoke what it reads, so nothing asks it again.
+        assert gw.app.state.gateway.streams.watched == 0
         await produce(gw.client, IDLE, [{"value": "now"}])
         event = await stream.next(timeout=5)
         assert event.event == "records", event
@@ -252,3 +254,63 @@ async def test_idle_groups_cost_the_metadata_refresh_one_look_at_their_topic_not
         await asyncio.wait_for(log.listed.wait(), 30)
     refreshes = log.listings - listings
     assert log.descriptions - descriptions <= refreshes + 1, (refreshes, log.descriptions - descriptions)
+
+
+class _CountingCoordinator:
+    """The gateway's coordinator, counting the looks at a group's members."""
+
+    def __init__(self, coordinator: Any) -> None:
+        self._coordinator = coordinator
+        self.looks = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._coordinator, name)
+
+    async def members(self, group: str) -> Any:
+        self.looks += 1
+        return await self._coordinator.members(group)
+
+
+async def test_idle_groups_cost_the_metadata_refresh_no_look_at_each_until_a_topic_changes(
+    tmp_path: Path,
+) -> None:
+    """With nothing changed since the leader's last walk (no member joined or left, the same topics
+    and partition counts), a refresh looks at no group; a partition added to their topic is still
+    seen at the next refresh, and every group rebalances onto it."""
+    log, coordinator, sessions = build_ports(Settings(data_dir=tmp_path / "data"))
+    counting_log, counting = _CountingLog(log), _CountingCoordinator(coordinator)
+    gw = await start_gateway(
+        tmp_path / "data",
+        ports=(counting_log, counting, sessions),  # type: ignore[arg-type]
+        metadata_refresh_ms=100,
+    )
+    try:
+        await create_topic(gw.client, IDLE, 1)
+        bases = []
+        for n in range(20):
+            base = await consumer(gw.client, f"g-{n}", reset="latest")
+            await subscribe(gw.client, base, IDLE)
+            bases.append(base)
+        for _ in range(2):  # the walk after the last join, then one with nothing changed
+            counting_log.listed.clear()
+            await asyncio.wait_for(counting_log.listed.wait(), 30)
+        looks, listings = counting.looks, counting_log.listings
+        for _ in range(5):
+            counting_log.listed.clear()
+            await asyncio.wait_for(counting_log.listed.wait(), 30)
+        assert counting_log.listings - listings >= 5
+        assert counting.looks == looks, counting.looks - looks
+
+        cid = (await gw.client.get("/v3/clusters")).json()["data"][0]["cluster_id"]
+        r = await gw.client.patch(f"/v3/clusters/{cid}/topics/{IDLE}", json={"partitions_count": 2})
+        assert r.status_code == 200, r.text
+        for base in (bases[0], bases[-1]):
+            for _ in range(100):
+                r = await gw.client.get(f"{base}/assignments")
+                if len(r.json()["partitions"]) == 2:
+                    break
+                await asyncio.sleep(0.1)
+            assert len(r.json()["partitions"]) == 2, r.text
+    finally:
+        await gw.client.aclose()
+        await gw.stop()

@@ -115,6 +115,7 @@ class EmbeddedCoordinator(Lifecycle):
         self._share_store = JournalStore(root, SHARES, compact_bytes, lazy=True)
         self._share_limits = share_limits or ShareStoreLimits()
         self._members: dict[str, dict[str, Member]] = {}
+        self._membership = 0  # bumped by every join, leave and publish (``membership_version``)
         self._states: dict[str, GroupState] = {}
         self._offsets: dict[str, Offsets] = {}
         self._shares: ShareStates = {}
@@ -183,6 +184,7 @@ class EmbeddedCoordinator(Lifecycle):
     async def join(self, group: str, member: Member) -> None:
         check_group(group)
         self._members.setdefault(group, {})[member.member_id] = _copy_member(member)
+        self._membership += 1
 
     async def leave(self, group: str, member_id: str) -> bool:
         members = self._members.get(group)
@@ -191,10 +193,15 @@ class EmbeddedCoordinator(Lifecycle):
         del members[member_id]
         if not members:
             del self._members[group]
+        self._membership += 1
         return True
 
     async def members(self, group: str) -> dict[str, Member]:
         return {m: _copy_member(member) for m, member in self._members.get(group, {}).items()}
+
+    def membership_version(self) -> int:
+        """Every change of membership goes through this object: the count of them."""
+        return self._membership
 
     async def state(self, group: str) -> GroupState:
         stored = self._states.get(group)
@@ -213,6 +220,7 @@ class EmbeddedCoordinator(Lifecycle):
         new.version = expected_version + 1
         self._states[group] = new
         state.version = new.version
+        self._membership += 1
         return True
 
     # --- offsets ---------------------------------------------------------------------

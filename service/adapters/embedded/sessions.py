@@ -15,6 +15,7 @@ mutable ``InstanceConfig`` are duplicated.
 
 from __future__ import annotations
 
+import heapq
 import time
 
 from service.core.models import IdempotentResult, InstanceConfig, InstanceState
@@ -71,6 +72,10 @@ class EmbeddedSessions(Lifecycle):
         self._owned: dict[str, int] = {}  # instances per owner, for its share (``count(owner=)``)
         # instances per group (``count(group)``, asked at every create): not a walk of them all
         self._in_group: dict[str, int] = {}
+        # (lease end, key) for every instance, at or before its lease's real end (a renewal does
+        # not move its entry; ``expired`` does, once it reaches it): the reaper asks each second,
+        # and looks only at instances whose lease may have ended, not at them all.
+        self._deadlines: list[tuple[int, _Key]] = []
         # idempotency key -> (result, expiry in monotonic seconds); oldest first, as inserted
         self._idempotent: dict[str, tuple[IdempotentResult, float]] = {}
         self._idempotent_bytes = 0
@@ -85,6 +90,7 @@ class EmbeddedSessions(Lifecycle):
                 f"Consumer instance {state.name!r} already exists in consumer group {state.group!r}."
             )
         self._store[key] = _copy(state)
+        heapq.heappush(self._deadlines, (state.expires_ms, key))
         self._owned[state.owner] = self._owned.get(state.owner, 0) + 1
         self._in_group[state.group] = self._in_group.get(state.group, 0) + 1
 
@@ -113,6 +119,8 @@ class EmbeddedSessions(Lifecycle):
         new.version = state.version + 1
         new.last_seen_ms = max(stored.last_seen_ms, state.last_seen_ms)
         self._store[key] = new
+        if new.expires_ms < stored.expires_ms:  # a shorter timeout: its entry may be too late now
+            heapq.heappush(self._deadlines, (new.expires_ms, key))
         state.version = new.version
         return True
 
@@ -151,7 +159,23 @@ class EmbeddedSessions(Lifecycle):
         return self._in_group.get(group, 0)
 
     async def expired(self, now_ms: int) -> list[tuple[str, str]]:
-        return sorted(key for key, s in self._store.items() if s.expires_ms < now_ms)
+        due: dict[_Key, int] = {}
+        heap = self._deadlines
+        while heap and heap[0][0] < now_ms:
+            _, key = heapq.heappop(heap)
+            stored = self._store.get(key)
+            if stored is None:  # deleted: its entry goes with it
+                continue
+            if stored.expires_ms < now_ms:
+                due[key] = stored.expires_ms
+            else:  # renewed since: its entry moves to the lease's end
+                heapq.heappush(heap, (stored.expires_ms, key))
+        for key, ends in due.items():  # kept until the instance is deleted
+            heapq.heappush(heap, (ends, key))
+        if len(heap) > 2 * len(self._store) + 64:  # entries of deleted instances, dropped at once
+            self._deadlines = [(s.expires_ms, k) for k, s in self._store.items()]
+            heapq.heapify(self._deadlines)
+        return sorted(due)
 
     # --- idempotency keys --------------------------------------------------------------
 

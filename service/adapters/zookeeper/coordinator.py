@@ -235,6 +235,11 @@ class ZooKeeperCoordinator(Lifecycle):
         self._check_open()
         return await self._groups.members(group)
 
+    def membership_version(self) -> None:
+        """Unknown: other replicas join and leave, and a member's ephemeral znode ends with its
+        replica's session."""
+        return None
+
     async def state(self, group: str) -> GroupState:
         """The current generation; version ``ABSENT_VERSION`` (-1) if the group has none yet."""
         self._check_open()

@@ -47,8 +47,12 @@ class StreamService:
         limits: StreamLimits | None = None,
         draining: asyncio.Event | None = None,
         clock: Clock = time.monotonic,
+        authorizing: bool = True,
     ) -> None:
         self.limits = limits or StreamLimits()
+        # Whether the ACLs are enforced: without them and without a credential, nothing can
+        # revoke what a stream reads, and the watch has nothing to ask it.
+        self._authorizing = authorizing
         self._consumers = consumers
         self._topics = topics
         self._quotas = quotas or Quotas.off()
@@ -65,6 +69,11 @@ class StreamService:
     def open(self) -> int:
         """Streams open now on this replica."""
         return self._open.open
+
+    @property
+    def watched(self) -> int:
+        """Open streams the access watch asks (``watching``)."""
+        return self._watch.watched
 
     async def drained(self, timeout_s: float) -> bool:
         """Wait until every stream ended (they end by themselves once the gateway drains, each
@@ -91,7 +100,10 @@ class StreamService:
     def watching(self, stream: Stream) -> AbstractContextManager[None]:
         """While the block runs, ``stream`` is asked with the replica's other open streams, every
         ``watch.RECHECK_S``, whether its credential and the ACLs still let it read; it ends once
-        they do not (``Stream.refuse``)."""
+        they do not (``Stream.refuse``). A stream with no credential, on a replica that enforces
+        no ACLs, is not asked: nothing could refuse it."""
+        if not self._authorizing and stream.credential is None:
+            return contextlib.nullcontext()
         return self._watch.watching(stream)
 
     def budget(self, caller: Caller) -> AbstractContextManager[ByteBudget]:

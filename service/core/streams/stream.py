@@ -85,6 +85,11 @@ class Stream:
         lifetime = context.limits.lifetime_ms
         self._expires = context.clock() + lifetime / 1000 if lifetime else math.inf
 
+    @property
+    def credential(self) -> Credential | None:
+        """What authenticated the stream's caller; None with authentication off."""
+        return self._ctx.credential
+
     def close(self) -> None:
         """The client is gone: the current wait ends and nothing more is taken."""
         self.closed = True
