@@ -1,12 +1,13 @@
 """``brokergate consume``: records printed as they arrive, in the manner of Kafka's
 ``kafka-console-consumer``.
 
-It reads as a member of ``--group`` (committing as it goes, ``commit_owned``) or of a group of
-its own, or one ``--partition`` assigned (from ``--offset``); with ``--share-group`` the loop is
-``service.cli.shares``'. Records are printed by ``service.cli.records``. A first Ctrl-C or
-SIGTERM stops it between polls (``_stop_signals``), a second at once (``Interrupted``, which
-``run`` in ``service.cli.tools`` turns into the exit status); either way its consumer instance is
-deleted. Built on ``GatewayClient.consumer``.
+It reads as a member of ``--group`` (committing as it goes, ``commit_owned``, and where it
+stands when it leaves, ``commit_positions``) or of a group of its own, or one ``--partition``
+assigned (from ``--offset``); with ``--share-group`` the loop is ``service.cli.shares``'.
+Records are printed by ``service.cli.records``. A first Ctrl-C or SIGTERM stops it between polls
+(``_stop_signals``), a second at once (``Interrupted``, which ``run`` in ``service.cli.tools``
+turns into the exit status); either way its consumer instance is deleted. Built on
+``GatewayClient.consumer``.
 """
 
 from __future__ import annotations
@@ -73,6 +74,24 @@ def commit_owned(consumer: Committer, last: dict[tuple[str, int], int]) -> None:
         offsets = kept
 
 
+def commit_positions(consumer: Committer) -> None:
+    """Commit where the member stands on each partition it owns, as Kafka's console consumer
+    does when it leaves (its auto-commit commits the positions on close).
+
+    Called when everything fetched was printed, so a position is the next record to print: a
+    partition it read nothing from is committed where the member started, the end for a new
+    group, and the group resumes there rather than having no commit at all (a group without
+    commits is no group once its last member left). A commit refused after a rebalance is a
+    warning, as in ``commit_owned``: the new owner commits those partitions.
+    """
+    try:
+        consumer.commit()
+    except ClientError as exc:
+        if not _lost_partitions(exc):
+            raise
+        print(f"brokergate: warning: commit refused after a rebalance: {exc.message}", file=sys.stderr)
+
+
 def check_consume(args: argparse.Namespace) -> None:
     """``consume``'s usage, checked before any password is asked or request sent."""
     if args.share_group is not None:
@@ -105,6 +124,7 @@ def cmd_consume(args: argparse.Namespace, client: GatewayClient) -> int:
     reset = "earliest" if args.from_beginning else "latest"
     consumer = client.consumer(group, format=args.format, auto_offset_reset=reset)
     shown = 0
+    cut = False  # whether --max-messages left fetched records unprinted
     idle_since = time.monotonic()
     with _stop_signals() as stop, consumer.deleted_on_exit():
         _start(consumer, args)
@@ -115,8 +135,9 @@ def cmd_consume(args: argparse.Namespace, client: GatewayClient) -> int:
                     break
                 continue
             idle_since = time.monotonic()
-            if args.max_messages is not None:
+            if args.max_messages is not None and len(records) > args.max_messages - shown:
                 records = records[: args.max_messages - shown]
+                cut = True
             for r in records:
                 _print_record(args, r)
             shown += len(records)
@@ -125,6 +146,8 @@ def cmd_consume(args: argparse.Namespace, client: GatewayClient) -> int:
                 for r in records:
                     last[(r.topic, r.partition)] = r.offset
                 commit_owned(consumer, last)
+        if args.group and not cut:
+            commit_positions(consumer)
     print(f"Processed a total of {shown} messages", file=sys.stderr)
     return stop.status if stop.status is not None else 0
 

@@ -1,17 +1,23 @@
-"""The shell commands of the README and of every docs/ page, handed to the tests that run them.
+"""The code blocks of the README and of every docs/ page, handed to the tests that run them.
 
-A ```sh block is a promise that its commands run as written, so the suite runs every one. A
-test takes the blocks of one section with ``claim(page, heading)``: a context manager that
-hands them out and, when the test's body ends without an error, fails unless every block of
-the section was taken. ``test_docs_commands.test_every_sh_block_is_run_by_a_test`` reads the
-tests' source for those ``claim`` calls and fails on a block no test claims, or on a claim of a
-section that has no block any more: a new block on any page fails the suite until a test runs
-it. Commands for machines the suite does not have (Docker, Kubernetes, a Spark cluster, your
-own Kafka) are in ```console blocks instead, which ``test_docs_console`` checks: every file they
-name exists and every flag they give a ``brokergate`` or ``spark_jobs`` command is a real one.
+A code block is a promise that it runs as written, so the suite runs every one, whatever its
+language: ```sh (commands, run by bash), ```python (the Python client, a WebSocket consumer,
+PySpark in the Spark suite's session), ```js (run by node). A test takes the blocks of one
+language under one section with ``claim(page, heading, language)``: a context manager that hands
+them out and, when the test's body ends without an error, fails unless every block of the
+section was taken. ``test_docs_commands.test_every_block_is_run_by_a_test`` reads the tests'
+source for those ``claim`` calls and fails on a block no test claims, or on a claim of a section
+that has no block any more: a new block on any page fails the suite until a test runs it.
+
+Two kinds of block are not run, each for a reason ``NOT_RUN`` gives: ```console, commands for
+machines the suite does not have (Docker, Kubernetes, a Spark cluster, your own Kafka), which
+``test_docs_console`` checks instead (every file they name exists and every flag they give a
+``brokergate`` or ``spark_jobs`` command is a real one); and what is shown rather than run:
+```text (what a program prints, a file tree, a diagram) and ```json (lines a program writes,
+each checked to be JSON). A block of any other language, or of none, fails the suite.
 
 Collaborators: the pages themselves (``README.md``, ``docs/*.md``) and ``tests.e2e.gateway_process``
-for the tests that serve what the commands talk to.
+for the tests that serve what the blocks talk to.
 """
 
 from __future__ import annotations
@@ -30,6 +36,16 @@ DOCS = ROOT / "docs"
 TESTS = ROOT / "tests"
 
 _FENCE = re.compile(r"^```(\w*)")
+
+# The languages of blocks a test runs, each claimed by the test that runs it.
+RUN = ("sh", "python", "js")
+# The languages of blocks no test runs, and why.
+NOT_RUN = {
+    "console": "commands for machines the suite does not have: test_docs_console checks the files "
+    "and flags they name",
+    "text": "what a program prints, a file tree or a diagram: shown, not run",
+    "json": "lines a program writes, shown: each line is checked to be one JSON document",
+}
 _HEADING = re.compile(r"^(#{1,6}) (.+?)\s*$")
 
 
@@ -54,8 +70,9 @@ class Block:
     text: str
 
 
-def blocks(path: Path, language: str = "sh") -> list[Block]:
-    """The fenced blocks of ``language`` in the page at ``path``, each with its nearest heading."""
+def blocks(path: Path, language: str | None = "sh") -> list[Block]:
+    """The fenced blocks of ``language`` (None: of every language) in the page at ``path``, each
+    with its nearest heading."""
     found: list[Block] = []
     heading = ""
     fence: tuple[str, int, list[str]] | None = None
@@ -70,7 +87,7 @@ def blocks(path: Path, language: str = "sh") -> list[Block]:
                 heading = title.group(2)
         elif line.startswith("```"):
             lang, start, body = fence
-            if lang == language:
+            if language is None or lang == language:
                 found.append(Block(page_name(path), heading, start, lang, "\n".join(body) + "\n"))
             fence = None
         else:
@@ -78,13 +95,14 @@ def blocks(path: Path, language: str = "sh") -> list[Block]:
     return found
 
 
-def every_block(language: str = "sh") -> list[Block]:
+def every_block(language: str | None = "sh") -> list[Block]:
     return [block for path in pages() for block in blocks(path, language)]
 
 
 @dataclass
 class Section:
-    """The sh blocks under one heading of one page; ``taken`` counts what the test asked for."""
+    """The blocks of one language under one heading of one page; ``taken`` counts what the test
+    asked for."""
 
     page: str
     heading: str
@@ -116,34 +134,31 @@ def at(text: str, url: str) -> str:
 
 
 @contextmanager
-def claim(page: str, heading: str) -> Iterator[Section]:
-    """The sh blocks under ``heading`` of ``page``, for a test that runs them all."""
-    found = [block for block in blocks(ROOT / page) if block.heading == heading]
-    assert found, f"{page} has no sh block under the heading {heading!r}"
+def claim(page: str, heading: str, language: str = "sh") -> Iterator[Section]:
+    """The ``language`` blocks under ``heading`` of ``page``, for a test that runs them all."""
+    found = [block for block in blocks(ROOT / page, language) if block.heading == heading]
+    assert found, f"{page} has no {language} block under the heading {heading!r}"
     section = Section(page, heading, found)
     yield section
     missed = [section.blocks[i].line for i in range(len(found)) if i not in section.taken]
     assert not missed, f"{page}, {heading!r}: the blocks at lines {missed} were claimed and not run"
 
 
-def claims_in_tests() -> set[tuple[str, str]]:
-    """Every ``claim(page, heading)`` written in the tests, as (page, heading)."""
-    found: set[tuple[str, str]] = set()
+def claims_in_tests() -> set[tuple[str, str, str]]:
+    """Every ``claim(page, heading[, language])`` written in the tests, as (page, heading, language)."""
+    found: set[tuple[str, str, str]] = set()
     for path in TESTS.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if not isinstance(node, ast.Call) or len(node.args) != 2:
-                continue
-            page, heading = node.args
-            if (
-                isinstance(node.func, ast.Name)
-                and node.func.id == "claim"
-                and isinstance(page, ast.Constant)
-                and isinstance(heading, ast.Constant)
-                and isinstance(page.value, str)
-                and page.value.endswith(".md")
-                and isinstance(heading.value, str)
+            if not (
+                isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "claim"
             ):
-                found.add((page.value, heading.value))
+                continue
+            given = [*node.args, *(k.value for k in node.keywords if k.arg == "language")]
+            words = [a.value for a in given if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+            if len(words) != len(given) or len(words) not in (2, 3) or not words[0].endswith(".md"):
+                continue
+            page, heading, *language = words
+            found.add((page, heading, language[0] if language else "sh"))
     return found
 
 

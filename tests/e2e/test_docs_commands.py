@@ -1,36 +1,106 @@
 """The README's commands and the walk-throughs of the docs run as written and show what they say.
 
-Each test takes the sh blocks it runs with ``claim`` (see ``docs_blocks``); the first test here
+Each test takes the blocks it runs with ``claim`` (see ``docs_blocks``); the first test here
 fails when any page has a block that no test claims.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import queue
 import re
 import signal
 import subprocess
+import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 
 from deploy.local.process import free_port
-from tests.e2e.docs_blocks import ROOT, at, claim, claims_in_tests, every_block
+from service.client import V2
+from tests.e2e import docs_blocks
+from tests.e2e.docs_blocks import (
+    NOT_RUN,
+    ROOT,
+    RUN,
+    at,
+    blocks,
+    claim,
+    claims_in_tests,
+    page_name,
+    pages,
+)
 from tests.e2e.gateway_process import GatewayProcess, make_run, user_env
 
 
-def test_every_sh_block_is_run_by_a_test():
-    """A block of any page is in a section some test claims, and every claim names a section
-    that still has blocks (a claim left behind by an edit of the page fails too)."""
-    sections = {(block.page, block.heading): block for block in every_block()}
-    claims = claims_in_tests()
-    unclaimed = [
-        f"{b.page}:{b.line} (under {b.heading!r})" for key, b in sections.items() if key not in claims
+def unrun(paths: list[Path], claims: set[tuple[str, str, str]]) -> list[str]:
+    """What is wrong with the blocks of the pages at ``paths``, given the tests' ``claims``: a
+    block of a language the suite runs that no test claims, a block of a language it neither
+    runs nor says why not (``NOT_RUN``), a claim of a section without such a block, a fence the
+    block reader does not see, a ``json`` block that is no JSON."""
+    found = [block for path in paths for block in blocks(path, None)]
+    sections = {(b.page, b.heading, b.language): b for b in found if b.language in RUN}
+    wrong = [
+        f"no test runs {b.page}:{b.line} ({b.language} under {b.heading!r})"
+        for key, b in sections.items()
+        if key not in claims
     ]
-    assert not unclaimed, f"sh blocks no test runs: {unclaimed}"
-    stale = sorted(claims - sections.keys())
-    assert not stale, f"claims of sections with no sh block: {stale}"
+    wrong += [f"a claim of a section with no such block: {c}" for c in sorted(claims - sections.keys())]
+    wrong += [
+        f"no test runs {b.page}:{b.line} ({b.language or 'no language'}), nor is it of a kind shown"
+        f" ({', '.join(NOT_RUN)})"
+        for b in found
+        if b.language not in (*RUN, *NOT_RUN)
+    ]
+    wrong += [
+        f"a fence the block reader does not see (indented, or ~~~): {page_name(path)}:{number}"
+        for path in paths
+        for number, line in enumerate(path.read_text().splitlines(), start=1)
+        if re.match(r"^(\s+```|\s*~~~)", line)
+    ]
+    for b in found:
+        if b.language == "json":
+            for number, line in enumerate(b.text.splitlines(), start=b.line + 1):
+                try:
+                    json.loads(line)
+                except ValueError as exc:
+                    wrong.append(f"{b.page}:{number} is no JSON: {exc}")
+    return wrong
+
+
+def test_every_block_is_run_by_a_test():
+    """A block of any page, in any language, is run by a test (in a section some test claims for
+    its language) or is of a kind ``NOT_RUN`` says why it is not; every claim names a section
+    that still has blocks (a claim left behind by an edit of the page fails too)."""
+    wrong = unrun(pages(), claims_in_tests())
+    assert not wrong, "\n".join(wrong)
+
+
+def test_a_block_no_test_runs_is_found(tmp_path, monkeypatch):
+    """The check above sees a block a page gained, in a language the suite runs or in none."""
+    monkeypatch.setattr(docs_blocks, "ROOT", tmp_path)
+    page = tmp_path / "docs" / "new.md"
+    page.parent.mkdir()
+    page.write_text(
+        "# New\n\n```python\nprint(1)\n```\n\n```\nplain\n```\n\n```json\n{1}\n```\n\n"
+        "- a list\n\n    ```sh\n    true\n    ```\n"
+    )
+    assert unrun([page], set()) == [
+        "no test runs docs/new.md:3 (python under 'New')",
+        "no test runs docs/new.md:7 (no language), nor is it of a kind shown (console, text, json)",
+        "a fence the block reader does not see (indented, or ~~~): docs/new.md:17",
+        "a fence the block reader does not see (indented, or ~~~): docs/new.md:19",
+        "docs/new.md:12 is no JSON: Expecting property name enclosed in double quotes: line 1 column 2"
+        " (char 1)",
+    ]
+    assert unrun([page], {("docs/new.md", "New", "python"), ("docs/new.md", "Old", "sh")})[:2] == [
+        "a claim of a section with no such block: ('docs/new.md', 'Old', 'sh')",
+        "no test runs docs/new.md:7 (no language), nor is it of a kind shown (console, text, json)",
+    ]
 
 
 def run(script: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
@@ -153,6 +223,97 @@ def test_streams_server_sent_events(tmp_path):
         out = read_stream(partition, until="data:")
         assert "event: records" in out and re.search(r"^id: \d+$", out, re.M), out
         assert '"key":"alice","value":{"item":"book","qty":1},"partition":0,"offset":0,' in out
+    except AssertionError as failed:
+        raise AssertionError(f"{failed}\n{gw.output()}") from None
+    finally:
+        gw.stop()
+
+
+# What runs the browser's block under node: its relative URLs are the page's, the gateway's origin
+NODE_PAGE = """const Native = EventSource;
+globalThis.EventSource = class extends Native {
+  constructor(url, init) { super(new URL(url, process.env.PAGE_ORIGIN), init); }
+};
+"""
+
+
+def follow(argv: list[str], until: str, meanwhile: Callable[[], object], then: Callable[[], object]) -> str:
+    """The output of a program that reads a stream until it ends: ``meanwhile`` is called every
+    half second until it prints a line holding ``until``, then ``then`` (what ends the stream);
+    the program must then exit 0 by itself."""
+    program = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    assert program.stdout is not None
+    threading.Thread(target=lambda: [lines.put(line) for line in program.stdout or ()], daemon=True).start()
+    seen: list[str] = []
+    try:
+        deadline = time.monotonic() + 30
+        while not any(until in line for line in seen):
+            assert time.monotonic() < deadline and program.poll() is None, "".join(seen)
+            meanwhile()
+            try:
+                while True:
+                    seen.append(lines.get(timeout=0.5))
+            except queue.Empty:
+                pass
+        then()
+        assert program.wait(timeout=30) == 0, "".join(seen)
+    finally:
+        if program.poll() is None:
+            os.killpg(program.pid, signal.SIGKILL)
+            program.wait(10)
+    time.sleep(0.1)  # the reading thread takes the last lines
+    while not lines.empty():
+        seen.append(lines.get())
+    return "".join(seen)
+
+
+def test_streams_in_a_browser_and_over_a_websocket(tmp_path):
+    """The page's EventSource code (under node, the page's origin the gateway's) and its WebSocket
+    consumer each print the order that arrives while they read ``bill-1`` of the walk-through,
+    and end by themselves when the instance is deleted: the browser's closes its source on an
+    ``end`` other than a shutdown, the WebSocket's leaves its loop on ``end``."""
+    gw = GatewayProcess(tmp_path / "data").start()
+    try:
+        curl_walkthrough(gw.url)
+        json_type = {"Content-Type": "application/vnd.kafka.json.v2+json"}
+        instance = f"{gw.url}/consumers/billing/instances/bill-1"
+
+        def order() -> None:
+            body = {"records": [{"key": "alice", "value": {"item": "desk", "qty": 1}}]}
+            assert httpx.post(f"{gw.url}/topics/orders", headers=json_type, json=body).is_success
+
+        def delete() -> None:
+            assert httpx.delete(instance, headers={"Content-Type": V2}).status_code == 204
+
+        with claim("docs/streams.md", "Server-Sent Events", "js") as section:
+            browser = NODE_PAGE + section.block(0)
+        (tmp_path / "page.js").write_text(browser)
+        node = [
+            "env",
+            f"PAGE_ORIGIN={gw.url}",
+            "node",
+            "--experimental-eventsource",
+            str(tmp_path / "page.js"),
+        ]
+        out = follow(node, until='alice {"item":"desk","qty":1}', meanwhile=order, then=delete)
+        assert "ReferenceError" not in out, out
+
+        again = {"name": "bill-1", "format": "json", "auto.offset.reset": "latest"}
+        assert httpx.post(f"{gw.url}/consumers/billing", headers={"Content-Type": V2}, json=again).is_success
+        topics = {"topics": ["orders"]}
+        assert httpx.post(f"{instance}/subscription", headers={"Content-Type": V2}, json=topics).is_success
+        with claim("docs/streams.md", "WebSocket", "python") as section:
+            consumer = at(section.block(0), gw.url)
+        out = follow(
+            [sys.executable, "-c", consumer],
+            until="alice {'item': 'desk', 'qty': 1}",
+            meanwhile=order,
+            then=delete,
+        )
+        assert "Traceback" not in out, out
     except AssertionError as failed:
         raise AssertionError(f"{failed}\n{gw.output()}") from None
     finally:
