@@ -16,7 +16,8 @@ scripts. The pages name their files and the OpenAPI document by path (after the 
 ``root_path``), so no URL in them comes from a request's ``Host``.
 
 ``/docs/oauth2-redirect`` is Swagger UI's OAuth2 return page, its script (FastAPI's) served
-as a file too. The routes are left out of the OpenAPI document: they are no API.
+as a file too. ``HEAD`` is answered on every route as ``GET`` is, without the body. The routes
+are left out of the OpenAPI document: they are no API.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from fastapi.responses import Response
 
 from service.errors import NotFound
 
-from .router import Asset
+from .router import METHODS, Asset, answer
 
 DOCS: Final = "/docs"
 REDOC: Final = "/redoc"
@@ -153,21 +154,21 @@ def docs_router(*, title: str) -> APIRouter:
     def page(template: str, headers: dict[str, str], request: Request) -> Response:
         root = html.escape(request.scope.get("root_path", "").rstrip("/"))
         body = template.format(title=name, root=root, openapi=OPENAPI, oauth2=OAUTH2_REDIRECT)
-        return Response(body, media_type="text/html; charset=utf-8", headers=headers)
+        return answer(request, body.encode(), "text/html; charset=utf-8", headers)
 
-    @router.get(DOCS)
+    @router.api_route(DOCS, methods=METHODS)
     async def swagger_ui(request: Request) -> Response:
         return page(_SWAGGER_PAGE, SWAGGER_HEADERS, request)
 
-    @router.get(OAUTH2_REDIRECT)
+    @router.api_route(OAUTH2_REDIRECT, methods=METHODS)
     async def swagger_ui_oauth2_redirect(request: Request) -> Response:
         return page(_OAUTH2_PAGE, SWAGGER_HEADERS, request)
 
-    @router.get(REDOC)
+    @router.api_route(REDOC, methods=METHODS)
     async def redoc(request: Request) -> Response:
         return page(_REDOC_PAGE, REDOC_HEADERS, request)
 
-    @router.get(DOCS + "/{asset}")
+    @router.api_route(DOCS + "/{asset}", methods=METHODS)
     async def docs_asset(asset: str, request: Request) -> Response:
         found = assets.get(asset)
         if found is None:

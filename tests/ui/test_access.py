@@ -17,7 +17,7 @@ from tests.e2e.gateway_process import GatewayProcess, authorizing_gateway
 from .api import create_topic, produce
 from .browser import Browser
 
-USERS = {"admin": "admin-pw", "alice": "alice-pw"}
+USERS = {"admin": "admin-pw", "alice": "alice-pw", "bob": "bob-pw"}
 
 
 @pytest.fixture(scope="module")
@@ -32,12 +32,18 @@ def read_only(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProce
 
 @pytest.fixture(scope="module")
 def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
-    """HTTP Basic and ACLs on: ``admin`` may do anything, ``alice`` what she is granted."""
+    """HTTP Basic and ACLs on: ``admin`` may do anything, ``alice`` what she is granted, ``bob`` nothing."""
     gateway = authorizing_gateway(tmp_path_factory.mktemp("guarded") / "data", USERS, super_user="admin")
     try:
         yield gateway
     finally:
         gateway.stop()
+
+
+def signed_in_as(user: str, gateway: GatewayProcess) -> str:
+    """The gateway's address with ``user``'s credentials: what a person types in the browser's
+    sign-in prompt, given in the address instead (headless)."""
+    return gateway.url.replace("://", f"://{user}:{USERS[user]}@")
 
 
 def test_a_read_only_console_hides_create_delete_and_produce(browser: Browser, read_only: GatewayProcess):
@@ -76,10 +82,9 @@ def test_the_console_calls_the_api_with_the_users_credentials(browser: Browser, 
             }
             assert admin.post(f"/v3/clusters/{cluster}/acls", json=binding).status_code == 201
 
-    # What a person types in the browser's sign-in prompt, given in the address instead (headless)
-    signed_in = guarded.url.replace("://", f"://alice:{USERS['alice']}@")
-    browser.open(f"{signed_in}/ui#/topics")
+    browser.open(f"{signed_in_as('alice', guarded)}/ui#/topics")
     browser.find('tr[data-topic="team-a.orders"]')
+    assert browser.text("#principal") == "signed in as User:alice"
     assert browser.visible('tr[data-topic="team-b.orders"]') is None  # listings show what she may see
     browser.click('tr[data-topic="team-a.orders"] a')
     assert "team-a.orders" in browser.find('#records-panel tr[data-offset="0"]').text
@@ -89,3 +94,15 @@ def test_the_console_calls_the_api_with_the_users_credentials(browser: Browser, 
     browser.click("#produce button[type=submit]")
     text = browser.wait_text("#produce-status .error", "Not authorized")
     assert "User:alice" in text and "ACL binding" in text
+
+
+def test_a_user_who_may_see_nothing_is_told_there_may_be_more(browser: Browser, guarded: GatewayProcess):
+    with httpx.Client(base_url=guarded.url, auth=("admin", USERS["admin"])) as admin:
+        create_topic(admin, "payroll")
+    browser.open(f"{signed_in_as('bob', guarded)}/ui#/topics")
+    empty = "No topics you may see: there may be topics that User:bob is not allowed to describe."
+    browser.wait_text("#topics-page tbody", empty)
+    assert browser.text("#principal") == "signed in as User:bob"
+    browser.screenshot("nothing-to-see")
+    browser.click('a[data-nav="groups"]')
+    browser.wait_text("#groups-page tbody", "there may be consumer groups that User:bob is not allowed")

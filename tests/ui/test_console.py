@@ -16,7 +16,7 @@ from selenium.webdriver.support.expected_conditions import alert_is_present
 
 from tests.e2e.gateway_process import GatewayProcess
 
-from .api import accept, acquire, commit, create_topic, fetch, join, produce, share_consumer
+from .api import V2, accept, acquire, commit, create_topic, fetch, join, produce, share_consumer
 from .browser import Browser
 
 ITEMS = ["lamp", "desk", "chair", "shelf", "rug", "mirror"]
@@ -217,3 +217,114 @@ def test_a_share_groups_records_in_flight_and_lag(
     browser.click('a[data-nav="share-groups"]')
     row_element = browser.find(f'#share-groups-page tr[data-group="{group}"]')
     assert "Stable" in row_element.text and "w1" not in row_element.text, row_element.text
+
+
+def test_the_bar_says_who_the_console_acts_as(browser: Browser, console: GatewayProcess):
+    browser.open(f"{console.url}/ui#/topics")
+    assert browser.wait_text("#principal", "User:ANONYMOUS") == "User:ANONYMOUS (authentication off)"
+
+
+def test_the_lag_chart_fills_its_card(
+    browser: Browser, console: GatewayProcess, api: httpx.Client, name: str
+):
+    create_topic(api, name)
+    produce(api, name, [{"value": {"n": i}} for i in range(3)])
+    join(api, name, name)
+    browser.open(f"{console.url}/ui#/groups/{name}")
+    browser.find("#lag-chart svg")
+
+    card, chart = browser.driver.execute_script(  # the card's width inside its padding, the chart's
+        "const card = document.getElementById('lag-chart'); const style = getComputedStyle(card);"
+        "return [card.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight),"
+        " card.querySelector('svg').getBoundingClientRect().width]"
+    )
+    assert chart >= card - 1, (chart, card)
+    # its text as large as the page's own, whatever the card's width: drawn at the width it has
+    tick = browser.driver.execute_script(
+        "return document.querySelector('#lag-chart text.tick').getBoundingClientRect().height"
+    )
+    assert 10 <= tick <= 20, tick
+
+
+def test_a_member_subscribed_to_a_topic_that_does_not_exist_shows_it(
+    browser: Browser, console: GatewayProcess, api: httpx.Client, name: str
+):
+    create_topic(api, name)
+    member = join(api, name, name)
+    typo = f"{name}-typo"
+    r = api.post(f"{member}/subscription", json={"topics": [name, typo]}, headers={"Content-Type": V2})
+    assert r.status_code == 204, r.text
+
+    browser.open(f"{console.url}/ui#/groups/{name}")
+    missing = browser.find('#members tr[data-member="m1"] .missing')
+    assert missing.text == f"{typo} (does not exist)"
+    assert browser.text('#members tr[data-member="m1"]').startswith(f"m1 {name}, {typo} (does not exist)")
+
+    create_topic(api, typo)  # the typo made good: the member covers it, and the page says so
+    browser.wait(lambda: f"{typo}/0" in browser.text("#members"), "the new topic assigned", timeout=30)
+    browser.click("button[name=refresh]")
+    browser.wait(lambda: browser.visible("#members .missing") is None, "the mark to go")
+    assert f"{name}, {typo}" in browser.text('#members tr[data-member="m1"]')
+
+
+def test_the_empty_live_tail_has_the_columns_it_fills(
+    browser: Browser, console: GatewayProcess, api: httpx.Client, name: str
+):
+    create_topic(api, name)
+    browser.open(f"{console.url}/ui#/topics/{name}/tail")
+    browser.find("#tail-form input[name=partition]")
+
+    def shares() -> list[float]:
+        """Each column's share of the table's width."""
+        return list(
+            browser.driver.execute_script(
+                "const table = document.getElementById('tail').getBoundingClientRect().width;"
+                "return [...document.querySelectorAll('#tail th')]"
+                ".map(th => th.getBoundingClientRect().width / table)"
+            )
+        )
+
+    empty = shares()
+    partition, offset, timestamp, _key, _headers, value = empty
+    assert partition < 0.1 and offset < 0.1, empty  # numbers: narrow
+    assert value > 0.35 and value == max(empty), empty  # the value: the widest
+    assert 0.1 < timestamp < 0.22, empty  # a timestamp, whole on one line
+    assert "No records yet" in browser.find("#tail tr.empty").text
+
+    browser.click("#tail-form button[name=toggle]")
+    browser.wait_text(".streams", "live")
+    produce(api, name, [{"key": "k" * 40, "value": {"item": "x" * 400}}])
+    browser.find('#tail tr[data-offset="0"]')
+    assert browser.visible("#tail tr.empty") is None
+    assert shares() == empty  # the columns stay where they were as records arrive
+    browser.screenshot("tail-columns")
+    browser.click("#tail-form button[name=toggle]")
+    browser.wait(lambda: not browser.text(".streams"), "the streams to close")
+
+
+def test_the_schema_registrys_topic_shows_no_delete_the_api_refuses(
+    browser: Browser, console: GatewayProcess, api: httpx.Client
+):
+    r = api.post(  # the registry's first schema makes its topic
+        "/schema-registry/subjects/ui-reserved-value/versions",
+        json={"schema": '{"type": "string"}'},
+        headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
+    )
+    assert r.status_code == 200, r.text
+    browser.open(f"{console.url}/ui#/topics")
+    browser.click("#topics-page .head button")  # Refresh: the list as it is now
+    button = browser.find('tr[data-topic="_schemas"] button.danger')
+    assert not button.is_enabled()
+    reason = (
+        "_schemas holds the schema registry's records: the gateway refuses to delete it or produce to it."
+    )
+    assert button.get_attribute("title") == reason
+    assert browser.find("#topics-page .reserved").text == reason  # said on the page, not in a tooltip only
+    cid = api.get("/v3/clusters").json()["data"][0]["cluster_id"]
+    assert api.delete(f"/v3/clusters/{cid}/topics/_schemas").status_code == 403  # what it spares the user
+
+    browser.click('tr[data-topic="_schemas"] a')
+    assert browser.find("#topic-page #reserved").text == reason
+    assert browser.visible('.tabs a[data-tab="produce"]') is None
+    browser.find('#records-panel tr[data-offset="0"]')  # read as any topic
+    browser.screenshot("reserved-topic")

@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 
 from service.security.users import add_user
+from service.ui import docs_asset_paths
 from service.ui.router import MEDIA_TYPES
 from tests.conftest import start_gateway
 
@@ -51,6 +52,23 @@ async def test_the_headers_of_a_careful_console(client: httpx.AsyncClient):
         assert r.headers["referrer-policy"] == "no-referrer"
         again = await client.get(path, headers={"If-None-Match": r.headers["etag"]})
         assert again.status_code == 304 and not again.content
+
+
+async def test_head_is_answered_as_get_without_a_body(client: httpx.AsyncClient):
+    """``HEAD`` on the console's page and files, and on the API docs' pages and files, as a link
+    checker or ``curl -I`` sends it: GET's status and headers, no body."""
+    paths = ["/ui", *(f"/ui/{name}" for name in sorted(_static_files()) if name != "index.html")]
+    paths += ["/docs", "/redoc", "/docs/oauth2-redirect", *sorted(docs_asset_paths())]
+    for path in paths:
+        got, head = await client.get(path), await client.head(path)
+        assert (head.status_code, got.status_code) == (200, 200), path
+        assert head.content == b"", path
+        for header in ("content-type", "content-length", "etag", "content-security-policy", "cache-control"):
+            assert head.headers.get(header) == got.headers.get(header), (path, header)
+        assert int(head.headers["content-length"]) == len(got.content), path
+        if "etag" in got.headers:
+            again = await client.head(path, headers={"If-None-Match": got.headers["etag"]})
+            assert again.status_code == 304 and not again.content, path
 
 
 def test_no_inline_script_style_or_eval():

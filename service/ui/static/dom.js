@@ -67,3 +67,30 @@ export function select(name, options, value) {
 export function readOnly() {
   return document.body.dataset.readOnly === "true";
 }
+
+// What the gateway wrote into the page about the request that loaded it (see the console's router).
+export function viewer() {
+  const data = document.body.dataset;
+  let reserved = {};
+  try {
+    reserved = JSON.parse(data.reserved || "{}");
+  } catch {
+    reserved = {};
+  }
+  return { principal: data.principal || "", authenticated: data.authenticated === "true", filtered: data.filtered === "true", reserved };
+}
+
+// What an empty listing of ``things`` says: with the ACLs deciding, there may be some this
+// principal is not allowed to see.
+export function nothingListed(things) {
+  const { principal, filtered } = viewer();
+  if (!filtered) return `No ${things} yet.`;
+  return `No ${things} you may see: there may be ${things} that ${principal} is not allowed to describe.`;
+}
+
+// Why the API refuses to delete or produce to ``topic`` (one the gateway keeps for itself), or null.
+export function reservedReason(topic) {
+  const { reserved } = viewer();
+  const owner = Object.hasOwn(reserved, topic) ? reserved[topic] : null;
+  return owner === null ? null : `${topic} holds ${owner}: the gateway refuses to delete it or produce to it.`;
+}

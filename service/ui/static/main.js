@@ -4,7 +4,7 @@
 // so a live tail keeps running; leaving it closes it (its streams and timers end).
 
 import { get } from "./api.js";
-import { clear } from "./dom.js";
+import { clear, viewer } from "./dom.js";
 import { groupPage, groupsPage } from "./groups.js";
 import { shareGroupPage, shareGroupsPage } from "./shares.js";
 import { topicPage, topicsPage } from "./topics.js";
@@ -54,7 +54,18 @@ async function showCluster() {
   }
 }
 
+// Who the gateway took the browser for: every call the page makes is that principal's.
+function showPrincipal() {
+  const { principal, authenticated } = viewer();
+  const where = document.getElementById("principal");
+  where.textContent = authenticated ? `signed in as ${principal}` : `${principal} (authentication off)`;
+  where.title = authenticated
+    ? "The principal the gateway authenticated this browser as; the console shows and does what its ACLs allow."
+    : "The gateway authenticates no one: every caller is this principal.";
+}
+
 window.addEventListener("hashchange", show);
 if (!location.hash) history.replaceState(null, "", "#/topics");
+showPrincipal();
 show();
 showCluster();

@@ -4,7 +4,7 @@
 
 import { enc, errorText, get, v3 } from "./api.js";
 import { formatNumber } from "./decode.js";
-import { clear, h, notice, table } from "./dom.js";
+import { clear, h, nothingListed, notice, table } from "./dom.js";
 
 const REFRESH_MS = 5000;
 
@@ -38,7 +38,7 @@ export function shareGroupsPage() {
           { title: "Lag", class: "num", cell: (g) => formatNumber(g.lag) },
         ],
         groups,
-        { empty: "No share groups yet.", rowProps: (g) => ({ data: { group: g.share_group_id } }) },
+        { empty: nothingListed("share groups"), rowProps: (g) => ({ data: { group: g.share_group_id } }) },
       ),
     );
   }

@@ -13,6 +13,19 @@ export const MAX_STREAMS = 4;
 const MAX_ROWS = 500; // rows kept on the page, the oldest dropped first
 const RETRY_MS = 2000;
 const MAX_RETRY_MS = 30000;
+// The columns, their widths set by the style sheet (a fixed layout: the columns keep their widths
+// whether the table is empty or rows arrive).
+const COLUMNS = [
+  ["partition", "Partition"],
+  ["offset", "Offset"],
+  ["timestamp", "Timestamp"],
+  ["key", "Key"],
+  ["headers", "Headers"],
+  ["value", "Value"],
+];
+const NUMERIC = new Set(["partition", "offset"]);
+const IDLE = "No records yet: Start follows the partitions picked.";
+const WAITING = "No records yet: waiting for new ones.";
 
 export function liveTail(topic, getPartitions) {
   const format = select("format", [["auto", "auto-detect"], ...FORMATS.map((f) => [f, f])], "auto");
@@ -21,11 +34,14 @@ export function liveTail(topic, getPartitions) {
   const toggle = h("button", { type: "submit", name: "toggle", text: "Start" });
   const status = h("div");
   const streams = h("ul", { class: "streams muted" });
-  const body = h("tbody");
+  const waiting = h("td", { class: "muted", colspan: COLUMNS.length, text: IDLE });
+  const empty = h("tr", { class: "empty" }, waiting);
+  const body = h("tbody", {}, empty);
   const rows = h(
     "table",
-    { id: "tail" },
-    h("thead", {}, h("tr", {}, ["Partition", "Offset", "Timestamp", "Key", "Headers", "Value"].map((t, i) => h("th", { class: i < 2 ? "num" : null, text: t })))),
+    { id: "tail", class: "fixed" },
+    h("colgroup", {}, COLUMNS.map(([name]) => h("col", { class: `col-${name}` }))),
+    h("thead", {}, h("tr", {}, COLUMNS.map(([name, title]) => h("th", { class: NUMERIC.has(name) ? "num" : null, text: title })))),
     body,
   );
   const form = h(
@@ -35,7 +51,7 @@ export function liveTail(topic, getPartitions) {
     field("From", start),
     field("Partitions", picks),
     toggle,
-    h("button", { type: "button", text: "Clear", onclick: () => clear(body) }),
+    h("button", { type: "button", text: "Clear", onclick: () => clear(body).append(empty) }),
   );
   const element = h("div", { class: "panel", id: "tail-panel", role: "tabpanel" }, form, status, streams, rows);
   let running = []; // one {partition, source, next, timer, line} per followed partition
@@ -59,6 +75,7 @@ export function liveTail(topic, getPartitions) {
     if (!chosen.length) return notice(status, "Pick a partition to follow.", "error");
     if (chosen.length > MAX_STREAMS) return notice(status, `Follow at most ${MAX_STREAMS} partitions at once.`, "error");
     notice(status, "");
+    waiting.textContent = WAITING;
     toggle.textContent = "Stop";
     for (const input of form.elements) if (input !== toggle && input.type !== "button") input.disabled = true;
     const offsets = await Promise.all(chosen.map((p) => partitionOffsets(topic, p).catch(() => ({ beginning_offset: 0, end_offset: 0 }))));
@@ -128,6 +145,7 @@ export function liveTail(topic, getPartitions) {
   function show(record, fmt) {
     const key = describe(record.key, fmt);
     const value = describe(record.value, fmt);
+    empty.remove();
     body.prepend(
       h(
         "tr",
@@ -149,6 +167,7 @@ export function liveTail(topic, getPartitions) {
       clearTimeout(stream.timer);
     }
     running = [];
+    waiting.textContent = IDLE;
     clear(streams);
     toggle.textContent = "Start";
     for (const input of form.elements) input.disabled = false;

@@ -3,7 +3,7 @@
 
 import { call, enc, errorText, get, partitions, v3 } from "./api.js";
 import { formatNumber } from "./decode.js";
-import { clear, field, h, notice, readOnly, table } from "./dom.js";
+import { clear, field, h, nothingListed, notice, readOnly, reservedReason, table } from "./dom.js";
 import { produceForm } from "./produce.js";
 import { recordBrowser } from "./records.js";
 import { liveTail } from "./tail.js";
@@ -43,7 +43,12 @@ export function topicsPage() {
       { title: "Configs", cell: (t) => configText(t.configs) },
     ];
     if (!readOnly()) columns.push({ title: "", cell: (t) => deleteButton(t.topic_name, status, () => load()) });
-    clear(list).append(table(columns, rows, { empty: "No topics yet.", rowProps: (t) => ({ data: { topic: t.topic_name } }) }));
+    clear(list).append(table(columns, rows, { empty: nothingListed("topics"), rowProps: (t) => ({ data: { topic: t.topic_name } }) }));
+    if (!readOnly()) {
+      // why a Delete is disabled, said where it shows rather than in a tooltip only
+      const refusals = rows.map((t) => reservedReason(t.topic_name)).filter(Boolean);
+      list.append(...refusals.map((text) => h("p", { class: "muted note reserved", text })));
+    }
   }
 
   return { element, update: () => load(), close() {} };
@@ -83,6 +88,8 @@ function createForm(status, created) {
 }
 
 function deleteButton(topic, status, deleted) {
+  const refused = reservedReason(topic);
+  if (refused) return h("button", { type: "button", class: "danger write", disabled: true, title: refused, "aria-label": `Delete: ${refused}`, text: "Delete" });
   return h("button", {
     type: "button",
     class: "danger write",
@@ -108,6 +115,7 @@ const TABS = [
 
 export function topicPage(topic) {
   const status = h("div");
+  const refused = reservedReason(topic); // the API takes no delete and no record for it
   const summary = h("div", { class: "panel", id: "partitions" });
   let parts = [];
   let loaded = null;
@@ -145,7 +153,7 @@ export function topicPage(topic) {
   const tail = liveTail(topic, getPartitions);
   const panels = {
     records: browser.element,
-    produce: readOnly() ? null : produceForm(topic, getPartitions, () => loadPartitions()).element,
+    produce: readOnly() || refused ? null : produceForm(topic, getPartitions, () => loadPartitions()).element,
     tail: tail.element,
   };
   const tabs = h(
@@ -164,6 +172,7 @@ export function topicPage(topic) {
       h("h1", {}, h("a", { href: "#/topics", class: "muted", text: "Topics" }), " / ", topic),
       h("button", { type: "button", onclick: () => loadPartitions(), text: "Refresh" }),
     ),
+    refused && h("p", { class: "notice info", id: "reserved", text: refused }),
     status,
     summary,
     tabs,
