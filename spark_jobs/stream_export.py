@@ -53,7 +53,7 @@ from .export import (
 from .export_state import META_DIR, STATE_FILE
 from .lock import exclusive
 from .offsets import OptionError, parse_offset_spec
-from .plan import Planner
+from .plan import check_topics
 from .progress import Progress, Summary
 from .session import SessionSource, session_of
 
@@ -97,7 +97,7 @@ def run_stream_export(
     is set or a stop signal arrives; returns what this run wrote."""
     progress = progress or Progress("stream-export")
     stop = stop or threading.Event()
-    check_topics(options)
+    check_topics(options.log, options.topic, options.coordinator, options.credentials)
     meta = options.output / META_DIR
     if (meta / STATE_FILE).exists():
         raise ValueError(
@@ -154,14 +154,6 @@ class StreamedTopics(Protocol):
     def max_offsets_per_trigger(self) -> int | None: ...
     @property
     def credentials(self) -> BackendCredentials: ...
-
-
-def check_topics(options: StreamedTopics) -> None:
-    """What the stream would find wrong with its log and topics when it starts (a log that is not
-    there, a named topic that does not exist), asked before Spark starts and anything is written:
-    ``OSError`` or ``OptionError`` in one line, as the batch jobs say it."""
-    with Planner(options.log, options.coordinator, options.credentials) as planner:
-        planner.partitions(options.topic)
 
 
 def read_stream(
