@@ -58,6 +58,7 @@ from service.core.models import Record
 
 from .logs import open_log
 from .offsets import OffsetRange, OptionError, split_ranges
+from .option_names import ANY_READ, READ
 from .plan import SourceOptions, plan
 
 if TYPE_CHECKING:  # imported where used: a binary read never loads the schema formats
@@ -181,10 +182,17 @@ class BrokergateDataSource(DataSource):
         return NAME
 
     def schema(self) -> StructType | str:
+        """The columns. Spark asks for them where a read is defined (``load()``, unless given
+        ``.schema(...)``), in a read and in a stream alike, so the options either takes are
+        checked here, and a bad one fails ``load()`` rather than the query later on."""
+        from .stream_source import StreamOptions
+
+        StreamOptions.parse(self.options, ANY_READ)
         decoding = self.decoding()
         return SCHEMA if decoding is None else decoding.spark_schema(BASE_SCHEMA)
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        READ.check(self.options)
         options = SourceOptions.parse(self.options)
         decoding = self.decoding()
         if decoding is not None and schema != decoding.spark_schema(BASE_SCHEMA):

@@ -54,6 +54,14 @@ _REGISTRY_OPTIONS: Final = {
     "schemaregistrypassword": "schemaRegistryPassword",
     "schemaregistrycafile": "schemaRegistryCaFile",
 }
+# Every option this module reads.
+OPTIONS: Final = (
+    *(f"{side}{name}" for side in ("key", "value") for name in ("Format", "SchemaId", "Subject")),
+    "keySchemaVersion",
+    "valueSchemaVersion",
+    "onDecodeError",
+    *_REGISTRY_OPTIONS.values(),
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -186,3 +186,13 @@ def plan(options: SourceOptions) -> list[OffsetRange]:
     """The ranges ``options`` select, one per partition."""
     with options.planner() as planner:
         return planner.ranges(options.topic, options.starting, options.ending)
+
+
+def check_topics(
+    log: str, topic_spec: str, coordinator: str | None = None, credentials: BackendCredentials | None = None
+) -> None:
+    """What a job's read would find wrong with its log and topics (a log that is not there, a named
+    topic that does not exist), asked before the job starts Spark or writes anything: ``OSError``
+    or ``OptionError``, in one line."""
+    with Planner(log, coordinator, credentials) as planner:
+        planner.partitions(topic_spec)

@@ -223,8 +223,6 @@ class BrokergateStreamWriter(DataSourceStreamArrowWriter):
     (kept in its checkpoint) and the micro-batch's."""
 
     def __init__(self, options: SinkOptions, columns: Columns) -> None:
-        if options.write_id is not None:
-            raise OptionError("writeId names a batch write; a stream's writes are named by its checkpoint")
         self.options, self.columns = options, columns
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommit:
@@ -260,5 +258,5 @@ def batch_writer(options: Mapping[str, str], schema: StructType, *, overwrite: b
 def stream_writer(options: Mapping[str, str], schema: StructType) -> BrokergateStreamWriter:
     """``writeStream``'s writer, its options and columns checked now. In ``complete`` mode it
     writes the whole result each micro-batch, as Spark's Kafka sink does."""
-    parsed = SinkOptions.parse(options)
+    parsed = SinkOptions.parse(options, stream=True)
     return BrokergateStreamWriter(parsed, Columns.check(schema, parsed))

@@ -26,6 +26,7 @@ from service.client import GatewayClient
 from service.core.rules import valid_topic
 
 from .offsets import OptionError, parse_count
+from .option_names import STREAM_WRITE, WRITE
 
 FORMATS: Final = ("binary", "json", "avro", "jsonschema", "protobuf")
 SCHEMA_FORMATS: Final = frozenset({"avro", "jsonschema", "protobuf"})
@@ -92,9 +93,12 @@ class SinkOptions:
     write_id: str | None = None  # a batch write's; a stream's is its query's id
 
     @classmethod
-    def parse(cls, options: Mapping[str, str], env: Mapping[str, str] | None = None) -> SinkOptions:
-        """From Spark's option map (keys case-insensitive), the environment filling in the
-        gateway's access; raises ``OptionError`` naming the option."""
+    def parse(
+        cls, options: Mapping[str, str], env: Mapping[str, str] | None = None, *, stream: bool = False
+    ) -> SinkOptions:
+        """From Spark's option map (keys case-insensitive) of a write (of a ``stream``ing one), the
+        environment filling in the gateway's access; raises ``OptionError`` naming the option."""
+        (STREAM_WRITE if stream else WRITE).check(options)
         lowered = {str(k).lower(): str(v) for k, v in options.items()}
         given = _Given(lowered, os.environ if env is None else env)
         fmt = lowered.get("format", "binary").lower()

@@ -39,7 +39,7 @@ from .datasource import NAME, SCHEMA, record_bytes
 from .decode_options import DecodeOptions
 from .export import add_decode_arguments, decode_options_from
 from .output import OutputFormat, add_output_arguments, append_table
-from .plan import DEFAULT_MAX_RECORDS_PER_PARTITION
+from .plan import DEFAULT_MAX_RECORDS_PER_PARTITION, check_topics
 from .progress import Progress, Summary
 from .session import SessionSource, session_of
 from .timespec import parse_instant
@@ -100,6 +100,7 @@ def _key_text(key_type: DataType) -> Column:
 def run_stats(spark: SessionSource, options: StatsOptions, progress: Progress | None = None) -> list[Row]:
     """Aggregate, print the top keys, append every key's row to ``options.output``; returns all rows."""
     progress = progress or Progress("stats")
+    check_topics(options.log, options.topic, credentials=options.credentials)
     session = session_of(spark)
     reader = session.read.format(NAME)
     if not options.decode.decoding:

@@ -37,6 +37,7 @@ from .credentials import BackendCredentials
 from .datasource import NAME, record_bytes
 from .lock import exclusive
 from .offsets import OptionError
+from .plan import check_topics
 from .progress import Progress, Summary
 from .session import SessionSource, session_of
 from .sink_options import SinkOptions
@@ -93,6 +94,7 @@ def run_stream_copy(
     set or a stop signal arrives; returns what this run wrote."""
     progress = progress or Progress("stream-copy")
     stop = stop or threading.Event()
+    check_topics(options.log, options.topic, options.coordinator, options.credentials)
     options.checkpoint.mkdir(parents=True, exist_ok=True)
     lock = options.checkpoint / LOCK_FILE
     with exclusive(lock, f"a stream-copy with the checkpoint {options.checkpoint}"), stopped_by_signals(stop):

@@ -53,6 +53,7 @@ from .export import (
 from .export_state import META_DIR, STATE_FILE
 from .lock import exclusive
 from .offsets import OptionError, parse_offset_spec
+from .plan import check_topics
 from .progress import Progress, Summary
 from .session import SessionSource, session_of
 
@@ -96,6 +97,7 @@ def run_stream_export(
     is set or a stop signal arrives; returns what this run wrote."""
     progress = progress or Progress("stream-export")
     stop = stop or threading.Event()
+    check_topics(options.log, options.topic, options.coordinator, options.credentials)
     meta = options.output / META_DIR
     if (meta / STATE_FILE).exists():
         raise ValueError(

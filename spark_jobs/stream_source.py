@@ -51,6 +51,7 @@ from service.core.models import Record, TopicPartition
 from .log_source import LogSource
 from .logs import open_log
 from .offsets import Bounds, OffsetRange, OptionError, PastEnd, is_pattern, select_topics
+from .option_names import STREAM_READ, Use
 from .plan import Planner, SourceOptions
 from .stream_offsets import (
     DataLoss,
@@ -89,12 +90,11 @@ class StreamOptions:
     fail_on_data_loss: bool = True
 
     @classmethod
-    def parse(cls, options: Mapping[str, str]) -> StreamOptions:
-        """From Spark's option map (case-insensitive keys); raises ``OptionError``."""
+    def parse(cls, options: Mapping[str, str], use: Use = STREAM_READ) -> StreamOptions:
+        """From Spark's option map (case-insensitive keys), which may hold ``use``'s options only;
+        raises ``OptionError``."""
+        use.check(options)
         lowered = {str(k).lower(): str(v) for k, v in options.items()}
-        for ending in ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp"):
-            if ending.lower() in lowered:
-                raise OptionError(f"{ending}: a stream has no end; leave it out (or read with spark.read)")
         fail = lowered.get("failondataloss", "true").strip().lower()
         if fail not in ("true", "false"):
             raise OptionError(f"failOnDataLoss: {lowered['failondataloss']!r} is not true or false")
@@ -129,15 +129,23 @@ def stream_reader(
     *,
     base_schema: StructType,
     to_arrow: ToArrow,
-) -> BrokergateStreamReader:
+) -> DataSourceStreamReader:
     """The reader ``BrokergateDataSource.streamReader`` gives Spark: ``decoding`` is its planned
-    columns, ``base_schema`` and ``to_arrow`` the batch source's columns and conversion."""
-    parsed = StreamOptions.parse(options)
-    if decoding is not None and schema != decoding.spark_schema(base_schema):
-        raise OptionError(
-            "a decoded read's schema comes from its reader schemas; leave out .schema(...) "
-            f"(given: {schema.simpleString()})"
-        )
+    columns, ``base_schema`` and ``to_arrow`` the batch source's columns and conversion.
+
+    Options it refuses give a ``RefusedStreamReader``: Spark's runner cannot report an error
+    raised here (its clean-up then fails on the reader it never got, and the query shows that
+    ``UnboundLocalError`` over the reason), so the reader raises it at Spark's first call.
+    """
+    try:
+        parsed = StreamOptions.parse(options)
+        if decoding is not None and schema != decoding.spark_schema(base_schema):
+            raise OptionError(
+                "a decoded read's schema comes from its reader schemas; leave out .schema(...) "
+                f"(given: {schema.simpleString()})"
+            )
+    except OptionError as exc:
+        return RefusedStreamReader(str(exc))
     return BrokergateStreamReader(parsed, decoding, base_schema=base_schema, to_arrow=to_arrow)
 
 
@@ -282,6 +290,38 @@ class BrokergateStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                 yield self.to_arrow(rng.topic, rng.partition, chunk, decoder)
         finally:
             source.close()
+
+
+class RefusedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """A stream whose options were refused: every call Spark makes raises ``OptionError`` saying
+    why, so the query fails at its start, before it reads anything."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def _refuse(self) -> OptionError:
+        return OptionError(self.reason)
+
+    def initialOffset(self) -> dict[str, Any]:
+        raise self._refuse()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        raise self._refuse()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        raise self._refuse()
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        raise self._refuse()
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        raise self._refuse()
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        raise self._refuse()
+
+    def commit(self, end: dict[str, Any]) -> None:
+        raise self._refuse()
 
 
 def checked(source: LogSource, rng: OffsetRange, *, fail: bool) -> Iterator[list[Record]]:

@@ -8,10 +8,12 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 from pyspark.sql import SparkSession
 
 from service.core.models import NewRecord
 from spark_jobs.__main__ import spark_error_message
+from spark_jobs.offsets import OptionError
 from spark_jobs.progress import Progress
 from spark_jobs.stats import StatsOptions, run_stats
 
@@ -78,3 +80,15 @@ def test_spark_errors_are_cut_down_to_their_cause() -> None:
         " SQLSTATE: 38000"
     )
     assert spark_error_message(raw) == "spark_jobs.offsets.OptionError: topic: no such topic: nope"
+
+
+def test_a_log_or_topic_that_is_not_there_fails_before_spark_starts(tmp_path: Path) -> None:
+    def no_spark() -> SparkSession:
+        raise AssertionError("Spark was started")
+
+    window = {"since": at(0), "until": at(1)}
+    with pytest.raises(FileNotFoundError, match="is not a brokergate data dir"):
+        run_stats(no_spark, StatsOptions(log=str(tmp_path), topic="t", **window))
+    (tmp_path / "topics").mkdir()
+    with pytest.raises(OptionError, match="topic: no such topic: t"):
+        run_stats(no_spark, StatsOptions(log=str(tmp_path), topic="t", **window))

@@ -112,6 +112,11 @@ def test_bad_flags_and_a_second_run_fail_in_one_line_before_spark_starts(
     bad_to = [*base[:5], "--to", "../x", *base[7:], *gw]
     assert main(bad_to) == 2
     assert "--to: '../x' is not a topic name" in capsys.readouterr().err
+    (tmp_path / "topics").mkdir()
+    assert main([*base, *gw]) == 1
+    assert capsys.readouterr().err == "spark_jobs: error: topic: no such topic: t\n"
+    assert not (tmp_path / "c").exists()
+    base[4] = "t.*"  # a pattern: it matches no topic yet
     with exclusive(tmp_path / "c" / "brokergate-stream-copy.lock", "a run"):
         assert main([*base, *gw]) == EXIT_BUSY
     assert "a stream-copy with the checkpoint" in capsys.readouterr().err

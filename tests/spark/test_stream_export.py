@@ -19,7 +19,8 @@ import pytest
 from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 
-from spark_jobs.__main__ import main
+from spark_jobs import stream_export
+from spark_jobs.__main__ import main, parser
 from spark_jobs.lock import EXIT_BUSY, exclusive
 from tests.e2e.docs_blocks import claim, shell_env
 
@@ -167,9 +168,36 @@ def test_bad_flags_and_a_second_run_fail_in_one_line_before_spark_starts(
         err = capsys.readouterr().err
         assert err.startswith(f"spark_jobs: error: {says}") and err.count("\n") == 1, err
     assert not (tmp_path / "o").exists()
+    log = embedded(tmp_path)
+    base[2] = log.url
+    assert main(base) == 1
+    assert capsys.readouterr().err == "spark_jobs: error: topic: no such topic: t\n"
+    assert not (tmp_path / "o").exists()
+    base[4] = log.create_topic(1)
     with exclusive(tmp_path / "o" / "_brokergate" / "stream-export.lock", "a run"):
         assert main(base) == EXIT_BUSY
     assert "a stream-export into" in capsys.readouterr().err
+
+
+def test_a_log_that_is_not_there_fails_in_one_line_before_spark_starts_writing_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "o"
+    words = ["--log", str(tmp_path / "nowhere"), "--topic", "t"]
+    assert main(["stream-export", *words, "--output", str(out)]) == 1
+    said = f"spark_jobs: error: {tmp_path / 'nowhere'} is not a brokergate data dir (it has no topics/)\n"
+    assert capsys.readouterr().err == said
+    copy = ["stream-copy", *words, "--to", "u", "--checkpoint", str(out), "--gateway", "http://127.0.0.1:9"]
+    assert main(copy) == 1
+    assert capsys.readouterr().err == said
+    assert not out.exists()
+
+    def no_spark() -> SparkSession:
+        raise AssertionError("Spark was started")
+
+    options = stream_export.options_from(parser().parse_args(["stream-export", *words, "--output", str(out)]))
+    with pytest.raises(FileNotFoundError, match="is not a brokergate data dir"):
+        stream_export.run_stream_export(no_spark, options)
 
 
 def test_a_batch_exports_output_is_refused(spark: SparkSession, tmp_path: Path) -> None:
