@@ -98,6 +98,24 @@ async def test_an_idle_long_poll_reads_the_log_once_for_its_wait(
     await _answered_at_a_record(gw.client, waiting)
 
 
+async def test_a_long_poll_waiting_past_its_instance_timeout_keeps_it_and_reads_the_log_once(
+    counted: tuple[RunningGateway, _CountingLog],
+) -> None:
+    """A poll that waits longer than a third of its instance's lease neither ends its wait to renew
+    it nor loses the instance: the leases of the waiting instances are renewed together."""
+    gw, log = counted
+    base = await consumer(gw.client, "g-lease", reset="latest", **{"consumer.instance.timeout.ms": 1000})
+    await subscribe(gw.client, base, IDLE)
+    await gw.client.get(f"{base}/records", params={"timeout": 0}, headers={"Accept": STRING})
+    log.fetches = 0
+    r = await gw.client.get(f"{base}/records", params={"timeout": 3_500}, headers={"Accept": STRING})
+    assert r.status_code == 200 and r.json() == [], r.text  # three and a half instance timeouts
+    assert log.fetches <= 1, f"{log.fetches} reads of the log in one 3.5 s long-poll"
+    assert (await gw.client.get(f"{base}/subscription")).status_code == 200  # still there
+    await asyncio.sleep(2.5)  # with no wait open nothing renews it
+    assert (await gw.client.get(f"{base}/subscription")).status_code == 404
+
+
 async def test_an_idle_stateless_read_reads_the_log_once_for_its_wait(
     counted: tuple[RunningGateway, _CountingLog],
 ) -> None:

@@ -28,6 +28,7 @@ from ..fencing import fence_assigned
 from ..groups import GroupManager
 from ..models import InstanceState, TopicPartition
 from ..ports import Coordinator, Sessions
+from .leases import WaitingLeases
 
 
 class Instances:
@@ -44,6 +45,8 @@ class Instances:
         self._sessions = sessions
         self._groups = groups
         self._clock = clock
+        # the leases of the instances whose polls wait on this replica, renewed by the reaper
+        self.waiting = WaitingLeases(sessions, self.now_ms)
 
     def now_ms(self) -> int:
         return int(self._clock() * 1000)

@@ -4,8 +4,8 @@ A poll sleeps until there is something for it, and costs nothing meanwhile: its 
 ends when the log has records for it (the append wakes it), when its group's next generation is
 published through this replica (``Instances.changed``: a rebalance is noticed at once, and a
 partition the instance lost is never handed out), when the gateway drains, or at its deadline;
-no timer wakes it before, but a slice of a third of the instance's lease, so that a wait longer
-than that renews the lease as a poll does. It fills the positions it lacks from the
+no timer wakes it before. While it waits its lease is renewed with the other waiting instances'
+(``leases.WaitingLeases``, one task for them all). It fills the positions it lacks from the
 committed offsets (or ``auto.offset.reset``), resets by ``auto.offset.reset`` a position out of
 range (before what retention left, or past the log end, as Kafka's consumer does), decodes
 the schema formats (moving a position past what decodes only), saves the positions with a
@@ -177,7 +177,6 @@ class Poller:
             skip = peek or (wake is not None and (wake.is_set() or self._draining.is_set()))
             woken = skip or self._draining.is_set()
             remaining = 0 if woken or regrouped else max(0, deadline - self._instances.now_ms())
-            slice_ms = min(remaining, max(1, state.config.instance_timeout_ms // 3))  # lease renewed in time
             polled: Polled = []
             undecodable: ConversionError | None = None
             blocked: Blocked | None = None
@@ -185,14 +184,15 @@ class Poller:
             left = None
             if owned and not skip:
                 left = None if allowance is None else Allowance(*allowance)
-                data = await self._fetch(
-                    positions,
-                    max_bytes=max_bytes,
-                    max_wait_ms=slice_ms,
-                    min_bytes=state.config.fetch_min_bytes,
-                    wake=wake,
-                    changes=changes,
-                )
+                with self._instances.waiting.holding(state):
+                    data = await self._fetch(
+                        positions,
+                        max_bytes=max_bytes,
+                        max_wait_ms=remaining,  # the lease renewed meanwhile
+                        min_bytes=state.config.fetch_min_bytes,
+                        wake=wake,
+                        changes=changes,
+                    )
                 for tp, part in data.items():
                     if part.out_of_range:  # before what retention left, or a seek or commit past the end
                         state.positions[tp] = await self._reset(state, tp, positions[tp])
@@ -218,7 +218,8 @@ class Poller:
                 raise undecodable
             elif not owned and remaining and not woken:
                 # nothing to read: until the group's next generation (or a wake, the drain, the slice)
-                await self._until_woken(slice_ms / 1000, wake, changes)
+                with self._instances.waiting.holding(state):
+                    await self._until_woken(remaining / 1000, wake, changes)
             elif remaining and not polled and blocked is None and not woken and not _done(changes):
                 # a fetch that answered early with nothing: not a busy loop
                 await asyncio.sleep(min(remaining / 1000, _IDLE_SLICE_S))

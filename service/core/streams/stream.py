@@ -27,11 +27,12 @@ from ..credentials import Credential, CredentialLapsed
 from ..credit import CreditLimits
 from .events import ERROR, SHUTDOWN, End
 
-# A stream's poll waits at most this long (the longest a long-poll may, and to the end of its lifetime;
-# an instance's lease is renewed meanwhile): records, a rebalance published through this replica, a
-# wake, the drain, or its credential or the ACLs no longer letting it read (``watch.AccessWatch``)
-# end it sooner.
-STEP_WAIT_MS: Final = 60_000
+# A stream's poll waits at most this long (and to the end of its lifetime; an instance's lease is
+# renewed meanwhile): records, a rebalance published through this replica, a wake, the drain, or its
+# credential or the ACLs no longer letting it read (``watch.AccessWatch``) end it sooner, so the bound
+# is only a backstop, long enough that an idle stream's poll is made again rarely (each costs about
+# what a long-poll does: 10,000 idle streams make about five a second).
+STEP_WAIT_MS: Final = 30 * 60_000
 
 Decide = Callable[[], Awaitable[Decision]]  # what the stream's caller may do, by the bindings of now
 
