@@ -34,7 +34,7 @@ run: $(VENV)/.installed
 ## install what the tests need, then lint, type-check and run the whole suite
 test: $(VENV)/.installed-test system-packages
 	$(MAKE) lint
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=40
 
 system-packages:
 	@missing=""; for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
