@@ -24,6 +24,7 @@ __all__ = [
     "REDIS_FORMAT",
     "SHARES_FORMAT",
     "TOPIC_FORMAT",
+    "USERS_FORMAT",
     "ZOOKEEPER_FORMAT",
     "check_version",
 ]
@@ -39,6 +40,9 @@ OFFSETS_FORMAT: Final = 1
 SHARES_FORMAT: Final = 2
 # ``coordinator/acls.json``'s "version".
 ACLS_FORMAT: Final = 1
+# The users file's first line, ``# brokergate users file, format N`` (a comment to the releases
+# before the number, which skip such lines; a file without it is format 1).
+USERS_FORMAT: Final = 1
 # State that replicas share, one number for each store, as Kafka's metadata.version is one for
 # its cluster: in the store's marker (the znode ``/brokergate/format``, the Redis key
 # ``{prefix}format``), written at start by the newest release that started on the store, and in

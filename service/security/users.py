@@ -36,6 +36,8 @@ from argon2.exceptions import InvalidHashError, VerificationError
 from argon2.low_level import ARGON2_VERSION
 
 from service.adapters.embedded.fileio import atomic_write
+from service.adapters.format_versions import USERS_FORMAT, check_version
+from service.errors import NewerFormat
 
 from .guesses import GuessBudget, HashLanes, TooManyGuesses
 
@@ -67,14 +69,26 @@ def check_user_name(name: str) -> str:
     return name
 
 
+# The file's first line: its format (``format_versions.USERS_FORMAT``).
+_HEADER: Final = "# brokergate users file, format "
+
+
 def read_users(path: Path) -> dict[str, str]:
-    """Name → hash; a missing file is no users."""
+    """Name → hash; a missing file is no users. ``UsersFileError`` for a file this release cannot
+    read, one written by a newer release (a higher format in its first line) included."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return {}
     users: dict[str, str] = {}
     for number, line in enumerate(text.splitlines(), 1):
+        if number == 1 and line.startswith(_HEADER):
+            found = line.removeprefix(_HEADER).strip()
+            try:
+                check_version(f"users file {path}", int(found) if found.isdigit() else found, USERS_FORMAT)
+            except NewerFormat as exc:
+                raise UsersFileError(str(exc)) from None
+            continue
         if not line.strip() or line.startswith("#"):
             continue
         name, sep, hashed = line.partition(":")
@@ -133,7 +147,11 @@ def _stand_in_for(users: dict[str, str]) -> str:
 
 
 def write_users(path: Path, users: dict[str, str]) -> None:
-    lines = "".join(f"{name}:{hashed}\n" for name, hashed in sorted(users.items()))
+    lines = (
+        _HEADER
+        + f"{USERS_FORMAT}\n"
+        + "".join(f"{name}:{hashed}\n" for name, hashed in sorted(users.items()))
+    )
     path.parent.mkdir(parents=True, exist_ok=True)  # users may be added before the first start
     atomic_write(path, lines.encode(), mode=0o600)
 

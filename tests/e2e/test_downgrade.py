@@ -23,6 +23,8 @@ import httpx
 import pytest
 
 from deploy.local.process import free_port
+from service.adapters.format_versions import USERS_FORMAT
+from service.security.users import add_user
 from tests.e2e.gateway_process import GatewayProcess
 from tests.helpers import JSON, V2
 
@@ -329,3 +331,43 @@ def test_a_newer_batch_inside_a_closed_segment_answers_503_for_the_read(tmp_path
     finally:
         gateway.stop()
     assert {p: p.read_bytes() for p in data.rglob("*.log")} == before
+
+
+# --- the users file --------------------------------------------------------------------------
+
+
+def test_the_users_file_carries_its_format_which_the_previous_release_reads_past(
+    tmp_path: Path, previous_release: Path
+) -> None:
+    """This release writes the users file with its format in its first line; the previous release,
+    which has no number for it, takes that line for the comment it is and reads every user; a
+    format above this release's refuses the start in one line and leaves the file as it was."""
+    users = tmp_path / "data" / "users"
+    add_user(users, "alice", "correct horse battery staple")
+    add_user(users, "bob", "another long password")
+    first = users.read_text().splitlines()[0]
+    assert first == f"# brokergate users file, format {USERS_FORMAT}"
+
+    read = "import sys; from pathlib import Path; from service.security.users import read_users; "
+    read += "print(sorted(read_users(Path(sys.argv[1]))))"
+    previous = subprocess.run(
+        [sys.executable, "-c", read, str(users)],
+        capture_output=True,
+        text=True,
+        cwd=previous_release,
+        env={**os.environ, "PYTHONPATH": str(previous_release)},
+        timeout=60,
+    )
+    assert previous.returncode == 0, previous.stderr[-2000:]
+    assert previous.stdout.strip() == "['alice', 'bob']"
+
+    newer = users.read_text().replace(first, f"# brokergate users file, format {USERS_FORMAT + 1}", 1)
+    users.write_text(newer)
+    result = _start_until_exit(tmp_path / "data", env={"BROKERGATE_AUTH": "basic"})
+    says = f"format {USERS_FORMAT + 1}; this release reads up to {USERS_FORMAT}"
+    # refused as any setting that cannot be used is, before anything starts: one line, its status 2
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert result.stderr.strip().splitlines() == [
+        f"brokergate: error: users file {users} was written by a newer release ({says})"
+    ]
+    assert users.read_text() == newer

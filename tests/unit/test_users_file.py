@@ -25,7 +25,9 @@ def test_the_file_holds_argon2_hashes_only_and_is_private(tmp_path):
     assert add_user(path, "alice", "s3cret") is True
     assert add_user(path, "alice", "changed") is False  # a new password, not a new user
     text = path.read_text()
-    assert "s3cret" not in text and "changed" not in text and text.startswith("alice:$argon2id$")
+    assert "s3cret" not in text and "changed" not in text
+    assert text.splitlines()[0] == "# brokergate users file, format 1"
+    assert text.splitlines()[1].startswith("alice:$argon2id$")
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     assert remove_user(path, "alice") is True and remove_user(path, "alice") is False
     assert read_users(path) == {}
