@@ -29,6 +29,7 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import accumulate
+from typing import Any
 
 from service.errors import (
     BackendUnavailable,
@@ -134,6 +135,7 @@ class Poller:
         # Set when the gateway is shutting down: long-polls answer with what they have, at once.
         self._draining = draining
         self._serde = serde
+        self._drain_task: asyncio.Future[Any] | None = None  # ``_drained``
 
     async def poll(
         self,
@@ -278,7 +280,9 @@ class Poller:
         waiters = self._wakers(wake)
         try:
             others = (changes,) if changes is not None else ()
-            await asyncio.wait((fetching, *waiters, *others), return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(
+                (fetching, self._drained(), *waiters, *others), return_when=asyncio.FIRST_COMPLETED
+            )
             if fetching.done():
                 return fetching.result()
             return {}
@@ -297,15 +301,26 @@ class Poller:
         waiters = self._wakers(wake)
         try:
             others = (changes,) if changes is not None else ()
-            await asyncio.wait((*waiters, *others), timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(
+                (self._drained(), *waiters, *others), timeout=seconds, return_when=asyncio.FIRST_COMPLETED
+            )
         finally:
             for task in waiters:
                 task.cancel()
 
-    def _wakers(self, wake: asyncio.Event | None) -> tuple[asyncio.Future[bool], ...]:
-        """Tasks done when the drain (or ``wake``) is set; the caller cancels them."""
-        events = (self._draining,) if wake is None else (wake, self._draining)
-        return tuple(asyncio.ensure_future(event.wait()) for event in events)
+    def _drained(self) -> asyncio.Future[Any]:
+        """Done once the gateway drains: one task for every poll that waits (through
+        ``asyncio.wait``, which never cancels it), not one each."""
+        drained = self._drain_task
+        if drained is None or drained.get_loop() is not asyncio.get_running_loop():
+            drained = asyncio.ensure_future(self._draining.wait())
+            self._drain_task = drained
+        return drained
+
+    @staticmethod
+    def _wakers(wake: asyncio.Event | None) -> tuple[asyncio.Future[bool], ...]:
+        """A task done when ``wake`` (a stream's) is set, if there is one; the caller cancels it."""
+        return () if wake is None else (asyncio.ensure_future(wake.wait()),)
 
     async def _decode(
         self, fmt: str, tp: TopicPartition, records: Sequence[Record]

@@ -449,6 +449,13 @@ class EmbeddedLog(Lifecycle):
     ) -> tuple[dict[TopicPartition, PartitionData], int, bool]:
         views = [p.view() for _, p, _ in wanted]
         reads = [(tp, offset, view) for (tp, _, offset), view in zip(wanted, views, strict=True)]
+        if (max_records is None or max_records > 0) and all(
+            offset == v.high_watermark for _, offset, v in reads
+        ):
+            # Every position at its log end (an idle consumer's, most often): nothing to read, so
+            # no worker thread for it; what reading would answer.
+            ends = {tp: PartitionData([], v.high_watermark, v.log_start_offset) for tp, _, v in reads}
+            return ends, 0, False
         return await self._pinned(views, lambda: read_views(reads, max_bytes, max_records))
 
     async def _pinned(self, views: list[PartitionView], fn: Callable[[], T]) -> T:
