@@ -120,6 +120,7 @@ def serve(args: argparse.Namespace) -> int:
 
     from service.server.app import create_app, server_config
     from service.server.backends import BackendNotAvailable, build_ports
+    from service.server.collector import tune_collector
     from service.server.descriptors import fit_descriptors, say_descriptors
     from service.server.protocol import DrainingServer
 
@@ -142,6 +143,7 @@ def serve(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     say_descriptors(descriptors)
     _say_where(settings)
+    tune_collector()
     try:
         DrainingServer(config, app).run()
     except KeyboardInterrupt:
