@@ -6,6 +6,7 @@ passed in as ``create_app``'s ports), so what is counted is what the gateway ask
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -57,21 +58,43 @@ class _CountingLog:
         return await self._log.fetch(positions, **kwargs)
 
 
-@pytest.fixture
-async def counted(tmp_path: Path) -> AsyncIterator[tuple[RunningGateway, _CountingLog]]:
+class _CountingCoordinator:
+    """The gateway's coordinator, counting the looks at a group's members."""
+
+    def __init__(self, coordinator: Any) -> None:
+        self._coordinator = coordinator
+        self.looks = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._coordinator, name)
+
+    async def members(self, group: str) -> Any:
+        self.looks += 1
+        return await self._coordinator.members(group)
+
+
+@contextlib.asynccontextmanager
+async def _counting_gateway(tmp_path: Path) -> AsyncIterator[tuple[RunningGateway, _CountingLog, Any]]:
+    """A gateway whose log and coordinator count what it asks of them, with topic ``IDLE``."""
     log, coordinator, sessions = build_ports(Settings(data_dir=tmp_path / "data"))
-    counting = _CountingLog(log)
+    counting_log, counting = _CountingLog(log), _CountingCoordinator(coordinator)
     gw = await start_gateway(
         tmp_path / "data",
-        ports=(counting, coordinator, sessions),  # type: ignore[arg-type]
+        ports=(counting_log, counting, sessions),  # type: ignore[arg-type]
         metadata_refresh_ms=100,
     )
     try:
         await create_topic(gw.client, IDLE, 1)
-        yield gw, counting
+        yield gw, counting_log, counting
     finally:
         await gw.client.aclose()
         await gw.stop()
+
+
+@pytest.fixture
+async def counted(tmp_path: Path) -> AsyncIterator[tuple[RunningGateway, _CountingLog]]:
+    async with _counting_gateway(tmp_path) as (gw, log, _):
+        yield gw, log
 
 
 async def _answered_at_a_record(client: httpx.AsyncClient, waiting: asyncio.Task[httpx.Response]) -> None:
@@ -274,36 +297,13 @@ async def test_idle_groups_cost_the_metadata_refresh_one_look_at_their_topic_not
     assert log.descriptions - descriptions <= refreshes + 1, (refreshes, log.descriptions - descriptions)
 
 
-class _CountingCoordinator:
-    """The gateway's coordinator, counting the looks at a group's members."""
-
-    def __init__(self, coordinator: Any) -> None:
-        self._coordinator = coordinator
-        self.looks = 0
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._coordinator, name)
-
-    async def members(self, group: str) -> Any:
-        self.looks += 1
-        return await self._coordinator.members(group)
-
-
 async def test_idle_groups_cost_the_metadata_refresh_no_look_at_each_until_a_topic_changes(
     tmp_path: Path,
 ) -> None:
     """With nothing changed since the leader's last walk (no member joined or left, the same topics
     and partition counts), a refresh looks at no group; a partition added to their topic is still
     seen at the next refresh, and every group rebalances onto it."""
-    log, coordinator, sessions = build_ports(Settings(data_dir=tmp_path / "data"))
-    counting_log, counting = _CountingLog(log), _CountingCoordinator(coordinator)
-    gw = await start_gateway(
-        tmp_path / "data",
-        ports=(counting_log, counting, sessions),  # type: ignore[arg-type]
-        metadata_refresh_ms=100,
-    )
-    try:
-        await create_topic(gw.client, IDLE, 1)
+    async with _counting_gateway(tmp_path) as (gw, counting_log, counting):
         bases = []
         for n in range(20):
             base = await consumer(gw.client, f"g-{n}", reset="latest")
@@ -329,6 +329,3 @@ async def test_idle_groups_cost_the_metadata_refresh_no_look_at_each_until_a_top
                     break
                 await asyncio.sleep(0.1)
             assert len(r.json()["partitions"]) == 2, r.text
-    finally:
-        await gw.client.aclose()
-        await gw.stop()
