@@ -212,6 +212,22 @@ async def measure(polls: int, streams: int, args: argparse.Namespace, bootstrap:
             first, p50, p99, failures = await produce_latency(port, work, args.samples)
             if time.monotonic() - opened > POLL_TIMEOUT_MS / 1000:
                 print("  (warning: the polls' timeout ran out before the produce was measured)", flush=True)
+            cycle = ""
+            if polls and args.cycle:
+                # From just before the polls' timeout until every poll was answered and asked
+                # again: what that costs each, less what waiting costs for as long.
+                await asyncio.sleep(max(0.0, opened + POLL_TIMEOUT_MS / 1000 - 2 - time.monotonic()))
+                cpu1, t1, answered1 = cpu_seconds(gateway.pid), time.monotonic(), answered[0]
+                deadline = opened + POLL_TIMEOUT_MS / 1000 + 60
+                for _ in range(int((deadline - t1) * 2)):  # a sample of the counter each half second
+                    if answered[0] - answered1 >= polls:
+                        break
+                    await asyncio.sleep(0.5)
+                await asyncio.sleep(2)  # the last ones asked again
+                spent = cpu_seconds(gateway.pid) - cpu1 - cpu * (time.monotonic() - t1)
+                again = answered[0] - answered1
+                each = spent / max(again, 1) * 1e6
+                cycle = f"   each poll answered at its timeout and asked again: {each:.0f} µs ({again:,})"
             failed = [h for h in holders if h.done()]
             return (
                 f"polls {polls:6,}  streams {streams:6,}   gateway CPU {cpu * 100:5.1f} % of a core   "
@@ -219,6 +235,7 @@ async def measure(polls: int, streams: int, args: argparse.Namespace, bootstrap:
                 f"(none open: p50 {base50:5.2f}  p99 {base99:6.2f})  new client's first {first:7.2f} ms   "
                 f"polls answered in window {early}  holders ended {len(failed)}  "
                 f"instances made in {made:.1f} s"
+                + cycle
                 + (f"\n   streams ended: {dict(Counter(ended))}" if ended else "")
                 + (f"\n   none open:{base_failures}" if base_failures else "")
                 + (f"\n   all open:{failures}" if failures else "")
@@ -241,6 +258,12 @@ async def main() -> None:
     parser.add_argument("--settle", type=float, default=3.0, help="seconds between opening and sampling")
     parser.add_argument("--samples", type=int, default=500)
     parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument(
+        "--cycle",
+        action="store_true",
+        help="after the window, also measure what each long-poll costs when its timeout answers it "
+        "and its client asks again (about a minute more per case)",
+    )
     parser.add_argument(
         "--profile", metavar="PREFIX", help="record a py-spy profile of the gateway over each window"
     )
