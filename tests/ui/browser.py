@@ -29,6 +29,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 WIDTH, HEIGHT = 1280, 860
+STALE_TRIES = 20  # a page that re-renders while it is read
 WAIT_S = 20.0  # a busy test machine; a wait ends as soon as the page shows what it waits for
 
 T = TypeVar("T")
@@ -101,17 +102,32 @@ class Browser:
         return self.wait(lambda: self.visible(css), f"{css} to show")
 
     def visible(self, css: str) -> WebElement | None:
-        for element in self.driver.find_elements(By.CSS_SELECTOR, css):
-            if element.is_displayed():
-                return element
-        return None
+        def first() -> WebElement | None:
+            for element in self.driver.find_elements(By.CSS_SELECTOR, css):
+                if element.is_displayed():
+                    return element
+            return None
+
+        return self._settled(first)
 
     def all(self, css: str) -> list[WebElement]:
         return [e for e in self.driver.find_elements(By.CSS_SELECTOR, css) if e.is_displayed()]
 
     def text(self, css: str) -> str:
-        elements = self.driver.find_elements(By.CSS_SELECTOR, css)
-        return "\n".join(e.text for e in elements)
+        return self._settled(
+            lambda: "\n".join(e.text for e in self.driver.find_elements(By.CSS_SELECTOR, css))
+        )
+
+    @staticmethod
+    def _settled(read: Callable[[], T]) -> T:
+        """``read()``, looked up again while the page re-renders what it found under it (an element
+        gone stale between finding it and reading it)."""
+        for _ in range(STALE_TRIES - 1):
+            try:
+                return read()
+            except StaleElementReferenceException:
+                continue
+        return read()
 
     def wait_text(self, css: str, expected: str | re.Pattern[str], timeout: float = WAIT_S) -> str:
         """The text of the first shown ``css`` element once it holds ``expected`` (a pattern: matches)."""
