@@ -167,10 +167,14 @@ class Browser:
     def click(self, css: str) -> None:
         self.find(css).click()
 
-    def screenshot(self, name: str) -> Path:
-        """The whole page (the window made as tall as it is), as ``<screenshots>/<name>.png``."""
+    def screenshot(self, name: str, *, whole: bool = True) -> Path:
+        """The whole page (the window made as tall as it is), or only its first screen, as
+        ``<screenshots>/<name>.png``."""
         self.screenshots.mkdir(parents=True, exist_ok=True)
         path = self.screenshots / f"{name}.png"
+        if not whole:
+            self.driver.save_screenshot(str(path))
+            return path
         height, chrome = self.driver.execute_script(
             "return [document.documentElement.scrollHeight, window.outerHeight - window.innerHeight]"
         )
