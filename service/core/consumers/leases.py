@@ -40,7 +40,10 @@ class WaitingLeases:
         self._now_ms = now_ms
         self._waits: dict[_Key, int] = {}  # how many waits each instance has open
         self._timeouts: dict[_Key, int] = {}  # its lease's length, as its last wait saw it
-        self._due: list[tuple[int, int, _Key]] = []  # (renew at, tie-break, instance)
+        self._next: dict[_Key, int] = {}  # when each waiting instance is next renewed
+        # (renew at, tie-break, instance); an entry whose time is not the instance's ``_next`` is
+        # one it no longer has (renewed sooner, or no wait open): dropped when reached
+        self._due: list[tuple[int, int, _Key]] = []
         self._seq = itertools.count()
         self._sooner = asyncio.Event()  # a wait came or went: the task looks at the heap again
         self._task: asyncio.Task[None] | None = None
@@ -50,14 +53,23 @@ class WaitingLeases:
         """Instances with a wait open."""
         return len(self._waits)
 
+    @property
+    def scheduled(self) -> int:
+        """Renewals in the heap, live or not: at most one live a waiting instance, and the others
+        gone within a third of a lease."""
+        return len(self._due)
+
     @contextmanager
     def holding(self, state: InstanceState) -> Iterator[None]:
-        """While the block runs, ``state``'s lease is renewed every third of its length."""
+        """While the block runs, ``state``'s lease is renewed a third of its length after it was
+        last renewed (at once, if that is past), and every third of its length after that."""
         key = (state.group, state.name)
         timeout = state.config.instance_timeout_ms
         self._waits[key] = self._waits.get(key, 0) + 1
         self._timeouts[key] = timeout
-        self._push(self._now_ms() + _third(timeout), key)
+        at = max(self._now_ms(), state.last_seen_ms + _third(timeout))
+        if at < self._next.get(key, at + 1):
+            self._schedule(key, at)
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run(), name="waiting leases")
         try:
@@ -67,13 +79,14 @@ class WaitingLeases:
             if left:
                 self._waits[key] = left
             else:
-                del self._waits[key], self._timeouts[key]  # its heap entries drop out when reached
+                del self._waits[key], self._timeouts[key], self._next[key]
                 if not self._waits:
                     self._sooner.set()  # the task ends
 
-    def _push(self, at_ms: int, key: _Key) -> None:
+    def _schedule(self, key: _Key, at_ms: int) -> None:
         if not self._due or at_ms < self._due[0][0]:
             self._sooner.set()
+        self._next[key] = at_ms
         heapq.heappush(self._due, (at_ms, next(self._seq), key))
 
     async def _run(self) -> None:
@@ -95,24 +108,24 @@ class WaitingLeases:
     async def renew(self) -> int:
         """Touch the lease of every waiting instance that is due; how many were touched."""
         now = self._now_ms()
-        due: list[_Key] = []
+        due: dict[_Key, None] = {}  # in the order they came due, each once
         while self._due and self._due[0][0] <= now:
-            _, _, key = heapq.heappop(self._due)
-            if key in self._waits and key not in due:
-                due.append(key)
+            at, _, key = heapq.heappop(self._due)
+            if self._next.get(key) == at:  # its live entry
+                due[key] = None
         touched = 0
         for key in due:
             try:
                 await self._sessions.touch(*key, now)
                 touched += 1
+                again = now + _third(self._timeouts.get(key, 0))
             except ConsumerInstanceNotFound:  # deleted meanwhile: its wait ends by itself
                 continue
-            except GatewayError as exc:  # the store is down: asked again at the next tick
+            except GatewayError as exc:  # the store is down: asked again shortly
                 log.warning("cannot renew the lease of %r/%s while it waits: %s", *key, exc)
-                heapq.heappush(self._due, (now + _RETRY_MS, next(self._seq), key))
-                continue
+                again = now + _RETRY_MS
             if key in self._waits:
-                heapq.heappush(self._due, (now + _third(self._timeouts[key]), next(self._seq), key))
+                self._schedule(key, again)
         return touched
 
 
