@@ -8,6 +8,7 @@ from service.core.consumers.leases import WaitingLeases
 from service.core.models import InstanceConfig, InstanceState
 
 TIMEOUT_MS = 3_000
+WAIT_MS = 60_000  # longer than any renewal these tests wait for
 
 
 async def _setup() -> tuple[EmbeddedSessions, WaitingLeases, InstanceState, list[int]]:
@@ -20,7 +21,7 @@ async def _setup() -> tuple[EmbeddedSessions, WaitingLeases, InstanceState, list
 
 async def test_a_waiting_lease_is_renewed_a_third_of_its_length_after_its_last_renewal() -> None:
     sessions, leases, state, now = await _setup()
-    with leases.holding(state):
+    with leases.holding(state, WAIT_MS):
         now[0] += TIMEOUT_MS // 3 - 1
         assert await leases.renew() == 0  # not due yet
         now[0] += 1
@@ -37,7 +38,7 @@ async def test_a_wait_opened_long_after_the_last_request_is_renewed_at_once() ->
     """A poll that starts when most of the lease is gone must not let it run out while it waits."""
     _, leases, state, now = await _setup()
     now[0] += TIMEOUT_MS - 100
-    with leases.holding(state):
+    with leases.holding(state, WAIT_MS):
         assert await leases.renew() == 1
 
 
@@ -45,10 +46,19 @@ async def test_many_waits_of_one_instance_keep_one_renewal_each() -> None:
     """A client polling again and again leaves one entry behind, not one per poll."""
     _, leases, state, now = await _setup()
     for _ in range(1_000):
-        with leases.holding(state):
+        with leases.holding(state, WAIT_MS):
             now[0] += 10
             await leases.renew()
     assert leases.scheduled <= 2 + TIMEOUT_MS // 3 // 10, leases.scheduled
-    with leases.holding(state), leases.holding(state):
+    with leases.holding(state, WAIT_MS), leases.holding(state, WAIT_MS):
         now[0] += TIMEOUT_MS // 3
         assert await leases.renew() == 1  # two waits of one instance: one renewal
+
+
+async def test_a_wait_that_ends_before_a_renewal_is_due_is_not_registered() -> None:
+    """The common long-poll (up to 60 s against a 300 s lease) costs the renewals nothing."""
+    _, leases, state, _ = await _setup()
+    with leases.holding(state, TIMEOUT_MS // 3 - 1):
+        assert leases.waiting == 0 and leases.scheduled == 0
+    with leases.holding(state, TIMEOUT_MS // 3):
+        assert leases.waiting == 1

@@ -45,7 +45,7 @@ class Instances:
         self._sessions = sessions
         self._groups = groups
         self._clock = clock
-        # the leases of the instances whose polls wait on this replica, renewed by the reaper
+        # the leases of the instances whose polls wait on this replica, renewed together
         self.waiting = WaitingLeases(sessions, self.now_ms)
 
     def now_ms(self) -> int:

@@ -60,14 +60,19 @@ class WaitingLeases:
         return len(self._due)
 
     @contextmanager
-    def holding(self, state: InstanceState) -> Iterator[None]:
-        """While the block runs, ``state``'s lease is renewed a third of its length after it was
-        last renewed (at once, if that is past), and every third of its length after that."""
+    def holding(self, state: InstanceState, wait_ms: int) -> Iterator[None]:
+        """While the block (a wait of at most ``wait_ms``) runs, ``state``'s lease is renewed a
+        third of its length after it was last renewed (at once, if that is past), and every third
+        of its length after that; a wait that ends before the first renewal is due needs none."""
         key = (state.group, state.name)
         timeout = state.config.instance_timeout_ms
+        now = self._now_ms()
+        at = max(now, state.last_seen_ms + _third(timeout))
+        if now + wait_ms < at and key not in self._waits:
+            yield
+            return
         self._waits[key] = self._waits.get(key, 0) + 1
         self._timeouts[key] = timeout
-        at = max(self._now_ms(), state.last_seen_ms + _third(timeout))
         if at < self._next.get(key, at + 1):
             self._schedule(key, at)
         if self._task is None or self._task.done():

@@ -186,7 +186,7 @@ class Poller:
             left = None
             if owned and not skip:
                 left = None if allowance is None else Allowance(*allowance)
-                with self._instances.waiting.holding(state):
+                with self._instances.waiting.holding(state, remaining):
                     data = await self._fetch(
                         positions,
                         max_bytes=max_bytes,
@@ -219,8 +219,8 @@ class Poller:
             if undecodable is not None and not polled:
                 raise undecodable
             elif not owned and remaining and not woken:
-                # nothing to read: until the group's next generation (or a wake, the drain, the slice)
-                with self._instances.waiting.holding(state):
+                # nothing to read: until the group's next generation (or a wake, the drain, its deadline)
+                with self._instances.waiting.holding(state, remaining):
                     await self._until_woken(remaining / 1000, wake, changes)
             elif remaining and not polled and blocked is None and not woken and not _done(changes):
                 # a fetch that answered early with nothing: not a busy loop
