@@ -7,13 +7,14 @@ PORT   ?= 8082
 HOST   ?=
 
 # Debian packages the tests use: curl runs the README walk-through, zookeeper and redis-server
-# are the real servers of the coordinator and sessions suites (Java 17, which ZooKeeper and Spark
-# run on, comes with the machine), chromium and chromium-driver the browser of the web console's.
+# are the real servers of the coordinator and sessions suites, Java 17 runs them and Apache Kafka
+# and Spark, Maven fetches Kafka and Spark's Kafka source (`make jars`), chromium and
+# chromium-driver are the browser of the web console's.
 # Node.js and npm run the TypeScript client generated from openapi.yaml and Redocly's linter
 # (tests/e2e/test_typescript_client.py): installed when no node is on the PATH (any will do).
-SYSTEM_PACKAGES := curl zookeeper redis-server nginx chromium chromium-driver
+SYSTEM_PACKAGES := curl openjdk-17-jre-headless maven zookeeper redis-server nginx chromium chromium-driver
 
-.PHONY: run test lint unit bench openapi docs clean system-packages
+.PHONY: run test lint unit bench openapi docs clean system-packages jars
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,7 +33,7 @@ run: $(VENV)/.installed
 	$(BIN)/brokergate serve --port $(PORT) $(if $(HOST),--host $(HOST))
 
 ## install what the tests need, then lint, type-check and run the whole suite
-test: $(VENV)/.installed-test system-packages
+test: $(VENV)/.installed-test system-packages jars
 	$(MAKE) lint
 	$(BIN)/pytest -q --durations=40
 
@@ -46,6 +47,10 @@ system-packages:
 		echo "installing: nodejs npm"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; \
 	fi
+
+## Apache Kafka and Spark's Kafka source from Maven Central, once, into .cache/jars (offline after)
+jars: $(VENV)/.installed-test system-packages
+	$(BIN)/python -m deploy.jars
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .

@@ -22,7 +22,7 @@ import uvicorn
 from fastapi import FastAPI
 from hypothesis import settings as hypothesis_settings
 
-from deploy.local.kafka_broker import TansuBroker
+from deploy.local.kafka_broker import KafkaBroker
 from deploy.local.process import free_port
 from deploy.local.redis_server import RedisServer
 from deploy.local.zookeeper_server import ZooKeeperServer
@@ -50,8 +50,8 @@ API_SUITE = {
     "test_schema_formats",
     "test_schema_interop",
 }
-# Tansu 0.6 has no InitProducerId, so no idempotent producer; short timeouts keep failures quick.
-KAFKA_TEST_SETTINGS = {"kafka_idempotence": False, "kafka_request_timeout_ms": 5000}
+# Kafka's defaults (idempotent producer, acks=all); a short timeout keeps a failing test quick.
+KAFKA_TEST_SETTINGS = {"kafka_request_timeout_ms": 5000}
 
 # Timeouts for gateways on test servers: quick expiry tests, yet safe on a busy machine
 # (the test ZooKeeper's 100 ms tick allows sessions of 0.2 to 2 s).
@@ -136,11 +136,22 @@ def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperSer
         yield server
 
 
-@pytest.fixture
-def tansu(tmp_path: Path) -> Iterator[TansuBroker]:
-    """A fresh, empty Kafka-protocol broker for one test (Tansu starts in about 55 ms)."""
-    with TansuBroker(tmp_path / "tansu") as broker:
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
+    """One Apache Kafka broker (KRaft, combined mode) for the session; tests keep apart by their
+    own topic, group and registry-topic names (``kafka_settings``)."""
+    with KafkaBroker(tmp_path_factory.mktemp("kafka")) as broker:
         yield broker
+
+
+def kafka_settings(broker: KafkaBroker) -> dict[str, object]:
+    """A gateway's settings on the session's broker, with a registry topic of its own: one
+    test's schemas are not another's."""
+    return {
+        "log": broker.url,
+        "schema_registry_topic": f"_schemas-{uuid.uuid4().hex[:12]}",
+        **KAFKA_TEST_SETTINGS,
+    }
 
 
 @pytest.fixture(scope="session")
@@ -174,16 +185,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("log_backend", ["embedded", "kafka"])
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """``@pytest.mark.broker_lacks("…")``: a strict xfail on the Kafka log, where the test broker
-    (Tansu 0.6) lacks a Kafka feature the gateway uses; the test must pass everywhere else."""
-    for item in items:
-        marker = item.get_closest_marker("broker_lacks")
-        callspec = getattr(item, "callspec", None)
-        if marker and callspec is not None and callspec.params.get("log_backend") == "kafka":
-            item.add_marker(pytest.mark.xfail(strict=True, reason=f"broker lacks it: {marker.args[0]}"))
-
-
 def backend_settings(
     request: pytest.FixtureRequest, log_backend: str, coordinator: str, sessions: str
 ) -> dict[str, object]:
@@ -195,8 +196,7 @@ def backend_settings(
     elif sessions != "embedded":
         raise ValueError(f"unknown sessions {sessions!r}")
     if log_backend == "kafka":
-        broker: TansuBroker = request.getfixturevalue("tansu")
-        settings.update(log=broker.url, **KAFKA_TEST_SETTINGS)
+        settings.update(kafka_settings(request.getfixturevalue("kafka_broker")))
     elif log_backend != "embedded":
         raise ValueError(f"unknown log {log_backend!r}")
     if coordinator == "zookeeper":

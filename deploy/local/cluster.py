@@ -34,7 +34,7 @@ from typing import Any, Self
 
 from .balancer import NginxBalancer
 from .gateway import GatewayReplica
-from .kafka_broker import TansuBroker
+from .kafka_broker import KafkaBroker
 from .process import free_port, start_ticks
 from .redis_server import RedisServer
 from .security import ClusterSecurity
@@ -78,7 +78,7 @@ class LocalCluster:
             raise ValueError("a cluster needs at least one replica")
         self.spec = spec
         self.workdir = Path(spec.workdir).resolve()
-        self.broker: TansuBroker | None = None
+        self.broker: KafkaBroker | None = None
         self.zookeeper: ZooKeeperServer | None = None
         self.redis: RedisServer | None = None
         self.replicas: list[GatewayReplica] = []
@@ -169,11 +169,12 @@ class LocalCluster:
         self.security.create()
 
     def _start_broker(self) -> None:
-        self.broker = TansuBroker(self.workdir / "kafka")
+        self.broker = KafkaBroker(self.workdir / "kafka")
+        shutil.rmtree(self.broker.data_dir, ignore_errors=True)
         self.broker.start()
 
     # A new cluster starts empty: groups, offsets and instances of an earlier run in the same
-    # directory would point at topics the new (in-memory) broker does not have.
+    # directory would point at topics the new broker (its data removed above) does not have.
     def _start_zookeeper(self) -> None:
         self.zookeeper = ZooKeeperServer(self.workdir / "zookeeper", tick_time_ms=self.spec.zookeeper_tick_ms)
         shutil.rmtree(self.zookeeper.data_dir, ignore_errors=True)

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 
 from deploy.local.gateway import GatewayReplica
-from deploy.local.kafka_broker import TansuBroker
+from deploy.local.kafka_broker import KafkaBroker
 from deploy.local.redis_server import RedisServer
 from deploy.local.zookeeper_server import ZooKeeperServer
 
@@ -118,7 +118,7 @@ def two_replicas(tmp_path: Path, env: Mapping[str, str] | None = None) -> Iterat
     """``Replicas`` (gw-a and gw-b) with ``env`` added to their settings; stopped at the end."""
     chroot = f"/t-{uuid.uuid4().hex[:12]}"
     with (
-        TansuBroker(tmp_path / "tansu") as broker,
+        KafkaBroker(tmp_path / "kafka_broker") as broker,
         ZooKeeperServer(tmp_path / "zookeeper") as zookeeper,
         RedisServer(tmp_path / "redis") as redis,
     ):

@@ -18,7 +18,7 @@ import time
 import httpx
 
 from deploy.local.cluster import STATE_FILE
-from deploy.local.kafka_broker import TansuBroker
+from deploy.local.kafka_broker import KafkaBroker
 from deploy.local.process import free_port
 from deploy.local.redis_server import RedisServer
 from deploy.local.zookeeper_server import ZooKeeperServer
@@ -72,7 +72,7 @@ def test_run_it_for_real(tmp_path):
         command = section.block(0)
     port = free_port()
     with (
-        TansuBroker(tmp_path / "tansu") as broker,
+        KafkaBroker(tmp_path / "kafka_broker") as broker,
         ZooKeeperServer(tmp_path / "zookeeper") as zookeeper,
         RedisServer(tmp_path / "redis") as redis,
     ):

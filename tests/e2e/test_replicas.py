@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from deploy.local.kafka_broker import TansuBroker
+from deploy.local.kafka_broker import KafkaBroker
 from deploy.local.zookeeper_server import ZooKeeperServer
 from service.client import Consumer, GatewayClient
 from tests.e2e.gateway_process import GatewayProcess, two_replicas
@@ -115,7 +115,7 @@ def test_in_process_sessions_members_leave_with_their_replica(tmp_path):
     """With ZooKeeper but in-process sessions, a replica's members are ephemeral: kill -9 of the
     replica removes them, and the group rebalances onto the members of the living replica."""
     chroot = f"/t-{uuid.uuid4().hex[:12]}"
-    with TansuBroker(tmp_path / "tansu") as broker, ZooKeeperServer(tmp_path / "zookeeper") as zookeeper:
+    with KafkaBroker(tmp_path / "kafka_broker") as broker, ZooKeeperServer(tmp_path / "zookeeper") as zookeeper:
         env = {
             "BROKERGATE_LOG": broker.url,
             "BROKERGATE_COORDINATOR": zookeeper.url + chroot,

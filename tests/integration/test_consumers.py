@@ -28,7 +28,6 @@ from tests.helpers import (
 pytestmark = pytest.mark.parametrize(
     ("coordinator", "sessions"), [("embedded", "embedded"), ("zookeeper", "redis")]
 )
-LATEST_GAP = "ListOffsets latest (Tansu 0.6 answers the last batch's base offset + 1)"
 
 
 async def test_create_consumer_returns_instance_and_base_uri(client, gateway, name):
@@ -344,7 +343,6 @@ async def test_seek_to_offset_and_beginning(client, name):
     assert [r["value"] for r in await poll_until(client, base, 5)] == [f"v{i}" for i in range(5)]
 
 
-@pytest.mark.broker_lacks("ListOffsets by timestamp (Tansu 0.6 answers offset 0)")
 async def test_seek_to_timestamp(client, name):
     base, tp = await seekable(client, name)
     headers = {"Content-Type": V2}
@@ -368,7 +366,6 @@ async def test_seek_to_timestamp(client, name):
         assert r.status_code == 422 and r.json()["error_code"] == 42206, (bad, r.text)
 
 
-@pytest.mark.broker_lacks(LATEST_GAP)
 async def test_seek_to_end(client, name):
     base, tp = await seekable(client, name)
     headers = {"Content-Type": V2}

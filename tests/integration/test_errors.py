@@ -311,26 +311,17 @@ async def test_unknown_route_and_method(client):
     [
         {"topic_name": "ok", "partitions_count": 0},
         {"topic_name": "ok", "partitions_count": -2},
-        pytest.param(
-            {
-                "topic_name": "ok",
-                "partitions_count": 1,
-                "configs": [{"name": "retention.ms", "value": "soon"}],
-            },
-            marks=pytest.mark.broker_lacks("validation of topic configs"),
-        ),
-        pytest.param(
-            {
-                "topic_name": "ok",
-                "partitions_count": 1,
-                "configs": [{"name": "no.such.config", "value": "1"}],
-            },
-            marks=pytest.mark.broker_lacks("validation of topic configs"),
-        ),
-        pytest.param(
-            {"topic_name": "ok", "partitions_count": 1, "replication_factor": 3},
-            marks=pytest.mark.broker_lacks("checking the replication factor against the brokers"),
-        ),
+        {
+            "topic_name": "ok",
+            "partitions_count": 1,
+            "configs": [{"name": "retention.ms", "value": "soon"}],
+        },
+        {
+            "topic_name": "ok",
+            "partitions_count": 1,
+            "configs": [{"name": "no.such.config", "value": "1"}],
+        },
+        {"topic_name": "ok", "partitions_count": 1, "replication_factor": 3},
         {"partitions_count": 1},
     ],
 )

@@ -133,7 +133,6 @@ async def test_committed_member_cannot_commit_a_partition_it_lost(client, name):
     assert r.status_code == 409 and r.json()["error_code"] == 40903
 
 
-@pytest.mark.broker_lacks("CreatePartitions")
 async def test_topic_gaining_partitions_rebalances(client, name):
     await create_topic(client, name, 1)
     group = f"g-{name}"
@@ -166,7 +165,6 @@ async def test_range_and_roundrobin_strategies(client, name):
         assert await assignment(client, b) == want_b
 
 
-@pytest.mark.broker_lacks("ListOffsets latest (Tansu 0.6 answers the last batch's base offset + 1)")
 async def test_group_description_and_lag(client, name):
     await create_topic(client, name, 2)
     group = f"g-{name}"

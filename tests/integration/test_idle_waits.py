@@ -15,7 +15,7 @@ import httpx
 import pytest
 from aiokafka.protocol.fetch import FetchRequest
 
-from deploy.local.kafka_broker import TansuBroker
+from deploy.local.kafka_broker import KafkaBroker
 from service.adapters.kafka import KafkaLog
 from service.core.models import PartitionData, TopicPartition
 from service.core.ports import Log
@@ -198,7 +198,7 @@ async def test_an_idle_stream_reads_the_log_once_while_it_waits(
 
 
 async def test_idle_long_polls_on_the_kafka_log_leave_the_broker_to_other_requests(
-    tmp_path: Path, tansu: TansuBroker, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, kafka_broker: KafkaBroker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Thirty idle long-polls on the Kafka log. A broker answers one connection's requests in order:
     were each poll to keep a long fetch of its own there (half a second each), a request of
@@ -206,7 +206,7 @@ async def test_idle_long_polls_on_the_kafka_log_leave_the_broker_to_other_reques
     fetch on a connection of its own watches them all: the other request answers, the polls
     cost the broker one fetch per slice (six in 3 s, not one each), and each still answers at
     once when a record comes."""
-    settings = Settings(data_dir=tmp_path / "data", log=tansu.url, **KAFKA_TEST_SETTINGS)  # type: ignore[arg-type]
+    settings = Settings(data_dir=tmp_path / "data", log=kafka_broker.url, **KAFKA_TEST_SETTINGS)  # type: ignore[arg-type]
     log, coordinator, sessions = build_ports(settings)
     assert isinstance(log, KafkaLog)
     fetches = 0
@@ -221,7 +221,7 @@ async def test_idle_long_polls_on_the_kafka_log_leave_the_broker_to_other_reques
 
     monkeypatch.setattr(cluster, "send", counting)
     ports = (log, coordinator, sessions)
-    gw = await start_gateway(tmp_path / "data", ports=ports, log=tansu.url, **KAFKA_TEST_SETTINGS)
+    gw = await start_gateway(tmp_path / "data", ports=ports, log=kafka_broker.url, **KAFKA_TEST_SETTINGS)
     polls = 30
     try:
         await create_topic(gw.client, IDLE, 1)

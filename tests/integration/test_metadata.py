@@ -71,7 +71,6 @@ async def test_topics_and_partitions(client, name):
     assert one["partition"] == 1 and one["leader"] == broker
 
 
-@pytest.mark.broker_lacks("CreatePartitions")
 async def test_grow_partition_count(client, name):
     cid = await cluster_id(client)
     await create_topic(client, name, 2)
@@ -82,7 +81,6 @@ async def test_grow_partition_count(client, name):
     assert shrink.status_code == 422
 
 
-@pytest.mark.broker_lacks("ListOffsets latest (Tansu 0.6 answers the last batch's base offset + 1)")
 async def test_partition_offsets(client, name):
     await create_topic(client, name, 1)
     assert (await client.get(f"/topics/{name}/partitions/0/offsets")).json() == {

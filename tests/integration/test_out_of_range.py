@@ -28,7 +28,6 @@ from tests.helpers import (
 
 # Kafka answers a fetch past the log end OFFSET_OUT_OF_RANGE; Tansu 0.6 answers it empty, as if
 # at the end, so a consumer there waits instead of resetting.
-PAST_END = "OFFSET_OUT_OF_RANGE for a fetch past the log end (Tansu 0.6 answers it empty)"
 
 
 async def _past_the_end(
@@ -47,7 +46,6 @@ async def _past_the_end(
     return base, tp
 
 
-@pytest.mark.broker_lacks(PAST_END)
 async def test_earliest_resets_a_position_past_the_end_to_the_log_start(client, name):
     base, _ = await _past_the_end(client, name, reset="earliest")
     await produce(client, name, [{"value": "v3"}, {"value": "v4"}], partition=0)
@@ -55,7 +53,6 @@ async def test_earliest_resets_a_position_past_the_end_to_the_log_start(client, 
     assert [(r["offset"], r["value"]) for r in got] == [(i, f"v{i}") for i in range(5)]
 
 
-@pytest.mark.broker_lacks(PAST_END)
 async def test_latest_resets_a_position_past_the_end_to_the_log_end(client, name):
     base, _ = await _past_the_end(client, name, reset="latest")
     assert await poll(client, base, timeout=300) == []  # the reset: to the end, 3
@@ -73,7 +70,6 @@ async def test_the_log_end_itself_is_a_position_in_range(client, name):
     assert [r["value"] for r in await poll_until(client, base, 1)] == ["v3"]
 
 
-@pytest.mark.broker_lacks(PAST_END)
 async def test_none_fails_the_poll_naming_the_partition(client, name):
     base, _ = await _past_the_end(client, name, reset="none")
     r = await client.get(f"{base}/records", params={"timeout": 300}, headers={"Accept": STRING})
@@ -115,7 +111,6 @@ async def test_the_lag_summary_counts_a_commit_past_the_end_beside_one_behind(cl
     assert summary["max_lag"] == summary["total_lag"] >= 0, summary
 
 
-@pytest.mark.broker_lacks(PAST_END)
 async def test_a_member_resuming_from_a_commit_past_the_end_resets(client, name):
     group = f"g-{name}"
     base, tp = await _past_the_end(client, name, reset="earliest", group=group)
@@ -127,7 +122,6 @@ async def test_a_member_resuming_from_a_commit_past_the_end_resets(client, name)
     assert [r["value"] for r in await poll_until(client, again, 3)] == ["v0", "v1", "v2"]
 
 
-@pytest.mark.broker_lacks(PAST_END)
 async def test_a_stateless_read_past_the_end_is_refused_at_once(client, name):
     await create_topic(client, name, 1)
     await produce(client, name, [{"value": f"v{i}"} for i in range(3)], partition=0)

@@ -22,7 +22,7 @@ import pytest
 from confluent_kafka.schema_registry import AsyncSchemaRegistryClient
 from confluent_kafka.schema_registry import Schema as ConfluentSchema
 
-from deploy.local.kafka_broker import TansuBroker
+from deploy.local.kafka_broker import KafkaBroker
 from service.adapters.embedded.log import EmbeddedLog
 from service.adapters.kafka import KafkaLog
 from service.adapters.kafka.options import KafkaOptions
@@ -759,12 +759,12 @@ async def test_an_encoded_slash_elsewhere_is_refused(gateway: RunningGateway, pa
 
 
 async def test_a_low_end_offset_never_empties_the_registry(
-    tmp_path: Path, tansu: TansuBroker, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, kafka_broker: KafkaBroker, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Tansu answers a topic's end offset as its last batch's base offset + 1: after a batch of
     several records (a hard delete of a subject of three versions is one), the end reads below
     what the registry has applied. That is no reason to drop its state."""
-    async with running_gateway(tmp_path, log=tansu.url, **KAFKA_TEST_SETTINGS) as gw:
+    async with running_gateway(tmp_path, log=kafka_broker.url, **KAFKA_TEST_SETTINGS) as gw:
         registry = Registry(gw.client)
         c = gw.client
         await c.put(f"{SR}/config", json={"compatibility": "NONE"})
@@ -792,24 +792,24 @@ async def test_a_low_end_offset_never_empties_the_registry(
     ],
 )
 async def test_a_topic_deleted_and_created_again_is_read_again(
-    tmp_path: Path, tansu: TansuBroker, caplog: pytest.LogCaptureFixture, fresh: list[str], noticed: str
+    tmp_path: Path, kafka_broker: KafkaBroker, caplog: pytest.LogCaptureFixture, fresh: list[str], noticed: str
 ) -> None:
     """A real truncation: the registry's topic deleted on the broker and created again by another
     replica. This replica reads it again from its start, whether the topic now holds fewer records
     than it applied (a fetch of the last one applied comes back empty, the end below it) or more
     (the record at that offset is another one), instead of adding the new records to the old state."""
-    async with running_gateway(tmp_path / "a", log=tansu.url, **KAFKA_TEST_SETTINGS) as a:
+    async with running_gateway(tmp_path / "a", log=kafka_broker.url, **KAFKA_TEST_SETTINGS) as a:
         first = Registry(a.client)
         for name in ("x", "y", "z"):
             await first.id_of(name, record(name.upper(), "f"))
         assert (await a.client.get(f"{SR}/subjects")).json() == ["x", "y", "z"]
-        broker = KafkaLog(tansu.url, KafkaOptions(idempotence=False, request_timeout_ms=5000))
+        broker = KafkaLog(kafka_broker.url, KafkaOptions(request_timeout_ms=5000))
         await broker.start()
         try:
             await broker.delete_topic("_schemas")
         finally:
             await broker.stop()
-        async with running_gateway(tmp_path / "b", log=tansu.url, **KAFKA_TEST_SETTINGS) as b:
+        async with running_gateway(tmp_path / "b", log=kafka_broker.url, **KAFKA_TEST_SETTINGS) as b:
             for i, name in enumerate(fresh, 1):  # creates it again
                 assert await Registry(b.client).id_of(name, record(name.upper(), "g")) == i
         caplog.set_level(logging.WARNING, logger="service.core.schemas.store")

@@ -22,7 +22,7 @@ import pytest
 from confluent_kafka.schema_registry import AsyncSchemaRegistryClient, SchemaRegistryError
 from confluent_kafka.schema_registry import Schema as ConfluentSchema
 
-from deploy.local.kafka_broker import TansuBroker
+from deploy.local.kafka_broker import KafkaBroker
 from deploy.local.zookeeper_server import ZooKeeperServer
 from service.core.models import NewRecord, TopicPartition
 from service.core.ports import Log
@@ -534,7 +534,7 @@ async def test_confluent_kafka_schema_registry_client(gateway: RunningGateway) -
 
 @pytest.fixture
 async def replicas(
-    tmp_path: Path, tansu: TansuBroker, zookeeper: ZooKeeperServer
+    tmp_path: Path, kafka_broker: KafkaBroker, zookeeper: ZooKeeperServer
 ) -> AsyncIterator[list[RunningGateway]]:
     chroot = f"{zookeeper.url}/t-{uuid.uuid4().hex[:12]}"
     async with AsyncExitStack() as stack:
@@ -542,7 +542,7 @@ async def replicas(
         for node in ("a", "b"):
             gw = await start_gateway(
                 tmp_path / node,
-                log=tansu.url,
+                log=kafka_broker.url,
                 coordinator=chroot,
                 node_id=node,
                 **KAFKA_TEST_SETTINGS,
@@ -636,13 +636,13 @@ class _RacedRegistryLog:
 
 @pytest.fixture
 async def raced(
-    tmp_path: Path, tansu: TansuBroker, zookeeper: ZooKeeperServer
+    tmp_path: Path, kafka_broker: KafkaBroker, zookeeper: ZooKeeperServer
 ) -> AsyncIterator[tuple[_RacedRegistryLog, Registry, Registry]]:
     """Two replicas on one Kafka and one ZooKeeper: ``a`` on a log whose registry topic is raced
     (``_RacedRegistryLog``), ``b`` as it is."""
     chroot = f"{zookeeper.url}/t-{uuid.uuid4().hex[:12]}"
     common: dict[str, Any] = {
-        "log": tansu.url,
+        "log": kafka_broker.url,
         "coordinator": chroot,
         **KAFKA_TEST_SETTINGS,
         **ZOOKEEPER_TEST_SETTINGS,

@@ -17,7 +17,6 @@ import httpx
 import pytest
 
 from tests.helpers import cluster_id, create_topic, produce
-from tests.integration.test_out_of_range import PAST_END
 from tests.integration.test_share_groups_api import ack, settle, share_consumer, share_poll, share_subscribe
 
 
@@ -56,7 +55,6 @@ async def _done_with_five(client: httpx.AsyncClient, name: str, reset: str) -> s
     return base
 
 
-@pytest.mark.broker_lacks(PAST_END)
 async def test_a_topic_made_again_with_fewer_records_is_read_from_its_start(
     client: httpx.AsyncClient, name: str
 ) -> None:
@@ -74,7 +72,6 @@ async def test_a_topic_made_again_with_fewer_records_is_read_from_its_start(
     assert [(p["start_offset"], p["lag"]) for p in group["partitions"]] == [(2, 0)]
 
 
-@pytest.mark.broker_lacks(PAST_END)
 async def test_latest_starts_a_state_past_the_end_at_the_new_end(
     client: httpx.AsyncClient, name: str
 ) -> None:

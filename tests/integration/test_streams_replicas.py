@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from websockets.asyncio.client import connect
 
-from deploy.local.kafka_broker import TansuBroker
+from deploy.local.kafka_broker import KafkaBroker
 from deploy.local.redis_server import RedisServer
 from deploy.local.zookeeper_server import ZooKeeperServer
 from tests.conftest import KAFKA_TEST_SETTINGS, ZOOKEEPER_TEST_SETTINGS, RunningGateway, start_gateway
@@ -21,10 +21,10 @@ from tests.stream_client import events, receive, send, socket_url
 
 @pytest.fixture
 async def replicas(
-    tmp_path: Path, tansu: TansuBroker, zookeeper: ZooKeeperServer, redis_server: RedisServer
+    tmp_path: Path, kafka_broker: KafkaBroker, zookeeper: ZooKeeperServer, redis_server: RedisServer
 ) -> AsyncIterator[tuple[RunningGateway, RunningGateway]]:
     shared = {
-        "log": tansu.url,
+        "log": kafka_broker.url,
         "coordinator": f"{zookeeper.url}/t-{uuid.uuid4().hex[:12]}",
         "sessions": redis_server.url,
         "redis_key_prefix": f"t-{uuid.uuid4().hex[:12]}:",

@@ -18,7 +18,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 from kazoo.security import ACL, Id, Permissions
 
-from deploy.local.kafka_broker import TansuBroker
+from deploy.local.kafka_broker import KafkaBroker
 from service.adapters.zookeeper import ZooKeeperCoordinator
 from service.adapters.zookeeper.security import DigestCredentials
 from service.core.acl import AclBinding, Operation, PatternType, Permission, ResourceType
@@ -52,7 +52,7 @@ GatewayFactory = Callable[..., Any]
 
 
 @pytest.fixture
-async def start(tmp_path: Path, zk_url: str, tansu: TansuBroker) -> AsyncIterator[GatewayFactory]:
+async def start(tmp_path: Path, zk_url: str, kafka_broker: KafkaBroker) -> AsyncIterator[GatewayFactory]:
     """Starts replicas of one deployment (this test's chroot, one Kafka-protocol broker as the
     shared log) with the credentials; stops them at the end."""
     running: list[RunningGateway] = []
@@ -60,7 +60,7 @@ async def start(tmp_path: Path, zk_url: str, tansu: TansuBroker) -> AsyncIterato
     async def make(node_id: str, **overrides: Any) -> RunningGateway:
         gw = await start_gateway(
             tmp_path / node_id,
-            log=tansu.url,
+            log=kafka_broker.url,
             **KAFKA_TEST_SETTINGS,
             coordinator=zk_url,
             node_id=node_id,

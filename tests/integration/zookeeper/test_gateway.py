@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from deploy.local.kafka_broker import TansuBroker
+from deploy.local.kafka_broker import KafkaBroker
 from tests.conftest import KAFKA_TEST_SETTINGS, RunningGateway, start_gateway
 from tests.helpers import (
     STRING,
@@ -100,14 +100,14 @@ async def test_group_listing_and_lag_read_zookeeper(gateway: RunningGateway, nam
 
 
 async def test_a_long_poll_through_one_replica_wakes_at_a_rebalance_made_through_another(
-    tmp_path: Path, zk_url: str, tansu: TansuBroker, name: str
+    tmp_path: Path, zk_url: str, kafka_broker: KafkaBroker, name: str
 ) -> None:
     """A member with no partition long-polls through B; the member owning the partition leaves
     through A. B learns of A's generation from ZooKeeper at once, not at its poll's deadline, so
     the poll answers the record produced meanwhile before its timeout."""
     common = {
         "coordinator": zk_url,
-        "log": tansu.url,
+        "log": kafka_broker.url,
         "zookeeper_session_timeout_ms": SESSION_TIMEOUT_MS,
         "zookeeper_connect_timeout_ms": CONNECT_TIMEOUT_MS,
         "zookeeper_request_timeout_ms": REQUEST_TIMEOUT_MS,
