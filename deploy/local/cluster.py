@@ -1,6 +1,6 @@
 """``LocalCluster``: a whole stateless deployment of brokergate on this machine's loopback.
 
-A Kafka-protocol broker (Tansu, or an existing broker), ZooKeeper, Redis, N
+An Apache Kafka broker (``KafkaBroker``, or an existing one), ZooKeeper, Redis, N
 ``brokergate serve`` replicas on ``kafka://`` + ``zookeeper://`` + ``redis://``, and
 nginx balancing round-robin over them. ``deploy/cluster.py`` runs it from a terminal;
 the end-to-end tests and ``bench/replicas.py`` drive it from Python.
@@ -118,8 +118,6 @@ class LocalCluster:
             "BROKERGATE_COORDINATOR": self.zookeeper_url,
             "BROKERGATE_SESSIONS": self.redis_url,
         }
-        if self.broker is not None:
-            env["BROKERGATE_KAFKA_IDEMPOTENCE"] = "false"  # Tansu 0.6 has no InitProducerId
         if self.security is not None:
             env.update(self.security.replica_env(self.audit_log(number)))
         env.update(self.spec.env)

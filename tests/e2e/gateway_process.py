@@ -114,11 +114,13 @@ class Replicas:
 
 
 @contextmanager
-def two_replicas(tmp_path: Path, env: Mapping[str, str] | None = None) -> Iterator[Replicas]:
-    """``Replicas`` (gw-a and gw-b) with ``env`` added to their settings; stopped at the end."""
+def two_replicas(
+    tmp_path: Path, broker: KafkaBroker, env: Mapping[str, str] | None = None
+) -> Iterator[Replicas]:
+    """``Replicas`` (gw-a and gw-b) on ``broker`` (the session's: name topics and groups for the
+    test) with ``env`` added to their settings; stopped at the end."""
     chroot = f"/t-{uuid.uuid4().hex[:12]}"
     with (
-        KafkaBroker(tmp_path / "kafka_broker") as broker,
         ZooKeeperServer(tmp_path / "zookeeper") as zookeeper,
         RedisServer(tmp_path / "redis") as redis,
     ):
@@ -126,7 +128,7 @@ def two_replicas(tmp_path: Path, env: Mapping[str, str] | None = None) -> Iterat
             "BROKERGATE_LOG": broker.url,
             "BROKERGATE_COORDINATOR": zookeeper.url + chroot,
             "BROKERGATE_SESSIONS": redis.url,
-            "BROKERGATE_KAFKA_IDEMPOTENCE": "false",  # Tansu 0.6 lacks InitProducerId
+            "BROKERGATE_SCHEMA_REGISTRY_TOPIC": f"_schemas-{uuid.uuid4().hex[:12]}",
             "BROKERGATE_ZOOKEEPER_SESSION_TIMEOUT_MS": "1500",
             "BROKERGATE_REAPER_INTERVAL_MS": "200",
             **(env or {}),

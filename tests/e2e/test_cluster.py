@@ -1,6 +1,6 @@
 """Three stateless replicas behind nginx, on the local cluster of ``deploy/cluster.py``.
 
-One cluster (Tansu, ZooKeeper, Redis with an append-only file, three replicas and the
+One cluster (Apache Kafka, ZooKeeper, Redis with an append-only file, three replicas and the
 balancer) is started for the module, secure as a shared deployment is: HTTPS on every hop
 (a test CA), HTTP Basic authentication, ACLs enforced, an audit trail per replica, and the
 replicas signed in to ZooKeeper. Clients sign in as the super user and trust the CA, except
@@ -44,9 +44,8 @@ from service.core.acl import AclBinding, Operation, PatternType, Permission, Res
 from tests.helpers import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
-# Short timeouts so that failures are noticed quickly; Tansu 0.6 has no idempotent producer.
+# Short timeouts, so that failures are noticed quickly.
 FAST = {
-    "BROKERGATE_KAFKA_IDEMPOTENCE": "false",
     "BROKERGATE_KAFKA_REQUEST_TIMEOUT_MS": "5000",
     "BROKERGATE_ZOOKEEPER_SESSION_TIMEOUT_MS": "1500",
     "BROKERGATE_ZOOKEEPER_REQUEST_TIMEOUT_MS": "2000",

@@ -1,8 +1,8 @@
 """docs/deployment.md's commands run as written.
 
-``brokergate serve`` on the three distributed backends runs against a Kafka-protocol broker
-(Tansu), ZooKeeper and Redis started on loopback in place of the page's hosts, and hands out
-URLs of its advertised address. "Try it on one machine": ``deploy/cluster.py up`` starts Tansu,
+``brokergate serve`` on the three distributed backends runs against the session's Apache
+Kafka broker, ZooKeeper and Redis started on loopback in place of the page's hosts, and hands out
+URLs of its advertised address. "Try it on one machine": ``deploy/cluster.py up`` starts Kafka,
 ZooKeeper, Redis, three replicas and nginx, a request through the balancer names the replica
 that answered, and Ctrl-C stops everything.
 """
@@ -67,18 +67,17 @@ def test_try_it_on_one_machine(tmp_path):
     assert proc.returncode == 0, out.decode()
 
 
-def test_run_it_for_real(tmp_path):
+def test_run_it_for_real(tmp_path, kafka_broker):
     with claim("docs/deployment.md", "Run it for real: Kafka, ZooKeeper, Redis, several replicas") as section:
         command = section.block(0)
     port = free_port()
     with (
-        KafkaBroker(tmp_path / "kafka_broker") as broker,
         ZooKeeperServer(tmp_path / "zookeeper") as zookeeper,
         RedisServer(tmp_path / "redis") as redis,
     ):
         # the page's hosts are these servers; the gateway listens on a free port rather than 8082
         servers = {
-            "kafka://kafka-1:9092,kafka-2:9092": broker.url,
+            "kafka://kafka-1:9092,kafka-2:9092": kafka_broker.url,
             "zookeeper://zk-1:2181,zk-2:2181": zookeeper.url,
             "redis://redis:6379/0": redis.url,
             "brokergate serve": f"brokergate serve --host 127.0.0.1 --port {port}",
@@ -86,7 +85,7 @@ def test_run_it_for_real(tmp_path):
         for old, new in servers.items():
             assert old in command, old
             command = command.replace(old, new)
-        env = shell_env(BROKERGATE_KAFKA_IDEMPOTENCE="false")  # Tansu lacks InitProducerId
+        env = shell_env()
         server = subprocess.Popen(
             ["bash", "-c", command],
             cwd=tmp_path,

@@ -23,8 +23,10 @@ from tests.helpers import wait_for
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[tuple[GatewayProcess, GatewayProcess, ZooKeeperServer, str]]:
-    with two_replicas(tmp_path) as r:
+def cluster(
+    tmp_path: Path, kafka_broker: KafkaBroker
+) -> Iterator[tuple[GatewayProcess, GatewayProcess, ZooKeeperServer, str]]:
+    with two_replicas(tmp_path, kafka_broker) as r:
         yield r.first, r.second, r.zookeeper, r.chroot
 
 
@@ -42,34 +44,37 @@ def leader(zookeeper: ZooKeeperServer, chroot: str) -> str:
 
 def test_any_replica_serves_any_instance_and_the_group_survives_a_replica(cluster):
     first, second, zookeeper, chroot = cluster
+    # names of the test's own: the broker is the session's
+    shared, payments, g = (f"{name}-{uuid.uuid4().hex[:8]}" for name in ("shared", "payments", "g"))
     with GatewayClient(first.url) as a, GatewayClient(second.url) as b:
-        a.create_topic("shared", 4)
-        a.produce("shared", [{"value": f"v{i}", "partition": i % 4} for i in range(40)])
+        a.create_topic(shared, 4)
+        a.produce(shared, [{"value": f"v{i}", "partition": i % 4} for i in range(40)])
 
         # An Idempotency-Key retried through the other replica stores its records once.
         body = {"records": [{"value": "once"}]}
         headers = {"Content-Type": "application/vnd.kafka.string.v2+json", "Idempotency-Key": "pay-1"}
-        a.create_topic("payments", 1)
-        first_answer = a.request("POST", "/topics/payments", json=body, headers=headers)
-        assert b.request("POST", "/topics/payments", json=body, headers=headers) == first_answer
+        a.create_topic(payments, 1)
+        first_answer = a.request("POST", f"/topics/{payments}", json=body, headers=headers)
+        assert b.request("POST", f"/topics/{payments}", json=body, headers=headers) == first_answer
         assert first_answer["offsets"][0]["offset"] == 0
         assert (
-            b.request("GET", "/topics/payments/partitions/0/records", params={"offset": 1})["records"] == []
+            b.request("GET", f"/topics/{payments}/partitions/0/records", params={"offset": 1})["records"]
+            == []
         )
 
         short = a.consumer(
-            "g",
+            g,
             name="short",
             format="string",
             auto_offset_reset="earliest",
             consumer_instance_timeout_ms=2000,
         )
-        stay = b.consumer("g", name="stay", format="string", auto_offset_reset="earliest")
-        short.subscribe("shared")
-        stay.subscribe("shared")
+        stay = b.consumer(g, name="stay", format="string", auto_offset_reset="earliest")
+        short.subscribe(shared)
+        stay.subscribe(shared)
 
         # One assignment, whichever replica is asked: disjoint halves covering every partition.
-        via_b = Consumer(b, "g", "short", "string")  # the instance created through A, used through B
+        via_b = Consumer(b, g, "short", "string")  # the instance created through A, used through B
         mine, theirs = set(via_b.assignment()), set(stay.assignment())
         assert set(short.assignment()) == mine
         assert len(mine) == 2 and len(theirs) == 2 and not mine & theirs
@@ -86,7 +91,7 @@ def test_any_replica_serves_any_instance_and_the_group_survives_a_replica(cluste
             (o["topic"], o["partition"]): o["offset"]
             for o in b.request(
                 "GET",
-                "/consumers/g/instances/stay/offsets",
+                f"/consumers/{g}/instances/stay/offsets",
                 json={"partitions": [{"topic": t, "partition": p} for t, p in sorted(mine)]},
                 headers={"Content-Type": "application/vnd.kafka.v2+json"},
             )["offsets"]
@@ -100,7 +105,7 @@ def test_any_replica_serves_any_instance_and_the_group_survives_a_replica(cluste
         wait_for(lambda: leader(zookeeper, chroot) == "gw-b")
         wait_for(lambda: len(stay.assignment()) == 4)
         # ... and resumes the dead member's partitions at their committed offsets: nothing again
-        a_new = b.produce("shared", [{"value": "after", "partition": p} for _, p in sorted(mine)])
+        a_new = b.produce(shared, [{"value": "after", "partition": p} for _, p in sorted(mine)])
         resumed = []
         for _ in range(20):
             resumed += stay.poll(timeout_ms=500)
@@ -111,15 +116,15 @@ def test_any_replica_serves_any_instance_and_the_group_survives_a_replica(cluste
         assert all(offset == 10 for _, offset in from_mine)
 
 
-def test_in_process_sessions_members_leave_with_their_replica(tmp_path):
+def test_in_process_sessions_members_leave_with_their_replica(tmp_path, kafka_broker):
     """With ZooKeeper but in-process sessions, a replica's members are ephemeral: kill -9 of the
     replica removes them, and the group rebalances onto the members of the living replica."""
     chroot = f"/t-{uuid.uuid4().hex[:12]}"
-    with KafkaBroker(tmp_path / "kafka_broker") as broker, ZooKeeperServer(tmp_path / "zookeeper") as zookeeper:
+    eph, g = f"eph-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    with ZooKeeperServer(tmp_path / "zookeeper") as zookeeper:
         env = {
-            "BROKERGATE_LOG": broker.url,
+            "BROKERGATE_LOG": kafka_broker.url,
             "BROKERGATE_COORDINATOR": zookeeper.url + chroot,
-            "BROKERGATE_KAFKA_IDEMPOTENCE": "false",
             "BROKERGATE_ZOOKEEPER_SESSION_TIMEOUT_MS": "1500",
             "BROKERGATE_METADATA_REFRESH_MS": "200",
         }
@@ -127,15 +132,15 @@ def test_in_process_sessions_members_leave_with_their_replica(tmp_path):
         second = GatewayProcess(tmp_path / "b", env={**env, "BROKERGATE_NODE_ID": "gw-b"}).start()
         try:
             with GatewayClient(first.url) as a, GatewayClient(second.url) as b:
-                a.create_topic("eph", 4)
-                gone = a.consumer("g", name="gone")
-                stay = b.consumer("g", name="stay")
-                gone.subscribe("eph")
-                stay.subscribe("eph")
+                a.create_topic(eph, 4)
+                gone = a.consumer(g, name="gone")
+                stay = b.consumer(g, name="stay")
+                gone.subscribe(eph)
+                stay.subscribe(eph)
                 assert len(stay.assignment()) == 2
                 first.kill()
                 wait_for(lambda: len(stay.assignment()) == 4)
-                group = b.group("g")
+                group = b.group(g)
                 assert [m["consumer_id"] for m in group["consumers"]] == ["stay"]
         finally:
             first.stop()

@@ -3,12 +3,14 @@ kill -9 of a replica leaves: nothing lost, nothing held by two consumers, delive
 
 from __future__ import annotations
 
+import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from deploy.local.kafka_broker import KafkaBroker
 from tests.e2e.gateway_process import GatewayProcess, two_replicas
 from tests.helpers import STRING, V2
 
@@ -47,27 +49,31 @@ async def _accept(client: httpx.AsyncClient, path: str, records: list[dict[str, 
 
 
 async def test_a_replica_killed_loses_no_record_and_its_consumers_go_on_through_the_other(
-    tmp_path: Path,
+    tmp_path: Path, kafka_broker: KafkaBroker
 ) -> None:
     env = {"BROKERGATE_SHARE_RECORD_LOCK_DURATION_MS": str(LOCK_MS)}
-    with two_replicas(tmp_path, env) as replicas:
+    jobs, workers = (
+        f"jobs-{uuid.uuid4().hex[:8]}",
+        f"workers-{uuid.uuid4().hex[:8]}",
+    )  # the broker is the session's
+    with two_replicas(tmp_path, kafka_broker, env) as replicas:
         async with (
             httpx.AsyncClient(base_url=replicas.first.url, timeout=30) as a,
             httpx.AsyncClient(base_url=replicas.second.url, timeout=30) as b,
         ):
             cid = (await a.get("/v3/clusters")).json()["data"][0]["cluster_id"]
-            r = await a.post(f"/v3/clusters/{cid}/topics", json={"topic_name": "jobs", "partitions_count": 2})
+            r = await a.post(f"/v3/clusters/{cid}/topics", json={"topic_name": jobs, "partitions_count": 2})
             assert r.status_code == 201, r.text
             r = await a.post(
-                "/topics/jobs",
+                f"/topics/{jobs}",
                 json={"records": [{"value": f"job-{i}", "partition": i % 2} for i in range(40)]},
                 headers={"Content-Type": STRING},
             )
             assert r.status_code == 200, r.text
 
             # c1 (through a) takes some and settles half; c2 (through b) takes some more
-            c1 = await _consumer(a, "workers", "c1", "jobs")
-            c2 = await _consumer(b, "workers", "c2", "jobs")
+            c1 = await _consumer(a, workers, "c1", jobs)
+            c2 = await _consumer(b, workers, "c2", jobs)
             held = await _poll(a, c1, max_records=10)
             assert len(held) == 10
             assert await _accept(a, c1, held[:5]) == []
@@ -103,7 +109,7 @@ async def test_a_replica_killed_loses_no_record_and_its_consumers_go_on_through_
             assert {k for k, n in counts.items() if n == 2} == late  # counted across replicas
             assert await _accept(b, c1, held[6:]) != []  # no longer c1's
 
-            group = (await b.get(f"/v3/clusters/{cid}/share-groups/workers")).json()
+            group = (await b.get(f"/v3/clusters/{cid}/share-groups/{workers}")).json()
             assert group["lag"] == 0
             assert [(p["start_offset"], p["acquired"]) for p in group["partitions"]] == [(20, 0), (20, 0)]
 

@@ -180,8 +180,8 @@ class RegistryTopic:
     async def _truncated(self) -> bool:
         """Whether the records applied are no longer in the topic (it was deleted and created
         again): the broker returns none from the last one applied and says its end is below it.
-        An end offset that reads low alone (a broker's momentary or inexact answer; Tansu's is
-        a multi-record batch's base offset + 1) is no reason to drop what was read."""
+        An end offset that reads low alone (a broker's momentary or inexact answer, as some
+        Kafka look-alikes give) is no reason to drop what was read."""
         data = await self._log.fetch({self._tp: self._position - 1}, max_bytes=1, max_wait_ms=0)
         part = data.get(self._tp)
         return part is not None and not part.records and part.high_watermark < self._position
