@@ -402,8 +402,10 @@ async def test_record_name_strategies(tmp_path, strategy: str, name: str):
 
 
 async def test_the_registrys_topic_is_read_only_to_clients(gateway: RunningGateway, name: str):
-    """Records planted in _schemas would be schemas; deleting or growing it would lose them all."""
+    """Records planted in the registry's topic (_schemas unless set otherwise) would be schemas;
+    deleting or growing it would lose them all."""
     client = gateway.client
+    topic = gateway.settings.schema_registry_topic
     produced(
         await produce(
             client,
@@ -413,14 +415,14 @@ async def test_the_registrys_topic_is_read_only_to_clients(gateway: RunningGatew
         )
     )
     planted = {"records": [{"key": b64(b'{"keytype":"SCHEMA"}'), "value": b64(b"{}")}]}
-    for path in ("/topics/_schemas", "/topics/_schemas/partitions/0"):
+    for path in (f"/topics/{topic}", f"/topics/{topic}/partitions/0"):
         r = await client.post(path, json=planted, headers={"Content-Type": BINARY})
         assert "schema registry" in refused(r, 403, 40301)
     cluster = (await client.get("/v3/clusters")).json()["data"][0]["cluster_id"]
-    r = await client.delete(f"/v3/clusters/{cluster}/topics/_schemas")
+    r = await client.delete(f"/v3/clusters/{cluster}/topics/{topic}")
     refused(r, 403, 40301)
-    r = await client.patch(f"/v3/clusters/{cluster}/topics/_schemas", json={"partitions_count": 3})
+    r = await client.patch(f"/v3/clusters/{cluster}/topics/{topic}", json={"partitions_count": 3})
     refused(r, 403, 40301)
     # reading it is fine (ACLs decide, when they are on), and the registry still works
-    assert len(await stored(client, "_schemas")) >= 1
+    assert len(await stored(client, topic)) >= 1
     assert (await client.get(f"/schema-registry/subjects/{name}-value/versions/1")).status_code == 200
