@@ -59,7 +59,9 @@ def _parser() -> argparse.ArgumentParser:
     up = sub.add_parser("up", help="start a cluster and keep it up until Ctrl-C / SIGTERM")
     up.add_argument("--replicas", type=int, default=3, help="gateway replicas (default 3)")
     up.add_argument("--port", type=int, default=8082, help="the balancer's port; 0 picks a free one")
-    up.add_argument("--kafka", metavar="HOST:PORT", help="an existing Kafka broker (default: start Apache Kafka)")
+    up.add_argument(
+        "--kafka", metavar="HOST:PORT", help="an existing Kafka broker (default: start Apache Kafka)"
+    )
     up.add_argument("--zookeeper", metavar="HOST:PORT[/chroot]", help="an existing ZooKeeper")
     up.add_argument("--redis", metavar="redis://HOST:PORT/DB", help="an existing Redis")
     up.add_argument(

@@ -150,7 +150,8 @@ class KafkaSettings(SettingsGroup):
         32 * 1024 * 1024, ge=0, description="Fetched records kept for sequential readers (0: off)."
     )
     kafka_idempotence: bool = Field(
-        True, description="Idempotent producer, as Kafka's clients; off only for a broker without InitProducerId."
+        True,
+        description="Idempotent producer, as Kafka's clients; off only for a broker without InitProducerId.",
     )
     kafka_metadata_max_age_ms: int = Field(
         5_000, ge=0, description="How long a described topic (partitions, leaders, configs) is reused."

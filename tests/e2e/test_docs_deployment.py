@@ -18,7 +18,6 @@ import time
 import httpx
 
 from deploy.local.cluster import STATE_FILE
-from deploy.local.kafka_broker import KafkaBroker
 from deploy.local.process import free_port
 from deploy.local.redis_server import RedisServer
 from deploy.local.zookeeper_server import ZooKeeperServer

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from tests.conftest import start_gateway
 from tests.helpers import assignment, cluster_id, consumer, create_topic, poll_until, produce, subscribe
 

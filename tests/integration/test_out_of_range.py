@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
-import pytest
 
 from tests.helpers import (
     STRING,

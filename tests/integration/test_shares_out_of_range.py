@@ -14,7 +14,6 @@ import asyncio
 from typing import Any
 
 import httpx
-import pytest
 
 from tests.helpers import cluster_id, create_topic, produce
 from tests.integration.test_share_groups_api import ack, settle, share_consumer, share_poll, share_subscribe
