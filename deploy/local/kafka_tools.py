@@ -21,7 +21,7 @@ from deploy.jars import class_path
 
 from .kafka_broker import java
 
-__all__ = ["TOOLS", "KafkaToolError", "run_tool", "tool_command"]
+__all__ = ["TOOLS", "KafkaToolError", "run_tool", "run_tool_bytes", "tool_command"]
 
 # The class each script of Kafka 4.x's bin/ runs (all in the kafka-tools artifact).
 TOOLS: Final = {
@@ -38,6 +38,8 @@ JVM_OPTIONS: Final = (
     "-XX:+UseSerialGC",
     "-Xshare:auto",
     "-Djava.awt.headless=true",
+    "-Dfile.encoding=UTF-8",  # header names and printed text, whatever the machine's locale
+    "-Dstdout.encoding=UTF-8",
 )
 LOG4J2: Final = """<?xml version="1.0" encoding="UTF-8"?>
 <Configuration status="warn">
@@ -79,6 +81,14 @@ async def run_tool(
     ``KafkaToolError`` with stdout and stderr if it exits non-zero or is still running after
     ``timeout`` seconds (then it is killed).
     """
+    return _text(await run_tool_bytes(name, *args, input=input, timeout=timeout))
+
+
+async def run_tool_bytes(
+    name: str, *args: str, input: str | bytes | None = None, timeout: float = DEFAULT_TIMEOUT_S
+) -> bytes:
+    """``run_tool``, its stdout as the bytes the tool wrote (the console consumer writes records'
+    keys, values and headers as they are stored)."""
     command = tool_command(name, *args)
     process = await asyncio.create_subprocess_exec(
         *command,
@@ -100,7 +110,7 @@ async def run_tool(
         raise KafkaToolError(
             f"{name} {' '.join(args)} exited with {process.returncode}:\n{_text(out)}{_text(err)}"
         )
-    return _text(out)
+    return out
 
 
 def _text(data: bytes) -> str:
