@@ -343,7 +343,8 @@ class KafkaNode(ServerProcess):
             for name, password in self.users.items()
             for mechanism in SCRAM_MECHANISMS
         ]
-        command = [*self._java(), "kafka.tools.StorageTool", "format", "-t", self.cluster_id]
+        # one argument, "=" and all: a cluster id may begin with "-" (URL-safe base64)
+        command = [*self._java(), "kafka.tools.StorageTool", "format", f"--cluster-id={self.cluster_id}"]
         command += ["-c", str(self.config_path)]
         for credential in scram if self.is_controller else []:
             command += ["--add-scram", credential]

@@ -1,4 +1,5 @@
-"""The three ports the core talks through, the store of the optional quotas, and the schemas.
+"""The three ports the core talks through, the stores of the optional quotas and of group offsets
+kept in the log, and the schemas.
 
 Each port has an embedded adapter (one process, nothing to install) and a
 distributed one (Kafka, ZooKeeper, Redis). The core only ever sees these
@@ -266,6 +267,37 @@ class Coordinator(Protocol):
         acquired within ``timeout_s``. A distributed lock is released when its holder's session
         ends (the replica died or was cut off past the session timeout), so a lock is never held
         by a replica that is gone; the holder should then expect its block to overlap another's."""
+        ...
+
+
+@runtime_checkable
+class GroupOffsets(Protocol):
+    """Consumer groups' committed offsets kept where the log keeps its own: Kafka's group
+    coordinator, when the log is Kafka, so that Kafka's tools and native consumers see them.
+
+    A ``Coordinator`` then keeps membership, generations and the commit fence, and this store
+    the offsets (``service.adapters.split_offsets`` joins the two into one ``Coordinator``).
+    Calls are unfenced: the caller has checked who may commit.
+    """
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    async def commit(self, group: str, entries: Sequence[tuple[TopicPartition, int]]) -> None:
+        """Store every offset of ``entries`` (already checked by ``rules.check_offsets``) or none;
+        ``IllegalState`` when the store's own group membership refuses a commit from outside it."""
+        ...
+
+    async def committed(
+        self, group: str, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, int]:
+        """Committed offsets of ``group`` (all of them when ``partitions`` is None)."""
+        ...
+
+    async def groups(self) -> Collection[str]:
+        """Groups with committed offsets (or members of the store's own), by whoever committed:
+        the gateway, native consumers, tools; possibly a few seconds old."""
         ...
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from service.adapters.secrets import secret
 from service.adapters.share_states import ShareStoreLimits
 from service.adapters.tls import client_context
-from service.core.ports import Coordinator, Log, QuotaStore, Sessions
+from service.core.ports import Coordinator, GroupOffsets, Log, QuotaStore, Sessions
 from service.core.quotas import QuotaLimits
 from service.settings import Settings
 
@@ -150,8 +150,31 @@ def build_quota_store(settings: Settings) -> QuotaStore:
 
 
 def build_ports(settings: Settings) -> tuple[Log, Coordinator, Sessions]:
-    """All three adapters, or ``BackendNotAvailable`` before anything is opened."""
-    return build_log(settings), build_coordinator(settings), build_sessions(settings)
+    """All three adapters, or ``BackendNotAvailable`` before anything is opened.
+
+    With a Kafka log, committed offsets are Kafka's (``build_group_offsets``): the coordinator
+    the settings name keeps the rest of what a ``Coordinator`` holds."""
+    log = build_log(settings)
+    coordinator = build_coordinator(settings)
+    offsets = build_group_offsets(settings)
+    if offsets is not None:
+        from service.adapters.split_offsets import SplitOffsetsCoordinator
+
+        coordinator = SplitOffsetsCoordinator(coordinator, offsets)
+    return log, coordinator, build_sessions(settings)
+
+
+def build_group_offsets(settings: Settings) -> GroupOffsets | None:
+    """Where committed offsets go when not in the coordinator: Kafka's group coordinator, when
+    the log is Kafka (so that Kafka's tools, autoscalers and native consumers see them)."""
+    if not settings.log.startswith("kafka://"):
+        return None
+    from service.adapters.kafka.group_offsets import KafkaGroupOffsets
+
+    try:
+        return KafkaGroupOffsets(settings.log, kafka_options(settings))
+    except ValueError as exc:  # a malformed URL, option or credential: one line for the CLI
+        raise BackendNotAvailable(str(exc)) from exc
 
 
 # --- what each adapter is given: the settings' values, secrets read from their files ---------
