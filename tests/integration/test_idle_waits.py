@@ -21,7 +21,7 @@ from service.core.models import PartitionData, TopicPartition
 from service.core.ports import Log
 from service.server.backends import build_ports
 from service.settings import Settings
-from tests.conftest import KAFKA_TEST_SETTINGS, RunningGateway, start_gateway
+from tests.conftest import RunningGateway, kafka_settings, start_gateway
 from tests.helpers import STRING, V2, consumer, create_topic, produce, subscribe
 from tests.stream_client import events
 
@@ -198,7 +198,7 @@ async def test_an_idle_stream_reads_the_log_once_while_it_waits(
 
 
 async def test_idle_long_polls_on_the_kafka_log_leave_the_broker_to_other_requests(
-    tmp_path: Path, kafka_broker: KafkaBroker, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, kafka_broker: KafkaBroker, monkeypatch: pytest.MonkeyPatch, name: str
 ) -> None:
     """Thirty idle long-polls on the Kafka log. A broker answers one connection's requests in order:
     were each poll to keep a long fetch of its own there (half a second each), a request of
@@ -206,7 +206,8 @@ async def test_idle_long_polls_on_the_kafka_log_leave_the_broker_to_other_reques
     fetch on a connection of its own watches them all: the other request answers, the polls
     cost the broker one fetch per slice (six in 3 s, not one each), and each still answers at
     once when a record comes."""
-    settings = Settings(data_dir=tmp_path / "data", log=kafka_broker.url, **KAFKA_TEST_SETTINGS)  # type: ignore[arg-type]
+    shared = kafka_settings(kafka_broker)  # the ports and the gateway on them: one registry topic
+    settings = Settings(data_dir=tmp_path / "data", **shared)  # type: ignore[arg-type]
     log, coordinator, sessions = build_ports(settings)
     assert isinstance(log, KafkaLog)
     fetches = 0
@@ -221,13 +222,13 @@ async def test_idle_long_polls_on_the_kafka_log_leave_the_broker_to_other_reques
 
     monkeypatch.setattr(cluster, "send", counting)
     ports = (log, coordinator, sessions)
-    gw = await start_gateway(tmp_path / "data", ports=ports, log=kafka_broker.url, **KAFKA_TEST_SETTINGS)
+    gw = await start_gateway(tmp_path / "data", ports=ports, **shared)
     polls = 30
     try:
-        await create_topic(gw.client, IDLE, 1)
-        bases = [await consumer(gw.client, f"g-kafka-{n}", reset="latest") for n in range(polls)]
+        await create_topic(gw.client, name, 1)
+        bases = [await consumer(gw.client, f"g-{name}-{n}", reset="latest") for n in range(polls)]
         for base in bases:
-            await subscribe(gw.client, base, IDLE)
+            await subscribe(gw.client, base, name)
             await gw.client.get(f"{base}/records", params={"timeout": 0}, headers={"Accept": STRING})
         waiting = [
             asyncio.create_task(
@@ -237,13 +238,13 @@ async def test_idle_long_polls_on_the_kafka_log_leave_the_broker_to_other_reques
         ]
         await asyncio.sleep(1.0)  # every poll has asked once and is waiting
         fetches = 0
-        r = await gw.client.get(f"/topics/{IDLE}/partitions/0/offsets")
+        r = await gw.client.get(f"/topics/{name}/partitions/0/offsets")
         assert r.status_code == 200, r.text
         assert r.json()["end_offset"] == 0
         await asyncio.sleep(3.0)
         assert fetches < polls, f"{fetches} fetches sent to the broker in 3 s of {polls} idle long-polls"
         assert not any(w.done() for w in waiting)
-        await produce(gw.client, IDLE, [{"value": "now"}])
+        await produce(gw.client, name, [{"value": "now"}])
         for r in await asyncio.wait_for(asyncio.gather(*waiting), 5):
             assert r.status_code == 200, r.text
             assert [rec["value"] for rec in r.json()] == ["now"]

@@ -4,7 +4,8 @@ Confluent's registry sees, it sees here (texts, codes, media types, parameters).
 Organised as Confluent's reference is: schemas (``/schemas``, ``/schemas/ids/{id}``), subjects
 and their versions, compatibility, config and mode; then the HTTP around them (``Accept``,
 charsets, subjects holding ``/``) and the registry's state on a Kafka broker. Each test starts a
-real gateway (``gateway`` fixture: embedded log and coordinator; Tansu for the broker tests) and
+real gateway (``gateway`` fixture: embedded log and coordinator; the session's Apache Kafka
+broker, with a registry topic of the test's own, for the broker tests) and
 speaks HTTP to ``/schema-registry`` as a registry client would. Error texts are Confluent's
 (``Errors.java`` and the ``Rest*Exception`` classes of its registry).
 """
@@ -31,7 +32,7 @@ from service.core.models import NewRecord, TopicPartition
 from service.core.schemas.model import Schema, SchemaType
 from service.core.schemas.records import schema_key, schema_value
 from service.core.schemas.store import RegistryTopic
-from tests.conftest import KAFKA_TEST_SETTINGS, RunningGateway, running_gateway
+from tests.conftest import RunningGateway, kafka_settings, running_gateway
 
 SR = "/schema-registry"
 V1 = "application/vnd.schemaregistry.v1+json"
@@ -761,10 +762,10 @@ async def test_an_encoded_slash_elsewhere_is_refused(gateway: RunningGateway, pa
 async def test_a_low_end_offset_never_empties_the_registry(
     tmp_path: Path, kafka_broker: KafkaBroker, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Tansu answers a topic's end offset as its last batch's base offset + 1: after a batch of
-    several records (a hard delete of a subject of three versions is one), the end reads below
-    what the registry has applied. That is no reason to drop its state."""
-    async with running_gateway(tmp_path, log=kafka_broker.url, **KAFKA_TEST_SETTINGS) as gw:
+    """A hard delete of a subject of three versions is one batch of three tombstones on Kafka: the
+    registry reads the topic's end past the whole batch, keeps the state of the other subjects,
+    sees no truncation, and the ids it gives next follow the topic's."""
+    async with running_gateway(tmp_path, **kafka_settings(kafka_broker)) as gw:
         registry = Registry(gw.client)
         c = gw.client
         await c.put(f"{SR}/config", json={"compatibility": "NONE"})
@@ -792,13 +793,18 @@ async def test_a_low_end_offset_never_empties_the_registry(
     ],
 )
 async def test_a_topic_deleted_and_created_again_is_read_again(
-    tmp_path: Path, kafka_broker: KafkaBroker, caplog: pytest.LogCaptureFixture, fresh: list[str], noticed: str
+    tmp_path: Path,
+    kafka_broker: KafkaBroker,
+    caplog: pytest.LogCaptureFixture,
+    fresh: list[str],
+    noticed: str,
 ) -> None:
     """A real truncation: the registry's topic deleted on the broker and created again by another
     replica. This replica reads it again from its start, whether the topic now holds fewer records
     than it applied (a fetch of the last one applied comes back empty, the end below it) or more
     (the record at that offset is another one), instead of adding the new records to the old state."""
-    async with running_gateway(tmp_path / "a", log=kafka_broker.url, **KAFKA_TEST_SETTINGS) as a:
+    shared = kafka_settings(kafka_broker)  # one registry topic for both replicas
+    async with running_gateway(tmp_path / "a", **shared) as a:
         first = Registry(a.client)
         for name in ("x", "y", "z"):
             await first.id_of(name, record(name.upper(), "f"))
@@ -806,10 +812,10 @@ async def test_a_topic_deleted_and_created_again_is_read_again(
         broker = KafkaLog(kafka_broker.url, KafkaOptions(request_timeout_ms=5000))
         await broker.start()
         try:
-            await broker.delete_topic("_schemas")
+            await broker.delete_topic(a.settings.schema_registry_topic)
         finally:
             await broker.stop()
-        async with running_gateway(tmp_path / "b", log=kafka_broker.url, **KAFKA_TEST_SETTINGS) as b:
+        async with running_gateway(tmp_path / "b", **shared) as b:
             for i, name in enumerate(fresh, 1):  # creates it again
                 assert await Registry(b.client).id_of(name, record(name.upper(), "g")) == i
         caplog.set_level(logging.WARNING, logger="service.core.schemas.store")

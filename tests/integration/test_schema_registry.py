@@ -1,9 +1,9 @@
 """Confluent's schema-registry API served by a real gateway: behaviour, error codes, storage, replicas.
 
 Each test starts its own gateway (``gateway`` fixture: embedded log and coordinator) and talks
-to ``/schema-registry`` as a registry client would. The replicas test runs two gateways on a
-real Kafka-protocol broker (Tansu) and ZooKeeper; the interop test drives confluent-kafka's own
-``SchemaRegistryClient`` against the gateway.
+to ``/schema-registry`` as a registry client would. The replicas tests run two gateways on the
+session's Apache Kafka broker (sharing a registry topic of their own) and ZooKeeper; the interop
+test drives confluent-kafka's own ``SchemaRegistryClient`` against the gateway.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from service.core.schemas.model import Schema, SchemaType
 from service.core.schemas.records import schema_key, schema_value
 from service.server.backends import build_ports
 from service.settings import Settings
-from tests.conftest import KAFKA_TEST_SETTINGS, ZOOKEEPER_TEST_SETTINGS, RunningGateway, start_gateway
+from tests.conftest import ZOOKEEPER_TEST_SETTINGS, RunningGateway, kafka_settings, start_gateway
 
 SR = "/schema-registry"
 V1 = "application/vnd.schemaregistry.v1+json"
@@ -537,16 +537,12 @@ async def replicas(
     tmp_path: Path, kafka_broker: KafkaBroker, zookeeper: ZooKeeperServer
 ) -> AsyncIterator[list[RunningGateway]]:
     chroot = f"{zookeeper.url}/t-{uuid.uuid4().hex[:12]}"
+    shared = kafka_settings(kafka_broker)  # one registry topic for both replicas
     async with AsyncExitStack() as stack:
         running = []
         for node in ("a", "b"):
             gw = await start_gateway(
-                tmp_path / node,
-                log=kafka_broker.url,
-                coordinator=chroot,
-                node_id=node,
-                **KAFKA_TEST_SETTINGS,
-                **ZOOKEEPER_TEST_SETTINGS,
+                tmp_path / node, coordinator=chroot, node_id=node, **shared, **ZOOKEEPER_TEST_SETTINGS
             )
             stack.push_async_callback(gw.stop)
             stack.push_async_callback(gw.client.aclose)
@@ -585,7 +581,7 @@ async def test_two_replicas_on_kafka_and_zookeeper_register_as_one(replicas: lis
     new_id = await b.id_of("late-value", V_A)
     assert (await a.get(f"/schemas/ids/{new_id}")).json() == {"schema": V_A}
     assert (await a.get("/config")).json() == {"compatibilityLevel": "NONE"}
-    topic = (await a.client.get("/topics/_schemas")).json()
+    topic = (await a.client.get(f"/topics/{replicas[0].settings.schema_registry_topic}")).json()
     assert len(topic["partitions"]) == 1 and topic["configs"]["cleanup.policy"] == "compact"
 
 
@@ -596,8 +592,9 @@ class _RacedRegistryLog:
     replica registers meanwhile. ``take_ids()``: before each of this replica's registrations,
     another writer's record lands holding the id it chose (a writer that raced it every time)."""
 
-    def __init__(self, log: Log) -> None:
+    def __init__(self, log: Log, topic: str) -> None:
         self._log = log
+        self._topic = topic  # the registry's
         self._stale_end: int | None = None
         self._taking = False
         self.taken = 0
@@ -606,7 +603,7 @@ class _RacedRegistryLog:
         return getattr(self._log, name)
 
     async def lag(self) -> None:
-        self._stale_end = (await self._log.offsets(TopicPartition("_schemas", 0)))[1]
+        self._stale_end = (await self._log.offsets(TopicPartition(self._topic, 0)))[1]
 
     def take_ids(self) -> None:
         self._taking = True
@@ -615,12 +612,12 @@ class _RacedRegistryLog:
         begin, end = await self._log.offsets(tp)
         return (
             (begin, self._stale_end)
-            if tp.topic == "_schemas" and self._stale_end is not None
+            if tp.topic == self._topic and self._stale_end is not None
             else (begin, end)
         )
 
     async def append(self, tp: TopicPartition, records: Sequence[NewRecord]) -> Sequence[int]:
-        if tp.topic == "_schemas":
+        if tp.topic == self._topic:
             self._stale_end = None
             if self._taking:
                 chosen = json.loads(records[0].value or b"{}")["id"]
@@ -642,13 +639,12 @@ async def raced(
     (``_RacedRegistryLog``), ``b`` as it is."""
     chroot = f"{zookeeper.url}/t-{uuid.uuid4().hex[:12]}"
     common: dict[str, Any] = {
-        "log": kafka_broker.url,
+        **kafka_settings(kafka_broker),  # one registry topic for both replicas
         "coordinator": chroot,
-        **KAFKA_TEST_SETTINGS,
         **ZOOKEEPER_TEST_SETTINGS,
     }
     log, coordinator, sessions = build_ports(Settings(data_dir=tmp_path / "a", node_id="a", **common))
-    racing = _RacedRegistryLog(log)
+    racing = _RacedRegistryLog(log, common["schema_registry_topic"])
     async with AsyncExitStack() as stack:
         clients = []
         for node, ports in (("a", (racing, coordinator, sessions)), ("b", None)):

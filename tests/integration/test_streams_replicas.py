@@ -14,7 +14,7 @@ from websockets.asyncio.client import connect
 from deploy.local.kafka_broker import KafkaBroker
 from deploy.local.redis_server import RedisServer
 from deploy.local.zookeeper_server import ZooKeeperServer
-from tests.conftest import KAFKA_TEST_SETTINGS, ZOOKEEPER_TEST_SETTINGS, RunningGateway, start_gateway
+from tests.conftest import ZOOKEEPER_TEST_SETTINGS, RunningGateway, kafka_settings, start_gateway
 from tests.helpers import consumer, create_topic, produce, subscribe
 from tests.stream_client import events, receive, send, socket_url
 
@@ -24,11 +24,10 @@ async def replicas(
     tmp_path: Path, kafka_broker: KafkaBroker, zookeeper: ZooKeeperServer, redis_server: RedisServer
 ) -> AsyncIterator[tuple[RunningGateway, RunningGateway]]:
     shared = {
-        "log": kafka_broker.url,
+        **kafka_settings(kafka_broker),  # one registry topic for both replicas
         "coordinator": f"{zookeeper.url}/t-{uuid.uuid4().hex[:12]}",
         "sessions": redis_server.url,
         "redis_key_prefix": f"t-{uuid.uuid4().hex[:12]}:",
-        **KAFKA_TEST_SETTINGS,
         **ZOOKEEPER_TEST_SETTINGS,
     }
     first = await start_gateway(tmp_path / "a", node_id="gw-a", **shared)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import ssl
 from collections.abc import Mapping
 from typing import Any
 
@@ -101,7 +102,9 @@ class ClusterClient:
                 **self._security,
             )
         except Exception as exc:
-            return exc
+            # A broker that wants a client certificate ends the handshake with an alert, which
+            # aiokafka keeps only as the cause of its "connection closed".
+            return exc.__cause__ if isinstance(exc.__cause__, ssl.SSLError) else exc
         conn.close()  # it answered this time: the first failure stands
         return failure
 

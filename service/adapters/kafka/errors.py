@@ -206,7 +206,12 @@ def start_failure(
 def _refusal(exc: Exception, security: str) -> str | None:
     """What the brokers refused of the gateway's identity, if ``exc`` says so."""
     if isinstance(exc, ssl.SSLError):
-        return f"failed the TLS handshake ({security}): {failure_reason(exc)}"
+        reason = failure_reason(exc)
+        if "alert" in reason and "certificate" in reason:  # the broker's verdict on our certificate
+            reason += (
+                " (the brokers refused the gateway's client certificate, or want one: kafka_ssl_certfile)"
+            )
+        return f"failed the TLS handshake ({security}): {reason}"
     if isinstance(exc, _AUTH_REFUSED) or (isinstance(exc, KeyError) and "SCRAM" in security):
         # aiokafka's SCRAM reads the server's proof ("v") from a final message that, on refusal,
         # carries an error ("e") instead, and fails with KeyError: a refusal all the same.

@@ -1,37 +1,30 @@
-"""Fixtures for the Kafka log tests: one real Tansu broker per session, a started KafkaLog per test.
+"""Fixtures for the Kafka log tests: the session's Apache Kafka broker, a started KafkaLog per test.
 
-Tansu 0.6 lacks InitProducerId for idempotent producers, so the log under test
-runs with idempotence off (``kafka_idempotence=false``); a strict xfail test
-keeps the gap visible. Timeouts are short so that outage tests end quickly.
-A failing test gets the broker's log attached to its report.
+The log runs with Kafka's client defaults (idempotent producer, acks=all) and a short request
+timeout, so that a test that fails does so quickly. Tests keep apart by their own topic names;
+those that freeze, kill or restart a broker start one of their own, once per module. A failing
+test gets the log of every broker it used attached to its report.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Generator, Iterator
+from collections.abc import AsyncIterator, Generator
 from typing import Any
 
 import pytest
 
-from deploy.local.kafka_broker import TansuBroker
+from deploy.local.kafka_broker import KafkaBroker, KafkaNode
 from service.adapters.kafka import KafkaLog
 
 from .helpers import options
 
-
-@pytest.fixture(scope="session")
-def tansu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TansuBroker]:
-    broker = TansuBroker(tmp_path_factory.mktemp("tansu")).start()
-    try:
-        yield broker
-    finally:
-        broker.stop()
+LOG_LINES = 400  # the session broker's log is the whole run's: its end is what a failure shows
 
 
 @pytest.fixture
-async def kafka_log(tansu: TansuBroker) -> AsyncIterator[KafkaLog]:
-    log = KafkaLog(tansu.url, options())
+async def kafka_log(kafka_broker: KafkaBroker) -> AsyncIterator[KafkaLog]:
+    log = KafkaLog(kafka_broker.url, options())
     await log.start()
     try:
         yield log
@@ -50,5 +43,5 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report = outcome.get_result()
     if report.failed and not hasattr(report, "wasxfail"):
         for value in getattr(item, "funcargs", {}).values():
-            if isinstance(value, TansuBroker):
-                report.sections.append((f"tansu broker log ({value.bootstrap})", value.output()))
+            if isinstance(value, KafkaNode):
+                report.sections.append((f"kafka broker log ({value.bootstrap})", value.output(LOG_LINES)))

@@ -1,14 +1,10 @@
-"""KafkaLog topic admin and metadata against a real broker.
-
-Tests of what Tansu 0.6 does not implement are strict xfails ("broker lacks it"):
-they pass against Kafka and will flag the day the broker catches up.
-"""
+"""KafkaLog topic admin and metadata against Apache Kafka: topics, partitions, configs, offsets."""
 
 from __future__ import annotations
 
 import pytest
 
-from deploy.local.kafka_broker import TansuBroker
+from deploy.local.kafka_broker import KafkaBroker
 from service.adapters.kafka import KafkaLog
 from service.core.models import NewRecord, TopicPartition
 from service.errors import (
@@ -19,13 +15,15 @@ from service.errors import (
     TopicNotFound,
 )
 
-from .helpers import BROKER_LACKS_IT, values
+from .helpers import values
 
 
-async def test_cluster_id_and_brokers_come_from_the_cluster(kafka_log: KafkaLog, tansu: TansuBroker) -> None:
-    assert kafka_log.cluster_id == tansu.cluster_id
+async def test_cluster_id_and_brokers_come_from_the_cluster(
+    kafka_log: KafkaLog, kafka_broker: KafkaBroker
+) -> None:
+    assert kafka_log.cluster_id == kafka_broker.cluster_id
     brokers = await kafka_log.brokers()
-    assert [(b.host, b.port) for b in brokers] == [("127.0.0.1", tansu.port)]
+    assert [(b.host, b.port) for b in brokers] == [("127.0.0.1", kafka_broker.port)]
 
 
 async def test_create_describe_list_delete(kafka_log: KafkaLog, topic: str) -> None:
@@ -92,17 +90,16 @@ async def test_offsets_earliest_and_latest(kafka_log: KafkaLog, topic: str) -> N
     assert await kafka_log.offsets(tp1) == (0, 0)
 
 
-@pytest.mark.xfail(strict=True, reason=BROKER_LACKS_IT)
 async def test_latest_offset_after_a_multi_record_batch(kafka_log: KafkaLog, topic: str) -> None:
-    # Tansu 0.6 answers ListOffsets(latest) with the last batch's base offset + 1.
+    """A partition's end offset is past every record of its last batch (ListOffsets latest)."""
     await kafka_log.create_topic(topic, 1, 1, {})
     tp = TopicPartition(topic, 0)
     await kafka_log.append(tp, values(5))
     assert await kafka_log.offsets(tp) == (0, 5)
 
 
-@pytest.mark.xfail(strict=True, reason=BROKER_LACKS_IT)
 async def test_offset_for_timestamp(kafka_log: KafkaLog, topic: str) -> None:
+    """Seek by time: the first offset whose timestamp is at or after the one asked, none past the last."""
     await kafka_log.create_topic(topic, 1, 1, {})
     tp = TopicPartition(topic, 0)
     for ts in (1000, 2000, 3000):
@@ -113,8 +110,8 @@ async def test_offset_for_timestamp(kafka_log: KafkaLog, topic: str) -> None:
     assert await kafka_log.offset_for_timestamp(tp, 3001) is None
 
 
-@pytest.mark.xfail(strict=True, reason=BROKER_LACKS_IT)
 async def test_add_partitions_grows_the_topic(kafka_log: KafkaLog, topic: str) -> None:
+    """CreatePartitions: a topic grows, and the new partitions take records at once."""
     await kafka_log.create_topic(topic, 1, 1, {})
     info = await kafka_log.add_partitions(topic, 3)
     assert len(info.partitions) == 3
@@ -130,16 +127,15 @@ async def test_add_partitions_never_shrinks(kafka_log: KafkaLog, topic: str) -> 
         await kafka_log.add_partitions(topic + "-missing", 3)
 
 
-@pytest.mark.xfail(strict=True, reason=BROKER_LACKS_IT)
 async def test_invalid_topic_configs_are_refused(kafka_log: KafkaLog, topic: str) -> None:
-    # Kafka validates topic configs (InvalidConfigurationException); Tansu accepts anything.
+    """A config Kafka refuses (InvalidConfigurationException) is InvalidTopicConfig, and no topic is made."""
     with pytest.raises(InvalidTopicConfig):
         await kafka_log.create_topic(topic, 1, 1, {"retention.ms": "soon"})
+    assert topic not in await kafka_log.list_topics()
 
 
-@pytest.mark.xfail(strict=True, reason=BROKER_LACKS_IT)
 async def test_describe_shows_every_effective_config(kafka_log: KafkaLog, topic: str) -> None:
-    # Kafka's DescribeConfigs lists defaults too; Tansu only lists what the topic set.
+    """A topic's configs are all that apply to it, the broker's defaults too, not only what it set."""
     await kafka_log.create_topic(topic, 1, 1, {})
     configs = (await kafka_log.describe_topic(topic)).configs
     assert {"cleanup.policy", "retention.ms", "max.message.bytes"} <= set(configs)
@@ -159,8 +155,9 @@ async def test_topic_limits_from_configs_are_enforced_before_sending(kafka_log: 
 
 
 async def test_a_deleted_topic_is_not_brought_back_by_the_producer(kafka_log: KafkaLog, topic: str) -> None:
-    # aiokafka's producer refreshes metadata with auto-creation on; Tansu auto-creates, like
-    # Kafka with auto.create.topics.enable=true. After a delete, the producer must forget it.
+    # aiokafka's producer refreshes metadata with auto-creation on; a cluster with
+    # auto.create.topics.enable=true would make the topic again. After a delete, the producer must
+    # forget it.
     await kafka_log.create_topic(topic, 1, 1, {})
     await kafka_log.append(TopicPartition(topic, 0), values(1))
     await kafka_log.delete_topic(topic)

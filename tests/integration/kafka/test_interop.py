@@ -7,7 +7,7 @@ import asyncio
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.structs import TopicPartition as KafkaTP
 
-from deploy.local.kafka_broker import TansuBroker
+from deploy.local.kafka_broker import KafkaBroker
 from service.adapters.kafka import KafkaLog
 from service.core.models import NewRecord, TopicPartition
 
@@ -15,7 +15,7 @@ from .helpers import read_all
 
 
 async def test_a_plain_consumer_reads_what_kafka_log_appended(
-    kafka_log: KafkaLog, tansu: TansuBroker, topic: str
+    kafka_log: KafkaLog, kafka_broker: KafkaBroker, topic: str
 ) -> None:
     await kafka_log.create_topic(topic, 2, 1, {})
     sent = {
@@ -28,7 +28,7 @@ async def test_a_plain_consumer_reads_what_kafka_log_appended(
     for partition, records in sent.items():
         await kafka_log.append(TopicPartition(topic, partition), records)
 
-    consumer = AIOKafkaConsumer(bootstrap_servers=tansu.bootstrap, enable_auto_commit=False)
+    consumer = AIOKafkaConsumer(bootstrap_servers=kafka_broker.bootstrap, enable_auto_commit=False)
     await consumer.start()
     try:
         consumer.assign([KafkaTP(topic, 0), KafkaTP(topic, 1)])
@@ -50,10 +50,10 @@ async def test_a_plain_consumer_reads_what_kafka_log_appended(
 
 
 async def test_kafka_log_reads_what_a_plain_producer_sent(
-    kafka_log: KafkaLog, tansu: TansuBroker, topic: str
+    kafka_log: KafkaLog, kafka_broker: KafkaBroker, topic: str
 ) -> None:
     await kafka_log.create_topic(topic, 1, 1, {})
-    producer = AIOKafkaProducer(bootstrap_servers=tansu.bootstrap, acks="all")
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_broker.bootstrap, acks="all")
     await producer.start()
     try:
         first = await producer.send_and_wait(

@@ -1,7 +1,8 @@
 """A broker that stops answering: bounded 503s, then recovery by itself, nothing acknowledged lost.
 
-These tests freeze their own broker (SIGSTOP keeps its in-memory data), so the
-session broker of the other tests is never touched.
+These tests freeze (SIGSTOP) a broker of this module's own, started once for the module, so the
+session's broker of the other tests is never touched. The log's request timeout is short, so
+that every wait on the frozen broker ends quickly.
 """
 
 from __future__ import annotations
@@ -12,25 +13,23 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
+from aiokafka.record.memory_records import MemoryRecords
 
-from deploy.local.kafka_broker import TansuBroker, free_port
+from deploy.local.kafka_broker import KafkaBroker, free_port
 from service.adapters.kafka import KafkaLog
 from service.core.models import NewRecord, TopicPartition
-from service.errors import BackendError, BackendUnavailable
+from service.errors import BackendUnavailable
 
-from .helpers import BROKER_LACKS_IT, options, read_all, values
+from .helpers import options, read_all, values
 
 TIMEOUT_MS = 1500
 T = TypeVar("T")
 
 
 @pytest.fixture(scope="module")
-def frozen_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TansuBroker]:
-    broker = TansuBroker(tmp_path_factory.mktemp("tansu-outage")).start()
-    try:
+def frozen_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
+    with KafkaBroker(tmp_path_factory.mktemp("kafka-outage")) as broker:
         yield broker
-    finally:
-        broker.stop()
 
 
 async def bounded(awaitable: Awaitable[T], limit: float) -> T:
@@ -40,7 +39,7 @@ async def bounded(awaitable: Awaitable[T], limit: float) -> T:
 
 
 async def test_outage_gives_503_within_the_timeout_then_recovers(
-    frozen_broker: TansuBroker, topic: str
+    frozen_broker: KafkaBroker, topic: str
 ) -> None:
     log = KafkaLog(frozen_broker.url, options(request_timeout_ms=TIMEOUT_MS, metadata_max_age_ms=60_000))
     await log.start()
@@ -84,7 +83,7 @@ async def test_outage_gives_503_within_the_timeout_then_recovers(
 
 
 async def test_a_full_producer_buffer_is_503_not_unbounded_memory(
-    frozen_broker: TansuBroker, topic: str
+    frozen_broker: KafkaBroker, topic: str
 ) -> None:
     log = KafkaLog(
         frozen_broker.url,
@@ -124,7 +123,7 @@ async def test_start_fails_fast_and_in_one_line_when_nothing_listens(tmp_path: P
     await log.stop()
 
 
-async def test_start_against_a_frozen_broker_is_bounded(frozen_broker: TansuBroker) -> None:
+async def test_start_against_a_frozen_broker_is_bounded(frozen_broker: KafkaBroker) -> None:
     log = KafkaLog(frozen_broker.url, options(request_timeout_ms=TIMEOUT_MS))
     frozen_broker.pause()
     try:
@@ -137,7 +136,7 @@ async def test_start_against_a_frozen_broker_is_bounded(frozen_broker: TansuBrok
     await log.stop()
 
 
-async def test_stop_is_idempotent_and_refuses_later_calls(frozen_broker: TansuBroker, topic: str) -> None:
+async def test_stop_is_idempotent_and_refuses_later_calls(frozen_broker: KafkaBroker, topic: str) -> None:
     log = KafkaLog(frozen_broker.url, options())
     await log.start()
     await log.create_topic(topic, 1, 1, {})
@@ -150,7 +149,7 @@ async def test_stop_is_idempotent_and_refuses_later_calls(frozen_broker: TansuBr
         await log.fetch({TopicPartition(topic, 0): 0}, max_bytes=10, max_wait_ms=0)
 
 
-async def test_stop_during_an_outage_is_bounded(frozen_broker: TansuBroker, topic: str) -> None:
+async def test_stop_during_an_outage_is_bounded(frozen_broker: KafkaBroker, topic: str) -> None:
     log = KafkaLog(frozen_broker.url, options(request_timeout_ms=TIMEOUT_MS))
     await log.start()
     await log.create_topic(topic, 1, 1, {})
@@ -163,13 +162,22 @@ async def test_stop_during_an_outage_is_bounded(frozen_broker: TansuBroker, topi
         frozen_broker.resume()
 
 
-@pytest.mark.xfail(strict=True, reason=BROKER_LACKS_IT)
-async def test_an_idempotent_producer_starts(frozen_broker: TansuBroker) -> None:
-    # Tansu 0.6 answers InitProducerId without a transactional id with UNKNOWN_SERVER_ERROR.
-    log = KafkaLog(frozen_broker.url, options(idempotence=True))
-    try:
-        await log.start()
-    except BackendError as exc:
-        assert "IDEMPOTENCE" in str(exc)  # the refusal names the setting that works around it
-        raise
-    await log.stop()
+async def test_the_producer_is_idempotent_by_default(frozen_broker: KafkaBroker, topic: str) -> None:
+    """With Kafka's defaults the log's producer gets a producer id from the cluster (InitProducerId)
+    and every batch is stored with it and its sequence numbers, by which the broker drops a batch
+    a retry sends twice: what the segment file on the broker's disk holds says so."""
+    log = KafkaLog(frozen_broker.url, options())
+    assert log.options.idempotence
+    async with log:
+        await log.create_topic(topic, 1, 1, {})
+        tp = TopicPartition(topic, 0)
+        for n in (3, 2):
+            await log.append(tp, values(n))
+    segment = frozen_broker.data_dir / f"{topic}-0" / f"{0:020d}.log"
+    batches = MemoryRecords(segment.read_bytes())
+    stored = []
+    while (batch := batches.next_batch()) is not None:
+        stored.append((batch.base_offset, batch.producer_id, batch.base_sequence))
+    [(_, producer, _), _] = stored
+    assert producer >= 0  # -1 is a producer without idempotence
+    assert stored == [(0, producer, 0), (3, producer, 3)]

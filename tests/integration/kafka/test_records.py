@@ -4,16 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import time
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
 
-from deploy.local.kafka_broker import TansuBroker
+from deploy.local.kafka_broker import KafkaBroker
 from service.adapters.kafka import KafkaLog
 from service.core.models import NewRecord, TopicPartition
 from service.errors import InvalidPayload, PartitionNotFound, TopicNotFound
 
-from .helpers import BROKER_LACKS_IT, options, read_all, values
+from .helpers import options, read_all, values
+
+
+@pytest.fixture(scope="module")
+def frozen_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
+    """A broker of this module's own, for the tests that freeze it (SIGSTOP) to prove that what
+    comes next is served from memory: the session's broker is never frozen under other tests."""
+    with KafkaBroker(tmp_path_factory.mktemp("kafka-records")) as broker:
+        yield broker
 
 
 async def test_round_trip_keeps_keys_values_nulls_headers_and_timestamps(
@@ -68,10 +76,10 @@ async def test_concurrent_appends_each_get_their_own_offsets(kafka_log: KafkaLog
 
 
 async def test_concurrent_calls_sharing_batches_keep_their_records_apart(
-    tansu: TansuBroker, topic: str
+    kafka_broker: KafkaBroker, topic: str
 ) -> None:
     """Calls that meet on a partition share batches; each still gets exactly its records' offsets."""
-    async with KafkaLog(tansu.url, options(batch_bytes=4096)) as log:
+    async with KafkaLog(kafka_broker.url, options(batch_bytes=4096)) as log:
         await log.create_topic(topic, 1, 1, {})
         tp = TopicPartition(topic, 0)
         calls = [
@@ -94,9 +102,9 @@ async def test_concurrent_calls_sharing_batches_keep_their_records_apart(
 
 
 async def test_a_call_bigger_than_one_kafka_batch_is_split_and_keeps_its_order(
-    tansu: TansuBroker, topic: str
+    kafka_broker: KafkaBroker, topic: str
 ) -> None:
-    async with KafkaLog(tansu.url, options(batch_bytes=4096)) as log:
+    async with KafkaLog(kafka_broker.url, options(batch_bytes=4096)) as log:
         await log.create_topic(topic, 1, 1, {})
         tp = TopicPartition(topic, 0)
         sent = values(100, size=200)  # ~20 KB: at least 5 batches of 4 KB
@@ -179,15 +187,17 @@ async def test_max_records_bounds_a_fetch_in_all_and_the_rest_comes_next(
     assert [r.offset for r in rest[tp1].records] == [2, 3]
 
 
-async def test_read_ahead_serves_a_sequential_reader_from_memory(tansu: TansuBroker, topic: str) -> None:
-    async with KafkaLog(tansu.url, options(request_timeout_ms=1000)) as log:
+async def test_read_ahead_serves_a_sequential_reader_from_memory(
+    frozen_broker: KafkaBroker, topic: str
+) -> None:
+    async with KafkaLog(frozen_broker.url, options()) as log:
         await log.create_topic(topic, 1, 1, {})
         tp = TopicPartition(topic, 0)
         await log.append(tp, values(50, size=100))
         first = (await log.fetch({tp: 0}, max_bytes=250, max_wait_ms=0))[tp]
         assert [r.offset for r in first.records] == [0, 1]
         # The broker sent the whole batch; with the broker frozen the rest still comes, in order.
-        tansu.pause()
+        frozen_broker.pause()
         try:
             pos, seen = 2, [0, 1]
             while pos < 50:
@@ -196,13 +206,13 @@ async def test_read_ahead_serves_a_sequential_reader_from_memory(tansu: TansuBro
                 seen += [r.offset for r in data.records]
                 pos = data.records[-1].offset + 1
         finally:
-            tansu.resume()
+            frozen_broker.resume()
         assert seen == list(range(50))
 
 
-async def test_a_reader_behind_is_read_ahead_while_it_works(tansu: TansuBroker, topic: str) -> None:
+async def test_a_reader_behind_is_read_ahead_while_it_works(frozen_broker: KafkaBroker, topic: str) -> None:
     """A poll that takes all a fetch brought starts the next fetch in the background."""
-    async with KafkaLog(tansu.url, options(request_timeout_ms=1000, fetch_bytes=2_000)) as log:
+    async with KafkaLog(frozen_broker.url, options(fetch_bytes=2_000)) as log:
         await log.create_topic(topic, 1, 1, {})
         tp = TopicPartition(topic, 0)
         for part in range(5):  # five batches of ~1 KB: one fetch of 2,000 bytes cannot take them all
@@ -214,11 +224,11 @@ async def test_a_reader_behind_is_read_ahead_while_it_works(tansu: TansuBroker, 
             if log._fetcher._prefetched_at(tp) is None:
                 break
             await asyncio.sleep(0.01)
-        tansu.pause()  # what comes next must already be in memory
+        frozen_broker.pause()  # what comes next must already be in memory
         try:
             following = (await log.fetch({tp: pos}, max_bytes=2_000, max_wait_ms=0))[tp]
         finally:
-            tansu.resume()
+            frozen_broker.resume()
         assert following.records and following.records[0].offset == pos
         seen = [r.offset for r in first.records + following.records]
         rest = await read_all(log, tp, seen[-1] + 1)
@@ -298,28 +308,28 @@ async def test_a_producer_broken_for_good_is_replaced_and_appends_go_on(
     assert list(await kafka_log.append(tp, values(2))) == [1, 2]
 
 
-@pytest.mark.xfail(strict=True, reason=BROKER_LACKS_IT)
 async def test_a_position_below_the_log_start_answers_at_once_with_the_log_start(
-    tmp_path: Path, topic: str
+    kafka_log: KafkaLog, kafka_broker: KafkaBroker, topic: str
 ) -> None:
-    # Records before an offset are deleted (what retention does); Tansu 0.6 drops the connection
-    # on DeleteRecords, so this runs on a broker of its own.
+    """Records deleted before an offset (DeleteRecords, what retention does): a fetch from below
+    the new log start answers at once, empty, with the log start to move to."""
     from aiokafka.admin import AIOKafkaAdminClient
     from aiokafka.admin.records_to_delete import RecordsToDelete
     from aiokafka.structs import TopicPartition as KafkaTP
 
-    with TansuBroker(tmp_path) as broker:
-        async with KafkaLog(broker.url, options()) as log:
-            await log.create_topic(topic, 1, 1, {})
-            tp = TopicPartition(topic, 0)
-            for i in range(5):
-                await log.append(tp, [NewRecord(None, f"r{i}".encode())])
-            admin = AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap)
-            await admin.start()
-            try:
-                await admin.delete_records({KafkaTP(topic, 0): RecordsToDelete(3)})
-            finally:
-                await admin.close()
-            got = (await log.fetch({tp: 0}, max_bytes=1000, max_wait_ms=5000))[tp]
-            assert got.records == [] and got.log_start_offset == 3 and got.high_watermark == 5
-            assert (await log.offsets(tp))[0] == 3
+    await kafka_log.create_topic(topic, 1, 1, {})
+    tp = TopicPartition(topic, 0)
+    for i in range(5):
+        await kafka_log.append(tp, [NewRecord(None, f"r{i}".encode())])
+    admin = AIOKafkaAdminClient(bootstrap_servers=kafka_broker.bootstrap)
+    await admin.start()
+    try:
+        await admin.delete_records({KafkaTP(topic, 0): RecordsToDelete(3)})
+    finally:
+        await admin.close()
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    got = (await kafka_log.fetch({tp: 0}, max_bytes=1000, max_wait_ms=5000))[tp]
+    assert loop.time() - started < 4, "the poll waited out its timeout instead of answering"
+    assert got.records == [] and got.log_start_offset == 3 and got.high_watermark == 5
+    assert (await kafka_log.offsets(tp))[0] == 3

@@ -23,7 +23,7 @@ from service.adapters.zookeeper import ZooKeeperCoordinator
 from service.adapters.zookeeper.security import DigestCredentials
 from service.core.acl import AclBinding, Operation, PatternType, Permission, ResourceType
 from service.errors import BackendError
-from tests.conftest import KAFKA_TEST_SETTINGS, RunningGateway, start_gateway
+from tests.conftest import RunningGateway, kafka_settings, start_gateway
 from tests.helpers import (
     assignment,
     commit,
@@ -56,12 +56,12 @@ async def start(tmp_path: Path, zk_url: str, kafka_broker: KafkaBroker) -> Async
     """Starts replicas of one deployment (this test's chroot, one Kafka-protocol broker as the
     shared log) with the credentials; stops them at the end."""
     running: list[RunningGateway] = []
+    shared = kafka_settings(kafka_broker)  # one registry topic for all replicas
 
     async def make(node_id: str, **overrides: Any) -> RunningGateway:
         gw = await start_gateway(
             tmp_path / node_id,
-            log=kafka_broker.url,
-            **KAFKA_TEST_SETTINGS,
+            **shared,
             coordinator=zk_url,
             node_id=node_id,
             zookeeper_username=USER,

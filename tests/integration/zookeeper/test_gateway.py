@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from deploy.local.kafka_broker import KafkaBroker
-from tests.conftest import KAFKA_TEST_SETTINGS, RunningGateway, start_gateway
+from tests.conftest import RunningGateway, kafka_settings, start_gateway
 from tests.helpers import (
     STRING,
     V2,
@@ -106,12 +106,11 @@ async def test_a_long_poll_through_one_replica_wakes_at_a_rebalance_made_through
     through A. B learns of A's generation from ZooKeeper at once, not at its poll's deadline, so
     the poll answers the record produced meanwhile before its timeout."""
     common = {
+        **kafka_settings(kafka_broker),  # one registry topic for both replicas
         "coordinator": zk_url,
-        "log": kafka_broker.url,
         "zookeeper_session_timeout_ms": SESSION_TIMEOUT_MS,
         "zookeeper_connect_timeout_ms": CONNECT_TIMEOUT_MS,
         "zookeeper_request_timeout_ms": REQUEST_TIMEOUT_MS,
-        **KAFKA_TEST_SETTINGS,
     }
     a = await start_gateway(tmp_path / "a", node_id="gw-a", **common)
     b = await start_gateway(tmp_path / "b", node_id="gw-b", **common)
