@@ -191,7 +191,8 @@ class KafkaNode(ServerProcess):
     ``cluster_id`` whose controllers are ``voters`` (node id → controller port).
 
     Brokers listen on PLAINTEXT (``port``), SASL_PLAINTEXT, SSL and MTLS; controllers on
-    ``controller_port``. ``properties`` overrides or adds broker settings.
+    ``controller_port``. ``properties`` overrides or adds broker settings; ``jvm_options`` are
+    added to the JVM's (of the server and of its storage format).
     """
 
     name = "kafka"
@@ -213,6 +214,7 @@ class KafkaNode(ServerProcess):
         tls: KafkaTls | None = None,
         heap: str = "1g",
         properties: Mapping[str, object] | None = None,
+        jvm_options: Sequence[str] = (),
     ) -> None:
         super().__init__()
         self.workdir = self.cwd = Path(workdir)
@@ -227,6 +229,7 @@ class KafkaNode(ServerProcess):
         self.tls = tls or KafkaTls(self.workdir / "tls")
         self.heap = heap
         self.properties = dict(properties or {})
+        self.jvm_options = tuple(jvm_options)
         self.sasl_port, self.ssl_port, self.mtls_port = free_port(), free_port(), free_port()
         self.config_path = self.workdir / "server.properties"
         self.log_path = self.workdir / "kafka.log"
@@ -354,7 +357,7 @@ class KafkaNode(ServerProcess):
 
     def _java(self, heap: str = "256m") -> list[str]:
         log4j = f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.xml'}"
-        return [java(), f"-Xmx{heap}", *JVM_OPTIONS, log4j, "-cp", class_path("kafka")]
+        return [java(), f"-Xmx{heap}", *JVM_OPTIONS, *self.jvm_options, log4j, "-cp", class_path("kafka")]
 
     def command(self) -> list[str]:
         return [*self._java(self.heap), f"-Xms{self.heap}", "kafka.Kafka", str(self.config_path)]

@@ -24,7 +24,7 @@ from service.errors import GatewayError
 
 from .access import decision_of
 from .auth import ANONYMOUS, principal_of
-from .http import ACCEPTS_V2_READING_ANY, NOT_ACCEPTABLE, check_accept, check_control_type
+from .http import ACCEPTS_V2_READING_ANY, NOT_ACCEPTABLE, V3, check_accept, check_control_type, error_response
 from .http import v2 as v2_response
 from .http import v3 as v3_response
 from .pages import front_page, prefers_html
@@ -32,6 +32,7 @@ from .responses import ERRORS
 
 router = APIRouter(tags=["ops"])
 GW = Annotated[Gateway, Depends(get_gateway)]
+RETRY_AFTER_S = 1.0  # /readyz's Retry-After when the backend's error names none
 
 
 @router.get(
@@ -107,7 +108,8 @@ async def readyz(
         ),
     ] = None,
 ) -> Response:
-    """Ready when every backend asked about answers (all three unless ``backend`` names some)."""
+    """Ready when every backend asked about answers (all three unless ``backend`` names some);
+    else 503 with ``Retry-After`` and the error of the first that did not."""
     checks: dict[Backend, Callable[[], Awaitable[object]]] = {
         "log": gw.log.list_topics,
         "coordinator": gw.coordinator.groups,
@@ -116,8 +118,9 @@ async def readyz(
     try:
         for name in dict.fromkeys(backend or checks):
             await checks[name]()
-    except GatewayError as exc:
-        return v3_response({"error_code": int(exc.error_code), "message": exc.message}, status_code=503)
+    except GatewayError as exc:  # a backend that does not answer now: a probe may come back later
+        retry_after = exc.retry_after if exc.retry_after is not None else RETRY_AFTER_S
+        return error_response(503, int(exc.error_code), exc.message, retry_after=retry_after, media_type=V3)
     body: dict[str, Any] = {"status": "ready"}
     if isinstance(gw.log, ReportsWhatItCannotServe):
         # Still ready: every other topic is served, and a stopped partition's records are still read.

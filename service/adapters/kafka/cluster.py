@@ -151,24 +151,29 @@ class ClusterClient:
             raise translate(exc, what) from exc
 
     async def send_any(self, request: Any, *, timeout: float, what: str) -> Any:
-        """Send ``request`` to any broker that answers (random order); bounded by ``timeout`` s."""
+        """Send ``request`` to any broker that answers (random order); bounded by ``timeout`` s.
+
+        Each broker gets an even share of the time left, the last one all of it: a broker that
+        takes connections but does not answer (frozen, overloaded) costs its share, not the whole
+        deadline, while the others might have answered at once.
+        """
         client = self._require()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         nodes = self.broker_ids()
         random.shuffle(nodes)
         last: BaseException | None = None
-        for node_id in nodes:
+        for tried, node_id in enumerate(nodes):
             remaining = deadline - loop.time()
             if remaining <= 0:
                 break
             try:
-                async with asyncio.timeout(remaining):
+                async with asyncio.timeout(remaining / (len(nodes) - tried)):
                     return await client.send(node_id, request)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                if is_connection_failure(exc):  # another broker may still answer
+                if is_connection_failure(exc) or isinstance(exc, TimeoutError):  # another may answer
                     last = exc
                     continue
                 self.refresh_soon()

@@ -5,7 +5,7 @@ Kafka log calls ``translate`` (an exception it caught), ``for_code`` (an
 error code inside a response) or ``start_failure`` (a log that could not
 start) and raises what they return, so no aiokafka exception ever reaches the
 core. Where a module must decide before translating, it asks a question
-here (``is_retriable``, ``is_connection_failure``, ``is_metadata_error``,
+here (``is_retriable``, ``is_broken_producer``, ``is_connection_failure``, ``is_metadata_error``,
 ``is_unknown_topic``, ``not_ready``); where it must hand aiokafka one of its
 own exceptions, it gets it here (``corrupt_records``, ``no_broker_answered``,
 ``producer_closed``). The policy of ``translate``, in order:
@@ -59,6 +59,14 @@ _TRY_NEXT: Final = (ke.NodeNotReadyError, ke.KafkaConnectionError, ke.StaleMetad
 _NOT_READY: Final = (ke.LeaderNotAvailableError, ke.NotLeaderForPartitionError, ke.KafkaStorageError)
 # What a cluster answers an idempotent producer's InitProducerId with when it cannot give one.
 _NO_IDEMPOTENCE: Final = (ke.UnknownError, ke.UnsupportedVersionError, ke.ClusterAuthorizationFailedError)
+# An idempotent producer whose sequence numbers or id the broker no longer accepts: the batch was
+# refused, not written, and only a new producer (a new id) writes to the partition again.
+_BROKEN_PRODUCER: Final = (
+    ke.OutOfOrderSequenceNumber,
+    ke.UnknownProducerId,
+    ke.InvalidProducerEpoch,
+    ke.ProducerFenced,
+)
 # A broker that would not accept the gateway's SASL credentials or mechanism.
 _AUTH_REFUSED: Final = (
     ke.SaslAuthenticationFailed,
@@ -155,6 +163,12 @@ def is_metadata_error(code: int) -> bool:
 def is_retriable(exc: BaseException) -> bool:
     """Whether ``exc`` leaves the producer and the data intact (a retry could succeed)."""
     return isinstance(exc, (*_UNAVAILABLE, TimeoutError)) or bool(getattr(exc, "retriable", False))
+
+
+def is_broken_producer(exc: BaseException) -> bool:
+    """Whether the broker refused ``exc``'s batch for the producer's own state (its sequence
+    numbers, its id): nothing was written, and a new producer will be accepted."""
+    return isinstance(exc, _BROKEN_PRODUCER)
 
 
 def is_connection_failure(exc: BaseException) -> bool:

@@ -59,6 +59,8 @@ log = logging.getLogger(__name__)
 READY_POLL_S: Final = 0.05  # how often an admin operation looks whether the cluster shows its effect
 MAX_MESSAGE_BYTES: Final = "max.message.bytes"
 CLEANUP_POLICY: Final = "cleanup.policy"
+MIN_INSYNC_REPLICAS: Final = "min.insync.replicas"
+DIAGNOSIS_S: Final = 1.0  # what a refused write may add to find out why it was refused
 
 
 class KafkaLog(Lifecycle):
@@ -332,9 +334,39 @@ class KafkaLog(Lifecycle):
                 return await self._appender.append(
                     tp, records, batch_limit=batch_limit, record_limit=record_limit
                 )
-            except (TopicNotFound, PartitionNotFound, BackendUnavailable):
-                self._metadata.invalidate(tp.topic)  # maybe deleted, grown or moved behind our back
+            except (TopicNotFound, PartitionNotFound):
+                self._metadata.invalidate(tp.topic)  # maybe deleted or grown behind our back
                 raise
+            except BackendUnavailable as exc:
+                self._metadata.invalidate(tp.topic)  # maybe its leader moved
+                raise await self._short_of_replicas(tp, exc) from exc
+
+    async def _short_of_replicas(self, tp: TopicPartition, failure: BackendUnavailable) -> BackendUnavailable:
+        """Why ``tp`` did not acknowledge in time, when it is that too few replicas are in sync.
+
+        The producer retries NOT_ENOUGH_REPLICAS until the request timeout without saying so, and
+        a client told only "not acknowledged in time" cannot tell a broker that is slow from a
+        partition that refuses every write until a replica catches up. A fresh look at the
+        partition (bounded) tells; if it cannot be had, ``failure`` stands.
+        """
+        try:
+            async with asyncio.timeout(min(DIAGNOSIS_S, self._options.request_timeout)):
+                info = await self._metadata.fresh(tp.topic)
+        except (GatewayError, TimeoutError):
+            return failure
+        needed = _int_config(info.configs, MIN_INSYNC_REPLICAS)
+        if needed is None or not 0 <= tp.partition < len(info.partitions):
+            return failure
+        in_sync = info.partitions[tp.partition].in_sync
+        if len(in_sync) >= needed:
+            return failure
+        brokers = ", ".join(str(b) for b in in_sync) or "none"
+        return BackendUnavailable(
+            f"Not enough in-sync replicas for {tp}: {len(in_sync)} in sync (brokers: {brokers}), "
+            f"min.insync.replicas is {needed}; Kafka refuses acks=all writes until more replicas "
+            "catch up. The records were not acknowledged; they may still be written once they do.",
+            retry_after=failure.retry_after,
+        )
 
     async def fetch(
         self,

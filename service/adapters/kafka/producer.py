@@ -55,7 +55,7 @@ from service.errors import (
 
 from ..tasks import retrieve
 from .budget import ByteBudget
-from .errors import is_retriable, producer_closed, translate
+from .errors import is_broken_producer, is_retriable, producer_closed, translate
 from .options import KafkaOptions
 
 log = logging.getLogger(__name__)
@@ -323,16 +323,19 @@ class RecordAppender:
     async def _submit(self, tp: TopicPartition, lane: _Lane, batch: _Batch) -> None:
         """Queue ``batch`` in aiokafka and settle its result when Kafka answers; then the next."""
         producer = self._producer
+        handed_over = False  # aiokafka has the batch: a failure now is its verdict on it
         try:
             if producer is None:
                 raise BackendUnavailable("The Kafka producer is not running.")
             deadline = asyncio.get_running_loop().time() + self._options.request_timeout
-            acked = await (await self._send(producer, tp, batch, deadline))
+            queued = await self._send(producer, tp, batch, deadline)
+            handed_over = True
+            acked = await queued
             if acked.offset is None or acked.offset < 0:
                 raise BackendError(f"Kafka acknowledged the records for {tp} without their offsets.")
             batch.result.set_result(acked.offset)
         except Exception as exc:
-            self._after_failure(producer, exc)
+            self._after_failure(producer, exc, handed_over=handed_over)
             if not batch.result.done():
                 batch.result.set_exception(exc)
         except BaseException:  # cancelled by stop()
@@ -363,15 +366,27 @@ class RecordAppender:
             )
         if isinstance(exc, AssertionError):  # aiokafka's check of the partition against its metadata
             return PartitionNotFound(f"Partition {tp.partition} of topic {tp.topic!r} not found.")
+        if is_broken_producer(exc):  # refused, not written; the producer is being replaced
+            return BackendUnavailable(
+                f"Kafka refused the records for {tp} ({type(exc).__name__}): an earlier failure broke "
+                "the producer's sequence; a new producer is starting, retry."
+            )
         return translate(exc, what, topic=tp.topic, partition=tp.partition)
 
-    def _after_failure(self, producer: Any, exc: BaseException) -> None:
+    def _after_failure(self, producer: Any, exc: BaseException, *, handed_over: bool) -> None:
         """Replace the producer when a failure may have broken its sequence numbers or killed it.
 
-        Any failure that is neither ours nor retriable qualifies: a cheap, rare
-        reconnect beats telling the two cases apart through aiokafka's internals.
+        With idempotence, any batch aiokafka gave up on (``handed_over``) qualifies: it retries
+        every retriable error for ever, except a batch whose partition has no leader past the
+        request timeout, which it fails with the sequence numbers it took, so the broker would
+        refuse every later batch to the partition (OutOfOrderSequence). Otherwise any failure
+        that is neither ours nor retriable: a cheap, rare reconnect beats telling the cases apart
+        through aiokafka's internals.
         """
-        if isinstance(exc, GatewayError | TimeoutError | AssertionError) or is_retriable(exc):
+        if isinstance(exc, GatewayError | AssertionError):
+            return
+        gave_up = handed_over and self._options.idempotence
+        if not gave_up and (isinstance(exc, TimeoutError) or is_retriable(exc)):
             return
         if self._replacing or producer is not self._producer:
             return
