@@ -9,6 +9,7 @@ session, on free ports, and each test gets its own namespace in them.
 from __future__ import annotations
 
 import asyncio
+import functools
 import ssl
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -16,6 +17,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import certifi
 import httpx
 import pytest
 import uvicorn
@@ -114,8 +116,15 @@ async def start_gateway(
             task.result()
         await asyncio.sleep(0.01)
     url = f"{'https' if settings.tls_cert is not None else 'http'}://127.0.0.1:{port}"
-    client = httpx.AsyncClient(base_url=url, timeout=30, verify=verify)
+    client = httpx.AsyncClient(base_url=url, timeout=30, verify=default_trust() if verify is True else verify)
     return RunningGateway(url, client, settings, server, task, app)
+
+
+@functools.cache
+def default_trust() -> ssl.SSLContext:
+    """What httpx trusts by default (certifi's CAs), loaded once: loading it takes 50-150 ms, and
+    the suite starts over a thousand gateways, each with a client."""
+    return ssl.create_default_context(cafile=certifi.where())
 
 
 @asynccontextmanager
