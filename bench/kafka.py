@@ -434,7 +434,7 @@ def main() -> None:
     with kafka_bootstrap(args) as kafka:
         print(
             f"brokergate on kafka://{kafka.bootstrap} ({kafka.kind}) vs aiokafka {aiokafka_version()} and "
-            f"confluent-kafka {confluent_kafka.version()[0]} (librdkafka {confluent_kafka.libversion()[0]}): "
+            f"confluent-kafka {confluent_kafka.__version__} (librdkafka {confluent_kafka.libversion()[0]}): "
             f"{args.rounds} rounds, {args.seconds:g} s a produce figure, {args.records:,} records a read; "
             "idempotent producers, acks=all",
             flush=True,
