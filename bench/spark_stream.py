@@ -1,11 +1,13 @@
-"""Benchmark the Spark data source's streaming side against its batch side and the REST produce, in one run.
+"""Benchmark the Spark data source against Spark's own Kafka source, its streaming side against its
+batch side, and its sink against the REST produce, in one run.
 
     .venv/bin/python bench/spark_stream.py [--records 200000] [--size 100] [--partitions 2]
-                                           [--rounds 5] [--quick] [--no-sink]
-                                           [--bootstrap host:port | --no-kafka]
+                                           [--rounds 5] [--quick] [--no-sink] [--no-embedded]
+                                           [--bootstrap host:port | --cluster | --no-kafka]
 
-One local[2] SparkSession (the data source registered as the jobs register it) serves the run. On
-each log, the embedded log (a gateway's data dir) and then a Kafka log (Tansu, started here, or
+One local[2] SparkSession (the data source registered as the jobs register it, Spark's Kafka
+source on ``spark.jars``) serves the run. On each log, the embedded log (a gateway's data dir)
+and then a Kafka log (Apache Kafka started here, three brokers with ``--cluster``, or
 ``--bootstrap``), a ``brokergate serve`` is started on it, and in every round:
 
   source   the same ``--records`` records of ``--size`` B in a topic of ``--partitions``
@@ -13,7 +15,10 @@ each log, the embedded log (a gateway's data dir) and then a Kafka log (Tansu, s
            ``noop`` sink (the reference) and (b) by ``spark.readStream.format("brokergate")``
            with ``trigger(availableNow=True)`` into the ``noop`` sink, a new checkpoint each
            round; both start from the topic's beginning, both read through the log directly
-           (the data dir, or the brokers), not through the gateway;
+           (the data dir, or the brokers), not through the gateway; on the Kafka log also (c)
+           by Spark's own Kafka source, ``spark.read.format("kafka")`` with ``subscribe`` and
+           ``startingOffsets=earliest``, into the same sink (the reference of the
+           ``brokergate`` read);
   sink     the same records written (a) by the gateway's REST produce with httpx,
            1000-record binary-format requests each with its own ``Idempotency-Key``, as many
            connections as the DataFrame has partitions (the reference), and (b) by
@@ -21,7 +26,8 @@ each log, the embedded log (a gateway's data dir) and then a Kafka log (Tansu, s
            through the same gateway; each side into a new topic each round.
 
 A figure is records/s from the start of a read or write to its end (planning, the query's
-start and its checkpoint included); a row's ratio is streaming / batch and sink / REST,
+start and its checkpoint included); a row's ratio is brokergate / Spark's Kafka source,
+streaming / batch and sink / REST,
 reported as the median and the min-max of the per-round ratios (the machine is shared: the
 spread says how much to trust a figure). The two sides of a row take turns, the order turned
 around every other round; one round before the first is not counted (Spark's Python workers
@@ -59,9 +65,9 @@ sys.path.insert(0, str(ROOT))
 from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
-from bench.common import BINARY, add_log_options, cpu_seconds, create_topic  # noqa: E402
+from bench.common import BINARY, add_log_options, cpu_seconds, create_topic, kafka_bootstrap  # noqa: E402
+from deploy.jars import spark_kafka_jars  # noqa: E402
 from deploy.local.gateway import GatewayReplica  # noqa: E402
-from deploy.local.kafka_broker import TansuBroker  # noqa: E402
 from spark_jobs.session import build_session  # noqa: E402
 
 BATCH = 1000  # records per produce request: the fill's, the REST reference's
@@ -70,6 +76,11 @@ AS_SENT = ", encoded as sent"  # the REST produce with each body encoded when it
 WRITES = frozenset({"embedded sink", "kafka sink"})
 # The rows: title, the way measured, its reference.
 ROWS: list[tuple[str, str, str]] = [
+    (
+        "Kafka log: the brokergate source vs Spark's Kafka source (read)",
+        "kafka batch",
+        "kafka Spark's source",
+    ),
     ("embedded log: readStream (availableNow) vs read", "embedded stream", "embedded batch"),
     ("embedded log: df.write vs REST produce", "embedded sink", "embedded REST"),
     ("Kafka log: readStream (availableNow) vs read", "kafka stream", "kafka batch"),
@@ -113,17 +124,13 @@ class Bench:
     # --- filling a topic ---------------------------------------------------------------------
 
     async def fill(self, url: str, topic: str) -> None:
-        """``--records`` records in ``topic``, an equal share in each partition, through the gateway.
-
-        Each partition's last record goes alone in the last request: Tansu 0.6 answers a
-        partition's latest offset with its last batch's base offset + 1, right only when that
-        batch holds one record (the read's end would cut the records after it otherwise)."""
+        """``--records`` records in ``topic``, an equal share in each partition, through the gateway."""
         async with httpx.AsyncClient(base_url=url, timeout=60) as http:
             await create_topic(http, topic, self.partitions)
             share = self.records // self.partitions
             for p in range(self.partitions):
                 start = p * share
-                for body in [*bodies(start, share - 1, self.size), *bodies(start + share - 1, 1, self.size)]:
+                for body in bodies(start, share, self.size):
                     r = await http.post(
                         f"/topics/{topic}/partitions/{p}", content=body, headers={"Content-Type": BINARY}
                     )
@@ -133,6 +140,19 @@ class Bench:
 
     def batch_read(self, log: str, topic: str) -> int:
         df = self.spark.read.format("brokergate").option("log", log).option("topic", topic).load()
+        df.write.format("noop").mode("overwrite").save()
+        return self.records
+
+    def kafka_read(self, bootstrap: str, topic: str) -> int:
+        """Spark's own Kafka source reading the same topic from its start to its end."""
+        df = (
+            self.spark.read.format("kafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", topic)
+            .option("startingOffsets", "earliest")
+            .option("endingOffsets", "latest")
+            .load()
+        )
         df.write.format("noop").mode("overwrite").save()
         return self.records
 
@@ -222,20 +242,26 @@ class Bench:
                 self.timed(label, way)
             print(f"  round {round_ + 1} of {self.rounds} done", flush=True)
 
-    def measure(self, prefix: str, log: str, url: str, pid: int) -> None:
-        """Every row of one log: ``log`` is what the source reads, ``url`` the gateway on it (``pid``)."""
+    def measure(self, prefix: str, log: str, url: str, pid: int, bootstrap: str | None = None) -> None:
+        """Every row of one log: ``log`` is what the source reads, ``url`` the gateway on it (``pid``),
+        ``bootstrap`` the brokers when the log is Kafka."""
         self.gateway_pid = pid
         topic = f"bench-spark-{os.getpid()}"
         asyncio.run(self.fill(url, topic))
         read = self.spark.read.format("brokergate").option("log", log).option("topic", topic).load()
         assert read.count() == self.records, "the batch source does not read every record"
+        reads = [
+            (f"{prefix} batch", lambda: self.batch_read(log, topic)),
+            (f"{prefix} stream", lambda: self.stream_read(log, topic)),
+        ]
+        if bootstrap is not None:
+            kafka = bootstrap
+            native = self.spark.read.format("kafka").option("kafka.bootstrap.servers", kafka)
+            native = native.option("subscribe", topic).option("startingOffsets", "earliest")
+            assert native.load().count() == self.records, "Spark's Kafka source does not read every record"
+            reads.append((f"{prefix} Spark's source", lambda: self.kafka_read(kafka, topic)))
         print(f"  source: {self.records:,} records in {topic}", flush=True)
-        self.in_turns(
-            [
-                (f"{prefix} batch", lambda: self.batch_read(log, topic)),
-                (f"{prefix} stream", lambda: self.stream_read(log, topic)),
-            ]
-        )
+        self.in_turns(reads)
         if not self.sink:
             return
         df = self.frame()
@@ -264,8 +290,7 @@ class Bench:
             )
         finally:
             df.unpersist()
-        if prefix == "embedded":  # Tansu's end offsets are not exact (see ``fill``): checked here only
-            asyncio.run(self.check_written(url, written))
+        asyncio.run(self.check_written(url, written))
 
     async def check_written(self, url: str, topics: list[str]) -> None:
         """Every topic written holds ``--records`` records: no write passes for fast by writing less."""
@@ -339,11 +364,9 @@ def gateway(data_dir: Path, bootstrap: str | None) -> Iterator[tuple[str, int]]:
     """``brokergate serve`` on ``data_dir`` (the embedded log) or on Kafka at ``bootstrap``: its URL
     and process id."""
     args = ["--log-level", "warning"]
-    env = None
     if bootstrap is not None:
         args += ["--log", f"kafka://{bootstrap}"]
-        env = {"BROKERGATE_KAFKA_IDEMPOTENCE": "false"}  # Tansu 0.6 has no InitProducerId
-    replica = GatewayReplica(data_dir, args=args, env=env).start(timeout=60)
+    replica = GatewayReplica(data_dir, args=args).start(timeout=60)
     assert replica.proc is not None
     try:
         yield replica.url, replica.proc.pid
@@ -352,30 +375,24 @@ def gateway(data_dir: Path, bootstrap: str | None) -> Iterator[tuple[str, int]]:
 
 
 def on_each_log(bench: Bench, args: argparse.Namespace, scratch: Path) -> None:
-    with tempfile.TemporaryDirectory(dir=scratch) as tmp:
-        data = Path(tmp) / "data"
-        print("\n== the embedded log ==", flush=True)
-        with gateway(data, None) as (url, pid):
-            bench.measure("embedded", str(data), url, pid)
+    if not args.no_embedded:
+        with tempfile.TemporaryDirectory(dir=scratch) as tmp:
+            data = Path(tmp) / "data"
+            print("\n== the embedded log ==", flush=True)
+            with gateway(data, None) as (url, pid):
+                bench.measure("embedded", str(data), url, pid)
     if args.no_kafka:
         return
-    broker = None
-    bootstrap = args.bootstrap
-    if bootstrap is None:
-        broker = TansuBroker(Path(tempfile.mkdtemp(prefix="tansu-", dir=scratch))).start()
-        bootstrap = broker.bootstrap
-    try:
-        with tempfile.TemporaryDirectory(dir=scratch) as tmp:
-            print(f"\n== the Kafka log, kafka://{bootstrap} ==", flush=True)
-            with gateway(Path(tmp) / "data", bootstrap) as (url, pid):
-                bench.measure("kafka", f"kafka://{bootstrap}", url, pid)
-    finally:
-        if broker is not None:
-            broker.stop()
+    with kafka_bootstrap(args) as kafka, tempfile.TemporaryDirectory(dir=scratch) as tmp:
+        bootstrap = kafka.bootstrap
+        print(f"\n== the Kafka log, kafka://{bootstrap} ({kafka.kind}) ==", flush=True)
+        with gateway(Path(tmp) / "data", bootstrap) as (url, pid):
+            bench.measure("kafka", f"kafka://{bootstrap}", url, pid, bootstrap)
 
 
 def session(scratch: Path) -> SparkSession:
-    """local[2], as the Spark tests run it, with its scratch files in ``scratch``."""
+    """local[2], as the Spark tests run it, with its scratch files in ``scratch``, and Spark's
+    Kafka source on ``spark.jars`` (the jars resolved once from Maven: nothing fetched here)."""
     spark = build_session(
         "brokergate-bench",
         "local[2]",
@@ -385,6 +402,7 @@ def session(scratch: Path) -> SparkSession:
             "spark.sql.warehouse.dir": str(scratch / "warehouse"),
             "spark.sql.shuffle.partitions": "2",
             "spark.driver.extraJavaOptions": f"-Djava.io.tmpdir={scratch}",
+            "spark.jars": ",".join(str(jar) for jar in spark_kafka_jars()),
         },
     )
     spark.sparkContext.setLogLevel("ERROR")
@@ -430,6 +448,7 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=2, help="the topics' and the DataFrame's")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--no-sink", action="store_true", help="the source rows only")
+    parser.add_argument("--no-embedded", action="store_true", help="the Kafka log only")
     parser.add_argument("--quick", action="store_true", help="20,000 records, 2 rounds")
     add_log_options(parser)
     args = parser.parse_args()

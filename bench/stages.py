@@ -26,7 +26,7 @@ import struct
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -175,7 +175,7 @@ def kafka_batch(values: list[bytes]) -> bytes:
     return bytes(builder.build())
 
 
-def length_prefixed(records: list[Record]) -> bytes:
+def length_prefixed(records: Sequence[Record]) -> bytes:
     """Records as a length-prefixed binary frame: offset, timestamp, value length, value."""
     pack = _FRAME_HEAD.pack
     return b"".join([pack(r.offset, r.timestamp, len(r.value or b"")) + (r.value or b"") for r in records])
@@ -191,7 +191,7 @@ def read_length_prefixed(frame: bytes) -> list[bytes]:
     return values
 
 
-def arrow_batch(records: list[Record]) -> bytes:
+def arrow_batch(records: Sequence[Record]) -> bytes:
     """Records as one Arrow IPC stream holding one record batch (offset, timestamp, value)."""
     batch = pa.record_batch(
         [
@@ -212,7 +212,7 @@ def loads_each(values: list[bytes]) -> None:
         json.loads(value)
 
 
-def json_text(tp: TopicPartition, records: list[Record]) -> bytes:
+def json_text(tp: TopicPartition, records: Sequence[Record]) -> bytes:
     """A json-format poll's answer written as text around the stored values, none parsed (what
     trusting values checked when produced would allow)."""
     head = b'{"topic":' + orjson.dumps(tp.topic) + b',"key":null,"value":'

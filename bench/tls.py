@@ -73,7 +73,10 @@ async def run(args: argparse.Namespace, tmp: Path) -> None:
     secure = GatewayReplica(tmp / "tls", args=("--log-level", "warning"), env=env, tls=files).start(
         timeout=60
     )
-    sides = {"http": (plain.url, True), "https": (secure.url, verify)}
+    sides: dict[str, tuple[str, ssl.SSLContext | bool]] = {
+        "http": (plain.url, True),
+        "https": (secure.url, verify),
+    }
     rates: dict[str, list[float]] = {name: [] for name in sides}
     ratios: list[float] = []
     try:
