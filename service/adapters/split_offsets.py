@@ -95,6 +95,10 @@ class SplitOffsetsCoordinator(Lifecycle):
 
     # --- everything else: the coordinator's --------------------------------------------
 
+    async def coordinated_groups(self) -> list[str]:
+        """The coordinator's: none of the groups that only Kafka knows (native consumers')."""
+        return await self._coordinator.coordinated_groups()
+
     def is_leader(self) -> bool:
         return self._coordinator.is_leader()
 

@@ -181,6 +181,12 @@ class EmbeddedCoordinator(Lifecycle):
         live.update(g for g, offsets in self._offsets.items() if offsets)
         return sorted(live)
 
+    async def coordinated_groups(self) -> list[str]:
+        """Groups that have members, or a generation that assigns to some, sorted."""
+        live = {g for g, members in self._members.items() if members}
+        live.update(g for g, state in self._states.items() if state.assignment)
+        return sorted(live)
+
     async def join(self, group: str, member: Member) -> None:
         check_group(group)
         self._members.setdefault(group, {})[member.member_id] = _copy_member(member)
