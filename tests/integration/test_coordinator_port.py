@@ -85,7 +85,8 @@ class OwnNames:
         return {TP(tp.topic.removeprefix(self._topics), tp.partition): o for tp, o in found.items()}
 
     async def groups(self) -> Collection[str]:
-        return {g.removeprefix(self._groups) for g in await self._offsets.groups() if g.startswith(self._groups)}
+        listed = await self._offsets.groups()
+        return {g.removeprefix(self._groups) for g in listed if g.startswith(self._groups)}
 
 
 @pytest.fixture(scope="module")
