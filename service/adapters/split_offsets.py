@@ -18,24 +18,44 @@ the new generation. Its offsets are of records it was given and had processed, s
 skipped that nobody processed; but if the new owner committed within that same window, the
 older commit may move the group's offset back, and those records are delivered again (at least
 once, never lost).
+
+Offsets committed before the offsets moved to Kafka are in the coordinator's own store (its data
+directory, or ZooKeeper's ``/consumers/{group}/offsets``). They are carried over once a group:
+the first time this replica reads a group's committed offsets, what that store holds for a
+partition Kafka has no offset for is committed to Kafka (so Kafka's tools see it, and the next
+read is Kafka's), and ``CARRIED`` is then committed in that store beside them, under the
+coordinator's lock, so that no replica carries the group again. Once carried, an offset Kafka no
+longer has (deleted with ``kafka-consumer-groups --delete-offsets``, or expired after
+``offsets.retention.minutes``) stays deleted, as Kafka means it: the old store is never read for
+that group again, and its consumers start from ``auto.offset.reset``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Final
 
 from service.core.acl import AclBinding, AclFilter
 from service.core.fencing import fence
 from service.core.models import GroupState, Member, TopicPartition
 from service.core.ports import Coordinator, GroupOffsets
 from service.core.rules import check_group, check_offsets
+from service.errors import IllegalState, NotFound
 
 from .lifecycle import Lifecycle
 
-__all__ = ["SplitOffsetsCoordinator"]
+__all__ = ["CARRIED", "SplitOffsetsCoordinator"]
+
+# The mark a group's offsets were carried to Kafka, kept among them in the coordinator's store (its
+# offset: when, in ms since the epoch). Kafka's topic names are never this one's long, leading
+# "__" kind: Kafka keeps that for its own internal topics, and no gateway creates one. An older
+# release reads it as the offset of a topic that does not exist, which it leaves out.
+CARRIED: Final = TopicPartition("__brokergate_offsets_carried_to_kafka", 0)
+_CARRY_LOCK_TIMEOUT_S: Final = 10.0
+_CARRIED_GROUPS_BOUND: Final = 100_000  # forgetting costs one read of the old store again
 
 
 class SplitOffsetsCoordinator(Lifecycle):
@@ -48,6 +68,8 @@ class SplitOffsetsCoordinator(Lifecycle):
         super().__init__()  # the start/stop state
         self._coordinator = coordinator
         self._offsets = offsets
+        # Groups this replica knows need no carrying: carried by now, or nothing to carry.
+        self._carried: set[str] = set()
 
     async def _open(self) -> None:
         await self._coordinator.start()
@@ -86,7 +108,67 @@ class SplitOffsetsCoordinator(Lifecycle):
     async def committed(
         self, group: str, partitions: Iterable[TopicPartition] | None = None
     ) -> dict[TopicPartition, int]:
-        return await self._offsets.committed(group, partitions)
+        """The store's committed offsets; at this replica's first read of ``group``, those of the
+        coordinator's own store carried over for the partitions the store has none for."""
+        wanted = None if partitions is None else list(partitions)
+        found = await self._offsets.committed(group, wanted)
+        if group in self._carried:
+            return found
+        older = await self._carry_over(group)
+        if wanted is not None:
+            older = {tp: older[tp] for tp in wanted if tp in older}
+        return dict(sorted({**older, **found}.items()))
+
+    async def _carry_over(self, group: str) -> dict[TopicPartition, int]:
+        """What the coordinator's own store holds for ``group`` and the offsets store does not,
+        committed to the offsets store (once, marked ``CARRIED``); {} when that is nothing.
+
+        Under the coordinator's lock, so that two replicas never carry one group at once: one
+        carrying after another had carried and a consumer had committed since would move that
+        consumer's offset back."""
+        older = await self._coordinator.committed(group)
+        if not older or CARRIED in older:
+            self._remember_carried(group)
+            return {}
+        async with self._coordinator.lock(f"carry-offsets/{group}", timeout_s=_CARRY_LOCK_TIMEOUT_S):
+            older = await self._coordinator.committed(group)  # another replica may have carried it
+            if CARRIED in older:
+                self._remember_carried(group)
+                return {}
+            present = await self._offsets.committed(group)
+            missing = {tp: offset for tp, offset in older.items() if tp not in present}
+            try:
+                carried = await self._commit_by_topic(group, missing)
+            except IllegalState:
+                # Native consumers are in the group: Kafka coordinates it now and takes no commit
+                # from outside. The older offsets still answer; a later read carries them.
+                return missing
+            await self._coordinator.commit(group, {CARRIED: int(time.time() * 1000)})
+        self._remember_carried(group)
+        return carried
+
+    async def _commit_by_topic(
+        self, group: str, offsets: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, int]:
+        """Commit ``offsets`` to the offsets store a topic at a time and return those committed:
+        a topic (or partition) the log no longer has is left out (its offsets lead nowhere)."""
+        by_topic: dict[str, list[tuple[TopicPartition, int]]] = {}
+        for tp, offset in sorted(offsets.items()):
+            by_topic.setdefault(tp.topic, []).append((tp, offset))
+        carried: dict[TopicPartition, int] = {}
+        for entries in by_topic.values():
+            try:
+                await self._offsets.commit(group, entries)
+            except NotFound:  # Kafka stored the topic's other partitions: read which
+                carried.update(await self._offsets.committed(group, [tp for tp, _ in entries]))
+                continue
+            carried.update(entries)
+        return carried
+
+    def _remember_carried(self, group: str) -> None:
+        if len(self._carried) >= _CARRIED_GROUPS_BOUND:  # a bound, not an LRU
+            self._carried.clear()
+        self._carried.add(group)
 
     async def groups(self) -> list[str]:
         """Groups with members here, or committed offsets in the store, sorted."""
@@ -94,6 +176,10 @@ class SplitOffsetsCoordinator(Lifecycle):
         return sorted({*here, *there})
 
     # --- everything else: the coordinator's --------------------------------------------
+
+    async def coordinated_groups(self) -> list[str]:
+        """The coordinator's: none of the groups that only Kafka knows (native consumers')."""
+        return await self._coordinator.coordinated_groups()
 
     def is_leader(self) -> bool:
         return self._coordinator.is_leader()

@@ -183,7 +183,9 @@ class GroupManager:
         where it cannot tell), the topics there are, or the partition counts of the topics a
         group wanted then; and every ``FULL_REFRESH_S`` whatever (what a pattern may match
         also hangs on the ACLs). So idle groups cost a refresh one listing of the topics, not a
-        look at each of them."""
+        look at each of them. Only the groups the gateway coordinates are looked at
+        (``coordinated_groups``): the consumer groups of native clients on a Kafka log, which the
+        group listing includes, cost nothing however many there are."""
         if not self._coordinator.is_leader():
             return
         version = self._coordinator.membership_version()
@@ -198,7 +200,7 @@ class GroupManager:
         if version is not None and world == self._world and now - self._walked < FULL_REFRESH_S:
             return
         wanted_now: set[str] = set()
-        for group in await self._coordinator.groups():
+        for group in await self._coordinator.coordinated_groups():
             members = await self._coordinator.members(group)
             state = await self._coordinator.state(group)
             if set(members) != set(state.assignment):  # a member vanished with its replica

@@ -128,7 +128,16 @@ class Coordinator(Protocol):
         """Whether this replica runs the group-wide duties (expiry, rebalance on metadata change)."""
         ...
 
-    async def groups(self) -> list[str]: ...
+    async def groups(self) -> list[str]:
+        """Groups with members or committed offsets, sorted; with a Kafka log, every consumer
+        group on the cluster (native consumers' too)."""
+        ...
+
+    async def coordinated_groups(self) -> list[str]:
+        """Groups the gateway coordinates, sorted: every group with a member, and perhaps some that
+        had one or a published generation; never one of which only committed offsets are stored
+        (a native consumers' group on a Kafka log). What the leader's refresh walks."""
+        ...
 
     async def join(self, group: str, member: Member) -> None:
         """Add or replace a member."""

@@ -1,4 +1,6 @@
-"""The Coordinator port's contract, run against every adapter: embedded, and ZooKeeper on a real server.
+"""The Coordinator port's contract, run against every adapter: embedded, ZooKeeper on a real server,
+and the split coordinator of a Kafka log (embedded for groups, committed offsets in the session
+broker's group coordinator, under group and topic names of each test's own).
 
 Groups behave the same whichever coordinator keeps them, so each adapter gives
 the same answers to the same calls. A compare-and-set token is opaque: a caller
@@ -11,18 +13,26 @@ raced by another replica) is tested beside it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncIterator, Collection, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from deploy.local.kafka_broker import KafkaBroker
 from service.adapters.embedded.coordinator import EmbeddedCoordinator
+from service.adapters.kafka import KafkaLog
+from service.adapters.kafka.group_offsets import KafkaGroupOffsets
+from service.adapters.kafka.options import KafkaOptions
 from service.adapters.share_states import MAX_WRITE_BYTES, ShareStoreLimits
+from service.adapters.split_offsets import SplitOffsetsCoordinator
 from service.adapters.zookeeper import ZooKeeperCoordinator
 from service.core.acl import AclBinding, AclFilter, Operation, PatternType, Permission, ResourceType
 from service.core.models import GroupState, Member, Subscription, TopicPartition
-from service.core.ports import Coordinator
+from service.core.ports import Coordinator, GroupOffsets
+from service.core.rules import MAX_PARTITION
 from service.core.shares.state import AckType, SharePartition
 from service.errors import (
     BackendUnavailable,
@@ -40,11 +50,73 @@ from tests.integration.zookeeper.conftest import (
 )
 
 TP = TopicPartition
+ADAPTERS = ["embedded", "zookeeper", "split"]
+# The topics the contract commits to, and how many partitions each has on the Kafka broker.
+COMMITTED_TOPICS = {"t": 4, "u": 4}
+
+
+class OwnNames:
+    """Kafka's group offsets under names of one test's own: group ``g`` is ``{groups}g`` in Kafka
+    and topic ``t`` is ``{topics}t``, so the contract's plain names meet no other test's on the
+    shared broker, and the groups listed are this test's only."""
+
+    def __init__(self, offsets: GroupOffsets, *, groups: str, topics: str) -> None:
+        self._offsets = offsets
+        self._groups = groups
+        self._topics = topics
+
+    async def start(self) -> None:
+        await self._offsets.start()
+
+    async def stop(self) -> None:
+        await self._offsets.stop()
+
+    def _there(self, tp: TopicPartition) -> TopicPartition:
+        return TP(self._topics + tp.topic, tp.partition)
+
+    async def commit(self, group: str, entries: Sequence[tuple[TopicPartition, int]]) -> None:
+        await self._offsets.commit(self._groups + group, [(self._there(tp), o) for tp, o in entries])
+
+    async def committed(
+        self, group: str, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, int]:
+        wanted = None if partitions is None else [self._there(tp) for tp in partitions]
+        found = await self._offsets.committed(self._groups + group, wanted)
+        return {TP(tp.topic.removeprefix(self._topics), tp.partition): o for tp, o in found.items()}
+
+    async def groups(self) -> Collection[str]:
+        listed = await self._offsets.groups()
+        return {g.removeprefix(self._groups) for g in listed if g.startswith(self._groups)}
+
+
+@pytest.fixture(scope="module")
+def committed_topics(kafka_broker: KafkaBroker) -> str:
+    """The prefix of this module's topics on the Kafka broker (``COMMITTED_TOPICS``), made once."""
+    prefix = f"cp-{uuid.uuid4().hex[:8]}-"
+
+    async def create() -> None:
+        async with KafkaLog(kafka_broker.url, KafkaOptions(request_timeout_ms=10_000)) as log:
+            for topic, partitions in COMMITTED_TOPICS.items():
+                await log.create_topic(prefix + topic, partitions, 1, {})
+
+    # in a thread of its own: the fixture may be asked for inside a test's running event loop
+    with ThreadPoolExecutor(1) as thread:
+        thread.submit(asyncio.run, create()).result()
+    return prefix
 
 
 def build(request: pytest.FixtureRequest, tmp_path: Path, **kw: Any) -> Coordinator:
     if request.param == "embedded":
         return EmbeddedCoordinator(tmp_path, **kw)
+    if request.param == "split":
+        broker: KafkaBroker = request.getfixturevalue("kafka_broker")
+        offsets = KafkaGroupOffsets(broker.url, KafkaOptions(request_timeout_ms=5_000))
+        own_names = OwnNames(
+            offsets,
+            groups=f"cp-{uuid.uuid4().hex[:12]}-",
+            topics=request.getfixturevalue("committed_topics"),
+        )
+        return SplitOffsetsCoordinator(EmbeddedCoordinator(tmp_path, **kw), own_names)
     return ZooKeeperCoordinator(  # a chroot of its own: its own deployment on the shared server
         chroot_url(request.getfixturevalue("zookeeper")),
         node_id="replica-a",
@@ -55,7 +127,7 @@ def build(request: pytest.FixtureRequest, tmp_path: Path, **kw: Any) -> Coordina
     )
 
 
-@pytest.fixture(params=["embedded", "zookeeper"])
+@pytest.fixture(params=ADAPTERS)
 async def coord(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Coordinator]:
     c = build(request, tmp_path)
     await c.start()
@@ -68,7 +140,7 @@ async def coord(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
 SMALL = ShareStoreLimits(max_groups=2, max_partitions=3, max_state_bytes=2000)
 
 
-@pytest.fixture(params=["embedded", "zookeeper"])
+@pytest.fixture(params=ADAPTERS)
 async def small(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Coordinator]:
     """A coordinator that keeps the states of 2 share groups of 3 partitions, of 2,000 bytes each."""
     c = build(request, tmp_path, share_limits=SMALL)
@@ -174,6 +246,15 @@ async def test_groups_lists_groups_with_members_or_offsets(coord: Coordinator) -
     assert await coord.groups() == ["members-only", "offsets-only"]
 
 
+async def test_coordinated_groups_have_members_never_only_offsets(coord: Coordinator) -> None:
+    await coord.join("members-only", Member("a", Subscription(topics=("t",))))
+    await coord.commit("offsets-only", {TP("t", 0): 3})
+    coordinated = await coord.coordinated_groups()
+    assert coordinated == sorted(coordinated)
+    assert "members-only" in coordinated and "offsets-only" not in coordinated
+    assert "offsets-only" in await coord.groups()
+
+
 # --- commits and fencing -----------------------------------------------------------------
 
 
@@ -229,8 +310,10 @@ async def test_commit_rejects_impossible_offsets(coord: Coordinator, bad: int) -
 
 
 async def test_largest_offset_round_trips(coord: Coordinator) -> None:
-    await coord.commit("g", {TP("t", (1 << 31) - 1): (1 << 63) - 1})
-    assert await coord.committed("g") == {TP("t", (1 << 31) - 1): (1 << 63) - 1}
+    # Kafka takes commits for the partitions it has only: the split coordinator's last one.
+    last = COMMITTED_TOPICS["t"] - 1 if isinstance(coord, SplitOffsetsCoordinator) else MAX_PARTITION
+    await coord.commit("g", {TP("t", last): (1 << 63) - 1})
+    assert await coord.committed("g") == {TP("t", last): (1 << 63) - 1}
 
 
 @pytest.mark.parametrize("group", ["", "x" * 256])

@@ -177,9 +177,11 @@ class EmbeddedCoordinator(Lifecycle):
 
     async def groups(self) -> list[str]:
         """Groups that have members or committed offsets, sorted."""
-        live = {g for g, members in self._members.items() if members}
-        live.update(g for g, offsets in self._offsets.items() if offsets)
-        return sorted(live)
+        return sorted({*await self.coordinated_groups(), *(g for g, o in self._offsets.items() if o)})
+
+    async def coordinated_groups(self) -> list[str]:
+        """Groups that have members, sorted (their members leave through this process only)."""
+        return sorted(g for g, members in self._members.items() if members)
 
     async def join(self, group: str, member: Member) -> None:
         check_group(group)

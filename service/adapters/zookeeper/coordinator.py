@@ -220,6 +220,11 @@ class ZooKeeperCoordinator(Lifecycle):
         )
         return sorted(with_members | with_offsets)
 
+    async def coordinated_groups(self) -> list[str]:
+        """Every group that had members or a generation, sorted: one listing of the groups' znodes."""
+        self._check_open()
+        return sorted(await self._groups.coordinated())
+
     async def join(self, group: str, member: Member) -> None:
         self._check_open()
         await self._groups.join(group, member)

@@ -115,6 +115,11 @@ class GroupStore:
             return None
         return decode_member(data, f"member {path}")
 
+    async def coordinated(self) -> set[str]:
+        """Groups that have (or had) members or a generation: those with a znode here."""
+        groups = await self._zk.call(lambda c: c.get_children_async(self._paths.groups), what="list groups")
+        return {decode_name(g) for g in groups}
+
     async def with_members(self) -> set[str]:
         """Groups that have at least one member."""
         groups = await self._zk.call(lambda c: c.get_children_async(self._paths.groups), what="list groups")
