@@ -356,6 +356,7 @@ def test_lag_signs_in_to_kafka_with_the_gateways_environment(
     assert "Traceback" not in run.stderr and "not-it" not in run.stdout + run.stderr
     assert run.stderr.strip().splitlines()[-1] == (
         f"spark_jobs: error: The Kafka cluster at {kafka_broker.sasl_bootstrap} refused the gateway's "
-        f"credentials (SASL_PLAINTEXT, SCRAM-SHA-256 as '{KAFKA_USER}'): [Error 58] SaslAuthenticationFailed: "
-        "Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-256"
+        f"credentials (SASL_PLAINTEXT, SCRAM-SHA-256 as '{KAFKA_USER}'): [Error 58] "
+        "SaslAuthenticationFailed: Authentication failed during authentication due to invalid "
+        "credentials with SASL mechanism SCRAM-SHA-256"
     )
