@@ -11,7 +11,10 @@ records, compacted gaps) never stall it.
 It signs in as the gateway does (``KafkaSecurity``, from ``credentials``): the
 clients' TLS context and token provider are built where the source is opened,
 in each task, never shipped. A broker that refuses it, or cannot be reached, is
-one line naming the servers and the identity (the gateway's ``start_failure``).
+one line naming the servers and the identity (the gateway's ``start_failure``);
+aiokafka's consumer only logs why a bootstrap server refused it, so with
+credentials in play the gateway's own ``ClusterClient`` asks once more, for the
+reason (a refused password or certificate, not "unable to bootstrap").
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ from typing import Any, Final
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition as KafkaTP
 
-from service.adapters.kafka.errors import start_failure
+from service.adapters.kafka.cluster import ClusterClient
+from service.adapters.kafka.errors import is_connection_failure, start_failure
 from service.adapters.kafka.options import parse_bootstrap
 from service.adapters.kafka.security import KafkaSecurity, client_options
 from service.core.models import Record, TopicPartition
@@ -84,9 +88,9 @@ class KafkaSource:
         except Exception as exc:
             runner.close()
             raise start_failure(
-                exc,
+                self._why_not(exc, signed_in),
                 ",".join(self.servers),
-                idempotence=False,
+                idempotence=False,  # a consumer: no producer id is asked for
                 timeout_ms=int(self._timeout_s * 1000),
                 security=self.security.describe(),
             ) from exc
@@ -95,6 +99,33 @@ class KafkaSource:
             raise
         self._runner = runner
         return self._consumer
+
+    def _why_not(self, failure: Exception, signed_in: dict[str, Any]) -> Exception:
+        """Why the brokers refused the consumer's bootstrap, as the gateway's log words it: asked
+        again by its ``ClusterClient`` when credentials are in play, else ``failure`` itself."""
+        if not signed_in or not is_connection_failure(failure):
+            return failure
+        probe = ClusterClient(
+            self.servers,
+            client_id=CLIENT_ID,
+            connection_timeout_ms=int(self._timeout_s * 1000),
+            security=signed_in,
+        )
+
+        async def ask() -> Exception:
+            try:
+                await probe.start()
+            except Exception as exc:
+                return exc
+            finally:
+                await probe.close()
+            return failure  # it answered this time: the first failure stands
+
+        with asyncio.Runner() as runner:
+            try:
+                return runner.run(asyncio.wait_for(ask(), self._timeout_s))
+            except TimeoutError:
+                return failure
 
     def topics(self) -> list[str]:
         names: set[str] = self._run(self._started().topics())

@@ -22,6 +22,8 @@ from service.core.schemas.wire import frame
 from spark_jobs.__main__ import JOBS, parser
 from spark_jobs.progress import Progress
 
+NO_RETENTION = {"retention.ms": "-1"}
+
 
 def records(n: int, *, start: int = 0, ts: int = 1_700_000_000_000, step_ms: int = 1000) -> list[NewRecord]:
     """``n`` records whose value names their index (keys cycle through k0..k4; one header each)."""
@@ -63,7 +65,8 @@ class TestLog:
         admin = AIOKafkaAdminClient(bootstrap_servers=self.url.removeprefix("kafka://"))
         await admin.start()
         try:
-            await admin.create_topics([NewTopic(topic, partitions, 1)])
+            # The records' times are of 2023: Kafka's time retention (7 days) would delete them
+            await admin.create_topics([NewTopic(topic, partitions, 1, topic_configs=NO_RETENTION)])
         finally:
             await admin.close()
 
@@ -78,23 +81,26 @@ class TestLog:
             return
         from aiokafka import AIOKafkaProducer
 
+        # Kafka's own clients' defaults: an idempotent producer, acks=all
         producer = AIOKafkaProducer(
-            bootstrap_servers=self.url.removeprefix("kafka://"), enable_idempotence=False, acks="all"
+            bootstrap_servers=self.url.removeprefix("kafka://"), enable_idempotence=True, acks="all"
         )
         await producer.start()
         try:
-            # One record per request: Tansu 0.6 answers ListOffsets(latest) with the last batch's
-            # base offset + 1, right only when that batch holds one record.
+            sent = []
             for r in batch:
                 headers: Any = list(r.headers)
-                await producer.send_and_wait(
-                    tp.topic,
-                    r.value,
-                    key=r.key,
-                    partition=tp.partition,
-                    timestamp_ms=r.timestamp,
-                    headers=headers,
+                sent.append(
+                    await producer.send(
+                        tp.topic,
+                        r.value,
+                        key=r.key,
+                        partition=tp.partition,
+                        timestamp_ms=r.timestamp,
+                        headers=headers,
+                    )
                 )
+            await asyncio.gather(*sent)
         finally:
             await producer.stop()
 

@@ -3,10 +3,11 @@
 A ZooKeeper coordinator with digest credentials that is not world-readable lets nobody else read
 its offsets: the data source's ``committed:<group>`` and the lag job read them here through a real
 ZooKeeper, signed in with the options, the flags or the gateway's own environment variables.
-Tansu started with ``--authentication`` wants SASL first and, having no users, refuses every
-credential: what is proven for real is that the options reach aiokafka (the refusal names the
-identity they gave, never the secret); the round trip itself is a strict xfail, as in the Kafka
-log's own tests (``tests/integration/kafka/test_security.py``).
+Kafka is the session's Apache Kafka broker, on its SASL listener (SCRAM, user ``brokergate``),
+its TLS listener and its mutual-TLS one: records the gateway's Kafka log writes there (the topic
+made by its admin client, the records by its idempotent producer) are read back by the data
+source and by the jobs signed in with their options, flags or environment, and a wrong password
+or a missing client certificate is refused in one line naming the identity, never the secret.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ import pytest
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
+from deploy.local.kafka_broker import DEFAULT_USERS, KafkaBroker
 from deploy.local.zookeeper_server import ZooKeeperServer
 from service.adapters.kafka import KafkaLog
 from service.adapters.kafka.options import KafkaOptions
@@ -35,12 +36,13 @@ from service.core.models import TopicPartition
 from spark_jobs.credentials import BackendCredentials
 from spark_jobs.offsets import OptionError
 from spark_jobs.plan import SourceOptions
-from tests.integration.kafka.helpers import BROKER_LACKS_IT, SecuredTansu, authenticating_broker
 
-from .helpers import TestLog, records
+from .helpers import NO_RETENTION, TestLog, records
+from .helpers import run_job as run_in_session
 
 ZK_USER, ZK_PASSWORD = "brokergate", "zk-secret-7c1"
-KAFKA_USER, KAFKA_PASSWORD = "alice", "kafka-secret-93b"
+KAFKA_USER = "brokergate"  # the broker's SASL user, made when its storage was formatted
+KAFKA_PASSWORD = DEFAULT_USERS[KAFKA_USER]
 SCRAM_OPTIONS = {
     "kafkaSecurityProtocol": "SASL_PLAINTEXT",
     "kafkaSaslMechanism": "SCRAM-SHA-256",
@@ -222,76 +224,139 @@ def test_lag_signs_in_to_zookeeper_with_the_gateways_environment(
     assert anonymous.stderr.strip().endswith("refused a read (without credentials): NoAuthError.")
 
 
-# --- Kafka with SASL ------------------------------------------------------------------------------
+# --- Kafka: SASL, TLS and mutual TLS --------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def authenticating(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredTansu]:
-    with authenticating_broker(tmp_path_factory.mktemp("tansu-sasl")) as broker:
-        yield broker
+@dataclass
+class Listener:
+    """One listener of the broker and how to sign in to it: as the gateway's settings say
+    (``security``), as the data source's options and as the jobs' flags (a password in a file)."""
+
+    url: str
+    security: KafkaSecurity
+    options: dict[str, str]
+    flags: list[str]
 
 
-def test_the_source_signs_in_to_kafka_with_its_options(
-    spark: SparkSession, authenticating: SecuredTansu
+def listener(broker: KafkaBroker, kind: str, tmp: Path) -> Listener:
+    """The broker's listener ``kind``: a SASL mechanism, ``SSL`` or ``MTLS``."""
+    if kind == "SSL" or kind == "MTLS":
+        tls = {"kafkaSecurityProtocol": "SSL", "kafkaSslCaFile": str(broker.tls.ca)}
+        flags = ["--kafka-security-protocol", "SSL", "--kafka-ssl-cafile", str(broker.tls.ca)]
+        if kind == "SSL":
+            security = KafkaSecurity("SSL", ssl_cafile=broker.tls.ca)
+            return Listener(f"kafka://{broker.ssl_bootstrap}", security, tls, flags)
+        cert, key = broker.client_certificate("spark-jobs")
+        security = KafkaSecurity("SSL", ssl_cafile=broker.tls.ca, ssl_certfile=cert, ssl_keyfile=key)
+        tls |= {"kafkaSslCertFile": str(cert), "kafkaSslKeyFile": str(key)}
+        flags += ["--kafka-ssl-certfile", str(cert), "--kafka-ssl-keyfile", str(key)]
+        return Listener(f"kafka://{broker.mtls_bootstrap}", security, tls, flags)
+    password_file = tmp / "kafka-password"
+    password_file.write_text(KAFKA_PASSWORD + "\n")
+    security = KafkaSecurity("SASL_PLAINTEXT", kind, KAFKA_USER, KAFKA_PASSWORD)  # type: ignore[arg-type]
+    options = {**SCRAM_OPTIONS, "kafkaSaslMechanism": kind}
+    flags = ["--kafka-security-protocol", "SASL_PLAINTEXT", "--kafka-sasl-mechanism", kind]
+    flags += ["--kafka-sasl-username", KAFKA_USER, "--kafka-sasl-password-file", str(password_file)]
+    return Listener(f"kafka://{broker.sasl_bootstrap}", security, options, flags)
+
+
+def write_topic(url: str, security: KafkaSecurity, partitions: dict[int, int]) -> str:
+    """A topic made and filled through the gateway's Kafka log (its admin client and idempotent
+    producer) signed in with ``security``: ``partitions[p]`` records in partition ``p``."""
+    topic = f"t-{uuid.uuid4().hex[:10]}"
+
+    async def write() -> None:
+        async with KafkaLog(url, KafkaOptions(request_timeout_ms=5000, security=security)) as log:
+            await log.create_topic(topic, len(partitions), 1, NO_RETENTION)
+            start = 0
+            for partition, count in partitions.items():
+                await log.append(TopicPartition(topic, partition), records(count, start=start))
+                start += count
+
+    asyncio.run(write())
+    return topic
+
+
+@pytest.mark.parametrize("kind", ["SCRAM-SHA-256", "SCRAM-SHA-512", "SSL", "MTLS"])
+def test_a_round_trip_through_each_secured_listener(
+    spark: SparkSession, kafka_broker: KafkaBroker, kind: str, tmp_path: Path
 ) -> None:
+    way = listener(kafka_broker, kind, tmp_path)
+    topic = write_topic(way.url, way.security, {0: 3, 1: 2})
+
+    got: list[Any] = read(spark, way.url, topic, **way.options).collect()
+    rows = sorted((r["partition"], r["offset"], bytes(r["value"]), r["headers"][0]["key"]) for r in got)
+    assert rows == [(0, i, f"v{i}".encode(), "n") for i in range(3)] + [
+        (1, i - 3, f"v{i}".encode(), "n") for i in range(3, 5)
+    ]
+    output = tmp_path / "export"
+    summary = run_in_session(
+        spark, ["export", "--log", way.url, "--topic", topic, "--output", str(output), *way.flags]
+    )
+    assert summary.startswith("export: 5 records"), summary
+    assert spark.read.parquet(str(output)).count() == 5
+
+
+def test_the_source_names_who_kafka_refused(spark: SparkSession, kafka_broker: KafkaBroker) -> None:
+    sasl = f"kafka://{kafka_broker.sasl_bootstrap}"
     with pytest.raises(PySparkException) as refused:
-        read(spark, authenticating.url, "orders", **SCRAM_OPTIONS).collect()
+        read(spark, sasl, "orders", **{**SCRAM_OPTIONS, "kafkaSaslPassword": "not-it"}).collect()
     message = str(refused.value)
     assert (
-        f"BackendUnavailable: The Kafka cluster at {authenticating.bootstrap} refused the gateway's "
-        f"credentials (SASL_PLAINTEXT, SCRAM-SHA-256 as '{KAFKA_USER}')"
+        f"BackendUnavailable: The Kafka cluster at {kafka_broker.sasl_bootstrap} refused the gateway's "
+        f"credentials (SASL_PLAINTEXT, SCRAM-SHA-256 as '{KAFKA_USER}'): [Error 58] SaslAuthenticationFailed"
     ) in message
-    assert KAFKA_PASSWORD not in message
-    # without them the broker closes the connection at the first request that is not SASL's
+    assert "not-it" not in message
+    # the mutual-TLS listener without a client certificate: refused in the TLS handshake
     with pytest.raises(PySparkException) as anonymous:
-        read(spark, authenticating.url, "orders").collect()
-    assert (
-        f"BackendUnavailable: Cannot reach the Kafka cluster at {authenticating.bootstrap}: "
-        "no bootstrap server accepted a connection"
-    ) in str(anonymous.value)
+        mtls = f"kafka://{kafka_broker.mtls_bootstrap}"
+        read(
+            spark, mtls, "orders", kafkaSecurityProtocol="SSL", kafkaSslCaFile=str(kafka_broker.tls.ca)
+        ).collect()
+    message = str(anonymous.value)
+    assert f"Kafka cluster at {kafka_broker.mtls_bootstrap}" in message and "(SSL)" in message
 
 
-def test_jobs_sign_in_to_kafka_with_the_gateways_environment(
-    authenticating: SecuredTansu, zookeeper: ZooKeeperServer, tmp_path: Path
+def test_lag_signs_in_to_kafka_with_the_gateways_environment(
+    kafka_broker: KafkaBroker, zookeeper: ZooKeeperServer, tmp_path: Path
 ) -> None:
+    way = listener(kafka_broker, "SCRAM-SHA-512", tmp_path)
+    topic = write_topic(way.url, way.security, {0: 5})
+    coordinator, group = f"{zookeeper.url}/t-{uuid.uuid4().hex[:12]}", f"billing-{topic}"
+
+    async def commit() -> None:
+        zk = ZooKeeperCoordinator(coordinator, node_id="t")
+        await zk.start()
+        try:
+            await zk.commit(group, {TopicPartition(topic, 0): 2})
+        finally:
+            await zk.stop()
+
+    asyncio.run(commit())
     password_file = tmp_path / "kafka-password"
-    password_file.write_text(KAFKA_PASSWORD + "\n")
     env = {
         "BROKERGATE_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT",
         "BROKERGATE_KAFKA_SASL_MECHANISM": "SCRAM-SHA-512",
         "BROKERGATE_KAFKA_SASL_USERNAME": KAFKA_USER,
         "BROKERGATE_KAFKA_SASL_PASSWORD_FILE": str(password_file),
     }
-    args = ("lag", "--log", authenticating.url, "--coordinator", f"{zookeeper.url}/t-{uuid.uuid4().hex[:12]}")
-    for extra, mechanism in (
-        ((), "SCRAM-SHA-512"),
-        (("--kafka-sasl-mechanism", "SCRAM-SHA-256"), "SCRAM-SHA-256"),
-    ):
-        run = run_job(*args, *extra, env=env)
-        assert run.returncode == 1, run.stderr
-        assert "Traceback" not in run.stderr and KAFKA_PASSWORD not in run.stdout + run.stderr
-        assert run.stderr.strip().splitlines()[-1] == (
-            f"spark_jobs: error: The Kafka cluster at {authenticating.bootstrap} refused the gateway's "
-            f"credentials (SASL_PLAINTEXT, {mechanism} as '{KAFKA_USER}')"
-        )
+    args = ("lag", "--log", way.url, "--coordinator", coordinator)
+    run = run_job(*args, env=env)
+    assert run.returncode == 0, run.stderr
+    assert [group, topic, "0", "2", "5", "3"] in [line.split() for line in run.stdout.splitlines()]
+    assert KAFKA_PASSWORD not in run.stdout + run.stderr
 
-
-@pytest.mark.xfail(strict=True, reason=f"{BROKER_LACKS_IT}: SASL users (Tansu 0.6 cannot add a SCRAM user)")
-def test_a_round_trip_over_sasl_scram(spark: SparkSession, authenticating: SecuredTansu) -> None:
-    topic = f"t-{uuid.uuid4().hex[:10]}"
-    security = KafkaSecurity("SASL_PLAINTEXT", "SCRAM-SHA-256", KAFKA_USER, KAFKA_PASSWORD)
-
-    async def write() -> None:
-        log = KafkaLog(
-            authenticating.url, KafkaOptions(idempotence=False, request_timeout_ms=5000, security=security)
-        )
-        await log.start()
-        try:
-            await log.create_topic(topic, 1, 1, {})
-            await log.append(TopicPartition(topic, 0), records(3))
-        finally:
-            await log.stop()
-
-    asyncio.run(write())
-    got: list[Any] = read(spark, authenticating.url, topic, **SCRAM_OPTIONS).select("value").collect()
-    assert [bytes(r["value"]) for r in got] == [b"v0", b"v1", b"v2"]
+    # a flag wins over the environment: the password of another file, refused
+    wrong = tmp_path / "wrong-password"
+    wrong.write_text("not-it\n")
+    run = run_job(
+        *args, "--kafka-sasl-mechanism", "SCRAM-SHA-256", "--kafka-sasl-password-file", str(wrong), env=env
+    )
+    assert run.returncode == 1, run.stderr
+    assert "Traceback" not in run.stderr and "not-it" not in run.stdout + run.stderr
+    assert run.stderr.strip().splitlines()[-1] == (
+        f"spark_jobs: error: The Kafka cluster at {kafka_broker.sasl_bootstrap} refused the gateway's "
+        f"credentials (SASL_PLAINTEXT, SCRAM-SHA-256 as '{KAFKA_USER}'): [Error 58] "
+        "SaslAuthenticationFailed: Authentication failed during authentication due to invalid "
+        "credentials with SASL mechanism SCRAM-SHA-256"
+    )

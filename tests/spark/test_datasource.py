@@ -12,7 +12,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from deploy.local.kafka_broker import TansuBroker
+from deploy.local.kafka_broker import KafkaBroker
 from service.adapters.embedded.log import EmbeddedLog
 from service.adapters.kafka import KafkaLog
 from service.adapters.kafka.options import KafkaOptions
@@ -129,20 +129,16 @@ def test_reading_while_the_gateway_log_appends(spark: SparkSession, tmp_path: Pa
     assert seen == sorted(seen) and seen[-1] > 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="broker lacks it: ListOffsets latest (Tansu 0.6 answers the last batch's base offset + 1)",
-)
 def test_records_written_as_one_kafka_batch_are_all_read(
-    spark: SparkSession, spark_tansu: TansuBroker
+    spark: SparkSession, kafka_broker: KafkaBroker
 ) -> None:
-    """The end of a Kafka read is the partition's latest offset; a multi-record batch exposes
-    Tansu's wrong answer to it (a real Kafka answers right, and so this passes there)."""
-    log = TestLog("kafka", spark_tansu.url, Path())
+    """The end of a Kafka read is the partition's latest offset (ListOffsets latest), past every
+    record of a batch of several that the gateway's idempotent producer wrote."""
+    log = TestLog("kafka", kafka_broker.url, Path())
     topic = log.create_topic(1)
 
     async def append() -> None:
-        async with KafkaLog(spark_tansu.url, KafkaOptions(idempotence=False)) as kafka:
+        async with KafkaLog(kafka_broker.url, KafkaOptions()) as kafka:
             await kafka.append(TopicPartition(topic, 0), records(5))
 
     asyncio.run(append())

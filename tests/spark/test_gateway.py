@@ -19,11 +19,11 @@ import pytest
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
-from deploy.local.kafka_broker import TansuBroker
+from deploy.local.kafka_broker import KafkaBroker
 from deploy.local.zookeeper_server import ZooKeeperServer
 from spark_jobs.lag import LagOptions, run_lag
 from spark_jobs.progress import Progress
-from tests.conftest import KAFKA_TEST_SETTINGS, ZOOKEEPER_TEST_SETTINGS, RunningGateway, start_gateway
+from tests.conftest import ZOOKEEPER_TEST_SETTINGS, RunningGateway, kafka_settings, start_gateway
 from tests.helpers import cluster_id, commit, consumer, create_topic, poll_until, produce, subscribe
 
 from .test_streaming_source import read_offsets, run_available_now
@@ -43,11 +43,11 @@ async def setup(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         gateway = await start_gateway(data)
         found = Setup(gateway, str(data), None)
     else:
-        broker: TansuBroker = request.getfixturevalue("spark_tansu")
+        broker: KafkaBroker = request.getfixturevalue("kafka_broker")
         zookeeper: ZooKeeperServer = request.getfixturevalue("zookeeper")
         coordinator = f"{zookeeper.url}/t-{uuid.uuid4().hex[:12]}"
         gateway = await start_gateway(
-            data, log=broker.url, coordinator=coordinator, **KAFKA_TEST_SETTINGS, **ZOOKEEPER_TEST_SETTINGS
+            data, coordinator=coordinator, **kafka_settings(broker), **ZOOKEEPER_TEST_SETTINGS
         )
         found = Setup(gateway, broker.url, coordinator)
     try:
@@ -62,8 +62,7 @@ async def groups_with_commits(setup: Setup) -> tuple[str, str, str]:
     client = setup.gateway.client
     topic = f"t-{uuid.uuid4().hex[:10]}"
     await create_topic(client, topic, 2)
-    for i in range(10):  # one record per request: one batch each (see the Kafka test helpers)
-        await produce(client, topic, [{"value": f"v{i}", "partition": i % 2}])
+    await produce(client, topic, [{"value": f"v{i}", "partition": i % 2} for i in range(10)])
     behind, done = f"behind-{topic}", f"done-{topic}"
     for group in (behind, done):
         base = await consumer(client, group)

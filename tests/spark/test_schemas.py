@@ -25,7 +25,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, Row, SparkSession
 
-from deploy.local.kafka_broker import TansuBroker
+from deploy.local.kafka_broker import KafkaBroker
 from service.core.models import NewRecord
 from service.core.schemas.model import SchemaType
 from service.core.schemas.wire import frame as framed
@@ -34,7 +34,7 @@ from spark_jobs.decode_options import ColumnOptions, DecodeOptions
 from spark_jobs.export import PASSWORD_ENV, ExportOptions, decode_options_from, run_export
 from spark_jobs.offsets import OptionError
 from spark_jobs.progress import Progress
-from tests.conftest import KAFKA_TEST_SETTINGS, start_gateway
+from tests.conftest import kafka_settings, start_gateway
 from tests.helpers import create_topic
 
 from .helpers import TestLog, TestRegistry
@@ -439,11 +439,12 @@ async def test_schema_registry_url_of_a_gateway(spark: SparkSession, tmp_path: P
 
 
 async def test_avro_on_kafka_from_confluent_serializers(
-    spark: SparkSession, spark_tansu: TansuBroker, tmp_path: Path
+    spark: SparkSession, kafka_broker: KafkaBroker, tmp_path: Path
 ) -> None:
-    """confluent-kafka's AvroSerializer registers with a gateway's registry (its ``_schemas`` topic on
+    """confluent-kafka's AvroSerializer registers with a gateway's registry (its registry topic on
     Kafka) and writes to the broker; the data source replays that topic, or asks the gateway."""
-    gateway = await start_gateway(tmp_path / "data", log=spark_tansu.url, **KAFKA_TEST_SETTINGS)
+    settings = kafka_settings(kafka_broker)
+    gateway = await start_gateway(tmp_path / "data", **settings)
     try:
         topic = f"t-{uuid.uuid4().hex[:10]}"
         await create_topic(gateway.client, topic)
@@ -451,17 +452,20 @@ async def test_avro_on_kafka_from_confluent_serializers(
 
         def send() -> None:
             serializer = AvroSerializer(SchemaRegistryClient({"url": url}), ORDER_V2)
-            producer = Producer({"bootstrap.servers": spark_tansu.url.removeprefix("kafka://")})
+            producer = Producer({"bootstrap.servers": kafka_broker.bootstrap})
             for i in range(3):
                 fields = {"price": Decimal(i), "either": i, "note": None, "qty": i}
                 value = serializer({**order(i), **fields}, SerializationContext(topic, MessageField.VALUE))
                 producer.produce(topic, value=value, partition=0)
-                producer.flush(10)  # a batch per record: see TestLog.produce
+            producer.flush(10)
 
         await asyncio.to_thread(send)
-        for options in ({}, {"schemaRegistryUrl": url}):
+        for options in (
+            {"schemaRegistryTopic": settings["schema_registry_topic"]},
+            {"schemaRegistryUrl": url},
+        ):
             frame = await asyncio.to_thread(
-                read, spark, spark_tansu.url, topic, valueFormat="avro", **options
+                read, spark, kafka_broker.url, topic, valueFormat="avro", **options
             )
             got = await asyncio.to_thread(rows, frame, "value.id", "value.qty", "value.price", "value.either")
             assert [tuple(r) for r in got] == [

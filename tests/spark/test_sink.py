@@ -39,13 +39,13 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from deploy.local.kafka_broker import TansuBroker
+from deploy.local.kafka_broker import KafkaBroker
 from service.security.users import add_user
 from spark_jobs.offsets import OptionError
 from spark_jobs.sink import request_key
 from spark_jobs.sink_options import SinkOptions
 from spark_jobs.sink_records import Columns, body
-from tests.conftest import KAFKA_TEST_SETTINGS, RunningGateway, start_gateway
+from tests.conftest import RunningGateway, kafka_settings, start_gateway
 from tests.helpers import BINARY, cluster_id, consumer, create_topic, poll, poll_until, produce, subscribe
 from tests.spark.sink_driver import ROWS
 
@@ -68,8 +68,8 @@ async def setup(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         gateway = await start_gateway(data)
         found = Setup(gateway, str(data))
     else:
-        broker: TansuBroker = request.getfixturevalue("spark_tansu")
-        gateway = await start_gateway(data, log=broker.url, **KAFKA_TEST_SETTINGS)
+        broker: KafkaBroker = request.getfixturevalue("kafka_broker")
+        gateway = await start_gateway(data, **kafka_settings(broker))
         found = Setup(gateway, broker.url)
     try:
         yield found
@@ -80,7 +80,9 @@ async def setup(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
 
 async def new_topic(setup: Setup, partitions: int = 1) -> str:
     topic = f"t-{uuid.uuid4().hex[:10]}"
-    await create_topic(setup.gateway.client, topic, partitions)
+    # rows carry times months old: Kafka's time retention (7 days) would delete their records
+    kept = {"retention_ms": "-1"} if setup.log.startswith("kafka://") else {}
+    await create_topic(setup.gateway.client, topic, partitions, **kept)
     return topic
 
 

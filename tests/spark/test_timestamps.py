@@ -6,9 +6,7 @@ ListOffsets by time answers (the first offset whose record is timestamped at
 or after the time; none: the partition's end). The options are checked on
 their own first (no Spark), the embedded log's lookup against the gateway's,
 then batch reads and a stream on real Spark, over the embedded log and the
-Kafka log. Tansu answers every ListOffsets by time with offset 0, so the
-Kafka runs are strict xfails ("broker lacks it"); the code asks Kafka all
-the same.
+Kafka log (where Kafka's ListOffsets by time answers).
 """
 
 from __future__ import annotations
@@ -47,7 +45,6 @@ T0 = 1_700_000_000_000
 STAMPS = {0: [5000, 1000, 3000, 9000, 2000, 7000, 4000], 1: [8000, 6000, 100]}
 A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
 DEADLINE_S = 120.0  # how long a query may take before the test gives up: never reached when all is well
-BROKER_LACKS_IT = "broker lacks it: ListOffsets by timestamp (Tansu 0.6 answers offset 0, timestamp -1)"
 
 
 def first_at(stamps: list[int], ms: int) -> int:
@@ -164,10 +161,8 @@ def test_the_embedded_source_finds_what_the_gateways_log_finds(tmp_path: Path) -
 # --- on Spark -------------------------------------------------------------------------------------------
 
 
-def written(log: TestLog, request: pytest.FixtureRequest) -> str:
-    """A topic of two partitions holding ``STAMPS``; on Kafka the test is a strict xfail."""
-    if log.kind == "kafka":
-        request.applymarker(pytest.mark.xfail(reason=BROKER_LACKS_IT, strict=True))
+def written(log: TestLog) -> str:
+    """A topic of two partitions holding ``STAMPS``."""
     topic = log.create_topic(2)
     for partition, stamps in STAMPS.items():
         log.produce(
@@ -194,8 +189,8 @@ def expected(starts: dict[int, int], ends: dict[int, int] | None = None) -> list
     return out
 
 
-def test_a_batch_read_by_time(spark: SparkSession, log: TestLog, request: pytest.FixtureRequest) -> None:
-    topic = written(log, request)
+def test_a_batch_read_by_time(spark: SparkSession, log: TestLog) -> None:
+    topic = written(log)
 
     def by(p0: int, p1: int) -> dict[str, dict[str, int]]:
         return {topic: {"0": T0 + p0, "1": T0 + p1}}
@@ -239,10 +234,8 @@ def test_a_partition_left_out_of_the_times_or_one_no_record_reaches_is_an_error(
         read(spark, log.url, topic, startingTimestamp=str(T0), startingOffsetsByTimestampStrategy="error")
 
 
-def test_a_stream_starts_at_each_partitions_time(
-    spark: SparkSession, log: TestLog, request: pytest.FixtureRequest, tmp_path: Path
-) -> None:
-    topic = written(log, request)
+def test_a_stream_starts_at_each_partitions_time(spark: SparkSession, log: TestLog, tmp_path: Path) -> None:
+    topic = written(log)
     starts = {topic: {"0": T0 + 2500, "1": T0 + 8001}}  # partition 1: no record yet, so at its end
     frame = (
         spark.readStream.format("brokergate")
