@@ -278,6 +278,9 @@ class KafkaNode(ServerProcess):
             "num.recovery.threads.per.data.dir": 1,
             "log.cleaner.threads": 1,
             "log.cleaner.dedupe.buffer.size": 8 * 1024 * 1024,
+            # Records are kept until a topic says otherwise: tests write records stamped years
+            # ago, which Kafka's default of 7 days would delete at the next check.
+            "log.retention.ms": -1,
             "log.retention.check.interval.ms": 1000,
             "log.segment.delete.delay.ms": 1000,
             "group.initial.rebalance.delay.ms": 0,
