@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
-import importlib
 import os
 import subprocess
 import tempfile
@@ -23,6 +22,7 @@ from api_schemas.formats import V2, content_type_for
 from bench.httpload import Connection
 from deploy.local.gateway import GatewayReplica
 from deploy.local.kafka_broker import KafkaBroker
+from deploy.local.kafka_cluster import KafkaCluster
 from service.adapters.embedded.log import EmbeddedLog
 from service.core.models import Record, TopicPartition
 
@@ -161,16 +161,8 @@ def new_brokers(kind: str, workdir: Path) -> Brokers:
     combined mode), or ``cluster``, three brokers over one controller quorum; not started yet."""
     if kind == "single":
         return KafkaBroker(workdir)
-    if kind == "cluster":
-        try:
-            module = importlib.import_module("deploy.local.kafka_cluster")
-        except ModuleNotFoundError:
-            raise RuntimeError(
-                "--cluster is not available yet: it needs deploy.local.kafka_cluster (KafkaCluster, "
-                "three brokers), which this checkout does not have; use the single broker or --bootstrap"
-            ) from None
-        cluster: Brokers = module.KafkaCluster(workdir, brokers=3)
-        return cluster
+    if kind == "cluster":  # the JIT at full strength, unlike the tests' cluster
+        return KafkaCluster(workdir, brokers=3, jvm_options=())
     raise ValueError(f"no Kafka of kind {kind!r}: the kinds are {', '.join(BROKER_KINDS)}")
 
 

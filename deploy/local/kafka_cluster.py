@@ -27,7 +27,7 @@ defaults of about ten (session) and thirty (ISR lag) seconds.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,7 +61,7 @@ FAST_FAILURE_DETECTION: Final[Mapping[str, object]] = {
 # The client compiler only: a node then starts on about half the CPU time (the server compiler's
 # work at start is most of it), which on a 2-core machine starting four JVMs at once is most of
 # the wait; what a test sends through the cluster does not need the faster code it would make.
-JVM_OPTIONS: Final = ("-XX:TieredStopAtLevel=1",)
+QUICK_START: Final = ("-XX:TieredStopAtLevel=1",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +77,9 @@ class KafkaCluster:
     """A KRaft cluster of one controller node and ``brokers`` broker nodes, on loopback.
 
     ``properties`` are added to (or override) every node's settings; ``heap`` is each
-    broker's JVM heap, ``controller_heap`` the controller's.
+    broker's JVM heap, ``controller_heap`` the controller's; ``jvm_options`` are added to every
+    node's (by default ``QUICK_START``: the JIT's first tier only, for tests; a benchmark passes
+    none, to measure the brokers Kafka users run).
     """
 
     def __init__(
@@ -89,6 +91,7 @@ class KafkaCluster:
         controller_heap: str = "384m",
         properties: Mapping[str, object] | None = None,
         users: Mapping[str, str] = DEFAULT_USERS,
+        jvm_options: Sequence[str] = QUICK_START,
     ) -> None:
         if brokers < 1:
             raise ValueError("a Kafka cluster needs at least one broker")
@@ -118,7 +121,7 @@ class KafkaCluster:
             users=users,
             heap=controller_heap,
             properties=settings,  # the controller applies the topic defaults at creation
-            jvm_options=JVM_OPTIONS,
+            jvm_options=jvm_options,
         )
         self.tls = KafkaTls(self.workdir / "tls")  # one CA: a client trusts every broker alike
         self.brokers: dict[int, KafkaNode] = {
@@ -132,7 +135,7 @@ class KafkaCluster:
                 tls=self.tls,
                 heap=heap,
                 properties=settings,
-                jvm_options=JVM_OPTIONS,
+                jvm_options=jvm_options,
             )
             for node_id in range(1, brokers + 1)
         }
