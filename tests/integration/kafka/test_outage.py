@@ -8,6 +8,8 @@ that every wait on the frozen broker ends quickly.
 from __future__ import annotations
 
 import asyncio
+import gc
+import logging
 from collections.abc import Awaitable, Iterator
 from pathlib import Path
 from typing import TypeVar
@@ -160,6 +162,41 @@ async def test_stop_during_an_outage_is_bounded(frozen_broker: KafkaBroker, topi
         await bounded(log.stop(), 3 * TIMEOUT_MS / 1000 + 1)
     finally:
         frozen_broker.resume()
+
+
+async def test_a_stop_with_batches_in_flight_answers_503_and_logs_nothing_alarming(
+    frozen_broker: KafkaBroker, topic: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The idempotent producer retries what it holds for as long as the broker is away: the stop
+    answers every caller 503 within its bounds, and neither the gateway nor aiokafka logs an
+    error or a future nobody looked at."""
+    caplog.set_level(logging.WARNING)
+    log = KafkaLog(frozen_broker.url, options(request_timeout_ms=TIMEOUT_MS))
+    await log.start()
+    tps = [TopicPartition(topic, p) for p in (0, 1)]
+    await log.create_topic(topic, 2, 1, {})
+    for tp in tps:
+        await log.append(tp, values(1))  # the producer knows the partitions' leader: it sends at once
+    frozen_broker.pause()
+    try:
+        appends = [asyncio.create_task(log.append(tps[i % 2], values(3, prefix=f"c{i}-"))) for i in range(6)]
+        await asyncio.sleep(0.3)  # one batch per partition sent to the frozen broker, the next queued
+        await bounded(log.stop(), 2 * TIMEOUT_MS / 1000 + 1)
+        results = await bounded(asyncio.gather(*appends, return_exceptions=True), 1)
+    finally:
+        frozen_broker.resume()
+    for result in results:
+        assert isinstance(result, BackendUnavailable) and result.retry_after, repr(result)
+    await asyncio.sleep(1)  # the broker answers what it was sent
+    gc.collect()  # a future whose exception nobody retrieved is logged when it is collected
+    alarming = [
+        f"{r.name}: {r.getMessage()}"
+        for r in caplog.records
+        if (r.levelno >= logging.ERROR and r.name.split(".")[0] in ("service", "asyncio"))
+        or "never retrieved" in r.getMessage()
+        or "sender routine" in r.getMessage()
+    ]
+    assert not alarming, alarming
 
 
 async def test_the_producer_is_idempotent_by_default(frozen_broker: KafkaBroker, topic: str) -> None:
