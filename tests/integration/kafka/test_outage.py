@@ -8,6 +8,7 @@ that every wait on the frozen broker ends quickly.
 from __future__ import annotations
 
 import asyncio
+import base64
 import gc
 import logging
 from collections.abc import Awaitable, Iterator
@@ -21,6 +22,9 @@ from deploy.local.kafka_broker import KafkaBroker, free_port
 from service.adapters.kafka import KafkaLog
 from service.core.models import NewRecord, TopicPartition
 from service.errors import BackendUnavailable
+from tests.conftest import kafka_settings, running_gateway
+from tests.helpers import STRING, create_topic
+from tests.stream_client import events
 
 from .helpers import options, read_all, values
 
@@ -218,3 +222,45 @@ async def test_the_producer_is_idempotent_by_default(frozen_broker: KafkaBroker,
     [(_, producer, _), _] = stored
     assert producer >= 0  # -1 is a producer without idempotence
     assert stored == [(0, producer, 0), (3, producer, 3)]
+
+
+@pytest.mark.parametrize("retry_ms", [30_000, 0])
+async def test_a_stream_rides_out_a_frozen_broker_for_its_bound(
+    frozen_broker: KafkaBroker, topic: str, tmp_path: Path, retry_ms: int
+) -> None:
+    """A partition stream's reads fail (503) while its broker is frozen: it reads again, with
+    keep-alives meanwhile, and goes on once the broker is back; with no bound it ends (50301)."""
+    settings = {
+        **kafka_settings(frozen_broker),
+        "kafka_request_timeout_ms": TIMEOUT_MS,
+        "stream_backend_retry_ms": retry_ms,
+        "stream_heartbeat_ms": 500,
+    }
+    async with running_gateway(tmp_path / "data", **settings) as gw:
+        await create_topic(gw.client, topic, 1)
+        async with events(gw.client, f"/topics/{topic}/partitions/0/records") as stream:
+            reading = asyncio.create_task(stream.next(timeout=60))
+            await asyncio.sleep(0.5)  # the stream's first read waits at the broker
+            frozen_broker.pause()
+            try:
+                await asyncio.sleep(3 * TIMEOUT_MS / 1000)  # reads time out, one after another
+            finally:
+                frozen_broker.resume()
+            if retry_ms == 0:
+                event = await reading
+                assert (event.event, event.json()["error_code"]) == ("end", 50301), event
+                return
+            assert not reading.done(), reading.result()
+            for _ in range(150):  # the producer may take a moment to see the broker again
+                r = await gw.client.post(
+                    f"/topics/{topic}",
+                    json={"records": [{"value": "after"}]},
+                    headers={"Content-Type": STRING},
+                )
+                if r.status_code == 200:
+                    break
+                await asyncio.sleep(0.2)
+            event = await reading
+            assert event.event == "records", event
+            assert [base64.b64decode(r["value"]) for r in event.json()] == [b"after"]
+            assert "keep-alive" in stream.comments
