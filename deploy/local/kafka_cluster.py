@@ -9,11 +9,12 @@ leaders for reasons a real deployment (whose controllers are separate, or more) 
 A single controller is no quorum a production cluster would run, but nothing here fails it.
 
 Topics are replicated as users are told a production cluster replicates them:
-``default.replication.factor`` 3 (capped at the number of brokers), ``min.insync.replicas`` 2,
-and Kafka's internal topics (group offsets, transactions, share-group state) at the same
-factor. Failure detection is tuned for tests (see ``FAST_FAILURE_DETECTION``): a broker that
-dies or freezes is fenced, and its leaderships move, within seconds rather than Kafka's
-defaults of about ten (session) and thirty (ISR lag) seconds.
+``default.replication.factor`` 3 (capped at the number of brokers; set on the controller, which
+applies it, as Kafka 5.0 will require), ``min.insync.replicas`` 2, and Kafka's internal topics
+(group offsets, transactions, share-group state) at the same factor. Failure detection is tuned
+for tests (see ``FAST_FAILURE_DETECTION``): a broker that dies or freezes is fenced, and its
+leaderships move, within seconds rather than Kafka's defaults of about ten (session) and thirty
+(ISR lag) seconds.
 
     with KafkaCluster(tmp_path) as cluster:
         ... start_gateway(..., log=cluster.url) ...
@@ -99,7 +100,6 @@ class KafkaCluster:
         self.cluster_id = new_cluster_id()
         replicas = min(3, brokers)
         settings: dict[str, object] = {
-            "default.replication.factor": replicas,
             "min.insync.replicas": min(2, replicas),
             "offsets.topic.replication.factor": replicas,
             "transaction.state.log.replication.factor": replicas,
@@ -120,7 +120,9 @@ class KafkaCluster:
             controller_port=controller_port,
             users=users,
             heap=controller_heap,
-            properties=settings,  # the controller applies the topic defaults at creation
+            # the controller applies the topic defaults at creation; the replication factor is
+            # its alone (a broker's is for topics it auto-creates, and Kafka 5.0 ignores it)
+            properties={"default.replication.factor": replicas, **settings},
             jvm_options=jvm_options,
         )
         self.tls = KafkaTls(self.workdir / "tls")  # one CA: a client trusts every broker alike

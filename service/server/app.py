@@ -322,6 +322,7 @@ def stream_limits(settings: Settings) -> StreamLimits:
         credit=CreditLimits(settings.stream_max_credit_records, settings.stream_max_credit_bytes),
         held_bytes=settings.stream_max_held_bytes,
         held_bytes_per_holder=settings.stream_max_held_bytes_per_principal,
+        backend_retry_ms=settings.stream_backend_retry_ms,
     )
 
 

@@ -52,7 +52,8 @@ class ConsumerSettings(SettingsGroup):
 
 
 class StreamSettings(SettingsGroup):
-    """Push streams: how many may be open, their heartbeats and lifetime, and their flow control."""
+    """Push streams: how many may be open, their heartbeats, lifetime and patience with a backend
+    that is unavailable, and their flow control."""
 
     # push streams: Server-Sent Events and WebSockets over consumer instances and partitions
     max_open_streams: int = Field(
@@ -77,6 +78,13 @@ class StreamSettings(SettingsGroup):
         30_000,
         ge=100,
         description="A stream whose client takes nothing of what is sent for this long is closed.",
+    )
+    stream_backend_retry_ms: int = Field(
+        30_000,
+        ge=0,
+        description="A stream whose polls fail because a backend is unavailable (503) polls again, "
+        "backing off up to 1 s, for this long before it ends (end event, reason error, 50301); "
+        "0: it ends at the first.",
     )
     stream_max_batch_bytes: int = Field(
         1024 * 1024,

@@ -1,6 +1,7 @@
 """The pure parts of push streams: cursors, credit, and the bound a stream's poll hands out within;
 and how a stream waits, with its collaborators faked: an idle event stream polls once a heartbeat,
-a stream woken mid-read leaves no read behind."""
+a stream woken mid-read leaves no read behind, a stream rides out a backend unavailable for less
+than ``backend_retry_ms`` and ends with 50301 past it."""
 
 from __future__ import annotations
 
@@ -24,9 +25,9 @@ from service.core.consumers import Allowance, ConsumerService
 from service.core.credit import Credit, CreditLimits
 from service.core.cursors import parse_offset, parse_positions, render_positions
 from service.core.models import PartitionData, Record, RecordColumns, TopicPartition
-from service.core.streams import End, Event, StreamService
+from service.core.streams import End, Event, Records, StreamLimits, StreamService
 from service.core.topics import TopicService
-from service.errors import InvalidPayload
+from service.errors import BackendUnavailable, InvalidPayload
 from service.server.protocol import text_frame_header
 
 TP = TopicPartition
@@ -258,3 +259,56 @@ async def test_a_stream_woken_mid_read_leaves_no_read_behind() -> None:
     stream.close()  # the client went away
     assert await stepping == []
     assert topics.dropped, "the read went on behind the stream that started it"
+
+
+class _Flaky:
+    """A log unavailable (503) for its first ``failures`` reads; then each read finds one record."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.reads = 0
+
+    async def read(self, tp: TopicPartition, offset: int, **_: Any) -> PartitionData:
+        self.reads += 1
+        if self.reads <= self.failures:
+            raise BackendUnavailable("Kafka is unavailable while fetching.")
+        return PartitionData([Record(offset, 0, None, b"v")], offset + 1, 0)
+
+
+def _partition_stream(topics: _Flaky, retry_ms: int) -> Any:
+    limits = StreamLimits(backend_retry_ms=retry_ms)
+    service = StreamService(cast(ConsumerService, None), cast(TopicService, topics), limits=limits)
+    return service.partition(TP("t", 0), 5, "binary", decide=_allow_all)
+
+
+async def _until_told(stream: Any, most: int = 100) -> tuple[list[Event], int]:
+    """The first events a stream's polls tell (as a transport polls again after nothing), and
+    how many polls that took."""
+    for polls in range(1, most + 1):
+        if events := await stream.step(max_bytes=100):
+            return events, polls
+    raise AssertionError(f"nothing told in {most} polls")
+
+
+async def test_a_stream_rides_out_a_backend_unavailable_for_a_moment() -> None:
+    topics = _Flaky(failures=3)
+    stream = _partition_stream(topics, retry_ms=10_000)
+    events, polls = await _until_told(stream)
+    [records] = events
+    assert isinstance(records, Records) and records.positions == {TP("t", 0): 6}
+    assert (polls, topics.reads) == (4, 4)
+    topics.failures = 5  # a later failure gets a bound of its own
+    events, _ = await _until_told(stream)
+    assert isinstance(events[0], Records), events
+
+
+async def test_a_stream_ends_with_50301_once_the_backend_is_away_longer_than_its_bound() -> None:
+    topics = _Flaky(failures=10**9)
+    stream = _partition_stream(topics, retry_ms=500)
+    started = asyncio.get_running_loop().time()
+    events, polls = await _until_told(stream)
+    [end] = events
+    assert isinstance(end, End) and end.error is not None and end.error.error_code == 50301
+    assert polls > 2 and asyncio.get_running_loop().time() - started >= 0.5
+    events, polls = await _until_told(_partition_stream(_Flaky(failures=1), retry_ms=0))
+    assert polls == 1 and isinstance(events[0], End)  # 0: the first failure ends it

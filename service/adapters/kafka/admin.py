@@ -1,31 +1,28 @@
 """``TopicAdmin``: topic administration through ``aiokafka.admin.AIOKafkaAdminClient``.
 
-Create, delete, grow topics and read their configs, each bounded by a
+Create, delete and grow topics, each bounded by a
 deadline and with the per-topic error codes of Kafka's responses translated
 (``errors.for_code``): an existing topic is ``TopicExists``, a refused
 partition count, replication factor or config is ``InvalidTopicConfig`` with
 the broker's own message. The admin client sends create/delete/grow to the
 controller, as Kafka requires.
 
-Used by ``KafkaLog`` (admin operations) and ``TopicMetadata`` (configs).
+Used by ``KafkaLog``. Configs are read by ``TopicMetadata``, through any broker that answers.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Mapping
-from typing import Any, Final, TypeVar
+from typing import Any, TypeVar
 
 from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic
-from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from service.errors import BackendUnavailable
 
 from .errors import for_code, translate
 
 T = TypeVar("T")
-
-DEFAULT_REPLICATION: Final = "default.replication.factor"
 
 
 class TopicAdmin:
@@ -45,7 +42,6 @@ class TopicAdmin:
         self._request_timeout_ms = request_timeout_ms
         self._security = dict(security or {})
         self._admin: Any = None
-        self._default_replication: int | None = None
 
     async def start(self) -> None:
         """Bootstrap the admin client; aiokafka's errors propagate (the caller words them)."""
@@ -81,27 +77,6 @@ class TopicAdmin:
             raise BackendUnavailable("The Kafka log is not connected.")
         return self._admin
 
-    async def configs(self, topic: str, *, timeout: float) -> dict[str, str]:
-        """The topic's configs as the broker reports them (Kafka: every effective value)."""
-        resource = ConfigResource(ConfigResourceType.TOPIC, topic)
-        what = f"reading the configs of {topic!r}"
-        responses = await self._call(what, timeout, self._client().describe_configs([resource]), topic=topic)
-        return _config_entries(responses, what, topic)
-
-    async def default_replication(self, broker_id: int, *, timeout: float) -> int | None:
-        """The cluster's ``default.replication.factor`` (cached once known); None if the broker does
-        not report it."""
-        if self._default_replication is not None:
-            return self._default_replication
-        # All of the broker's configs, not just the one: asking by name crashes some brokers (Tansu 0.6).
-        resource = ConfigResource(ConfigResourceType.BROKER, str(broker_id))
-        what = "reading the broker's default replication factor"
-        responses = await self._call(what, timeout, self._client().describe_configs([resource]))
-        value = _config_entries(responses, what, None).get(DEFAULT_REPLICATION)
-        if value is not None and value.strip().lstrip("-").isdigit():
-            self._default_replication = int(value)
-        return self._default_replication
-
     async def create(
         self,
         topic: str,
@@ -111,9 +86,10 @@ class TopicAdmin:
         *,
         timeout: float,
     ) -> None:
-        """CreateTopics on the controller; ``replication_factor`` -1 lets the broker pick."""
+        """CreateTopics on the controller; ``replication_factor`` -1 (and no assignment) lets the
+        controller apply its own ``default.replication.factor`` (KIP-464, Kafka 2.4 and later)."""
         # NewTopic refuses -1 unless replicas are assigned by hand, though the wire format and
-        # the brokers (KIP-464) accept it as "the broker's default": build with 1, then set it.
+        # the brokers accept it as "the default": build with 1, then set it.
         new = NewTopic(topic, partitions, 1, topic_configs={k: str(v) for k, v in configs.items()})
         new.replication_factor = replication_factor
         timeout_ms = max(int(timeout * 1000), 1)
@@ -143,18 +119,3 @@ class TopicAdmin:
         what = f"adding partitions to {topic!r}"
         call = self._client().create_partitions({topic: NewPartitions(total)}, timeout_ms=timeout_ms)
         await self._call(what, timeout, call, topic=topic)
-
-
-def _config_entries(responses: list[Any], what: str, topic: str | None) -> dict[str, str]:
-    """Name -> value from DescribeConfigs responses (every version puts name, value first)."""
-    configs: dict[str, str] = {}
-    for response in responses:
-        for resource in response.resources:
-            code, message = resource[0], resource[1]
-            if error := for_code(code, what, topic=topic, message=message):
-                raise error
-            for entry in resource[4]:
-                name, value = entry[0], entry[1]
-                if value is not None:  # sensitive values come back as null
-                    configs[name] = str(value)
-    return dict(sorted(configs.items()))

@@ -7,8 +7,8 @@ start) and raises what they return, so no aiokafka exception ever reaches the
 core. Where a module must decide before translating, it asks a question
 here (``is_retriable``, ``is_broken_producer``, ``is_connection_failure``, ``is_metadata_error``,
 ``is_unknown_topic``, ``not_ready``); where it must hand aiokafka one of its
-own exceptions, it gets it here (``corrupt_records``, ``no_broker_answered``,
-``producer_closed``). The policy of ``translate``, in order:
+own exceptions, it gets it here (``corrupt_records``, ``no_broker_answered``).
+The policy of ``translate``, in order:
 
 * the topic or partition does not exist -> ``TopicNotFound`` / ``PartitionNotFound``
 * the payload is too big for the broker -> ``PayloadTooLarge``
@@ -248,8 +248,3 @@ def corrupt_records(message: str) -> Exception:
 def no_broker_answered(servers: str) -> Exception:
     """What ``translate`` is given when no broker of ``servers`` answered in time."""
     return ke.NoBrokersAvailable(f"no broker of {servers} answered in time")
-
-
-def producer_closed() -> Exception:
-    """What aiokafka's queued batches fail with when the producer is closed under them."""
-    return ke.ProducerClosed()

@@ -9,7 +9,7 @@ Replication, leaders, failover and retention are Kafka's.
 Collaborators, one job each:
 ``ClusterClient`` (bounded requests over aiokafka's low-level client),
 ``TopicMetadata`` (topics, leaders and configs, cached briefly),
-``TopicAdmin`` (create/delete/grow, configs, via ``AIOKafkaAdminClient``),
+``TopicAdmin`` (create/delete/grow, via ``AIOKafkaAdminClient``),
 ``RecordAppender`` (the shared, bounded, idempotent producer),
 ``Fetcher`` + ``ReadAhead`` (stateless long-poll fetches),
 ``OffsetLookup`` (ListOffsets).
@@ -94,9 +94,7 @@ class KafkaLog(Lifecycle):
         self._admin = TopicAdmin(
             self._servers, client_id=o.client_id, request_timeout_ms=o.request_timeout_ms, security=security
         )
-        self._metadata = TopicMetadata(
-            self._cluster, self._admin, max_age_ms=o.metadata_max_age_ms, timeout=timeout
-        )
+        self._metadata = TopicMetadata(self._cluster, max_age_ms=o.metadata_max_age_ms, timeout=timeout)
         self._offsets = OffsetLookup(self._cluster, self._metadata, timeout=timeout)
         self._readahead = ReadAhead(o.readahead_bytes)
         self._fetcher = Fetcher(
@@ -237,12 +235,8 @@ class KafkaLog(Lifecycle):
     ) -> TopicInfo:
         deadline = self._deadline()
         async with asyncio.timeout_at(deadline):
-            if replication == -1:  # the cluster's default, asked of the cluster (old brokers refuse -1)
-                view = await self._metadata.cluster()
-                if view.brokers:
-                    node = view.controller_id if view.controller_id is not None else view.brokers[0].broker_id
-                    found = await self._admin.default_replication(node, timeout=self._left(deadline))
-                    replication = found or -1
+            # -1 is sent as it is: the controller applies its default.replication.factor, which is
+            # the one that counts (a broker's own value is not, and Kafka 5.0 ignores it).
             try:
                 await self._admin.create(
                     topic, partitions, replication, configs, timeout=self._left(deadline)

@@ -3,13 +3,15 @@
 The core describes a topic on every produce and the fetch path needs each
 partition's leader, so asking the cluster each time would double the round
 trips of the hot paths. A described topic (a Metadata request and a
-DescribeConfigs request, sent together) is kept for ``max_age_ms``; entries
+DescribeConfigs request, sent together, each to any broker that answers: one
+just gone costs its share of the deadline, not the lookup) is kept for
+``max_age_ms``; entries
 are dropped early when the log creates, deletes or grows the topic, and when a
 produce or fetch meets a stale-metadata error (``invalidate``). Concurrent
 misses for one topic share one lookup. Missing topics are never cached, so a
 topic created elsewhere is seen at once.
 
-Collaborators: ``ClusterClient`` (Metadata requests), ``TopicAdmin`` (configs).
+Collaborators: ``ClusterClient`` (Metadata and DescribeConfigs requests).
 """
 
 from __future__ import annotations
@@ -18,17 +20,19 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
+
+from aiokafka.protocol.admin import DescribeConfigsRequest
 
 from service.core.models import Broker, PartitionInfo, TopicInfo
 from service.errors import BackendUnavailable, PartitionNotFound, TopicNotFound
 
 from ..tasks import retrieve
-from .admin import TopicAdmin
 from .cluster import ClusterClient
 from .errors import for_code, is_unknown_topic, not_ready
 
 MAX_ENTRIES = 10_000
+TOPIC_RESOURCE: Final = 2  # DescribeConfigs' resource type of a topic
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +79,22 @@ def parse_topic(response: Any, topic: str) -> TopicInfo | None:
     return None
 
 
+def parse_configs(response: Any, topic: str) -> dict[str, str]:
+    """Name -> value from a DescribeConfigs response for ``topic`` (every version puts name, value
+    first); sensitive values, which come back as null, are left out."""
+    what = f"reading the configs of {topic!r}"
+    configs: dict[str, str] = {}
+    for resource in response.resources:
+        code, message = resource[0], resource[1]
+        if error := for_code(code, what, topic=topic, message=message):
+            raise error
+        for entry in resource[4]:
+            name, value = entry[0], entry[1]
+            if value is not None:
+                configs[name] = str(value)
+    return dict(sorted(configs.items()))
+
+
 def topic_names(response: Any) -> list[str]:
     """Every topic a MetadataResponse lists, without Kafka's internal ones (``__consumer_offsets``)."""
     names = []
@@ -99,14 +119,12 @@ class TopicMetadata:
     def __init__(
         self,
         cluster: ClusterClient,
-        admin: TopicAdmin,
         *,
         max_age_ms: int,
         timeout: float,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._cluster = cluster
-        self._admin = admin
         self._max_age = max_age_ms / 1000
         self._timeout = timeout
         self._clock = clock
@@ -164,14 +182,17 @@ class TopicMetadata:
 
     async def _load(self, topic: str, generation: int) -> TopicInfo:
         what = f"describing topic {topic!r}"
+        described = DescribeConfigsRequest([(TOPIC_RESOURCE, topic, None)])
         metadata, configs = await asyncio.gather(
             self._cluster.metadata([topic], timeout=self._timeout, what=what),
-            self._admin.configs(topic, timeout=self._timeout),
+            self._cluster.send_any(
+                described, timeout=self._timeout, what=f"reading the configs of {topic!r}"
+            ),
         )
         info = parse_topic(metadata, topic)
         if info is None:
             raise TopicNotFound(f"Topic {topic!r} not found.")
-        info = TopicInfo(info.name, info.partitions, info.replication_factor, configs)
+        info = TopicInfo(info.name, info.partitions, info.replication_factor, parse_configs(configs, topic))
         if generation == self._generation:
             now = self._clock()
             if len(self._entries) >= MAX_ENTRIES:  # many topics, each described once: forget the stale

@@ -29,6 +29,13 @@ producer's sequence numbers which the broker would refuse from then on for
 that partition (OutOfOrderSequence); the appender then replaces the producer
 (new producer id) in the background.
 
+A producer is closed with aiokafka's own ``stop()``, which first delivers every
+batch it holds; an idempotent producer retries those until Kafka takes or
+refuses them, so a close can last as long as an outage. A replaced producer
+closes in the background meanwhile (its callers were answered when their own
+timeout passed); ``stop()`` answers every caller still waiting 503 at once and
+gives the close one request timeout, after which it stops waiting for it.
+
 Collaborators: ``ByteBudget``, ``errors``; aiokafka's ``AIOKafkaProducer``.
 """
 
@@ -55,7 +62,7 @@ from service.errors import (
 
 from ..tasks import retrieve
 from .budget import ByteBudget
-from .errors import is_broken_producer, is_retriable, producer_closed, translate
+from .errors import is_broken_producer, is_retriable, one_line, translate
 from .options import KafkaOptions
 
 log = logging.getLogger(__name__)
@@ -171,6 +178,7 @@ class RecordAppender:
         self._replacing = False
         self._lanes: dict[TopicPartition, _Lane] = {}
         self._submits: set[asyncio.Task[None]] = set()  # batches being handed to aiokafka and acked
+        self._closings: set[asyncio.Task[None]] = set()  # producers closing (replaced, or at stop)
         self._closing = False
 
     @property
@@ -202,26 +210,51 @@ class RecordAppender:
         self._producer = producer
 
     async def stop(self) -> None:
-        """Flush what is queued (bounded by the request timeout), then close the producer."""
+        """Let what is queued be acknowledged for up to the request timeout, answer every caller
+        still waiting ``BackendUnavailable``, then close the producers (bounded as well)."""
         timeout = self._options.request_timeout
-        deadline = asyncio.get_running_loop().time() + timeout
-        while self._submits and (left := deadline - asyncio.get_running_loop().time()) > 0:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while self._submits and (left := deadline - loop.time()) > 0:
             await asyncio.wait(set(self._submits), timeout=left)  # each may hand over the next
         self._closing = True
         for task in list(self._submits):
-            task.cancel()
+            task.cancel()  # their callers: 503, the records may still be written
         await asyncio.gather(*self._submits, return_exceptions=True)
         for lane in self._lanes.values():
             for batch in lane.queued:
                 if not batch.result.done():
-                    batch.result.set_exception(BackendUnavailable("The Kafka producer stopped."))
+                    batch.result.set_exception(
+                        BackendUnavailable("The gateway is stopping; the records were not sent to Kafka.")
+                    )
         self._lanes.clear()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         producer, self._producer = self._producer, None
         if producer is not None:
-            await _retire(producer, self._options.request_timeout)
+            self._retire(producer)
+        if not self._closings:
+            return
+        _, unclosed = await asyncio.wait(set(self._closings), timeout=timeout)
+        if unclosed:
+            # aiokafka's stop() is still delivering what Kafka has not acknowledged; there is no
+            # public way to make it give up, and waiting for a broker that may not come back
+            # would hold the gateway's stop. Its callers were answered 503 already.
+            log.warning(
+                "Kafka did not acknowledge every batch within %d ms of the stop; their requests "
+                "were answered 503 and the records may still be written",
+                self._options.request_timeout_ms,
+            )
+            for task in unclosed:
+                task.cancel()
+            await asyncio.gather(*unclosed, return_exceptions=True)
+
+    def _retire(self, producer: Any) -> None:
+        """Close ``producer`` in the background: aiokafka's ``stop()`` delivers what it holds first."""
+        task = asyncio.get_running_loop().create_task(_close(producer))
+        self._closings.add(task)
+        task.add_done_callback(self._closings.discard)
 
     def forget_topic(self, topic: str) -> None:
         """Stop tracking a deleted topic's metadata: aiokafka's producer asks for it with
@@ -340,7 +373,12 @@ class RecordAppender:
                 batch.result.set_exception(exc)
         except BaseException:  # cancelled by stop()
             if not batch.result.done():
-                batch.result.set_exception(BackendUnavailable("The Kafka producer stopped."))
+                batch.result.set_exception(
+                    BackendUnavailable(
+                        "The gateway is stopping before Kafka acknowledged the records; they may "
+                        "still be written."
+                    )
+                )
             raise
         finally:
             self._hand_over(tp, lane)
@@ -410,7 +448,7 @@ class RecordAppender:
             self._topics.clear()
         finally:
             self._replacing = False
-        await _retire(old, self._options.request_timeout)
+        self._retire(old)
 
 
 def _release_when_done(budget: ByteBudget, amount: int, results: list[asyncio.Future[int]]) -> None:
@@ -427,22 +465,18 @@ def _release_when_done(budget: ByteBudget, amount: int, results: list[asyncio.Fu
         result.add_done_callback(settled)
 
 
-async def _retire(producer: Any, timeout: float) -> None:
-    """Flush ``producer`` for up to ``timeout`` s, fail what is left, then close it."""
+async def _close(producer: Any) -> None:
+    """aiokafka's ``stop()``: every batch it holds delivered or refused by Kafka, then closed."""
     try:
-        async with asyncio.timeout(timeout):
-            await producer.flush()
-    except TimeoutError:
-        log.error("Kafka did not acknowledge every queued batch in time; failing the rest")
-        # An idempotent producer retries for ever; without this, stop() would wait for a broker
-        # that may never come back. There is no public way to abandon queued batches.
-        producer._message_accumulator.fail_all(producer_closed())
-    await _quietly_stop(producer, timeout)
+        await producer.stop()
+    except Exception as exc:
+        log.warning("closing a Kafka producer: %s", one_line(exc))
 
 
 async def _quietly_stop(producer: Any, timeout: float) -> None:
+    """Close a producer that did not start (it holds no batch), bounded by ``timeout``."""
     try:
         async with asyncio.timeout(timeout):
             await producer.stop()
     except Exception as exc:
-        log.error("closing the Kafka producer failed: %s", exc)
+        log.warning("closing a Kafka producer that did not start: %s", one_line(exc))

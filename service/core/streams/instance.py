@@ -43,7 +43,7 @@ class InstanceStream(Stream):
         config = await self._consumers.resume(self.group, self.name, cursor, who=await self.decide())
         self.format = config.format
         self._lease_ms = config.instance_timeout_ms
-        events = await self.peek()
+        events = await self.peek(retry=False)  # refused at once: the client has not been answered yet
         for event in events:
             if isinstance(event, End):
                 raise event.error or ConsumerInstanceNotFound(self.group, self.name)
@@ -56,8 +56,10 @@ class InstanceStream(Stream):
         max_records: int | None = None,
         byte_limit: int | None = None,
         wait_ms: int = STEP_WAIT_MS,
+        retry: bool = True,
     ) -> list[Event]:
-        """One poll and what the client must be told of it, in order; nothing after an idle wait.
+        """One poll and what the client must be told of it, in order; nothing after an idle wait,
+        or after a poll that failed with a 503 while ``retry`` (``Stream._ride_out``).
 
         ``max_records`` and ``byte_limit`` bound the batch (``ConsumerService.take``); a record
         alone over ``byte_limit`` is answered as ``Blocked``. The caller must be let READ the
@@ -82,7 +84,8 @@ class InstanceStream(Stream):
         except ConsumerInstanceNotFound:
             return [End(DELETED)]
         except GatewayError as exc:
-            return [End(ERROR, exc)]
+            return await self._ride_out(exc) if retry else [End(ERROR, exc)]
+        self._polled()
         self._lease_ms = batch.lease_ms
         events: list[Event] = []
         if batch.partitions != self.partitions:
@@ -106,11 +109,11 @@ class InstanceStream(Stream):
         who.check(ResourceType.GROUP, (self.group,), Operation.READ)
         who.check(ResourceType.TOPIC, {tp.topic for tp in self.partitions or ()}, Operation.READ)
 
-    async def peek(self) -> list[Event]:
+    async def peek(self, *, retry: bool = True) -> list[Event]:
         """Where the instance stands, taking nothing: ``positions`` are its positions now, and a
         ``Rebalance`` (``Opened`` at first) is returned if its partitions changed; its lease is
         renewed, as by a poll."""
-        return await self.step(max_bytes=1, max_records=0, wait_ms=0)
+        return await self.step(max_bytes=1, max_records=0, wait_ms=0, retry=retry)
 
     async def pause(self, seconds: float) -> list[Event]:
         """Wait up to ``seconds`` without reading (for a quota, or for the client's credit), less if

@@ -17,7 +17,7 @@ from ..models import EmbeddedFormat, Record, TopicPartition
 from ..quotas import Quotas
 from ..schemas.serde import SCHEMA_TYPES, Serde
 from ..topics import TopicService
-from .events import ERROR, End, Event, Records
+from .events import Event, Records
 from .stream import STEP_WAIT_MS, Stream, StreamContext
 
 _DECODE_ON_LOOP: Final = 200  # records decoded on the event loop; more go to a worker thread
@@ -53,7 +53,8 @@ class PartitionStream(Stream):
 
     async def step(self, *, max_bytes: int, wait_ms: int = STEP_WAIT_MS) -> list[Event]:
         """One read from ``offset``: its records with the offset after them, or nothing after an
-        idle wait. READ on the topic is checked every time, as the stateless read's route does."""
+        idle wait, or after a read that failed with a 503 (``Stream._ride_out``). READ on the topic
+        is checked every time, as the stateless read's route does."""
         tp, quotas, client = self.tp, self._quotas, self._ctx.client
         try:
             (await self.decide()).check(ResourceType.TOPIC, (tp.topic,), Operation.READ)
@@ -78,7 +79,8 @@ class PartitionStream(Stream):
             await self._sleep(self._throttled_for(exc))
             return []
         except GatewayError as exc:
-            return [End(ERROR, exc)]
+            return await self._ride_out(exc)
+        self._polled()
         if not records:
             self.offset = max(self.offset, part.log_start_offset)  # retention removed what was there
             return []

@@ -4,7 +4,9 @@
 settings); a ``StreamContext`` is what one stream is made with (whose it is, the replica's
 bounds, the draining event, a clock); ``Stream`` is the base of the instance's and the
 partition's streams: its wake-up, its end (the gateway drains, its lifetime is over, its
-credential lapsed) and waits that a wake, the drain or the end of its lifetime cut short.
+credential lapsed), waits that a wake, the drain or the end of its lifetime cut short, and
+riding out a backend that fails for a moment (``_ride_out``): a broker restarting, a leader
+moving.
 
 Collaborators: the ``Decision`` of the ACLs and the ``Credential`` that authenticated the
 stream's client, asked before everything a stream does and, while it waits, by the replica's
@@ -25,7 +27,7 @@ from service.errors import BackendUnavailable, GatewayError, Throttled
 from ..acl import Decision
 from ..credentials import Credential, CredentialLapsed
 from ..credit import CreditLimits
-from .events import ERROR, SHUTDOWN, End
+from .events import ERROR, SHUTDOWN, End, Event
 
 # A stream's poll waits at most this long (and to the end of its lifetime; an instance's lease is
 # renewed meanwhile): records, a rebalance published through this replica, a wake, the drain, or its
@@ -33,6 +35,11 @@ from .events import ERROR, SHUTDOWN, End
 # is only a backstop, long enough that an idle stream's poll is made again rarely (each costs about
 # what a long-poll does: 10,000 idle streams make about five a second).
 STEP_WAIT_MS: Final = 30 * 60_000
+
+# A poll that failed with a 503 is made again after this back-off, doubled at each failure in a
+# row up to the most: quick when a leader moved, one request a second while a broker is away.
+RETRY_FIRST_S: Final = 0.1
+RETRY_MOST_S: Final = 1.0
 
 Decide = Callable[[], Awaitable[Decision]]  # what the stream's caller may do, by the bindings of now
 
@@ -55,6 +62,7 @@ class StreamLimits:
     credit: CreditLimits = field(default_factory=CreditLimits)
     held_bytes: int = 2 * 1024 * 1024  # of a WebSocket's messages read and not yet answered
     held_bytes_per_holder: int = 16 * 1024 * 1024  # of one principal's sockets together
+    backend_retry_ms: int = 30_000  # polls failing with 503 are made again for this long; 0: end at once
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +93,8 @@ class Stream:
         self._ctx = context
         lifetime = context.limits.lifetime_ms
         self._expires = context.clock() + lifetime / 1000 if lifetime else math.inf
+        self._failing_since: float | None = None  # when the polls began to fail with 503, in a row
+        self._failures = 0
 
     @property
     def credential(self) -> Credential | None:
@@ -130,6 +140,27 @@ class Stream:
             )
             return End(ERROR, BackendUnavailable(message, retry_after=0))
         return None
+
+    async def _ride_out(self, exc: GatewayError) -> list[Event]:
+        """After a poll failed with ``exc``: nothing, once a back-off has passed (shorter if the
+        stream is woken), so that the transport polls again, as long as ``exc`` is a 503 a retry
+        may fix and the polls have failed for less than ``backend_retry_ms`` in a row; else the
+        stream's end with ``exc``. The transports keep the connection alive meanwhile."""
+        now = self._ctx.clock()
+        if self._failing_since is None:
+            self._failing_since = now
+        left = self._failing_since + self._ctx.limits.backend_retry_ms / 1000 - now
+        if not (exc.retriable and exc.http_status == 503) or left <= 0:
+            return [End(ERROR, exc)]
+        backoff = min(RETRY_FIRST_S * 2**self._failures, RETRY_MOST_S, left)
+        self._failures += 1
+        await self._sleep(backoff)
+        return []
+
+    def _polled(self) -> None:
+        """A poll succeeded: a later failure starts a new ``backend_retry_ms``."""
+        self._failing_since = None
+        self._failures = 0
 
     def _until(self, seconds: float) -> float:
         """When a wait of ``seconds`` from now must end: then, or at the end of the stream's lifetime."""

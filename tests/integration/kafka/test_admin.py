@@ -46,8 +46,8 @@ async def test_create_describe_list_delete(kafka_log: KafkaLog, topic: str) -> N
     with pytest.raises(TopicNotFound):
         await kafka_log.delete_topic(topic)
     # the name is free again at once
-    again = await kafka_log.create_topic(topic, 1, -1, {})
-    assert len(again.partitions) == 1
+    again = await kafka_log.create_topic(topic, 1, -1, {})  # the controller's default factor: 1
+    assert len(again.partitions) == 1 and again.replication_factor == 1
 
 
 async def test_creating_an_existing_topic_is_topic_exists(kafka_log: KafkaLog, topic: str) -> None:

@@ -8,6 +8,9 @@ that every wait on the frozen broker ends quickly.
 from __future__ import annotations
 
 import asyncio
+import base64
+import gc
+import logging
 from collections.abc import Awaitable, Iterator
 from pathlib import Path
 from typing import TypeVar
@@ -19,6 +22,9 @@ from deploy.local.kafka_broker import KafkaBroker, free_port
 from service.adapters.kafka import KafkaLog
 from service.core.models import NewRecord, TopicPartition
 from service.errors import BackendUnavailable
+from tests.conftest import kafka_settings, running_gateway
+from tests.helpers import STRING, create_topic
+from tests.stream_client import events
 
 from .helpers import options, read_all, values
 
@@ -162,6 +168,41 @@ async def test_stop_during_an_outage_is_bounded(frozen_broker: KafkaBroker, topi
         frozen_broker.resume()
 
 
+async def test_a_stop_with_batches_in_flight_answers_503_and_logs_nothing_alarming(
+    frozen_broker: KafkaBroker, topic: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The idempotent producer retries what it holds for as long as the broker is away: the stop
+    answers every caller 503 within its bounds, and neither the gateway nor aiokafka logs an
+    error or a future nobody looked at."""
+    caplog.set_level(logging.WARNING)
+    log = KafkaLog(frozen_broker.url, options(request_timeout_ms=TIMEOUT_MS))
+    await log.start()
+    tps = [TopicPartition(topic, p) for p in (0, 1)]
+    await log.create_topic(topic, 2, 1, {})
+    for tp in tps:
+        await log.append(tp, values(1))  # the producer knows the partitions' leader: it sends at once
+    frozen_broker.pause()
+    try:
+        appends = [asyncio.create_task(log.append(tps[i % 2], values(3, prefix=f"c{i}-"))) for i in range(6)]
+        await asyncio.sleep(0.3)  # one batch per partition sent to the frozen broker, the next queued
+        await bounded(log.stop(), 2 * TIMEOUT_MS / 1000 + 1)
+        results = await bounded(asyncio.gather(*appends, return_exceptions=True), 1)
+    finally:
+        frozen_broker.resume()
+    for result in results:
+        assert isinstance(result, BackendUnavailable) and result.retry_after, repr(result)
+    await asyncio.sleep(1)  # the broker answers what it was sent
+    gc.collect()  # a future whose exception nobody retrieved is logged when it is collected
+    alarming = [
+        f"{r.name}: {r.getMessage()}"
+        for r in caplog.records
+        if (r.levelno >= logging.ERROR and r.name.split(".")[0] in ("service", "asyncio"))
+        or "never retrieved" in r.getMessage()
+        or "sender routine" in r.getMessage()
+    ]
+    assert not alarming, alarming
+
+
 async def test_the_producer_is_idempotent_by_default(frozen_broker: KafkaBroker, topic: str) -> None:
     """With Kafka's defaults the log's producer gets a producer id from the cluster (InitProducerId)
     and every batch is stored with it and its sequence numbers, by which the broker drops a batch
@@ -181,3 +222,45 @@ async def test_the_producer_is_idempotent_by_default(frozen_broker: KafkaBroker,
     [(_, producer, _), _] = stored
     assert producer >= 0  # -1 is a producer without idempotence
     assert stored == [(0, producer, 0), (3, producer, 3)]
+
+
+@pytest.mark.parametrize("retry_ms", [30_000, 0])
+async def test_a_stream_rides_out_a_frozen_broker_for_its_bound(
+    frozen_broker: KafkaBroker, topic: str, tmp_path: Path, retry_ms: int
+) -> None:
+    """A partition stream's reads fail (503) while its broker is frozen: it reads again, with
+    keep-alives meanwhile, and goes on once the broker is back; with no bound it ends (50301)."""
+    settings = {
+        **kafka_settings(frozen_broker),
+        "kafka_request_timeout_ms": TIMEOUT_MS,
+        "stream_backend_retry_ms": retry_ms,
+        "stream_heartbeat_ms": 500,
+    }
+    async with running_gateway(tmp_path / "data", **settings) as gw:
+        await create_topic(gw.client, topic, 1)
+        async with events(gw.client, f"/topics/{topic}/partitions/0/records") as stream:
+            reading = asyncio.create_task(stream.next(timeout=60))
+            await asyncio.sleep(0.5)  # the stream's first read waits at the broker
+            frozen_broker.pause()
+            try:
+                await asyncio.sleep(3 * TIMEOUT_MS / 1000)  # reads time out, one after another
+            finally:
+                frozen_broker.resume()
+            if retry_ms == 0:
+                event = await reading
+                assert (event.event, event.json()["error_code"]) == ("end", 50301), event
+                return
+            assert not reading.done(), reading.result()
+            for _ in range(150):  # the producer may take a moment to see the broker again
+                r = await gw.client.post(
+                    f"/topics/{topic}",
+                    json={"records": [{"value": "after"}]},
+                    headers={"Content-Type": STRING},
+                )
+                if r.status_code == 200:
+                    break
+                await asyncio.sleep(0.2)
+            event = await reading
+            assert event.event == "records", event
+            assert [base64.b64decode(r["value"]) for r in event.json()] == [b"after"]
+            assert "keep-alive" in stream.comments

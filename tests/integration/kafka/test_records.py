@@ -302,7 +302,7 @@ async def test_a_producer_broken_for_good_is_replaced_and_appends_go_on(
     assert list(await kafka_log.append(tp, values(1))) == [0]
     appender = kafka_log._appender  # white box: a fatal batch failure cannot be caused on purpose
     old = appender._producer
-    appender._after_failure(old, ke.OutOfOrderSequenceNumber())
+    appender._after_failure(old, ke.OutOfOrderSequenceNumber(), handed_over=True)
     await asyncio.gather(*appender._tasks)
     assert appender._producer is not old
     assert list(await kafka_log.append(tp, values(2))) == [1, 2]
