@@ -12,7 +12,8 @@ coordinator kept from before the offsets moved to Kafka.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Final, TypeVar
 
 from service.adapters.kafka.group_offsets import KafkaGroupOffsets
 from service.adapters.kafka.options import KafkaOptions
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
 
 DEFAULT_TIMEOUT_MS: Final = 30_000
 CLIENT_ID: Final = "brokergate-spark"
+
+T = TypeVar("T")
 
 
 class KafkaCommitted:
@@ -40,8 +43,9 @@ class KafkaCommitted:
         self._offsets = KafkaGroupOffsets(url, options)  # ValueError for a malformed URL
         self._runner: asyncio.Runner | None = None
 
-    def _run(self, coro: Any) -> Any:
-        """Run one call of the offsets client on the private loop, starting it first if need be."""
+    def _run(self, call: Callable[[], Awaitable[T]]) -> T:
+        """Run one call of the offsets client on the private loop, starting it first if need be
+        (``call`` makes its coroutine then, so a client that cannot start leaves none behind)."""
         if self._runner is None:
             runner = asyncio.Runner()
             try:
@@ -50,14 +54,14 @@ class KafkaCommitted:
                 runner.close()
                 raise
             self._runner = runner
-        return self._runner.run(coro)
+        return self._runner.run(_awaited(call))
 
     def groups(self) -> list[str]:
         """Kafka's consumer groups: the gateway's and native consumers'."""
-        return sorted(self._run(self._offsets.groups()))
+        return sorted(self._run(self._offsets.groups))
 
     def committed(self, group: str) -> dict[TopicPartition, int]:
-        return dict(self._run(self._offsets.committed(group)))
+        return self._run(lambda: self._offsets.committed(group))
 
     def close(self) -> None:
         runner, self._runner = self._runner, None
@@ -66,3 +70,7 @@ class KafkaCommitted:
                 runner.run(self._offsets.stop())
             finally:
                 runner.close()
+
+
+async def _awaited(call: Callable[[], Awaitable[T]]) -> T:
+    return await call()
