@@ -1,10 +1,14 @@
-"""Committed offsets of consumer groups, read without a gateway: from a data dir or from ZooKeeper.
+"""Committed offsets of consumer groups, read without a gateway: from Kafka, a data dir or ZooKeeper.
 
-The ``coordinator`` option names where a gateway keeps its groups' commits:
-the data dir of an embedded coordinator, or the ``zookeeper://`` URL (with its
-chroot) of the ZooKeeper coordinator. Both readers are read-only and safe to
-use while gateways commit. A ZooKeeper reader signs in with the gateway's
-digest credentials when given (``credentials``): a coordinator that is not
+Where a gateway keeps its groups' commits depends on its log. On a Kafka log
+they are Kafka's, in its group coordinator (``kafka_committed``), with what the
+gateway's coordinator kept before they moved there (``KafkaLogCommitted``). On
+the embedded log they are the coordinator's: the data dir of an embedded
+coordinator, or the ``zookeeper://`` URL (with its chroot) of the ZooKeeper
+coordinator, which the ``coordinator`` option names (with a Kafka log, it names
+where the older offsets are). Every reader is read-only and safe to use while
+gateways commit. A ZooKeeper reader signs in with the gateway's digest
+credentials when given (``credentials``): a coordinator that is not
 world-readable lets no one else read its offsets.
 """
 
@@ -14,10 +18,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final, Protocol
 
 from service.adapters.embedded.offsets_reader import read_all_committed
+from service.adapters.split_offsets import CARRIED
 from service.core.models import TopicPartition
 
+from .kafka_committed import KafkaCommitted
 from .logs import is_kafka
-from .offsets import OptionError
 
 if TYPE_CHECKING:
     from .credentials import BackendCredentials
@@ -37,22 +42,39 @@ class CommittedSource(Protocol):
     def close(self) -> None: ...
 
 
-def coordinator_for(log: str, coordinator: str | None) -> str:
-    """Where committed offsets are: ``coordinator`` when given, else the log's data dir.
+def coordinator_for(log: str, coordinator: str | None) -> str | None:
+    """Where the gateway's coordinator keeps its own store of committed offsets: ``coordinator``
+    when given, else the log's data dir; None for a Kafka log, whose gateway's data dir is not
+    the log's (its groups' offsets are Kafka's, and this store holds only older ones).
 
     ``embedded`` (the gateway's own spelling) means the log's data dir too.
     """
     if coordinator and coordinator != "embedded":
         return coordinator
-    if is_kafka(log):
-        raise OptionError(
-            "coordinator: a Kafka log keeps no committed offsets of brokergate's groups; "
-            "name the gateway's data dir or its zookeeper:// URL"
-        )
-    return log
+    return None if is_kafka(log) else log
 
 
-def open_committed(coordinator: str, credentials: BackendCredentials | None = None) -> CommittedSource:
+def open_committed(
+    log: str, coordinator: str | None = None, credentials: BackendCredentials | None = None
+) -> CommittedSource:
+    """The committed offsets of the groups of gateways on ``log`` whose coordinator is
+    ``coordinator`` (``coordinator_for``): on a Kafka log Kafka's, with the older store's
+    (``KafkaLogCommitted``)."""
+    store = coordinator_for(log, coordinator)
+    older = open_store(store, credentials) if store is not None else None
+    if not is_kafka(log):
+        assert older is not None  # an embedded log is its own store
+        return older
+    try:
+        return KafkaLogCommitted(KafkaCommitted(log, credentials), older)
+    except BaseException:
+        if older is not None:
+            older.close()
+        raise
+
+
+def open_store(coordinator: str, credentials: BackendCredentials | None = None) -> CommittedSource:
+    """The coordinator's own store of committed offsets: ZooKeeper's, or a data dir's."""
     if coordinator.startswith(ZOOKEEPER_SCHEME):
         from service.adapters.zookeeper.offsets_reader import ZooKeeperOffsetsReader
 
@@ -84,3 +106,46 @@ class EmbeddedCommitted:
 
     def close(self) -> None:
         pass
+
+
+def as_the_gateway_reads(kafka: Offsets, older: Offsets) -> Offsets:
+    """A group's committed offsets from Kafka's (``kafka``) and the coordinator's own store's
+    (``older``), as the gateway's ``SplitOffsetsCoordinator`` answers them: once the group was
+    carried (the mark ``CARRIED`` among ``older``), Kafka's alone (an offset deleted in Kafka
+    stays deleted); before, Kafka's where it has one and the older store's elsewhere."""
+    if CARRIED in older:
+        return dict(sorted(kafka.items()))
+    return dict(sorted({**older, **kafka}.items()))
+
+
+class KafkaLogCommitted:
+    """A Kafka log's groups, as the gateway reads them: Kafka's committed offsets (``kafka``), and
+    those the gateway's coordinator kept before they moved to Kafka (``older``, when named).
+
+    The gateway carries a group's older offsets into Kafka at its first read and marks them so
+    in the older store (``service.adapters.split_offsets``); this reader writes nothing, answers
+    what that read answers (``as_the_gateway_reads``), and never shows the mark. ``close()``
+    closes both.
+    """
+
+    def __init__(self, kafka: KafkaCommitted, older: CommittedSource | None = None) -> None:
+        self._kafka = kafka
+        self._older = older
+
+    def groups(self) -> list[str]:
+        """Kafka's consumer groups, and the older store's not carried into Kafka."""
+        listed = set(self._kafka.groups())
+        if (older := self._older) is not None:
+            listed.update(g for g in older.groups() if CARRIED not in older.committed(g))
+        return sorted(listed)
+
+    def committed(self, group: str) -> Offsets:
+        older = self._older.committed(group) if self._older is not None else {}
+        return as_the_gateway_reads(self._kafka.committed(group), older)
+
+    def close(self) -> None:
+        try:
+            self._kafka.close()
+        finally:
+            if self._older is not None:
+                self._older.close()

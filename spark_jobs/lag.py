@@ -2,8 +2,9 @@
 
     python -m spark_jobs lag --log ./data --output ./lag --format csv
 
-Committed offsets come from where the gateway keeps them (its data dir or
-ZooKeeper), end offsets from the log, each read once. The rows cover every
+Committed offsets come from where the gateway keeps them (Kafka's group
+coordinator with a Kafka log, else its data dir or ZooKeeper; see
+``committed``), end offsets from the log, each read once. The rows cover every
 partition of every topic the group has committed on (a partition it never
 committed shows no committed offset and all its records as lag), counted as
 the gateway's ``/v3/clusters/{cluster}/consumer-groups/{group}/lags`` counts

@@ -13,7 +13,7 @@ from typing import Final, Self
 
 from service.core.models import TopicPartition
 
-from .committed import CommittedSource, coordinator_for, open_committed
+from .committed import CommittedSource, open_committed
 from .credentials import BackendCredentials
 from .decode_options import DecodeOptions
 from .log_source import LogSource
@@ -85,7 +85,8 @@ class Planner:
     """Answers planning questions about one log (and, when needed, its coordinator).
 
     Collaborators: a ``LogSource`` for topics and bounds, a ``CommittedSource``
-    for ``committed:<group>`` specs (opened only when one is used), both
+    for ``committed:<group>`` specs (``open_committed``: Kafka's group offsets on a
+    Kafka log; opened only when one is used), both
     signing in with ``credentials``. Close it, or use it as a context manager.
     """
 
@@ -113,9 +114,7 @@ class Planner:
     @property
     def coordinator(self) -> CommittedSource:
         if self._committed is None:
-            self._committed = open_committed(
-                coordinator_for(self.log_url, self.coordinator_url), self.credentials
-            )
+            self._committed = open_committed(self.log_url, self.coordinator_url, self.credentials)
         return self._committed
 
     def partitions(self, topic_spec: str) -> list[TopicPartition]:

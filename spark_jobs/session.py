@@ -94,8 +94,9 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--coordinator",
-        help="where committed offsets are: the gateway's data dir (the default with an embedded log) "
-        "or zookeeper://host:port[,...][/chroot]",
+        help="the gateway's coordinator: its data dir (the default with an embedded log) or "
+        "zookeeper://host:port[,...][/chroot]; where committed offsets are, and with a Kafka log "
+        "(whose offsets are Kafka's) where those committed before they moved to Kafka are",
     )
     parser.add_argument(
         "--master",

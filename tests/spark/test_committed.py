@@ -1,7 +1,9 @@
-"""Reading committed offsets without a gateway: the embedded coordinator's files and ZooKeeper's znodes.
+"""Reading committed offsets without a gateway: the embedded coordinator's files and ZooKeeper's znodes,
+and where they are read from when the log is Kafka.
 
 The offsets are committed by the real coordinators; the readers must see
 exactly what a restarted coordinator would see, while the coordinator runs.
+(Reading Kafka's group offsets beside a gateway: ``test_kafka_committed``.)
 """
 
 from __future__ import annotations
@@ -14,12 +16,12 @@ import pytest
 from deploy.local.zookeeper_server import ZooKeeperServer
 from service.adapters.embedded.coordinator import EmbeddedCoordinator
 from service.adapters.embedded.offsets_reader import committed_offsets, read_all_committed
+from service.adapters.split_offsets import CARRIED
 from service.adapters.zookeeper import ZooKeeperCoordinator
 from service.adapters.zookeeper.offsets_reader import ZooKeeperOffsetsReader
 from service.core.models import TopicPartition
 from service.errors import BackendUnavailable
-from spark_jobs.committed import coordinator_for, open_committed
-from spark_jobs.offsets import OptionError
+from spark_jobs.committed import as_the_gateway_reads, coordinator_for, open_committed, open_store
 
 A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
 
@@ -74,7 +76,7 @@ async def test_zookeeper_offsets_are_read_in_kafkas_layout(zookeeper: ZooKeeperS
         assert reader.committed("billing") == {A0: 3, A1: 4}
         assert reader.committed("a/b") == {TopicPartition("odd topic", 0): 9}
         assert reader.committed("nobody") == {}
-    source = open_committed(url)
+    source = open_store(url)
     try:
         assert source.committed("billing") == {A0: 3, A1: 4}
     finally:
@@ -94,5 +96,26 @@ def test_where_committed_offsets_are() -> None:
     assert coordinator_for("/srv/data", "embedded") == "/srv/data"
     assert coordinator_for("kafka://k:9092", "zookeeper://z:2181/bg") == "zookeeper://z:2181/bg"
     assert coordinator_for("kafka://k:9092", "/srv/data") == "/srv/data"
-    with pytest.raises(OptionError, match="a Kafka log keeps no committed offsets"):
-        coordinator_for("kafka://k:9092", None)
+    # a Kafka log's groups' offsets are Kafka's: no older store unless one is named
+    assert coordinator_for("kafka://k:9092", None) is None
+    assert coordinator_for("kafka://k:9092", "embedded") is None
+
+
+def test_an_embedded_log_reads_its_own_data_dir(tmp_path: Path) -> None:
+    source = open_committed(str(tmp_path))
+    try:
+        assert source.groups() == [] and source.committed("g") == {}
+    finally:
+        source.close()
+
+
+def test_kafkas_offsets_win_and_the_older_store_fills_in_until_the_group_was_carried() -> None:
+    kafka, older = {A0: 7}, {A0: 3, A1: 4, B0: 1}
+    # not carried yet: what the gateway carries at its first read, and answers meanwhile
+    assert as_the_gateway_reads(kafka, older) == {A0: 7, A1: 4, B0: 1}
+    assert as_the_gateway_reads({}, older) == older
+    # carried: Kafka's alone, an offset deleted there stays deleted, and the mark never shows
+    carried = {**older, CARRIED: 1_700_000_000_000}
+    assert as_the_gateway_reads(kafka, carried) == {A0: 7}
+    assert as_the_gateway_reads({}, carried) == {}
+    assert as_the_gateway_reads(kafka, {}) == kafka

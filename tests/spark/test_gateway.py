@@ -1,9 +1,10 @@
 """Jobs next to a running gateway: lag equal to the API's, and ``committed:<group>`` bounds.
 
 Records and commits go through the gateway's HTTP API, on the embedded log and
-coordinator (the jobs read the same data dir the gateway holds) and on Kafka
-with ZooKeeper; the Spark side runs in a worker thread so the gateway keeps
-serving meanwhile.
+coordinator (the jobs read the same data dir the gateway holds), on Kafka with
+the embedded coordinator (the jobs told only where Kafka is: the groups'
+offsets are Kafka's) and on Kafka with ZooKeeper (the jobs told both); the Spark
+side runs in a worker thread so the gateway keeps serving meanwhile.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pyspark.sql import SparkSession
 from deploy.local.kafka_broker import KafkaBroker
 from deploy.local.zookeeper_server import ZooKeeperServer
 from spark_jobs.lag import LagOptions, run_lag
+from spark_jobs.logs import is_kafka
 from spark_jobs.progress import Progress
 from tests.conftest import ZOOKEEPER_TEST_SETTINGS, RunningGateway, kafka_settings, start_gateway
 from tests.helpers import cluster_id, commit, consumer, create_topic, poll_until, produce, subscribe
@@ -36,14 +38,18 @@ class Setup:
     coordinator: str | None
 
 
-@pytest.fixture(params=["embedded", "kafka+zookeeper"])
+@pytest.fixture(params=["embedded", "kafka", "kafka+zookeeper"])
 async def setup(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Setup]:
     data = tmp_path / "data"
     if request.param == "embedded":
         gateway = await start_gateway(data)
         found = Setup(gateway, str(data), None)
-    else:
+    elif request.param == "kafka":
         broker: KafkaBroker = request.getfixturevalue("kafka_broker")
+        gateway = await start_gateway(data, **kafka_settings(broker))
+        found = Setup(gateway, broker.url, None)
+    else:
+        broker = request.getfixturevalue("kafka_broker")
         zookeeper: ZooKeeperServer = request.getfixturevalue("zookeeper")
         coordinator = f"{zookeeper.url}/t-{uuid.uuid4().hex[:12]}"
         gateway = await start_gateway(
@@ -91,7 +97,11 @@ async def test_lag_equals_the_gateways_lag_endpoint(
             api[key] = (row["current_offset"], row["log_end_offset"], row["lag"])
 
     out = tmp_path / "lag"
-    options = LagOptions(log=setup.log, coordinator=setup.coordinator, output=str(out), format="csv")
+    # Every group with commits, on the embedded log; Kafka's groups are the whole cluster's
+    groups = (behind, done) if is_kafka(setup.log) else ()
+    options = LagOptions(
+        log=setup.log, coordinator=setup.coordinator, groups=groups, output=str(out), format="csv"
+    )
     summary_out = io.StringIO()
     rows = await asyncio.to_thread(
         run_lag, spark, options, Progress("lag", out=io.StringIO(), summary_out=summary_out)
