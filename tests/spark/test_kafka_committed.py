@@ -32,7 +32,7 @@ from service.core.models import TopicPartition
 from spark_jobs.lag import LagOptions, run_lag
 from spark_jobs.plan import Planner
 from spark_jobs.progress import Progress
-from tests.conftest import RunningGateway, kafka_settings, start_gateway
+from tests.conftest import RunningGateway, kafka_settings, running_gateway, start_gateway
 from tests.helpers import V2, cluster_id, commit, consumer, create_topic, poll_until, produce, subscribe
 
 Lags = dict[tuple[str, int], tuple[int | None, int, int]]  # (group, partition) -> committed, end, lag
@@ -41,12 +41,8 @@ Lags = dict[tuple[str, int], tuple[int | None, int, int]]  # (group, partition) 
 @pytest.fixture
 async def gateway(kafka_broker: KafkaBroker, tmp_path: Path) -> AsyncIterator[RunningGateway]:
     """A gateway on the session's Kafka, its embedded coordinator in ``tmp_path / "data"``."""
-    gw = await start_gateway(tmp_path / "data", **kafka_settings(kafka_broker))
-    try:
+    async with running_gateway(tmp_path / "data", **kafka_settings(kafka_broker)) as gw:
         yield gw
-    finally:
-        await gw.client.aclose()
-        await gw.stop()
 
 
 async def topic_of_2x5(gw: RunningGateway, topic: str) -> None:

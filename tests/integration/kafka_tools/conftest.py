@@ -9,15 +9,11 @@ from pathlib import Path
 import pytest
 
 from deploy.local.kafka_broker import KafkaBroker
-from tests.conftest import RunningGateway, kafka_settings, start_gateway
+from tests.conftest import RunningGateway, kafka_settings, running_gateway
 
 
 @pytest.fixture
 async def kafka_gateway(tmp_path: Path, kafka_broker: KafkaBroker) -> AsyncIterator[RunningGateway]:
     """A gateway whose log is the session's Kafka broker (embedded coordinator and sessions)."""
-    gw = await start_gateway(tmp_path / "data", **kafka_settings(kafka_broker))
-    try:
+    async with running_gateway(tmp_path / "data", **kafka_settings(kafka_broker)) as gw:
         yield gw
-    finally:
-        await gw.client.aclose()
-        await gw.stop()
