@@ -313,12 +313,15 @@ def test_the_schema_registrys_topic_shows_no_delete_the_api_refuses(
     assert r.status_code == 200, r.text
     browser.open(f"{console.url}/ui#/topics")
     browser.click("#topics-page .head button")  # Refresh: the list as it is now
-    button = browser.find('tr[data-topic="_schemas"] button.danger')
-    assert not button.is_enabled()
     reason = (
         "_schemas holds the schema registry's records: the gateway refuses to delete it or produce to it."
     )
-    assert button.get_attribute("title") == reason
+
+    def delete_button() -> tuple[bool, str | None] | None:  # read in one look: the list may re-render
+        button = browser.visible('tr[data-topic="_schemas"] button.danger')
+        return None if button is None else (button.is_enabled(), button.get_attribute("title"))
+
+    assert browser.wait(delete_button, "the _schemas row") == (False, reason)
     assert browser.find("#topics-page .reserved").text == reason  # said on the page, not in a tooltip only
     cid = api.get("/v3/clusters").json()["data"][0]["cluster_id"]
     assert api.delete(f"/v3/clusters/{cid}/topics/_schemas").status_code == 403  # what it spares the user
