@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final, Protocol
 
 from service.adapters.embedded.offsets_reader import read_all_committed
-from service.adapters.split_offsets import CARRIED
+from service.core.carried_offsets import as_read, is_carried
 from service.core.models import TopicPartition
 
 from .kafka_committed import KafkaCommitted
@@ -108,23 +108,13 @@ class EmbeddedCommitted:
         pass
 
 
-def as_the_gateway_reads(kafka: Offsets, older: Offsets) -> Offsets:
-    """A group's committed offsets from Kafka's (``kafka``) and the coordinator's own store's
-    (``older``), as the gateway's ``SplitOffsetsCoordinator`` answers them: once the group was
-    carried (the mark ``CARRIED`` among ``older``), Kafka's alone (an offset deleted in Kafka
-    stays deleted); before, Kafka's where it has one and the older store's elsewhere."""
-    if CARRIED in older:
-        return dict(sorted(kafka.items()))
-    return dict(sorted({**older, **kafka}.items()))
-
-
 class KafkaLogCommitted:
     """A Kafka log's groups, as the gateway reads them: Kafka's committed offsets (``kafka``), and
     those the gateway's coordinator kept before they moved to Kafka (``older``, when named).
 
     The gateway carries a group's older offsets into Kafka at its first read and marks them so
     in the older store (``service.adapters.split_offsets``); this reader writes nothing, answers
-    what that read answers (``as_the_gateway_reads``), and never shows the mark. ``close()``
+    what that read answers (``service.core.carried_offsets.as_read``), and never shows the mark. ``close()``
     closes both.
     """
 
@@ -136,12 +126,12 @@ class KafkaLogCommitted:
         """Kafka's consumer groups, and the older store's not carried into Kafka."""
         listed = set(self._kafka.groups())
         if (older := self._older) is not None:
-            listed.update(g for g in older.groups() if CARRIED not in older.committed(g))
+            listed.update(g for g in older.groups() if not is_carried(older.committed(g)))
         return sorted(listed)
 
     def committed(self, group: str) -> Offsets:
         older = self._older.committed(group) if self._older is not None else {}
-        return as_the_gateway_reads(self._kafka.committed(group), older)
+        return as_read(self._kafka.committed(group), older)
 
     def close(self) -> None:
         try:

@@ -39,6 +39,7 @@ from contextlib import asynccontextmanager
 from typing import Any, Final
 
 from service.core.acl import AclBinding, AclFilter
+from service.core.carried_offsets import CARRIED, as_read, is_carried, to_carry
 from service.core.fencing import fence
 from service.core.models import GroupState, Member, TopicPartition
 from service.core.ports import Coordinator, GroupOffsets
@@ -47,13 +48,8 @@ from service.errors import IllegalState, NotFound
 
 from .lifecycle import Lifecycle
 
-__all__ = ["CARRIED", "SplitOffsetsCoordinator"]
+__all__ = ["SplitOffsetsCoordinator"]
 
-# The mark a group's offsets were carried to Kafka, kept among them in the coordinator's store (its
-# offset: when, in ms since the epoch). Kafka's topic names are never this one's long, leading
-# "__" kind: Kafka keeps that for its own internal topics, and no gateway creates one. An older
-# release reads it as the offset of a topic that does not exist, which it leaves out.
-CARRIED: Final = TopicPartition("__brokergate_offsets_carried_to_kafka", 0)
 _CARRY_LOCK_TIMEOUT_S: Final = 10.0
 _CARRIED_GROUPS_BOUND: Final = 100_000  # forgetting costs one read of the old store again
 
@@ -114,10 +110,10 @@ class SplitOffsetsCoordinator(Lifecycle):
         found = await self._offsets.committed(group, wanted)
         if group in self._carried:
             return found
-        older = await self._carry_over(group)
+        carried = await self._carry_over(group)
         if wanted is not None:
-            older = {tp: older[tp] for tp in wanted if tp in older}
-        return dict(sorted({**older, **found}.items()))
+            carried = {tp: carried[tp] for tp in wanted if tp in carried}
+        return as_read(found, carried)
 
     async def _carry_over(self, group: str) -> dict[TopicPartition, int]:
         """What the coordinator's own store holds for ``group`` and the offsets store does not,
@@ -127,16 +123,15 @@ class SplitOffsetsCoordinator(Lifecycle):
         carrying after another had carried and a consumer had committed since would move that
         consumer's offset back."""
         older = await self._coordinator.committed(group)
-        if not older or CARRIED in older:
+        if not older or is_carried(older):
             self._remember_carried(group)
             return {}
         async with self._coordinator.lock(f"carry-offsets/{group}", timeout_s=_CARRY_LOCK_TIMEOUT_S):
             older = await self._coordinator.committed(group)  # another replica may have carried it
-            if CARRIED in older:
+            if is_carried(older):
                 self._remember_carried(group)
                 return {}
-            present = await self._offsets.committed(group)
-            missing = {tp: offset for tp, offset in older.items() if tp not in present}
+            missing = to_carry(older, await self._offsets.committed(group))
             try:
                 carried = await self._commit_by_topic(group, missing)
             except IllegalState:

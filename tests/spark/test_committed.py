@@ -16,12 +16,11 @@ import pytest
 from deploy.local.zookeeper_server import ZooKeeperServer
 from service.adapters.embedded.coordinator import EmbeddedCoordinator
 from service.adapters.embedded.offsets_reader import committed_offsets, read_all_committed
-from service.adapters.split_offsets import CARRIED
 from service.adapters.zookeeper import ZooKeeperCoordinator
 from service.adapters.zookeeper.offsets_reader import ZooKeeperOffsetsReader
 from service.core.models import TopicPartition
 from service.errors import BackendUnavailable
-from spark_jobs.committed import as_the_gateway_reads, coordinator_for, open_committed, open_store
+from spark_jobs.committed import coordinator_for, open_committed, open_store
 
 A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
 
@@ -107,15 +106,3 @@ def test_an_embedded_log_reads_its_own_data_dir(tmp_path: Path) -> None:
         assert source.groups() == [] and source.committed("g") == {}
     finally:
         source.close()
-
-
-def test_kafkas_offsets_win_and_the_older_store_fills_in_until_the_group_was_carried() -> None:
-    kafka, older = {A0: 7}, {A0: 3, A1: 4, B0: 1}
-    # not carried yet: what the gateway carries at its first read, and answers meanwhile
-    assert as_the_gateway_reads(kafka, older) == {A0: 7, A1: 4, B0: 1}
-    assert as_the_gateway_reads({}, older) == older
-    # carried: Kafka's alone, an offset deleted there stays deleted, and the mark never shows
-    carried = {**older, CARRIED: 1_700_000_000_000}
-    assert as_the_gateway_reads(kafka, carried) == {A0: 7}
-    assert as_the_gateway_reads({}, carried) == {}
-    assert as_the_gateway_reads(kafka, {}) == kafka

@@ -27,7 +27,7 @@ from service.adapters.embedded.coordinator import EmbeddedCoordinator
 from service.adapters.embedded.offsets_reader import committed_offsets
 from service.adapters.kafka.group_offsets import KafkaGroupOffsets
 from service.adapters.kafka.options import KafkaOptions
-from service.adapters.split_offsets import CARRIED
+from service.core.carried_offsets import CARRIED
 from service.core.models import TopicPartition
 from spark_jobs.lag import LagOptions, run_lag
 from spark_jobs.plan import Planner

@@ -19,8 +19,8 @@ from deploy.local.zookeeper_server import ZooKeeperServer
 from service.adapters.embedded.coordinator import EmbeddedCoordinator
 from service.adapters.kafka.group_offsets import KafkaGroupOffsets
 from service.adapters.kafka.options import KafkaOptions
-from service.adapters.split_offsets import CARRIED
 from service.adapters.zookeeper import ZooKeeperCoordinator
+from service.core.carried_offsets import CARRIED
 from service.core.models import TopicPartition
 from service.core.ports import Coordinator
 from tests.conftest import ZOOKEEPER_TEST_SETTINGS, RunningGateway, kafka_settings, start_gateway
