@@ -33,6 +33,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Final
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.datasource import (
@@ -54,7 +55,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from service.core.models import Record
+from service.core.models import Header, RecordColumns
 
 from .logs import open_log
 from .offsets import OffsetRange, OptionError, split_ranges
@@ -97,32 +98,41 @@ ARROW_SCHEMA: Final = pa.schema(
         ("headers", pa.list_(pa.field("element", _HEADER))),
     ]
 )
+_TIMESTAMP: Final = ARROW_SCHEMA.field("timestamp").type
+_HEADERS: Final = ARROW_SCHEMA.field("headers").type
 
 
 def to_arrow(
-    topic: str, partition: int, records: Sequence[Record], decoder: Decoder | None = None
+    topic: str, partition: int, records: RecordColumns, decoder: Decoder | None = None
 ) -> pa.RecordBatch:
-    """One Arrow batch in the data source's schema (a decoded read's, with ``decoder``)."""
+    """One Arrow batch in the data source's schema (a decoded read's, with ``decoder``), made of
+    the chunk's columns as they are: no object per record."""
     n = len(records)
     columns = {
         "topic": pa.array([topic] * n, pa.string()),
         "partition": pa.array([partition] * n, pa.int32()),
-        "offset": pa.array([r.offset for r in records], pa.int64()),
-        "timestamp": pa.array([r.timestamp * 1000 for r in records], pa.int64()).cast(
-            ARROW_SCHEMA.field("timestamp").type
-        ),
-        "key": pa.array([r.key for r in records], pa.binary()),
-        "value": pa.array([r.value for r in records], pa.binary()),
-        "headers": pa.array(
-            [[{"key": k, "value": v} for k, v in r.headers] for r in records],
-            ARROW_SCHEMA.field("headers").type,
-        ),
+        "offset": pa.array(records.offsets, pa.int64()),
+        "timestamp": pc.multiply(pa.array(records.timestamps, pa.int64()), 1000).cast(_TIMESTAMP),
+        "key": pa.array(records.keys, pa.binary()),
+        "value": pa.array(records.values, pa.binary()),
+        "headers": _headers(records.headers),
     }
     if decoder is None:
         return pa.RecordBatch.from_arrays(list(columns.values()), schema=ARROW_SCHEMA)
     columns.update(decoder.columns(topic, partition, records))
     schema = decoder.arrow_schema
     return pa.RecordBatch.from_arrays([columns[name] for name in schema.names], schema=schema)
+
+
+def _headers(headers: list[tuple[Header, ...]]) -> pa.Array:
+    """The headers column: a list of (key, value) structs per record; empty lists, the usual case,
+    as offsets alone."""
+    n = len(headers)
+    if headers.count(()) == n:
+        return pa.ListArray.from_arrays(
+            pa.array([0] * (n + 1), pa.int32()), pa.array([], _HEADER), type=_HEADERS
+        )
+    return pa.array([[{"key": k, "value": v} for k, v in h] for h in headers], _HEADERS)
 
 
 class RangePartition(InputPartition):

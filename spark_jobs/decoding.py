@@ -18,7 +18,7 @@ is null, and no error.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -26,7 +26,7 @@ import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import DataType, IntegerType, StringType, StructField, StructType
 
-from service.core.models import Record
+from service.core.models import RecordColumns
 from service.core.schemas.avro import AvroSchema
 from service.core.schemas.json_schema import JsonSchema
 from service.core.schemas.model import ConversionError, InvalidSchema, ParsedSchema
@@ -200,7 +200,7 @@ class Decoder:
         self._columns = [_ColumnDecoder(c, schemas, plan.registry) for c in plan.columns]
         self.arrow_schema = to_arrow_schema(plan.spark_schema(base), timezone="UTC")
 
-    def columns(self, topic: str, partition: int, records: Sequence[Record]) -> dict[str, pa.Array]:
+    def columns(self, topic: str, partition: int, records: RecordColumns) -> dict[str, pa.Array]:
         """The arrays of the decoded and extra columns by name; ``RecordDecodeError`` on a record
         that cannot be decoded when the policy is to fail."""
         out: dict[str, pa.Array] = {}
@@ -209,7 +209,7 @@ class Decoder:
         return out
 
     def _column(
-        self, column: _ColumnDecoder, topic: str, partition: int, records: Sequence[Record]
+        self, column: _ColumnDecoder, topic: str, partition: int, records: RecordColumns
     ) -> dict[str, pa.Array]:
         side = column.plan.side
         n = len(records)
@@ -220,13 +220,12 @@ class Decoder:
         def failed(i: int, why: str) -> None:
             if self.plan.on_error == "fail":
                 raise RecordDecodeError(
-                    f"{topic}-{partition} at offset {records[i].offset}: the {side} cannot be decoded: "
+                    f"{topic}-{partition} at offset {records.offsets[i]}: the {side} cannot be decoded: "
                     f"{why} (onDecodeError=null reads such records as null, the reason in {side}_error)"
                 )
             values[i], errors[i] = None, why
 
-        for i, record in enumerate(records):
-            data = record.key if side == "key" else record.value
+        for i, data in enumerate(records.keys if side == "key" else records.values):
             if data is None:
                 continue
             try:

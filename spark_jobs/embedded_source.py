@@ -13,7 +13,7 @@ from pathlib import Path
 
 from service.adapters.embedded.log import reader
 from service.adapters.embedded.log.segment import Segment, parse_segment_name
-from service.core.models import Record, TopicPartition
+from service.core.models import RecordColumns, TopicPartition
 
 from .log_source import chunked
 from .offsets import Bounds, OffsetRange
@@ -40,7 +40,7 @@ class EmbeddedSource:
         # The log's time index and batch scan, as the gateway's own timestamp seek uses them.
         return reader.find_timestamp(reader.partition_dir(self.data_dir, tp.topic, tp.partition), at_ms)
 
-    def read(self, rng: OffsetRange) -> Iterator[list[Record]]:
+    def read(self, rng: OffsetRange) -> Iterator[RecordColumns]:
         directory = reader.partition_dir(self.data_dir, rng.topic, rng.partition)
         yield from chunked(reader.read_partition_range(directory, rng.start, rng.end))
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Final, Protocol
 
-from service.core.models import Record, TopicPartition
+from service.core.models import Record, RecordColumns, TopicPartition
 
 from .offsets import Bounds, OffsetRange
 
@@ -35,22 +35,22 @@ class LogSource(Protocol):
         that assumes they do."""
         ...
 
-    def read(self, rng: OffsetRange) -> Iterator[list[Record]]:
-        """The records of ``rng`` in offset order, in chunks."""
+    def read(self, rng: OffsetRange) -> Iterator[RecordColumns]:
+        """The records of ``rng`` in offset order, in chunks of at most ``CHUNK_RECORDS``."""
         ...
 
     def close(self) -> None: ...
 
 
-def chunked(records: Iterable[Record]) -> Iterator[list[Record]]:
-    """Group records into lists bounded by ``CHUNK_RECORDS`` and ``CHUNK_BYTES``."""
+def chunked(records: Iterable[Record]) -> Iterator[RecordColumns]:
+    """Group records into chunks bounded by ``CHUNK_RECORDS`` and ``CHUNK_BYTES``."""
     chunk: list[Record] = []
     size = 0
     for r in records:
         chunk.append(r)
         size += r.size
         if len(chunk) >= CHUNK_RECORDS or size >= CHUNK_BYTES:
-            yield chunk
+            yield RecordColumns.of(chunk)
             chunk, size = [], 0
     if chunk:
-        yield chunk
+        yield RecordColumns.of(chunk)

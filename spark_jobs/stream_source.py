@@ -46,7 +46,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from service.core.models import Record, TopicPartition
+from service.core.models import RecordColumns, TopicPartition
 
 from .log_source import LogSource
 from .logs import open_log
@@ -69,7 +69,7 @@ if TYPE_CHECKING:
     from .decoding import DecodePlan, Decoder
 
 # The batch source's conversion of a partition's records into an Arrow batch (``datasource.to_arrow``).
-ToArrow = Callable[[str, int, Sequence[Record], "Decoder | None"], pa.RecordBatch]
+ToArrow = Callable[[str, int, RecordColumns, "Decoder | None"], pa.RecordBatch]
 
 logger = logging.getLogger(__name__)
 LOSS_SKIP: Final = "skip what was lost and go on reading the stream"
@@ -324,7 +324,7 @@ class RefusedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         raise self._refuse()
 
 
-def checked(source: LogSource, rng: OffsetRange, *, fail: bool) -> Iterator[list[Record]]:
+def checked(source: LogSource, rng: OffsetRange, *, fail: bool) -> Iterator[RecordColumns]:
     """The chunks of ``rng``, with records that retention removed since planning reported.
 
     Retention removes the oldest records, so a loss shows as a range whose
@@ -333,7 +333,7 @@ def checked(source: LogSource, rng: OffsetRange, *, fail: bool) -> Iterator[list
     """
     chunks = source.read(rng)
     first = next(chunks, None)
-    got = first[0].offset if first else rng.end
+    got = first.offsets[0] if first else rng.end
     if got > rng.start:
         log_start = source.bounds([rng.tp])[rng.tp][0]
         if log_start > rng.start:
