@@ -5,6 +5,9 @@ BIN    := $(VENV)/bin
 PORT   ?= 8082
 # empty: the gateway's default, 127.0.0.1 while authentication is off (make run HOST=0.0.0.0 to serve others)
 HOST   ?=
+# processes the suite runs in (pytest-xdist); each takes whole test files, so a module's servers
+# start once, and starts the session's own (one Kafka broker, one Spark session each)
+TEST_WORKERS ?= 2
 
 # Debian packages the tests use: curl runs the README walk-through, zookeeper and redis-server
 # are the real servers of the coordinator and sessions suites, Java 17 runs them and Apache Kafka
@@ -35,7 +38,7 @@ run: $(VENV)/.installed
 ## install what the tests need, then lint, type-check and run the whole suite
 test: $(VENV)/.installed-test system-packages jars
 	$(MAKE) lint
-	$(BIN)/pytest -q --durations=40
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=40
 
 system-packages:
 	@missing=""; for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
