@@ -35,6 +35,7 @@ from aiokafka.structs import TopicPartition as KafkaTP
 
 from service.adapters.kafka.cluster import ClusterClient
 from service.adapters.kafka.errors import for_code, is_connection_failure, is_metadata_error, start_failure
+from service.adapters.kafka.fetcher import OFFSET_OUT_OF_RANGE, READ_UNCOMMITTED
 from service.adapters.kafka.metadata import TopicMetadata
 from service.adapters.kafka.options import parse_bootstrap
 from service.adapters.kafka.records import Decoded, decode
@@ -49,8 +50,6 @@ DEFAULT_TIMEOUT_S: Final = 30.0
 CLIENT_ID: Final = "brokergate-spark"
 FETCH_WAIT_MS: Final = 100  # a range below the high watermark has its records: no long wait
 RETRY_S: Final = 0.1  # after a leader moved or a broker did not answer, before asking again
-OFFSET_OUT_OF_RANGE: Final = 1
-READ_UNCOMMITTED: Final = 0  # as the gateway and Spark's Kafka source read by default
 METADATA_MAX_AGE_MS: Final = 60_000
 
 

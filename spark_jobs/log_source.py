@@ -45,12 +45,14 @@ class LogSource(Protocol):
 def chunked(records: Iterable[Record]) -> Iterator[RecordColumns]:
     """Group records into chunks bounded by ``CHUNK_RECORDS`` and ``CHUNK_BYTES``."""
     chunk: list[Record] = []
+    sizes: list[int] = []
     size = 0
     for r in records:
         chunk.append(r)
-        size += r.size
+        sizes.append(counted := r.size)
+        size += counted
         if len(chunk) >= CHUNK_RECORDS or size >= CHUNK_BYTES:
-            yield RecordColumns.of(chunk)
-            chunk, size = [], 0
+            yield RecordColumns.of(chunk, sizes)
+            chunk, sizes, size = [], [], 0
     if chunk:
-        yield RecordColumns.of(chunk)
+        yield RecordColumns.of(chunk, sizes)

@@ -174,8 +174,9 @@ class RecordColumns(Sequence[Record]):
         return cls([], [], [], [], [], [])
 
     @classmethod
-    def of(cls, records: Iterable[Record]) -> RecordColumns:
-        """The columns of ``records`` (each record's fields and size)."""
+    def of(cls, records: Iterable[Record], sizes: list[int] | None = None) -> RecordColumns:
+        """The columns of ``records`` (each record's fields and size; ``sizes`` when the caller
+        already counted them)."""
         rows = [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in records]
         return cls(
             [row[0] for row in rows],
@@ -183,7 +184,7 @@ class RecordColumns(Sequence[Record]):
             [row[2] for row in rows],
             [row[3] for row in rows],
             [row[4] for row in rows],
-            [record_size(row[2], row[3], row[4]) for row in rows],
+            sizes if sizes is not None else [record_size(row[2], row[3], row[4]) for row in rows],
         )
 
     def __len__(self) -> int:
