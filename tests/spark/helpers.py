@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -67,6 +68,15 @@ class TestLog:
         try:
             # The records' times are of 2023: Kafka's time retention (7 days) would delete them
             await admin.create_topics([NewTopic(topic, partitions, 1, topic_configs=NO_RETENTION)])
+            # The controller answered; the broker learns of the topic from the metadata log a moment
+            # later. A test that asks right away must find it, as a planner asking later would.
+            deadline = time.monotonic() + 10
+            while True:
+                (described,) = await admin.describe_topics([topic])
+                if described["error_code"] == 0 and len(described["partitions"]) == partitions:
+                    break
+                assert time.monotonic() < deadline, f"{topic} not in the broker's metadata after 10 s"
+                await asyncio.sleep(0.02)
         finally:
             await admin.close()
 
