@@ -145,7 +145,8 @@ def test_make_run_serves_and_make_test_runs_lint_and_the_suite(tmp_path):
     )
     lint = ["bin/ruff check .", "bin/ruff format --check .", "bin/mypy", "-m tests.import_graph"]
     assert all(step in dry.stdout for step in lint), dry.stdout
-    assert dry.stdout.rstrip().endswith(".venv/bin/pytest -q --durations=40"), dry.stdout  # the whole suite
+    suite = ".venv/bin/pytest -q -n 2 --dist loadfile --durations=40"  # the whole suite, two processes
+    assert dry.stdout.rstrip().endswith(suite), dry.stdout
 
 
 def curl_walkthrough(url: str) -> str:

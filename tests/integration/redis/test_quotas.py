@@ -34,7 +34,9 @@ async def quotas(redis_server: RedisServer, prefix: str) -> AsyncIterator[tuple[
 async def test_replicas_draw_on_the_same_buckets(quotas: tuple[RedisQuotas, RedisQuotas]) -> None:
     a, b = quotas
     client = Charge("client/ip:192.0.2.1/produce", Limit(100, 1), 250)
-    topic = Charge("topic/t/produce", Limit(10_000, 1), 250)
+    # 10,000 units of burst refilled at 10/s: the refill between the takes (ms, or a second on a busy
+    # machine) stays far below the 250 a second charge would take
+    topic = Charge("topic/t/produce", Limit(10, 1000), 250)
     assert await a.take([client, topic]) == [100, 10_000]
     levels = await b.take([client, topic])
     assert not admits(levels) and levels[0] < -100  # in debt through a, refused through b
