@@ -21,7 +21,7 @@ import orjson
 from api_schemas.formats import V2, content_type_for
 from bench.httpload import Connection
 from deploy.local.gateway import GatewayReplica
-from deploy.local.kafka_broker import KafkaBroker
+from deploy.local.kafka_broker import KafkaBroker, KafkaNode
 from deploy.local.kafka_cluster import KafkaCluster
 from service.adapters.embedded.log import EmbeddedLog
 from service.core.models import Record, TopicPartition
@@ -176,11 +176,12 @@ def add_kafka_options(parser: argparse.ArgumentParser) -> None:
 @dataclass(frozen=True, slots=True)
 class Kafka:
     """The Kafka a benchmark runs on: its bootstrap address, ``kind`` (``single``, ``cluster`` or
-    ``existing``) and the process id of its broker when it is one started here (for its CPU time)."""
+    ``existing``) and the process ids of its servers when they were started here (for their CPU
+    time: the broker, or a cluster's controller and brokers)."""
 
     bootstrap: str
     kind: str
-    pid: int | None = None
+    pids: tuple[int, ...] = ()
 
 
 @contextmanager
@@ -195,8 +196,9 @@ def kafka_bootstrap(args: argparse.Namespace) -> Iterator[Kafka]:
         brokers = new_brokers(kind, Path(tmp))
         brokers.start()
         try:
-            pid = getattr(brokers, "pid", None)
-            yield Kafka(brokers.bootstrap, kind, pid if isinstance(pid, int) else None)
+            nodes = brokers.nodes if isinstance(brokers, KafkaCluster) else [brokers]
+            pids = tuple(n.pid for n in nodes if isinstance(n, KafkaNode) and n.pid)
+            yield Kafka(brokers.bootstrap, kind, pids)
         finally:
             brokers.stop()
 

@@ -110,15 +110,16 @@ class Figure:
 
 
 class Meter:
-    """CPU seconds of this process (every thread: librdkafka's too), the gateway and the broker."""
+    """CPU seconds of this process (every thread: librdkafka's too), the gateway and the brokers
+    (a cluster's controller and brokers together)."""
 
-    def __init__(self, gateway: int, broker: int | None) -> None:
+    def __init__(self, gateway: int, brokers: tuple[int, ...]) -> None:
         self.gateway = gateway
-        self.broker = broker
+        self.brokers = brokers
 
     def read(self) -> tuple[float, float, float]:
-        broker = cpu_seconds(self.broker) if self.broker else 0.0
-        return time.process_time(), cpu_seconds(self.gateway), broker
+        brokers = sum(map(cpu_seconds, self.brokers))
+        return time.process_time(), cpu_seconds(self.gateway), brokers
 
 
 class Bench:
@@ -131,7 +132,7 @@ class Bench:
         self.clients: int = args.clients
         self.records: int = args.records
         self.sizes: list[int] = args.sizes
-        self.meter = Meter(gateway_pid, kafka.pid)
+        self.meter = Meter(gateway_pid, kafka.pids)
         self.figures: dict[str, Figure] = {}
         self.http = httpx.AsyncClient(base_url=self.url, timeout=60)
         # The same objects on every side: each client serializes them with json.dumps as it sends.
