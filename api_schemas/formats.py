@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import binascii
 import json
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, Final
 
 import orjson
 import pybase64
@@ -204,59 +204,53 @@ def decode_headers(raw: Any, where: str) -> tuple[Header, ...]:
     return tuple(out)
 
 
-# --- encoding: bytes -> JSON-ready values -------------------------------------------
-
-
-def _encode_binary(data: bytes | None) -> str | None:
-    return None if data is None else pybase64.b64encode_as_string(data)
-
+# --- showing: stored bytes -> the JSON text a consumer is given ---------------------------
 
 # Why a stored key or value is not shown in its consumer's format (``ConversionError``, 42203).
 NOT_JSON = "A stored record is not valid JSON; read it with a binary consumer or seek past it."
 NOT_UTF8 = "A stored record is not valid UTF-8; read it with a binary consumer or seek past it."
+_NULL: Final = b"null"
 
 
-def _encode_json(data: bytes | None) -> Any:
-    if data is None:
-        return None
+def _show_binary(column: list[bytes | None]) -> Iterator[bytes]:
+    b64 = pybase64.b64encode
+    for data in column:
+        yield _NULL if data is None else b'"' + b64(data) + b'"'
+
+
+def _show_json(column: list[bytes | None]) -> Iterator[bytes]:
+    check = orjson.loads
     try:
-        orjson.loads(data)  # checked, and then given back as stored: its numbers exactly as written
+        for data in column:
+            if data is None:
+                yield _NULL
+            else:
+                check(data)  # checked, and then given as stored: its numbers exactly as written
+                yield data
     except orjson.JSONDecodeError as exc:
         raise ConversionError(NOT_JSON) from exc
-    return orjson.Fragment(data)
 
 
-def _encode_string(data: bytes | None) -> str | None:
-    if data is None:
-        return None
+def _show_string(column: list[bytes | None]) -> Iterator[bytes]:
+    dumps = orjson.dumps
     try:
-        return data.decode("utf-8")
+        for data in column:
+            yield _NULL if data is None else dumps(data.decode())
     except UnicodeDecodeError as exc:
         raise ConversionError(NOT_UTF8) from exc
 
 
-ENCODERS: dict[PlainFormat, Callable[[bytes | None], Any]] = {
-    "binary": _encode_binary,
-    "json": _encode_json,
-    "string": _encode_string,
-}
-
-
-def _undecoded(data: bytes | None) -> Any:
-    """A schema format's records are rendered from their JSON (``DecodedRecord``), never their bytes."""
-    raise ConversionError("A record of a schema format was not decoded; read it with a binary consumer.")
-
-
-# How a consumer is given a key or value in each format (the schema formats': see ``_undecoded``).
-RENDERERS: dict[EmbeddedFormat, Callable[[bytes | None], Any]] = {
-    "binary": _encode_binary,
-    "json": _encode_json,
-    "string": _encode_string,
-    "avro": _undecoded,
-    "jsonschema": _undecoded,
-    "protobuf": _undecoded,
+# How a consumer is given the keys or the values of records in each plain format, as JSON text:
+# base64 in a string, JSON as stored (once it parses: an invalid one would corrupt the whole
+# answer), UTF-8 text in a string; null for none. Each is shown as the renderer takes it, so that
+# no column of shown values is held at once (``records.objects``). Values of a schema format are
+# shown from the JSON their schema decoded (``records.json_text``).
+SHOWN: Final[dict[PlainFormat, Callable[[list[bytes | None]], Iterator[bytes]]]] = {
+    "binary": _show_binary,
+    "json": _show_json,
+    "string": _show_string,
 }
 
 
 def encode_headers(headers: tuple[Header, ...]) -> list[dict[str, str | None]]:
-    return [{"name": k, "value": _encode_binary(v)} for k, v in headers]
+    return [{"name": k, "value": None if v is None else pybase64.b64encode_as_string(v)} for k, v in headers]

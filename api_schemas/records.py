@@ -14,17 +14,16 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import repeat
 from typing import Any, cast
 
 import orjson
 import pybase64
 
 from service.core.models import (
-    DecodedRecord,
     EmbeddedFormat,
     NewRecord,
     PlainFormat,
-    Record,
     RecordColumns,
     TopicPartition,
     ValuesOnly,
@@ -33,8 +32,7 @@ from service.core.rules import record_size
 from service.core.schemas.model import ConversionError as CodecError
 from service.errors import BadRequest, ConversionError, InvalidPayload, PayloadTooLarge
 
-from . import fetched
-from .formats import DECODERS, NOT_JSON, NOT_UTF8, RENDERERS, decode_headers, encode_headers, shown
+from .formats import DECODERS, SHOWN, decode_headers, encode_headers, is_schema_format, shown
 
 _RECORD_KEYS = frozenset({"key", "value", "partition", "headers", "timestamp"})
 _MAX_TS = 2**63 - 1
@@ -329,155 +327,90 @@ def _careful(
 
 
 def render_records(
-    fmt: EmbeddedFormat, polled: Iterable[tuple[TopicPartition, Sequence[Record]]]
+    fmt: EmbeddedFormat, polled: Iterable[tuple[TopicPartition, RecordColumns]]
 ) -> orjson.Fragment:
-    """v2 consumer records, with brokergate's ``timestamp`` and ``headers``, as one JSON array."""
-    return orjson.Fragment(b"".join(render_slices(fmt, polled, slice_bytes=_WHOLE)))
+    """``records_array`` to embed in a JSON answer."""
+    return orjson.Fragment(records_array(fmt, polled))
+
+
+def records_array(fmt: EmbeddedFormat, polled: Iterable[tuple[TopicPartition, RecordColumns]]) -> bytes:
+    """v2 consumer records, with brokergate's ``timestamp`` and ``headers`` (and a share group's
+    ``delivery_count``), as one JSON array."""
+    return b"".join(render_slices(fmt, polled, slice_bytes=_WHOLE))
 
 
 def render_slices(
-    fmt: EmbeddedFormat, polled: Iterable[tuple[TopicPartition, Sequence[Record]]], *, slice_bytes: int
+    fmt: EmbeddedFormat, polled: Iterable[tuple[TopicPartition, RecordColumns]], *, slice_bytes: int
 ) -> Iterator[bytes]:
-    """``render_records``' JSON array in pieces, each rendering about ``slice_bytes`` of records
-    (at least one record), so a large poll can be sent while it is rendered.
-
-    Binary records without headers, by far the most common, are written as text
-    directly (a fetch of 100-byte records spends a quarter less than through a
-    dict per record), and so are json and string records (``_text_objects``); a
-    Kafka fetch's ``RecordColumns`` the same way from its lists, with no ``Record``
-    built (``fetched``); the schema formats' go through ``record_dict``.
-    """
+    """``records_array`` in pieces, each rendering about ``slice_bytes`` of records
+    (at least one record), so that a large poll can be sent while it is rendered."""
     opening = b"["
     for tp, records in polled:
         start = 0
         while start < len(records):
-            end = _slice_end(records, start, slice_bytes)
+            end = _slice_end(records.sizes, start, slice_bytes)
             run = records if start == 0 and end == len(records) else records[start:end]
-            if fmt == "binary":
-                text = fetched.binary(tp, run) if isinstance(run, RecordColumns) else _binary_objects(tp, run)
-                piece = text.encode()
-            elif fmt == "json" or fmt == "string":
-                piece = (
-                    fetched.text(fmt, tp, run)
-                    if isinstance(run, RecordColumns)
-                    else _text_objects(fmt, tp, run)
-                )
-            else:
-                piece = dumps_objects([record_dict(fmt, tp, r) for r in run])[1:-1]
-            yield opening + piece
+            yield opening + objects(fmt, tp, run)
             opening = b","
             start = end
     yield b"[]" if opening == b"[" else b"]"
 
 
-def dumps_objects(objects: list[dict[str, Any]]) -> bytes:
-    """``objects`` as a JSON array; what ``orjson`` refuses (an integer beyond 64 bits, nesting past
-    255 levels: a schema's decoded value may hold either) through the standard library, exactly."""
+def objects(fmt: EmbeddedFormat, tp: TopicPartition, records: RecordColumns) -> bytes:
+    """The v2 consumer records of one partition, comma-separated, each as orjson writes the dict
+    of the API's shape (``v2.ConsumerRecord``), byte for byte, without a dict per record.
+
+    Each key and value is shown as its format shows it (``formats.SHOWN``), a schema format's from
+    the JSON its schema decoded (``RecordColumns.decoded``); a share group's records end with how
+    many times each was delivered (``RecordColumns.deliveries``). A value the format cannot show
+    is its ``ConversionError``, and nothing is written.
+    """
+    keys: Iterator[bytes]
+    values: Iterator[bytes]
+    if records.decoded is not None:
+        keys, values = (map(json_text, column) for column in records.decoded)
+    elif is_schema_format(fmt):
+        raise ConversionError("A record of a schema format was not decoded; read it with a binary consumer.")
+    else:
+        show = SHOWN[fmt]
+        # most records have no key: then no key is shown one by one
+        keys = repeat(b"null") if records.keys.count(None) == len(records) else show(records.keys)
+        values = show(records.values)
+    head = b'{"topic":' + orjson.dumps(tp.topic) + b',"key":'
+    tail = b',"partition":%d,"offset":' % tp.partition
+    deliveries = records.deliveries
+    ends = repeat(b"}") if deliveries is None else (b',"delivery_count":%d}' % n for n in deliveries)
+    dumps = orjson.dumps
+    # not strict: a ``repeat`` is endless; the lists end it
+    rows = zip(keys, values, records.offsets, records.timestamps, records.headers, ends, strict=False)
+    return b",".join(
+        [
+            b'%s%s,"value":%s%s%d,"timestamp":%d,"headers":%s%s'
+            % (head, k, v, tail, o, t, dumps(encode_headers(h)) if h else b"[]", end)
+            for k, v, o, t, h, end in rows
+        ]
+    )
+
+
+def json_text(value: Any) -> bytes:
+    """``value`` as JSON text; what ``orjson`` refuses (an integer beyond 64 bits, nesting past 255
+    levels: a schema's decoded value may hold either) through the standard library, exactly."""
     try:
-        return orjson.dumps(objects)
+        return orjson.dumps(value)
     except orjson.JSONEncodeError:  # the slow, exact way
-        return json.dumps(objects, ensure_ascii=False, separators=(",", ":")).encode()
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 _WHOLE = 1 << 62  # one slice: nothing is sent before the whole array is rendered
 
 
-def _slice_end(records: Sequence[Record], start: int, slice_bytes: int) -> int:
+def _slice_end(sizes: list[int], start: int, slice_bytes: int) -> int:
     """The end of the run of records from ``start`` that renders about ``slice_bytes`` (one at least)."""
     if slice_bytes >= _WHOLE:
-        return len(records)
-    sizes = records.sizes if isinstance(records, RecordColumns) else None
+        return len(sizes)
     budget = slice_bytes
     end = start
-    while end < len(records) and (budget > 0 or end == start):
-        size = records[end].size if sizes is None else sizes[end]
-        budget -= size + 64  # base64 adds a third, the JSON around a record about 64 B
+    while end < len(sizes) and (budget > 0 or end == start):
+        budget -= sizes[end] + 64  # base64 adds a third, the JSON around a record about 64 B
         end += 1
     return end
-
-
-def record_dict(fmt: EmbeddedFormat, tp: TopicPartition, r: Record) -> dict[str, Any]:
-    """One consumer record as the v2 API shows it."""
-    if isinstance(r, DecodedRecord):  # a schema format's: its JSON
-        key, value = r.key_json, r.value_json
-    else:
-        encode = RENDERERS[fmt]
-        key = None if r.key is None else encode(r.key)
-        value = None if r.value is None else encode(r.value)
-    return {
-        "topic": tp.topic,
-        "key": key,
-        "value": value,
-        "partition": tp.partition,
-        "offset": r.offset,
-        "timestamp": r.timestamp,
-        "headers": encode_headers(r.headers) if r.headers else [],
-    }
-
-
-def _binary_objects(tp: TopicPartition, records: Sequence[Record]) -> str:
-    """``record_dict``'s JSON for binary records of one partition, comma-separated."""
-    encode = pybase64.b64encode_as_string
-    head = '{"topic":' + orjson.dumps(tp.topic).decode() + ',"key":'
-    after_value = f',"partition":{tp.partition},"offset":'
-    out: list[str] = []
-    add = out.append
-    for r in records:
-        key, value = r.key, r.value
-        if r.headers:
-            add(orjson.dumps(record_dict("binary", tp, r)).decode())
-            continue
-        k = "null" if key is None else f'"{encode(key)}"'
-        v = "null" if value is None else f'"{encode(value)}"'
-        add(f'{head}{k},"value":{v}{after_value}{r.offset},"timestamp":{r.timestamp},"headers":[]}}')
-    return ",".join(out)
-
-
-def _text_objects(fmt: PlainFormat, tp: TopicPartition, records: Sequence[Record]) -> bytes:
-    """``record_dict``'s JSON for json- or string-format records of one partition, comma-separated,
-    byte for byte what orjson writes of the dicts, without a dict per record.
-
-    A json value is embedded as stored once ``orjson.loads`` accepts it (an invalid one would
-    corrupt the whole answer, so the check stays: nothing records which values were checked when
-    produced); a string one is escaped by ``orjson.dumps``. A value the format cannot show is the
-    same ``ConversionError`` as ``record_dict``'s.
-    """
-    head = b'{"topic":' + orjson.dumps(tp.topic) + b',"key":'
-    tail = b',"partition":%d,"offset":' % tp.partition
-    out: list[bytes] = []
-    add = out.append
-    if fmt == "json":
-        check = orjson.loads
-        try:
-            for r in records:
-                key, value = r.key, r.value
-                if key is None:
-                    key = b"null"
-                else:
-                    check(key)
-                if value is None:
-                    value = b"null"
-                else:
-                    check(value)
-                headers = orjson.dumps(encode_headers(r.headers)) if r.headers else b"[]"
-                add(
-                    b'%s%s,"value":%s%s%d,"timestamp":%d,"headers":%s}'
-                    % (head, key, value, tail, r.offset, r.timestamp, headers)
-                )
-        except orjson.JSONDecodeError as exc:
-            raise ConversionError(NOT_JSON) from exc
-        return b",".join(out)
-    dumps = orjson.dumps
-    try:
-        for r in records:
-            key, value = r.key, r.value
-            k = b"null" if key is None else dumps(key.decode())
-            v = b"null" if value is None else dumps(value.decode())
-            headers = dumps(encode_headers(r.headers)) if r.headers else b"[]"
-            add(
-                b'%s%s,"value":%s%s%d,"timestamp":%d,"headers":%s}'
-                % (head, k, v, tail, r.offset, r.timestamp, headers)
-            )
-    except UnicodeDecodeError as exc:
-        raise ConversionError(NOT_UTF8) from exc
-    return b",".join(out)

@@ -7,20 +7,12 @@ held it past its lock).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Annotated, Any, Final, Literal
 
-import orjson
-import pybase64
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
-from service.core.models import EmbeddedFormat, PlainFormat, TopicPartition
 from service.core.rules import MAX_OFFSET
-from service.core.shares.service import Delivered
-from service.errors import ConversionError
 
-from .formats import NOT_JSON, NOT_UTF8, encode_headers
-from .records import dumps_objects, record_dict
 from .v2 import ConsumerRecord
 
 # The most offsets one request may settle (listed, or in ranges): a poll acquires at most
@@ -130,25 +122,6 @@ class ShareRecord(ConsumerRecord):
     delivery_count: int
 
 
-def render_delivered(fmt: EmbeddedFormat, delivered: Sequence[Delivered]) -> bytes:
-    """The JSON array of a share consumer's poll: v2 records with their delivery counts.
-
-    Binary, json and string records are written as text around each key and value, as the
-    long-poll's (``records._text_objects``), without a dict per record; the schema formats'
-    through ``record_dict``. Both write the same bytes (``delivered_dicts``)."""
-    if fmt == "binary" or fmt == "json" or fmt == "string":
-        return _delivered_text(fmt, delivered)
-    return delivered_dicts(fmt, delivered)
-
-
-def delivered_dicts(fmt: EmbeddedFormat, delivered: Sequence[Delivered]) -> bytes:
-    """``render_delivered``'s answer through a dict per record (``record_dict``) and ``orjson``."""
-    objects: list[dict[str, Any]] = [
-        {**record_dict(fmt, d.tp, d.record), "delivery_count": d.deliveries} for d in delivered
-    ]
-    return dumps_objects(objects)
-
-
 class ShareConsumerData(BaseModel):
     consumer_id: str
     subscription: list[str]
@@ -205,70 +178,3 @@ class ResetShareGroupRequest(BaseModel):
         if self.offsets is not None and self.topics is not None:
             raise ValueError("'topics' goes with 'to'; 'offsets' name their partitions")
         return self
-
-
-def _delivered_text(fmt: PlainFormat, delivered: Sequence[Delivered]) -> bytes:
-    """``delivered_dicts``' bytes for binary, json or string records, written as text: a json key or
-    value embedded as stored once ``orjson.loads`` accepts it, a string one escaped by ``orjson``,
-    a binary one in base64; what the format cannot show is ``record_dict``'s ``ConversionError``."""
-    if fmt == "binary":
-        return _binary_text(delivered)
-    out: list[bytes] = []
-    add = out.append
-    dumps = orjson.dumps
-    json = fmt == "json"
-    check = orjson.loads
-    tp: TopicPartition | None = None
-    head = tail = b""
-    try:
-        for where, r, deliveries in delivered:
-            if where is not tp:  # a poll's records come partition by partition
-                tp = where
-                head = b'{"topic":' + dumps(tp.topic) + b',"key":'
-                tail = b',"partition":%d,"offset":' % tp.partition
-            key, value = r.key, r.value
-            if json:
-                if key is None:
-                    key = b"null"
-                else:
-                    check(key)
-                if value is None:
-                    value = b"null"
-                else:
-                    check(value)
-            else:
-                key = b"null" if key is None else dumps(key.decode())
-                value = b"null" if value is None else dumps(value.decode())
-            headers = dumps(encode_headers(r.headers)) if r.headers else b"[]"
-            add(
-                b'%s%s,"value":%s%s%d,"timestamp":%d,"headers":%s,"delivery_count":%d}'
-                % (head, key, value, tail, r.offset, r.timestamp, headers, deliveries)
-            )
-    except orjson.JSONDecodeError as exc:
-        raise ConversionError(NOT_JSON) from exc
-    except UnicodeDecodeError as exc:
-        raise ConversionError(NOT_UTF8) from exc
-    return b"[" + b",".join(out) + b"]"
-
-
-def _binary_text(delivered: Sequence[Delivered]) -> bytes:
-    """``_delivered_text`` of binary records (keys and values in base64, never refused)."""
-    out: list[str] = []
-    add = out.append
-    b64 = pybase64.b64encode_as_string
-    tp: TopicPartition | None = None
-    head = tail = ""
-    for where, r, deliveries in delivered:
-        if where is not tp:
-            tp = where
-            head = '{"topic":' + orjson.dumps(tp.topic).decode() + ',"key":'
-            tail = f',"partition":{tp.partition},"offset":'
-        key, value = r.key, r.value
-        k = "null" if key is None else f'"{b64(key)}"'
-        v = "null" if value is None else f'"{b64(value)}"'
-        headers = orjson.dumps(encode_headers(r.headers)).decode() if r.headers else "[]"
-        add(
-            f'{head}{k},"value":{v}{tail}{r.offset},"timestamp":{r.timestamp},'
-            f'"headers":{headers},"delivery_count":{deliveries}}}'
-        )
-    return ("[" + ",".join(out) + "]").encode()

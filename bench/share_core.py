@@ -8,9 +8,9 @@ An embedded log and an embedded coordinator (fdatasync on, as served) in this pr
 ``--partitions``-partition topic of ``--records`` 100 B JSON values from the start, each polling
 for ``--max-records`` records and accepting what it got piggy-backed on its next poll
 (``ShareGroups.poll`` with the acknowledgements, as ``POST …/records`` does), the answer rendered
-as the route renders it (``render_delivered``). Reported per record, the best of ``--rounds``
-rounds (each a new group): the process's CPU (the journal's fdatasync thread included), of which
-rendering, and the wall time.
+as the route renders it (``records_array`` of ``by_partition_run``). Reported per record, the
+best of ``--rounds`` rounds (each a new group): the process's CPU (the journal's fdatasync
+thread included), of which rendering, and the wall time.
 """
 
 from __future__ import annotations
@@ -25,12 +25,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from api_schemas.shares import render_delivered
+from api_schemas.records import records_array
 from bench.common import json_values
 from service.adapters.embedded.coordinator import EmbeddedCoordinator
 from service.adapters.embedded.log import EmbeddedLog
 from service.core.models import EmbeddedFormat, NewRecord, TopicPartition
-from service.core.shares.service import Acknowledgement, ShareGroups
+from service.core.shares.service import Acknowledgement, ShareGroups, by_partition_run
 from service.core.shares.state import AckType
 
 TOPIC = "share-core"
@@ -76,7 +76,7 @@ async def one_round(
             )
             assert not refused, refused
             started = time.process_time()
-            render_delivered(args.format, delivered)
+            records_array(args.format, by_partition_run(delivered))
             render += time.process_time() - started
             got += len(delivered)
             acks = accepts(delivered) if delivered else []

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sized
+from typing import Protocol
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+
+class _OfTopic(Protocol):
+    @property
+    def topic(self) -> str: ...
 
 
 class Metrics:
@@ -62,3 +70,9 @@ class Metrics:
         self.instances = Gauge(
             "brokergate_consumer_instances", "Live consumer instances", registry=self.registry
         )
+
+    def count_consumed(self, polled: Iterable[tuple[_OfTopic, Sized]]) -> None:
+        """Count the records a read handed out, by topic (``polled``: each partition's records)."""
+        counter = self.consumed_records
+        for tp, records in polled:
+            counter.labels(tp.topic).inc(len(records))

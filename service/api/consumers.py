@@ -326,9 +326,7 @@ async def poll(
         client=client_of(request, gw.quotas) if gw.quotas.consume else "",
         who=await decision_of(request),
     )
-    counter = gw.metrics.consumed_records
-    for tp, records in polled:
-        counter.labels(tp.topic).inc(len(records))
+    gw.metrics.count_consumed(polled)
     return records_response(fmt, polled, media_type=content_type_for(fmt))
 
 

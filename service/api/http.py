@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import AsyncIterator, Collection, Iterable, Sequence
+from collections.abc import AsyncIterator, Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, TypeVar
@@ -27,7 +27,7 @@ from api_schemas.records import render_slices
 from api_schemas.v2 import ErrorBody
 from service.api.gateway import gateway_of
 from service.core.json_depth import check_depth
-from service.core.models import EmbeddedFormat, Record, TopicPartition
+from service.core.models import EmbeddedFormat, Polled
 from service.core.rules import MAX_OFFSET
 from service.errors import BadRequest, InvalidPayload, NotAcceptable, PayloadTooLarge
 
@@ -94,7 +94,7 @@ def records_doc(schema: dict[str, Any]) -> dict[str, Any]:
 
 def records_response(
     fmt: EmbeddedFormat,
-    polled: Iterable[tuple[TopicPartition, Sequence[Record]]],
+    polled: Polled,
     *,
     media_type: str,
     after: bytes | None = None,

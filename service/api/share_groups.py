@@ -21,12 +21,13 @@ from fastapi.responses import Response
 from api_schemas import shares as wire
 from api_schemas import v2
 from api_schemas.formats import content_type_for
+from api_schemas.records import records_array
 from service.api.gateway import Gateway, get_gateway
 from service.core.acl import Operation, ResourceType
 from service.core.models import InstanceConfig, TopicPartition
 from service.core.rules import check_topic
 from service.core.shares.consumers import GroupReport
-from service.core.shares.service import Acknowledgement, Delivered, StartAt
+from service.core.shares.service import Acknowledgement, StartAt
 from service.core.shares.state import AckType
 from service.errors import NotFound
 
@@ -210,7 +211,7 @@ async def _poll(
     )
     accept = accepted_formats(request.headers.get("accept"))
     who = await check_topics(request, {a.tp.topic for a in acks}, Operation.READ)
-    state, delivered, refused = await gw.share_consumers.poll(
+    state, polled, refused = await gw.share_consumers.poll(
         group,
         instance,
         timeout_ms=None if timeout is None else min(timeout, s.consumer_max_timeout_ms),
@@ -222,18 +223,9 @@ async def _poll(
         who=who,
     )
     fmt = state.config.format
-    _count(gw, delivered)
+    gw.metrics.count_consumed(polled)
     headers = {REFUSED_HEADER: str(len(refused))} if refused else None
-    return Response(wire.render_delivered(fmt, delivered), media_type=content_type_for(fmt), headers=headers)
-
-
-def _count(gw: Gateway, delivered: list[Delivered]) -> None:
-    counter = gw.metrics.consumed_records
-    topics: dict[str, int] = {}
-    for d in delivered:
-        topics[d.tp.topic] = topics.get(d.tp.topic, 0) + 1
-    for topic, n in topics.items():
-        counter.labels(topic).inc(n)
+    return Response(records_array(fmt, polled), media_type=content_type_for(fmt), headers=headers)
 
 
 @router.post(

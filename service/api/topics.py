@@ -441,12 +441,7 @@ async def read_partition(
     if quotas.consume:
         await quotas.consumed(client, [(tp, records)])
     if is_schema_format(fmt) and records:  # what decodes; a record that does not is the client's to skip
-        serde = gw.serde
-        await serde.prepare(records)
-        decoded = serde.decode(SCHEMA_TYPES[fmt], records, where=f"{topic!r} partition {partition}")
-        if decoded.error is not None and not decoded.records:
-            raise decoded.error
-        records = decoded.records
-    next_offset = records[-1].offset + 1 if records else max(offset, part.log_start_offset)
+        records = (await gw.serde.decode_fetched(SCHEMA_TYPES[fmt], tp, records)).leading()
+    next_offset = records.offsets[-1] + 1 if records else max(offset, part.log_start_offset)
     after = orjson.dumps({"next_offset": next_offset, "high_watermark": part.high_watermark})
     return records_response(fmt, [(tp, records)], media_type=content_type_for(fmt), after=b"," + after[1:])

@@ -96,15 +96,6 @@ class Record:
         return record_size(self.key, self.value, self.headers)
 
 
-@dataclass(frozen=True, slots=True)
-class DecodedRecord(Record):
-    """A record as stored whose key and value a schema decoded (``schemas.serde``): the stored bytes
-    (what sizes and quotas count) and the JSON a consumer is given."""
-
-    key_json: Any = None
-    value_json: Any = None
-
-
 RecordFactory = Callable[[int, int, bytes | None, bytes | None, tuple[Header, ...]], Record]
 
 
@@ -141,17 +132,23 @@ make_record: Final[RecordFactory] = _record_factory()
 
 
 class RecordColumns(Sequence[Record]):
-    """A partition's records held as parallel lists, each record's size beside it: what the Kafka
-    log's decoder gives, where a ``Record`` per record cost as much again as reading the batch.
+    """Records of one partition as parallel lists, each record's size beside it: what every log's
+    fetch answers, and what every reader of fetched records takes.
 
-    To everyone it is a sequence of ``Record`` (one is built when indexed or iterated: share
-    groups, schema formats and tests see records as ever); the paths that pass records on
-    unchanged walk the lists instead: the renderer (``api_schemas.records``), the fetch budget
-    and read-ahead, the poll's allowance and the weights (``sizes_of``). Never changed once
-    built: a slice or ``+`` is a new one. ``headers`` holds a tuple per record (``()`` for none).
+    Columns, not a ``Record`` per record: decoding a fetched batch into lists costs a few appends
+    a record, where building an object per record cost as much again as reading the batch. To
+    those that want records it is a sequence of ``Record`` (one is built when indexed or
+    iterated); the paths that pass records on walk the lists: the renderer
+    (``api_schemas.records``), the fetch budget, the poll's allowance and the weights.
+
+    Two columns are there only when a step added them: ``decoded``, the keys' and values' JSON
+    a schema decoded (``schemas.serde``: the schema formats render it, not the bytes), and
+    ``deliveries``, how many times a share group has delivered each record. A log's decoder fills
+    the lists; after that they never change: a slice or ``+`` is a new one. ``headers`` holds a
+    tuple per record (``()`` for none).
     """
 
-    __slots__ = ("headers", "keys", "offsets", "sizes", "timestamps", "values")
+    __slots__ = ("decoded", "deliveries", "headers", "keys", "offsets", "sizes", "timestamps", "values")
 
     def __init__(
         self,
@@ -161,6 +158,9 @@ class RecordColumns(Sequence[Record]):
         values: list[bytes | None],
         headers: list[tuple[Header, ...]],
         sizes: list[int],
+        *,
+        decoded: tuple[list[Any], list[Any]] | None = None,
+        deliveries: list[int] | None = None,
     ) -> None:
         self.offsets = offsets
         self.timestamps = timestamps
@@ -168,6 +168,8 @@ class RecordColumns(Sequence[Record]):
         self.values = values
         self.headers = headers
         self.sizes = sizes  # each record's ``Record.size``, computed once by the decoder
+        self.decoded = decoded
+        self.deliveries = deliveries
 
     @classmethod
     def empty(cls) -> RecordColumns:
@@ -187,6 +189,19 @@ class RecordColumns(Sequence[Record]):
             sizes if sizes is not None else [record_size(row[2], row[3], row[4]) for row in rows],
         )
 
+    def with_decoded(self, keys: list[Any], values: list[Any]) -> RecordColumns:
+        """These records with the JSON a schema decoded of each key and value."""
+        return self._like(slice(None), decoded=(keys, values), deliveries=self.deliveries)
+
+    def with_deliveries(self, deliveries: list[int]) -> RecordColumns:
+        """These records with how many times a share group has delivered each."""
+        return self._like(slice(None), decoded=self.decoded, deliveries=deliveries)
+
+    @property
+    def weight(self) -> int:
+        """What the records weigh together (``Record.size``), as budgets, credit and quotas count it."""
+        return sum(self.sizes)
+
     def __len__(self) -> int:
         return len(self.offsets)
 
@@ -198,13 +213,11 @@ class RecordColumns(Sequence[Record]):
 
     def __getitem__(self, index: int | slice) -> Record | RecordColumns:
         if isinstance(index, slice):
-            return RecordColumns(
-                self.offsets[index],
-                self.timestamps[index],
-                self.keys[index],
-                self.values[index],
-                self.headers[index],
-                self.sizes[index],
+            decoded = self.decoded
+            return self._like(
+                index,
+                decoded=None if decoded is None else (decoded[0][index], decoded[1][index]),
+                deliveries=None if self.deliveries is None else self.deliveries[index],
             )
         return make_record(
             self.offsets[index],
@@ -214,10 +227,25 @@ class RecordColumns(Sequence[Record]):
             self.headers[index],
         )
 
+    def _like(
+        self, index: slice, *, decoded: tuple[list[Any], list[Any]] | None, deliveries: list[int] | None
+    ) -> RecordColumns:
+        return RecordColumns(
+            self.offsets[index],
+            self.timestamps[index],
+            self.keys[index],
+            self.values[index],
+            self.headers[index],
+            self.sizes[index],
+            decoded=decoded,
+            deliveries=deliveries,
+        )
+
     def __iter__(self) -> Iterator[Record]:
         return map(make_record, self.offsets, self.timestamps, self.keys, self.values, self.headers)
 
     def __add__(self, other: RecordColumns) -> RecordColumns:
+        """The records of both, in order (the plain columns: a fetch's, before any step added one)."""
         if not other.offsets:
             return self
         if not self.offsets:
@@ -242,29 +270,21 @@ class RecordColumns(Sequence[Record]):
         return f"RecordColumns({list(self)!r})"
 
 
-def sizes_of(records: Sequence[Record]) -> Sequence[int]:
-    """Each record's ``Record.size``: the columns' own, else measured (a record without headers inline)."""
-    if isinstance(records, RecordColumns):
-        return records.sizes
-    return [r.size if r.headers else len(r.key or b"") + len(r.value or b"") for r in records]
-
-
-def weight_of(records: Sequence[Record]) -> int:
-    """What ``records`` weigh together (``Record.size``), as budgets, credit and quotas count them."""
-    return sum(sizes_of(records))
+# What a read hands out, partition by partition in fetch order: the records a log fetched, or the
+# leading part of them, or those a schema format decoded (with their JSON).
+Polled = list[tuple[TopicPartition, RecordColumns]]
 
 
 @dataclass(frozen=True, slots=True)
 class PartitionData:
-    """What a fetch returns for one partition: a list of records from the embedded log, the
-    ``RecordColumns`` of a fetched response from the Kafka log.
+    """What a fetch returns for one partition: its records, and where its log starts and ends.
 
     ``out_of_range``: the position fetched from is outside the partition's offsets, before its
     log start (retention removed it) or past its log end; no records, answered at once (Kafka's
     OFFSET_OUT_OF_RANGE): the reader moves, by ``auto.offset.reset`` or by its own rule. The log
     end itself is in range: the next record's offset."""
 
-    records: Sequence[Record]
+    records: RecordColumns
     high_watermark: int
     log_start_offset: int
     out_of_range: bool = False

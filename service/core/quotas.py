@@ -23,14 +23,14 @@ import hashlib
 import logging
 import math
 import time
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import Final
 
 from service.errors import GatewayError, Throttled
 
 from .buckets import Charge, Limit, Refusal, refusal
-from .models import Record, TopicPartition, weight_of
+from .models import RecordColumns, TopicPartition
 from .ports import QuotaStore
 from .rules import RecordLike, record_bytes
 
@@ -172,14 +172,14 @@ class Quotas:
             )
         await self._take(charges, client)
 
-    async def consumed(self, client: str, polled: Iterable[tuple[TopicPartition, Sequence[Record]]]) -> None:
+    async def consumed(self, client: str, polled: Iterable[tuple[TopicPartition, RecordColumns]]) -> None:
         """Debit the bytes a read returned (buckets may go into debt: the next reads wait)."""
         lim = self.limits
         if not (lim.client_consume or lim.topic_consume):
             return
         by_topic: dict[str, int] = {}
         for tp, records in polled:
-            by_topic[tp.topic] = by_topic.get(tp.topic, 0) + weight_of(records)
+            by_topic[tp.topic] = by_topic.get(tp.topic, 0) + records.weight
         charges = []
         if lim.client_consume and by_topic:
             charges.append(Charge(f"client/{client}/consume", lim.client_consume, sum(by_topic.values())))

@@ -21,7 +21,7 @@ from service.core.buckets import (
     refusal,
     retry_after_s,
 )
-from service.core.models import NewRecord, Record, TopicPartition
+from service.core.models import NewRecord, Record, RecordColumns, TopicPartition
 from service.core.quotas import (
     CLIENT_PRODUCE,
     CLIENT_REQUESTS,
@@ -299,7 +299,9 @@ async def test_consume_is_admitted_until_the_bytes_read_put_it_in_debt() -> None
     clock = Clock()
     quotas = Quotas(EmbeddedQuotas(clock), QuotaLimits.from_rates(burst_s=1, client_consume=100))
     await quotas.admit_consume("ip:a", ["t"])
-    await quotas.consumed("ip:a", [(TopicPartition("t", 0), [Record(0, 0, None, b"x" * 250)])])
+    await quotas.consumed(
+        "ip:a", [(TopicPartition("t", 0), RecordColumns.of([Record(0, 0, None, b"x" * 250)]))]
+    )
     with pytest.raises(Throttled) as caught:
         await quotas.admit_consume("ip:a", ["t"])
     assert caught.value.retry_after == 2
@@ -324,7 +326,9 @@ async def test_an_unavailable_store_fails_open_logs_once_and_recovers(
     with caplog.at_level(logging.INFO, logger="service.core.quotas"):
         for _ in range(5):
             await quotas.admit_produce("ip:a", "t", big)
-        await quotas.consumed("ip:a", [(TopicPartition("t", 0), [Record(0, 0, None, b"x")])])
+        await quotas.consumed(
+            "ip:a", [(TopicPartition("t", 0), RecordColumns.of([Record(0, 0, None, b"x")]))]
+        )
         assert store.calls == 1  # asked once, then left alone for a while
         clock.now += 2
         await quotas.admit_consume("ip:a", ["t"])  # asked again: still down

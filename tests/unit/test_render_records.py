@@ -7,9 +7,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from api_schemas.records import record_dict, render_records, render_slices
+from api_schemas.records import render_records, render_slices
 from service.core.models import Record, RecordColumns, TopicPartition
 from service.errors import ConversionError
+from tests.unit.record_shapes import columns, record_dict
 from tests.unit.stored_values import payloads, stored_json
 
 _records = st.lists(
@@ -38,7 +39,7 @@ def test_render_equals_the_dict_shape(polled: list[tuple[TopicPartition, list[Re
         polled = [
             (tp, [r for r in records if all(_utf8(b) for b in (r.key, r.value))]) for tp, records in polled
         ]
-    rendered = orjson.loads(orjson.dumps(render_records(fmt, polled)))  # type: ignore[arg-type]
+    rendered = orjson.loads(orjson.dumps(render_records(fmt, columns(polled))))  # type: ignore[arg-type]
     assert rendered == [record_dict(fmt, tp, r) for tp, records in polled for r in records]  # type: ignore[arg-type]
 
 
@@ -58,8 +59,8 @@ def test_slices_join_to_the_whole(
         polled = [
             (tp, [r for r in records if all(_utf8(b) for b in (r.key, r.value))]) for tp, records in polled
         ]
-    slices = list(render_slices(fmt, polled, slice_bytes=slice_bytes))  # type: ignore[arg-type]
-    assert b"".join(slices) == bytes(orjson.dumps(render_records(fmt, polled)))  # type: ignore[arg-type]
+    slices = list(render_slices(fmt, columns(polled), slice_bytes=slice_bytes))  # type: ignore[arg-type]
+    assert b"".join(slices) == bytes(orjson.dumps(render_records(fmt, columns(polled))))  # type: ignore[arg-type]
     count = sum(len(records) for _, records in polled)
     assert len(slices) <= count + 1  # at least one record a slice, plus the closing bracket
     if slice_bytes == 1:  # every record alone
@@ -96,14 +97,14 @@ def test_json_text_is_byte_for_byte_the_dicts(
     polled: list[tuple[TopicPartition, list[Record]]], slice_bytes: int
 ) -> None:
     expected = _through_dicts("json", polled)
-    assert bytes(orjson.dumps(render_records("json", polled))) == expected
-    assert b"".join(render_slices("json", polled, slice_bytes=slice_bytes)) == expected
+    assert bytes(orjson.dumps(render_records("json", columns(polled)))) == expected
+    assert b"".join(render_slices("json", columns(polled), slice_bytes=slice_bytes)) == expected
 
 
 @given(_partitions)
 def test_string_text_is_byte_for_byte_the_dicts(polled: list[tuple[TopicPartition, list[Record]]]) -> None:
     polled = [(tp, [r for r in records if all(_utf8(b) for b in (r.key, r.value))]) for tp, records in polled]
-    assert bytes(orjson.dumps(render_records("string", polled))) == _through_dicts("string", polled)
+    assert bytes(orjson.dumps(render_records("string", columns(polled)))) == _through_dicts("string", polled)
 
 
 @pytest.mark.parametrize(
@@ -121,26 +122,26 @@ def test_a_value_the_format_cannot_show_is_never_embedded(
 ) -> None:
     tp = TopicPartition("t", 0)
     polled = [(tp, [Record(0, 1, b"1", b"2"), Record(1, 1, key, value)])]
-    for render in (lambda: render_records(fmt, polled), lambda: _through_dicts(fmt, polled)):  # type: ignore[arg-type]
+    for render in (lambda: render_records(fmt, columns(polled)), lambda: _through_dicts(fmt, polled)):  # type: ignore[arg-type]
         with pytest.raises(ConversionError, match=message):
             render()
 
 
 @given(_partitions, _json_partitions, st.integers(1, 10_000))
-def test_fetched_columns_render_as_their_records_do(
+def test_fetched_columns_render_as_the_dicts_of_their_records(
     polled: list[tuple[TopicPartition, list[Record]]],
     json_polled: list[tuple[TopicPartition, list[Record]]],
     slice_bytes: int,
 ) -> None:
-    """A Kafka fetch's records, walked as columns without a ``Record`` each, render byte for byte
-    as the same records in a list, whole and in slices, in every plain format."""
+    """A fetch's records, walked as columns without a ``Record`` each, render byte for byte as a
+    dict per record does, whole and in slices, in every plain format."""
     text = [(tp, [r for r in records if all(_utf8(b) for b in (r.key, r.value))]) for tp, records in polled]
     for fmt, of in (("binary", polled), ("string", text), ("json", json_polled)):
-        columns = [(tp, RecordColumns.of(records)) for tp, records in of]
-        expected = bytes(orjson.dumps(render_records(fmt, of)))  # type: ignore[arg-type]
-        assert bytes(orjson.dumps(render_records(fmt, columns))) == expected  # type: ignore[arg-type]
-        assert b"".join(render_slices(fmt, columns, slice_bytes=slice_bytes)) == expected  # type: ignore[arg-type]
-        assert [list(r) for _, r in columns] == [records for _, records in of]
+        fetched = columns(of)
+        expected = _through_dicts(fmt, of)
+        assert bytes(orjson.dumps(render_records(fmt, fetched))) == expected  # type: ignore[arg-type]
+        assert b"".join(render_slices(fmt, fetched, slice_bytes=slice_bytes)) == expected  # type: ignore[arg-type]
+        assert [list(r) for _, r in fetched] == [records for _, records in of]
 
 
 @pytest.mark.parametrize("fmt", ["json", "string"])

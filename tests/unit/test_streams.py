@@ -110,8 +110,8 @@ def test_a_grant_past_the_maxima_is_refused_whole() -> None:
     assert (credit.records, credit.bytes) == (100, 1000)
 
 
-def _records(*sizes: int) -> list[Record]:
-    return [Record(i, 0, None, b"x" * size) for i, size in enumerate(sizes)]
+def _records(*sizes: int) -> RecordColumns:
+    return RecordColumns.of([Record(i, 0, None, b"x" * size) for i, size in enumerate(sizes)])
 
 
 def test_a_bounded_poll_takes_the_leading_records_within_both_bounds() -> None:

@@ -249,9 +249,7 @@ class Session:
                 except GatewayError as exc:  # a record the format cannot show: the client must seek past it
                     await self._end(End("error", exc))
                     return False
-                counter = self.gw.metrics.consumed_records
-                for tp, records in event.polled:
-                    counter.labels(tp.topic).inc(len(records))
+                self.gw.metrics.count_consumed(event.polled)
                 self._told = event.positions
                 cursor = render_positions(event.positions)
                 await self._send(wire.records(cursor, event.positions, size, array))

@@ -50,7 +50,7 @@ from fastapi import Header, Request
 from fastapi.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from api_schemas.records import render_slices
+from api_schemas.records import records_array
 from service.api.gateway import Gateway
 from service.core.cursors import parse_offset, parse_positions, render_positions
 from service.core.models import EmbeddedFormat, TopicPartition
@@ -207,7 +207,6 @@ async def _chunks(
     """The stream's bytes: ``opening`` and its events rendered, heartbeats when idle, ``end`` last;
     nothing more once the stream is closed (its client went away)."""
     heartbeat = gw.settings.stream_heartbeat_ms / 1000
-    counter = gw.metrics.consumed_records
     quiet_since = time.monotonic()
     events: list[Event] = opening or []
     stepping: asyncio.Future[list[Event]] | None = None
@@ -222,8 +221,7 @@ async def _chunks(
                     ) as exc:  # a record its format cannot show: the client must seek past it
                         yield end_event(End("error", exc))
                         return
-                    for tp, records in event.polled:
-                        counter.labels(tp.topic).inc(len(records))
+                    gw.metrics.count_consumed(event.polled)
                     yield rendered
                 elif isinstance(event, (Opened, Rebalance)):
                     yield cursor_event(event)
@@ -261,13 +259,9 @@ def records_event(event: Records, cursor: bytes) -> bytes:
     return b"".join((b"event: records\nid: ", cursor, b"\ndata: ", render_array(event), b"\n\n"))
 
 
-# One slice: the whole array at once (``render_slices`` then skips measuring where to cut).
-_WHOLE: Final = 1 << 62
-
-
 def render_array(event: Records) -> bytes:
     """The records' JSON array, as a poll in their format renders it."""
-    return b"".join(render_slices(event.format, event.polled, slice_bytes=_WHOLE))
+    return records_array(event.format, event.polled)
 
 
 def cursor_event(event: Opened | Rebalance) -> bytes:

@@ -23,10 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 from bisect import bisect_right
-from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any
@@ -40,7 +38,7 @@ from service.errors import (
 )
 
 from ..acl import Decision, Operation, ResourceType
-from ..models import EmbeddedFormat, InstanceState, PartitionData, Record, TopicPartition, sizes_of
+from ..models import EmbeddedFormat, InstanceState, PartitionData, Polled, RecordColumns, TopicPartition
 from ..ports import Coordinator, Log, Sessions
 from ..quotas import Quotas
 from ..schemas.serde import SCHEMA_TYPES, Serde
@@ -48,12 +46,7 @@ from .instances import Instances
 
 log = logging.getLogger(__name__)
 
-_DECODE_ON_LOOP = 200  # records of a partition decoded on the event loop; more go to a worker thread
 _IDLE_SLICE_S = 0.1  # after a fetch that answered early with nothing, before the next
-
-# Records per partition, in fetch order: a log's sequence as fetched (``RecordColumns`` from Kafka), or
-# a part of it, or the records a schema format decoded.
-Polled = list[tuple[TopicPartition, Sequence[Record]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,13 +87,13 @@ class Allowance:
         self.exact = byte_limit is not None
         self.spent = 0
 
-    def take(self, records: Sequence[Record]) -> Sequence[Record]:
+    def take(self, records: RecordColumns) -> RecordColumns:
         """The leading ``records`` that fit, spent from the allowance."""
         end = len(records) if self.records is None else min(len(records), self.records)
         if self.bytes is not None and end:
-            # each record's size (``sizes_of``: the fetch's own when it measured them), the running
-            # totals, and where they pass the bytes left: a batch is thousands of records
-            totals = list(accumulate(sizes_of(records if end == len(records) else records[:end])))
+            # the running totals of the records' sizes, and where they pass the bytes left: a
+            # batch is thousands of records
+            totals = list(accumulate(records.sizes[:end]))
             end = bisect_right(totals, self.bytes)  # sizes are never negative: totals only grow
             spent = totals[end - 1] if end else 0
             self.spent += spent
@@ -204,14 +197,14 @@ class Poller:
                         if left is not None:
                             records = left.take(records)
                             if not records and not polled and blocked is None and left.exact:
-                                head = part.records[0]
-                                blocked = Blocked(tp, head.offset, head.size)
+                                head = part.records
+                                blocked = Blocked(tp, head.offsets[0], head.sizes[0])
                         if records and fmt in SCHEMA_TYPES:  # the position moves past what decodes only
                             records, error = await self._decode(fmt, tp, records)
                             undecodable = undecodable or error
                         if records:
                             polled.append((tp, records))
-                            state.positions[tp] = records[-1].offset + 1
+                            state.positions[tp] = records.offsets[-1] + 1
                             changed = True
                 if polled:
                     blocked = None
@@ -323,16 +316,13 @@ class Poller:
         return () if wake is None else (asyncio.ensure_future(wake.wait()),)
 
     async def _decode(
-        self, fmt: str, tp: TopicPartition, records: Sequence[Record]
-    ) -> tuple[list[Record], ConversionError | None]:
+        self, fmt: str, tp: TopicPartition, records: RecordColumns
+    ) -> tuple[RecordColumns, ConversionError | None]:
         """The leading ``records`` whose keys and values decode with their schemas, decoded, and
-        why the next one does not (``serde.Serde.decode``); many are decoded in a worker thread."""
+        why the next one does not (``serde.Serde.decode_fetched``)."""
         if self._serde is None:
             raise BackendUnavailable(f"The {fmt} format needs a schema registry, and there is none.")
-        await self._serde.prepare(records)
-        where = f"{tp.topic!r} partition {tp.partition}"
-        decode = functools.partial(self._serde.decode, SCHEMA_TYPES[fmt], records, where=where)
-        decoded = await asyncio.to_thread(decode) if len(records) > _DECODE_ON_LOOP else decode()
+        decoded = await self._serde.decode_fetched(SCHEMA_TYPES[fmt], tp, records)
         return decoded.records, decoded.error
 
     async def _auto_commit(

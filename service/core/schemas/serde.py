@@ -21,9 +21,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from itertools import chain
 from typing import Final, Generic, TypeVar
 
 from service.errors import (
@@ -39,7 +40,7 @@ from service.errors import (
     ValueSchemaMissing,
 )
 
-from ..models import DecodedRecord, Record
+from ..models import RecordColumns, TopicPartition
 from ..ports import SchemaResolver
 from .formats import parse
 from .model import JSON, Codec, InvalidSchema, ParsedSchema, Schema, SchemaType
@@ -47,6 +48,8 @@ from .model import ConversionError as CodecError
 from .wire import frame, unframe
 
 # The v2 API's schema formats and the registry's schema types they take.
+_DECODE_ON_LOOP: Final = 200  # records decoded on the event loop at once; more go to a worker thread
+
 SCHEMA_TYPES: Final[dict[str, SchemaType]] = {
     "avro": SchemaType.AVRO,
     "jsonschema": SchemaType.JSON,
@@ -136,16 +139,22 @@ class Writer:
 
 @dataclass(frozen=True, slots=True)
 class Decoded:
-    """What ``Serde.decode`` made of a partition's records: the first ``count`` of them, each a
-    ``DecodedRecord`` with its JSON; ``error`` says why the record after them could not be
-    decoded (None when all were)."""
+    """What ``Serde.decode`` made of a partition's records: the first ``count`` of them, with the
+    JSON of each key and value (``RecordColumns.decoded``); ``error`` says why the record after
+    them could not be decoded (None when all were)."""
 
-    records: list[Record]
+    records: RecordColumns
     error: ConversionError | None
 
     @property
     def count(self) -> int:
         return len(self.records)
+
+    def leading(self) -> RecordColumns:
+        """The records that decoded; if none did, the first one's error is raised."""
+        if self.error is not None and not self.records:
+            raise self.error
+        return self.records
 
 
 class Serde:
@@ -269,37 +278,47 @@ class Serde:
             self._schemas.put(schema_id, parsed)
         return parsed
 
-    async def prepare(self, records: Iterable[Record]) -> None:
+    async def prepare(self, records: RecordColumns) -> None:
         """Fetch the schemas the keys and values of ``records`` name, so that ``decode`` finds
         them (a schema that cannot be had is ``decode``'s to report, at its record)."""
         ids: set[int] = set()
-        for r in records:
-            for data in (r.key, r.value):
-                if data is not None and len(data) >= 5 and data[0] == 0:
-                    ids.add(int.from_bytes(data[1:5], "big"))
+        for data in chain(records.keys, records.values):
+            if data is not None and len(data) >= 5 and data[0] == 0:
+                ids.add(int.from_bytes(data[1:5], "big"))
         for schema_id in ids:
             if self._schemas.get(schema_id) is None:
                 with contextlib.suppress(SchemaNotFound, InvalidSchemaError):
                     await self.schema(schema_id)
 
-    def decode(self, schema_type: SchemaType, records: Sequence[Record], *, where: str) -> Decoded:
+    async def decode_fetched(
+        self, schema_type: SchemaType, tp: TopicPartition, records: RecordColumns
+    ) -> Decoded:
+        """``decode`` of records fetched from ``tp``, their schemas fetched first (``prepare``);
+        more than a few hundred are decoded in a worker thread, off the event loop."""
+        await self.prepare(records)
+        where = f"{tp.topic!r} partition {tp.partition}"
+        if len(records) > _DECODE_ON_LOOP:
+            return await asyncio.to_thread(self.decode, schema_type, records, where=where)
+        return self.decode(schema_type, records, where=where)
+
+    def decode(self, schema_type: SchemaType, records: RecordColumns, *, where: str) -> Decoded:
         """The leading records of a partition's ``records`` whose keys and values decode with the
         schemas ``prepare`` fetched, with their JSON (``where`` names the partition in errors)."""
-        out: list[Record] = []
-        for r in records:
+        keys: list[JSON] = []
+        values: list[JSON] = []
+        for offset, key, value in zip(records.offsets, records.keys, records.values, strict=True):
             try:
-                key = None if r.key is None else self._decode_one(schema_type, r.key, "key")
-                value = None if r.value is None else self._decode_one(schema_type, r.value, "value")
+                keys.append(None if key is None else self._decode_one(schema_type, key, "key"))
+                values.append(None if value is None else self._decode_one(schema_type, value, "value"))
             except ConversionError as exc:
                 return Decoded(
-                    out,
+                    records[: len(values)].with_decoded(keys[: len(values)], values),
                     ConversionError(
-                        f"The record at {where} offset {r.offset} cannot be read as {schema_type.value}: "
+                        f"The record at {where} offset {offset} cannot be read as {schema_type.value}: "
                         f"{exc.message}. Seek past it, or read it with a binary consumer."
                     ),
                 )
-            out.append(DecodedRecord(r.offset, r.timestamp, r.key, r.value, r.headers, key, value))
-        return Decoded(out, None)
+        return Decoded(records.with_decoded(keys, values), None)
 
     def _decode_one(self, schema_type: SchemaType, data: bytes, what: str) -> JSON:
         try:

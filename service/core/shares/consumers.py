@@ -17,12 +17,10 @@ Collaborators: ``Sessions`` (the instances), ``ShareGroups`` (the delivery state
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final
 
 from service.errors import (
     ConsumerFormatMismatch,
@@ -37,16 +35,14 @@ from service.errors import (
 
 from ..acl import Decision, Operation, ResourceType
 from ..fair import InstanceLimits, holder_of
-from ..models import EmbeddedFormat, InstanceConfig, InstanceState, Subscription, TopicPartition
+from ..models import EmbeddedFormat, InstanceConfig, InstanceState, Polled, Subscription, TopicPartition
 from ..ports import Coordinator, Log, Sessions
 from ..quotas import Quotas
 from ..rules import check_group, check_instance, check_topic
 from ..schemas.serde import SCHEMA_TYPES, Serde
 from ..waits import OpenWaits
-from .service import Acknowledgement, Delivered, PartitionReport, ShareGroups, StartAt
+from .service import Acknowledgement, PartitionReport, ShareGroups, StartAt, by_partition_run
 from .state import NOT_HELD, AckType
-
-_DECODE_ON_LOOP: Final = 200  # records of a schema format decoded on the event loop; more in a thread
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,7 +203,7 @@ class ShareConsumers:
         accept: set[EmbeddedFormat] | None = None,
         client: str = "",
         who: Decision | None = None,
-    ) -> tuple[InstanceState, list[Delivered], list[Refusal]]:
+    ) -> tuple[InstanceState, Polled, list[Refusal]]:
         """Settle ``acks`` (piggy-backed), then acquire up to ``max_records`` records: at once if
         some are available, else when some are (new ones, released ones, expired locks) or after
         the timeout (none then). READ on the subscribed topics is checked first, as a poll's is."""
@@ -244,16 +240,12 @@ class ShareConsumers:
             )
             refused = _refusals(refusals)
             await self._sessions.touch(group, name, self.now_ms())
-            if delivered and config.format in SCHEMA_TYPES:
-                delivered = await self._decode(group, name, config.format, delivered)
+            polled = by_partition_run(delivered)
+            if polled and config.format in SCHEMA_TYPES:
+                polled = await self._decode(group, name, config.format, polled)
             if self._quotas.consume:
-                by_tp: dict[TopicPartition, list[Delivered]] = {}
-                for d in delivered:
-                    by_tp.setdefault(d.tp, []).append(d)
-                await self._quotas.consumed(
-                    client, [(tp, [d.record for d in ds]) for tp, ds in by_tp.items()]
-                )
-            return state, delivered, refused
+                await self._quotas.consumed(client, polled)
+            return state, polled, refused
 
     async def acknowledge(
         self, group: str, name: str, acks: Sequence[Acknowledgement], *, who: Decision | None = None
@@ -274,34 +266,26 @@ class ShareConsumers:
         refusals, _ = await self.shares.acknowledge(state.group, state.name, acks)
         return _refusals(refusals)
 
-    async def _decode(
-        self, group: str, name: str, fmt: EmbeddedFormat, delivered: list[Delivered]
-    ) -> list[Delivered]:
-        """``delivered`` with keys and values decoded by their schemas; a record that does not
+    async def _decode(self, group: str, name: str, fmt: EmbeddedFormat, polled: Polled) -> Polled:
+        """``polled`` with keys and values decoded by their schemas; a record that does not
         decode is released at once with why (so it goes to the group's other consumers, and is
         archived, with its dead-letter copy, at the delivery limit) rather than handed out."""
         serde = self._serde
         assert serde is not None  # refused at creation otherwise
-        await serde.prepare(d.record for d in delivered)
         schema_type = SCHEMA_TYPES[fmt]
-
-        def decode_all() -> tuple[list[Delivered], list[Acknowledgement]]:
-            good: list[Delivered] = []
-            bad: list[Acknowledgement] = []
-            for d in delivered:
-                where = f"{d.tp.topic!r} partition {d.tp.partition}"
-                decoded = serde.decode(schema_type, [d.record], where=where)
+        good: Polled = []
+        bad: list[Acknowledgement] = []
+        for tp, records in polled:
+            while records:
+                decoded = await serde.decode_fetched(schema_type, tp, records)
                 if decoded.records:
-                    good.append(Delivered(d.tp, decoded.records[0], d.deliveries))
-                else:
-                    why = decoded.error.message if decoded.error is not None else "cannot be decoded"
-                    bad.append(Acknowledgement(d.tp, (d.record.offset,), AckType.RELEASE, why))
-            return good, bad
-
-        if len(delivered) > _DECODE_ON_LOOP:
-            good, bad = await asyncio.to_thread(decode_all)
-        else:
-            good, bad = decode_all()
+                    good.append((tp, decoded.records))
+                if decoded.error is None:
+                    break
+                failed = len(decoded.records)
+                why = decoded.error.message
+                bad.append(Acknowledgement(tp, (records.offsets[failed],), AckType.RELEASE, why))
+                records = records[failed + 1 :]
         if bad:
             await self.shares.acknowledge(group, name, bad)
         return good

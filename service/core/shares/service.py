@@ -30,12 +30,13 @@ import weakref
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import repeat
+from itertools import groupby, repeat
+from operator import itemgetter
 from typing import Any, Final, Literal, NamedTuple
 
 from service.errors import BackendUnavailable, GatewayError
 
-from ..models import Record, TopicPartition
+from ..models import Polled, Record, RecordColumns, TopicPartition
 from ..ports import Coordinator, Log
 from .acks import Acknowledgement, by_partition, settle_acks, settle_acks_in
 from .dead_letters import DeadLetters
@@ -65,6 +66,17 @@ class Delivered(NamedTuple):
     tp: TopicPartition
     record: Record
     deliveries: int
+
+
+def by_partition_run(delivered: Sequence[Delivered]) -> Polled:
+    """A share poll's records as the consumer is given them: partition by partition, as columns
+    with how many times each was delivered."""
+    polled: Polled = []
+    for tp, run in groupby(delivered, key=itemgetter(0)):
+        items = list(run)
+        records = RecordColumns.of([d.record for d in items])
+        polled.append((tp, records.with_deliveries([d.deliveries for d in items])))
+    return polled
 
 
 @dataclass(frozen=True, slots=True)
@@ -340,8 +352,8 @@ class ShareGroups:
                 )
                 for tp, (sp, _) in states.items():
                     part = data.get(tp)
-                    records: Sequence[Record] = part.records if part is not None else ()
-                    offsets = [r.offset for r in records]  # ascending
+                    records = part.records if part is not None else RecordColumns.empty()
+                    offsets = records.offsets  # ascending
                     if part is not None:  # past the log end: start over; before its start: forget
                         fit_to_log(sp, positions[tp], part, start_at, where=f"share group {group!r}: {tp}")
                     taken, gone = sp.acquire_runs(

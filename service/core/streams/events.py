@@ -13,7 +13,7 @@ from typing import Final, Literal
 from service.errors import GatewayError
 
 from ..consumers import Blocked, Polled
-from ..models import EmbeddedFormat, TopicPartition, weight_of
+from ..models import EmbeddedFormat, TopicPartition
 
 EndReason = Literal["shutdown", "deleted", "error"]
 SHUTDOWN: Final = "shutdown"
@@ -54,7 +54,7 @@ class Records:
         """What the records weigh as credit and quotas count them (``Record.size``)."""
         if self.size is not None:
             return self.size
-        return sum(weight_of(records) for _, records in self.polled)
+        return sum(records.weight for _, records in self.polled)
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,21 +6,15 @@ Collaborators: ``TopicService.read``, the consume ``Quotas``, ``Serde`` for the 
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Sequence
-from typing import Final
-
 from service.errors import BackendUnavailable, GatewayError, Throttled
 
 from ..acl import Operation, ResourceType
-from ..models import EmbeddedFormat, Record, TopicPartition
+from ..models import EmbeddedFormat, RecordColumns, TopicPartition
 from ..quotas import Quotas
 from ..schemas.serde import SCHEMA_TYPES, Serde
 from ..topics import TopicService
 from .events import Event, Records
 from .stream import STEP_WAIT_MS, Stream, StreamContext
-
-_DECODE_ON_LOOP: Final = 200  # records decoded on the event loop; more go to a worker thread
 
 
 class PartitionStream(Stream):
@@ -87,18 +81,9 @@ class PartitionStream(Stream):
         self.offset = records[-1].offset + 1
         return [Records(self.format, [(tp, records)], {tp: self.offset})]
 
-    async def _decode(self, records: Sequence[Record]) -> list[Record]:
+    async def _decode(self, records: RecordColumns) -> RecordColumns:
         """The leading records that decode; the error of the first if none does."""
         serde = self._serde
         if serde is None:
             raise BackendUnavailable(f"The {self.format} format needs a schema registry, and there is none.")
-        await serde.prepare(records)
-        where = f"{self.tp.topic!r} partition {self.tp.partition}"
-        schema_type = SCHEMA_TYPES[self.format]
-        if len(records) > _DECODE_ON_LOOP:
-            decoded = await asyncio.to_thread(serde.decode, schema_type, records, where=where)
-        else:
-            decoded = serde.decode(schema_type, records, where=where)
-        if decoded.error is not None and not decoded.records:
-            raise decoded.error
-        return decoded.records
+        return (await serde.decode_fetched(SCHEMA_TYPES[self.format], self.tp, records)).leading()

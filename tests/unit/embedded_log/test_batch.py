@@ -16,7 +16,7 @@ from service.adapters.embedded.log.batch import (
     encode_batch,
     parse_header,
 )
-from service.core.models import NewRecord, Record, ValuesOnly
+from service.core.models import NewRecord, Record, RecordColumns, ValuesOnly
 
 NOW = 1_700_000_000_000
 
@@ -100,23 +100,23 @@ def test_structural_checks() -> None:
 def test_skip_and_budget() -> None:
     raw = encoded([NewRecord(None, bytes(10)) for _ in range(10)], base=50)
     header = parse_header(raw)
-    out: list[Record] = []
+    out = RecordColumns.empty()
     used, hit = decode_records(raw, 0, header, out, min_offset=55)
     assert [r.offset for r in out] == [55, 56, 57, 58, 59] and used == 50 and not hit
 
-    out = []
+    out = RecordColumns.empty()
     used, hit = decode_records(raw, 0, header, out, budget=35)
     assert [r.offset for r in out] == [50, 51, 52] and used == 30 and hit
 
-    out = []  # one record bigger than the budget still comes when forced, and alone
+    out = RecordColumns.empty()  # one record bigger than the budget still comes when forced, and alone
     used, hit = decode_records(raw, 0, header, out, budget=5, force_first=True)
     assert [r.offset for r in out] == [50] and used == 10 and hit
 
-    out = []
+    out = RecordColumns.empty()
     used, hit = decode_records(raw, 0, header, out, budget=5)
     assert out == [] and hit
 
-    out = []  # a count stops it too, before the next record is built
+    out = RecordColumns.empty()  # a count stops it too, before the next record is built
     used, hit = decode_records(raw, 0, header, out, min_offset=52, budget=1000, most=3)
     assert [r.offset for r in out] == [52, 53, 54] and used == 30 and hit
     used, hit = decode_records(raw, 0, header, out, most=0)
@@ -125,7 +125,7 @@ def test_skip_and_budget() -> None:
 
 def test_null_records_still_cost_budget() -> None:
     raw = encoded([NewRecord(None, None) for _ in range(100)])
-    out: list[Record] = []
+    out = RecordColumns.empty()
     _, hit = decode_records(raw, 0, parse_header(raw), out, budget=10)
     assert len(out) == 10 and hit
 

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from service.adapters.embedded.log import EmbeddedLog
 from service.adapters.embedded.log.fds import fd_limit
-from service.core.models import NewRecord, Record, TopicPartition
+from service.core.models import NewRecord, RecordColumns, TopicPartition
 from service.errors import InvalidTopicConfig
 from service.server.backends import build_log
 from service.settings import Settings
@@ -90,7 +90,7 @@ async def test_a_pinned_segment_is_never_closed_under_its_reader(open_log: OpenL
     await fill(log, TopicPartition("other", 0), 10)
     view = log._topics["t"].partitions[0].view()
     view.pin()  # what a fetch in flight holds
-    first: list[Record] = []
+    first = RecordColumns.empty()
     view.read(0, first, budget=1, force_first=True)  # half way: the first segment is open
     assert [r.offset for r in first] == [0]
     reading = view.segments[0]._log_fd()
@@ -99,7 +99,7 @@ async def test_a_pinned_segment_is_never_closed_under_its_reader(open_log: OpenL
     spare = [os.open(os.devnull, os.O_RDONLY) for _ in range(4)]  # would take a freed number
     try:
         assert os.fstat(reading).st_ino == ino  # still the reader's file
-        rest: list[Record] = []
+        rest = RecordColumns.empty()
         view.read(1, rest, budget=-1, force_first=True)
         assert [r.value for r in first + rest] == expected(10)
         assert len(log._fds) > 1  # over the bound while the reader pins its segments...
@@ -122,7 +122,7 @@ async def test_a_segment_sealed_under_a_reader_stays_open_until_it_unpins(
     await fill(log, TP, 3)  # seals the segment the view reads as the active one
     assert len(segments_of(log, TP)) == 2
     view.segments[0].flush()  # as a group commit that began before the roll does
-    out: list[Record] = []
+    out = RecordColumns.empty()
     view.read(0, out, budget=-1, force_first=True)
     assert [r.offset for r in out] == [0]
     assert len(log_fds(data_dir)) == 2
@@ -163,7 +163,7 @@ async def test_readers_in_threads_share_the_cache(open_log: OpenLog, data_dir: P
         v.pin()
 
     def read(job: int) -> list[bytes | None]:
-        out: list[Record] = []
+        out = RecordColumns.empty()
         views[job % 4].read(job % 30, out, budget=-1, force_first=True)
         return [r.value for r in out]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from service.core.models import NewRecord, TopicPartition
+from service.core.models import NewRecord, RecordColumns, TopicPartition
 
 from .conftest import Clock, OpenLog, read_all, segments_of, values
 
@@ -154,7 +154,7 @@ async def test_a_reader_keeps_a_segment_that_retention_removes(open_log: OpenLog
     view.pin()  # what a fetch in flight holds
     clock.advance_ms(5000)
     assert await log.apply_retention() == 2
-    out: list = []
+    out = RecordColumns.empty()
     view.read(0, out, budget=-1, force_first=True)  # the descriptors are still open
     view.unpin()
     assert [r.value for r in out][:2] == [b"v0".ljust(100, b"."), b"v1".ljust(100, b".")]

@@ -1,5 +1,5 @@
 """A share consumer's poll rendered as text equals, byte for byte, the same records rendered
-through a dict per record (``delivered_dicts``), in every format written as text."""
+through a dict per record (``delivered_dicts``), in every format."""
 
 from __future__ import annotations
 
@@ -9,11 +9,25 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from api_schemas.shares import delivered_dicts, render_delivered
-from service.core.models import DecodedRecord, Record, TopicPartition
-from service.core.shares.service import Delivered
+from api_schemas.records import records_array
+from service.core.models import Record, TopicPartition
+from service.core.shares.service import Delivered, by_partition_run
 from service.errors import ConversionError
+from tests.unit.record_shapes import delivered_dicts
 from tests.unit.stored_values import payloads, stored_json
+
+
+def render_delivered(
+    fmt: str, delivered: list[Delivered], decoded: list[tuple[object, object]] | None = None
+) -> bytes:
+    """The share poll's answer, as the route renders it (``decoded``: each record's JSON)."""
+    polled = by_partition_run(delivered)
+    if decoded is not None:
+        polled = [
+            (tp, records.with_decoded(*map(list, zip(*decoded, strict=True)))) for tp, records in polled
+        ]
+    return records_array(fmt, polled)  # type: ignore[arg-type]
+
 
 _headers = st.lists(st.tuples(st.text(max_size=8), payloads), max_size=2).map(tuple)
 _utf8 = st.none() | st.text(max_size=20).map(str.encode)
@@ -54,12 +68,11 @@ def test_a_poll_of_nothing_is_an_empty_array() -> None:
 
 def test_the_schema_formats_render_their_decoded_json_through_dicts() -> None:
     tp = TopicPartition("t", 3)
-    record = DecodedRecord(
-        7, 9, b"\x00k", b"\x00v", (("h", b"x"),), key_json={"id": 1}, value_json=[1.5, "x"]
-    )
+    record = Record(7, 9, b"\x00k", b"\x00v", (("h", b"x"),))
     delivered = [Delivered(tp, record, 2)]
-    rendered = render_delivered("avro", delivered)
-    assert rendered == delivered_dicts("avro", delivered)
+    decoded = [({"id": 1}, [1.5, "x"])]
+    rendered = render_delivered("avro", delivered, decoded)
+    assert rendered == delivered_dicts("avro", delivered, decoded)
     assert json.loads(rendered) == [
         {
             "topic": "t",
@@ -80,8 +93,9 @@ def test_a_decoded_value_orjson_cannot_write_is_written_exactly() -> None:
     deep: object = []
     for _ in range(300):
         deep = [deep]
-    record = DecodedRecord(0, 1, None, b"\x00v", (), value_json={"deep": deep, "big": 2**70})
-    rendered = render_delivered("jsonschema", [Delivered(TopicPartition("t", 0), record, 1)])
+    record = Record(0, 1, None, b"\x00v", ())
+    decoded = [(None, {"deep": deep, "big": 2**70})]
+    rendered = render_delivered("jsonschema", [Delivered(TopicPartition("t", 0), record, 1)], decoded)
     assert json.loads(rendered)[0]["value"] == {"deep": deep, "big": 2**70}
 
 

@@ -36,7 +36,7 @@ from typing import Final
 from crc32c import crc32c
 
 from service.adapters.format_versions import LOG_BATCH_FORMAT
-from service.core.models import Header, NewRecord, Record, ValuesOnly, make_record
+from service.core.models import Header, NewRecord, RecordColumns, ValuesOnly
 from service.core.rules import record_size
 
 MAGIC: Final = LOG_BATCH_FORMAT
@@ -260,14 +260,15 @@ def decode_records(
     buf: bytes,
     pos: int,
     header: BatchHeader,
-    out: list[Record],
+    out: RecordColumns,
     *,
     min_offset: int = 0,
     budget: int = -1,
     force_first: bool = False,
     most: int = -1,
 ) -> tuple[int, bool]:
-    """Append the records of the batch at ``buf[pos:]`` to ``out``; return (bytes used, budget hit).
+    """Append the records of the batch at ``buf[pos:]`` to the columns ``out``; return (bytes used,
+    budget hit).
 
     Records below ``min_offset`` are skipped without being built. With
     ``budget >= 0`` decoding stops before the first record whose cost
@@ -280,7 +281,8 @@ def decode_records(
     if end > len(buf):
         raise CorruptBatch("batch extends past the buffer")
     unpack = REC.unpack_from
-    make = make_record
+    add_offset, add_ts, add_key = out.offsets.append, out.timestamps.append, out.keys.append
+    add_value, add_headers, add_size = out.values.append, out.headers.append, out.sizes.append
     p = pos + HEADER_SIZE
     offset = header.base_offset
     used = 0
@@ -313,11 +315,16 @@ def decode_records(
                 headers, q = _decode_headers(buf, q, hcount)
             if q != nxt:
                 raise CorruptBatch(f"record layout mismatch at offset {offset}")
-            # A record of nulls still costs something, or a budget would never fill.
-            cost = record_size(key, value, headers) or 1
+            size = record_size(key, value, headers)
+            cost = size or 1  # a record of nulls still costs something, or a budget would never fill
             if budget >= 0 and used + cost > budget and not (force_first and taken == 0):
                 return used, True
-            out.append(make(offset, ts, key, value, headers))
+            add_offset(offset)
+            add_ts(ts)
+            add_key(key)
+            add_value(value)
+            add_headers(headers)
+            add_size(size)
             used += cost
             taken += 1
             p = nxt
@@ -347,11 +354,20 @@ def _decode_headers(buf: bytes, q: int, count: int) -> tuple[tuple[Header, ...],
     return tuple(headers), q
 
 
-def decode_batch(buf: bytes, pos: int = 0, *, verify: bool = True) -> list[Record]:
+def first_at_or_after(buf: bytes, pos: int, header: BatchHeader, timestamp: int) -> int | None:
+    """The offset of the first record of the batch at ``buf[pos:]`` timestamped at or after
+    ``timestamp`` (producers give timestamps: they need not grow with offsets), else None."""
+    records = RecordColumns.empty()
+    decode_records(buf, pos, header, records)
+    found = (o for o, ts in zip(records.offsets, records.timestamps, strict=True) if ts >= timestamp)
+    return next(found, None)
+
+
+def decode_batch(buf: bytes, pos: int = 0, *, verify: bool = True) -> RecordColumns:
     """Every record of the batch at ``buf[pos:]``; raises ``CorruptBatch`` (incl. a CRC mismatch)."""
     header = parse_header(buf, pos)
     if verify and not crc_ok(buf, pos, header):
         raise CorruptBatch(f"CRC mismatch in batch at offset {header.base_offset}")
-    out: list[Record] = []
+    out = RecordColumns.empty()
     decode_records(buf, pos, header, out)
     return out

@@ -27,6 +27,7 @@ from service.core.models import (
     NewRecord,
     PartitionData,
     PartitionInfo,
+    RecordColumns,
     TopicInfo,
     TopicPartition,
 )
@@ -454,7 +455,8 @@ class EmbeddedLog(Lifecycle):
         ):
             # Every position at its log end (an idle consumer's, most often): nothing to read, so
             # no worker thread for it; what reading would answer.
-            ends = {tp: PartitionData([], v.high_watermark, v.log_start_offset) for tp, _, v in reads}
+            nothing = RecordColumns.empty()
+            ends = {tp: PartitionData(nothing, v.high_watermark, v.log_start_offset) for tp, _, v in reads}
             return ends, 0, False
         return await self._pinned(views, lambda: read_views(reads, max_bytes, max_records))
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from service.core.models import Record, TopicPartition
+from service.core.models import RecordColumns, TopicPartition
 from service.core.ports import FlushPolicy
 from service.errors import BackendError, BackendUnavailable, TopicNotFound
 
@@ -104,7 +104,7 @@ class PartitionView:
             s.unpin()
 
     def read(
-        self, offset: int, out: list[Record], *, budget: int, force_first: bool, most: int = -1
+        self, offset: int, out: RecordColumns, *, budget: int, force_first: bool, most: int = -1
     ) -> tuple[int, bool]:
         """Append records from ``offset`` on to ``out``, at most ``most`` (-1: no bound but
         ``budget``); return (bytes used, budget exhausted)."""

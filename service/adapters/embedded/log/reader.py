@@ -21,11 +21,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from service.core.models import Record
+from service.core.models import Record, RecordColumns
 from service.core.rules import check_topic
 
 from ..fileio import open_file
-from .batch import decode_records
+from .batch import decode_records, first_at_or_after
 from .index import OFFSET_ENTRY, TIME_ENTRY
 from .metadata import read_topic_meta
 from .scan import BatchScan, read_header_at
@@ -142,7 +142,7 @@ def read_partition_range(directory: Path, start: int = 0, end: int | None = None
             for view in scan:
                 if view.header.next_offset <= start:
                     continue
-                records: list[Record] = []
+                records = RecordColumns.empty()
                 decode_records(view.buf, view.off, view.header, records, min_offset=start)
                 for r in records:
                     if end is not None and r.offset >= end:
@@ -182,9 +182,7 @@ def find_timestamp(directory: Path, timestamp: int) -> int | None:
             for view in scan or ():  # None: removed by retention meanwhile
                 if view.header.max_timestamp < timestamp:
                     continue
-                records: list[Record] = []
-                decode_records(view.buf, view.off, view.header, records)
-                found = next((r.offset for r in records if r.timestamp >= timestamp), None)
+                found = first_at_or_after(view.buf, view.off, view.header, timestamp)
                 if found is not None:
                     return found
     return None

@@ -6,7 +6,7 @@ cannot close a segment under it.
 
 from __future__ import annotations
 
-from service.core.models import PartitionData, Record, TopicPartition
+from service.core.models import PartitionData, RecordColumns, TopicPartition
 
 from ...fetch_budget import FetchBudget
 from .partition import PartitionView
@@ -22,7 +22,7 @@ def read_views(
     budget = FetchBudget(max_bytes, max_records)
     out_of_range = False
     for tp, offset, view in reads:
-        records: list[Record] = []
+        records = RecordColumns.empty()
         if not budget.exhausted:
             n, hit = view.read(
                 offset, records, budget=budget.left, force_first=budget.force_first, most=budget.records_left

@@ -29,11 +29,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
-from service.core.models import Record
+from service.core.models import RecordColumns
 from service.errors import NewerFormat
 
 from ..fileio import create_file, fsync_dir, open_file, write_all
-from .batch import EncodedBatch, crc_ok, decode_records
+from .batch import EncodedBatch, crc_ok, decode_records, first_at_or_after
 from .fdcache import FdCache
 from .index import MAX_RELATIVE, OffsetIndex, TimeIndex
 from .scan import BatchScan, read_header_at
@@ -359,7 +359,7 @@ class Segment:
         self,
         min_offset: int,
         limit: int,
-        out: list[Record],
+        out: RecordColumns,
         *,
         budget: int,
         force_first: bool,
@@ -419,11 +419,9 @@ class Segment:
                 if not crc_ok(view.buf, view.off, view.header):
                     log.error("%s: CRC mismatch at offset %d", self.log_path, view.header.base_offset)
                     return None
-                records: list[Record] = []
-                decode_records(view.buf, view.off, view.header, records)
-                for r in records:
-                    if r.timestamp >= timestamp:
-                        return r.offset
+                found = first_at_or_after(view.buf, view.off, view.header, timestamp)
+                if found is not None:
+                    return found
         return None
 
     # --- descriptors -----------------------------------------------------------
