@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, Final, Literal, overload
+from itertools import repeat
+from typing import Any, Final, Literal, TypeVar, overload
 
 from .acl import ANONYMOUS
 from .rules import record_size
 
 Header = tuple[str, bytes | None]
+T = TypeVar("T")
 
 OffsetReset = Literal["earliest", "latest", "none"]
 InstanceKind = Literal["consumer", "share"]
@@ -43,26 +45,74 @@ class NewRecord:
     timestamp: int | None = None  # ms since epoch; None means "now" at append time
 
 
-class ValuesOnly(Sequence[NewRecord]):
-    """Records that are a value each and nothing else (no key, headers nor timestamp), the most
-    common produce of all, kept as their ``values``.
+class NewRecords(Sequence[NewRecord]):
+    """Records on their way into the log, as columns: what a produce request parses into, and
+    what the producer and every log's ``append`` take.
 
-    A log that knows it encodes the values as they are (the embedded log's ``encode_batch``):
-    a ``NewRecord`` per value costs more than decoding its base64. Any other reader sees
-    ``NewRecord``s, made once, when first asked for.
+    ``values`` always; ``keys``, ``headers`` and ``timestamps`` only when some record has one
+    (None: no record has): the most common produce of all is values alone, and a log encodes
+    those from the values (the embedded log's ``encode_batch``) where a ``NewRecord`` per value
+    would cost more than decoding its base64. Anyone else sees ``NewRecord``s, made as asked for.
+    Never changed once built.
     """
 
-    __slots__ = ("_records", "values")
+    __slots__ = ("headers", "keys", "timestamps", "values")
 
-    def __init__(self, values: list[bytes]) -> None:
+    def __init__(
+        self,
+        values: list[bytes | None],
+        keys: list[bytes | None] | None = None,
+        headers: list[tuple[Header, ...]] | None = None,
+        timestamps: list[int | None] | None = None,
+    ) -> None:
         self.values = values
-        self._records: list[NewRecord] | None = None
+        self.keys = keys
+        self.headers = headers
+        self.timestamps = timestamps
+
+    @classmethod
+    def of(cls, records: Sequence[NewRecord]) -> NewRecords:
+        """``records`` as columns (``NewRecords`` already are)."""
+        if isinstance(records, NewRecords):
+            return records
+        return cls.trimmed(
+            [r.value for r in records],
+            [r.key for r in records],
+            [r.headers for r in records],
+            [r.timestamp for r in records],
+        )
+
+    @classmethod
+    def trimmed(
+        cls,
+        values: list[bytes | None],
+        keys: list[bytes | None],
+        headers: list[tuple[Header, ...]],
+        timestamps: list[int | None],
+    ) -> NewRecords:
+        """The records of these columns, each column left out that no record uses."""
+        n = len(values)
+        return cls(
+            values,
+            None if keys.count(None) == n else keys,
+            None if headers.count(()) == n else headers,
+            None if timestamps.count(None) == n else timestamps,
+        )
 
     @property
-    def records(self) -> list[NewRecord]:
-        if self._records is None:
-            self._records = [NewRecord(None, value) for value in self.values]
-        return self._records
+    def values_alone(self) -> bool:
+        """Whether every record is a value and nothing else (no key, headers nor timestamp)."""
+        return self.keys is None and self.headers is None and self.timestamps is None
+
+    def take(self, indexes: Sequence[int]) -> NewRecords:
+        """The records at ``indexes``, in that order (a partition's share of a request)."""
+
+        def pick(column: list[T] | None) -> list[T] | None:
+            return None if column is None else [column[i] for i in indexes]
+
+        return NewRecords(
+            [self.values[i] for i in indexes], pick(self.keys), pick(self.headers), pick(self.timestamps)
+        )
 
     def __len__(self) -> int:
         return len(self.values)
@@ -71,13 +121,27 @@ class ValuesOnly(Sequence[NewRecord]):
     def __getitem__(self, index: int) -> NewRecord: ...
 
     @overload
-    def __getitem__(self, index: slice) -> list[NewRecord]: ...
+    def __getitem__(self, index: slice) -> NewRecords: ...
 
-    def __getitem__(self, index: int | slice) -> NewRecord | list[NewRecord]:
-        return self.records[index]
+    def __getitem__(self, index: int | slice) -> NewRecord | NewRecords:
+        if isinstance(index, slice):
+            return self.take(range(len(self.values))[index])
+        return NewRecord(
+            None if self.keys is None else self.keys[index],
+            self.values[index],
+            () if self.headers is None else self.headers[index],
+            None if self.timestamps is None else self.timestamps[index],
+        )
 
     def __iter__(self) -> Iterator[NewRecord]:
-        return iter(self.records)
+        n = len(self.values)
+        return map(
+            NewRecord,
+            repeat(None, n) if self.keys is None else self.keys,
+            self.values,
+            repeat((), n) if self.headers is None else self.headers,
+            repeat(None, n) if self.timestamps is None else self.timestamps,
+        )
 
 
 @dataclass(frozen=True, slots=True)

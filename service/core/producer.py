@@ -16,7 +16,7 @@ from itertools import repeat
 from service.errors import ErrorCode, GatewayError, PartitionNotFound
 
 from .acl import Decision
-from .models import NewRecord, TopicPartition, ValuesOnly
+from .models import NewRecord, NewRecords, TopicPartition
 from .partitioner import Partitioner
 from .ports import Log
 from .quotas import Quotas
@@ -75,20 +75,20 @@ class ProduceService:
         self._quotas = quotas or Quotas.off()
 
     def _place(
-        self, topic: str, count: int, records: Sequence[NewRecord], explicit: Sequence[int | None] | None
+        self, topic: str, count: int, records: NewRecords, explicit: Sequence[int | None] | None
     ) -> dict[int, range | list[int]]:
         """Record indexes per partition, in request order within each partition."""
         if explicit is None:
             if count == 1:
                 return {0: range(len(records))}
-            # values alone have no key: no NewRecord is made to find that out
-            keys = repeat(None, len(records)) if isinstance(records, ValuesOnly) else (r.key for r in records)
+            keys = repeat(None, len(records)) if records.keys is None else records.keys
             placed = self._partitioner.partitions(topic, keys, count)
         else:
             placed = []
-            for i, (rec, p) in enumerate(zip(records, explicit, strict=True)):
+            keys = repeat(None) if records.keys is None else records.keys
+            for i, (key, p) in enumerate(zip(keys, explicit, strict=False)):  # repeat: endless
                 if p is None:
-                    p = self._partitioner.partition(topic, rec.key, count)
+                    p = self._partitioner.partition(topic, key, count)
                 elif p >= count:
                     raise PartitionNotFound(
                         f"records[{i}]: partition {p} of topic {topic!r} not found (it has {count})."
@@ -113,8 +113,10 @@ class ProduceService:
 
         ``partition`` pins the whole request (the /partitions/{p} endpoint);
         otherwise ``explicit`` may give a partition per record. A missing topic is created only
-        if ``who`` may create it (see ``TopicService.for_produce``).
+        if ``who`` may create it (see ``TopicService.for_produce``). ``records`` as a request
+        parsed them (``NewRecords``), or any sequence of them.
         """
+        records = NewRecords.of(records)
         if self._quotas.produce:
             await self._quotas.admit_produce(client, topic, records)
         info = await self._topics.for_produce(topic, who)
@@ -128,12 +130,9 @@ class ProduceService:
 
         parts = list(by_partition)
         if len(parts) == 1:  # the common case: no regrouping, no copies
-            batches: list[Sequence[NewRecord]] = [records]
-        elif isinstance(records, ValuesOnly):  # stays values alone, each partition's share of them
-            values = records.values
-            batches = [ValuesOnly([values[i] for i in by_partition[p]]) for p in parts]
+            batches = [records]
         else:
-            batches = [[records[i] for i in by_partition[p]] for p in parts]
+            batches = [records.take(by_partition[p]) for p in parts]
         appended: list[Sequence[int] | BaseException]
         if len(parts) == 1:  # awaited in place: gather would wrap the one call in a task
             try:

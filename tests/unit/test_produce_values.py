@@ -1,5 +1,5 @@
 """Binary values alone, the most common produce: read without a JSON parser
-(``api_schemas.values_body``), kept as values (``ValuesOnly``) and stored as they are.
+(``api_schemas.values_body``), kept as values (``NewRecords`` of values alone) and stored as they are.
 
 What may never change: a body the reader takes gives the records the general way
 (``http.loads`` then ``parse_produce``) gives, and every other body is left to the general way,
@@ -24,7 +24,7 @@ from api_schemas.records import ParsedProduce, parse_produce
 from api_schemas.values_body import binary_values
 from service.adapters.embedded.log import EmbeddedLog
 from service.api.http import loads
-from service.core.models import NewRecord, PlainFormat, TopicPartition, ValuesOnly
+from service.core.models import NewRecord, NewRecords, PlainFormat, TopicPartition
 from service.core.partitioner import Partitioner
 from service.core.producer import ProduceService
 from service.core.topics import TopicService
@@ -68,7 +68,7 @@ TAKEN = {
 def test_a_body_of_values_alone_gives_the_records_of_the_general_way(body: bytes) -> None:
     parsed = fast(body)
     assert parsed is not None
-    assert isinstance(parsed.records, ValuesOnly)
+    assert parsed.records.values_alone
     assert shown(parsed) == shown(general(body))
 
 
@@ -154,13 +154,14 @@ def test_a_taken_body_is_always_one_the_general_way_takes_alike(body: bytes) -> 
 
 
 def test_values_alone_are_records_to_every_other_reader() -> None:
-    values = [b"a", b"", b"c"]
-    records = ValuesOnly(values)
-    assert len(records) == 3 and records.values is values
+    values: list[bytes | None] = [b"a", b"", b"c"]
+    records = NewRecords(values)
+    assert len(records) == 3 and records.values is values and records.values_alone
     assert records[0] == NewRecord(None, b"a")
-    assert records[1:] == [NewRecord(None, b""), NewRecord(None, b"c")]
+    assert list(records[1:]) == [NewRecord(None, b""), NewRecord(None, b"c")]
     assert list(records) == [NewRecord(None, v) for v in values]
-    assert records[2] is list(records)[2]  # made once
+    assert NewRecords.of(records) is records
+    assert NewRecords.of(list(records)).values_alone  # columns no record uses are left out
 
 
 async def test_values_alone_spread_over_partitions_as_records_do(tmp_path: Path) -> None:
@@ -170,7 +171,7 @@ async def test_values_alone_spread_over_partitions_as_records_do(tmp_path: Path)
         await log.create_topic("t", 3, 1, {})
         topics = TopicService(log, auto_create=False, default_partitions=1)
         values = [f"v{i}".encode() for i in range(7)]
-        outcome = await ProduceService(log, topics, Partitioner()).produce("t", ValuesOnly(values))
+        outcome = await ProduceService(log, topics, Partitioner()).produce("t", NewRecords(list(values)))
         assert sorted(len(p.offsets) for p in outcome.partitions) == [2, 2, 3]  # round-robin
         stored: dict[int, bytes | None] = {}
         for part in outcome.partitions:
@@ -206,7 +207,7 @@ def test_json_and_string_values_alone_are_the_records_of_the_careful_loop(fmt: P
     data = loads_exact(body)
     parsed = parse_produce(data, fmt, max_record_bytes=LIMIT)
     careful = {"records": [{**r, "partition": None} for r in data["records"]]}
-    assert isinstance(parsed.records, ValuesOnly)
+    assert parsed.records.values_alone
     assert shown(parsed) == shown(parse_produce(careful, fmt, max_record_bytes=LIMIT))
     with_null = parse_produce({"records": [{"value": "1"}, {"value": None}]}, fmt, max_record_bytes=LIMIT)
     assert [r.value for r in with_null.records] == [b'"1"' if fmt == "json" else b"1", None]

@@ -16,7 +16,7 @@ from service.adapters.embedded.log.batch import (
     encode_batch,
     parse_header,
 )
-from service.core.models import NewRecord, Record, RecordColumns, ValuesOnly
+from service.core.models import NewRecord, NewRecords, Record, RecordColumns
 
 NOW = 1_700_000_000_000
 
@@ -144,17 +144,18 @@ def test_record_size_limit() -> None:
 
 
 def test_values_alone_encode_to_the_bytes_of_their_records() -> None:
-    """``ValuesOnly`` is encoded from its values: the same batch, byte for byte, as the same
-    values as ``NewRecord``s, and a value over the limit refused in the same words."""
-    values = [b"", b"a", bytes(100), bytes(100), b"\xff" * 7, bytes(100)]
-    alone = encode_batch(ValuesOnly(values), NOW)
-    assert alone == encode_batch([NewRecord(None, v) for v in values], NOW)
+    """Values alone are encoded from their values: the same batch, byte for byte, as the same
+    values as ``NewRecord``s timestamped as the batch is (which the loop of every other record
+    encodes), and a value over the limit refused in the same words."""
+    values: list[bytes | None] = [b"", b"a", bytes(100), bytes(100), b"\xff" * 7, bytes(100)]
+    alone = encode_batch(NewRecords(values), NOW)
+    assert alone == encode_batch([NewRecord(None, v, timestamp=NOW) for v in values], NOW)
     assert [(r.key, r.value, r.timestamp) for r in decode_batch(alone.head(5) + alone.body)] == [
         (None, v, NOW) for v in values
     ]
-    encode_batch(ValuesOnly([bytes(100)]), NOW, max_record_bytes=124)
+    encode_batch(NewRecords([bytes(100)]), NOW, max_record_bytes=124)
     with pytest.raises(RecordTooLarge) as alone_refused:
-        encode_batch(ValuesOnly([b"x", bytes(101)]), NOW, max_record_bytes=124)
+        encode_batch(NewRecords([b"x", bytes(101)]), NOW, max_record_bytes=124)
     with pytest.raises(RecordTooLarge) as refused:
         encode_batch([NewRecord(None, b"x"), NewRecord(None, bytes(101))], NOW, max_record_bytes=124)
     assert str(alone_refused.value) == str(refused.value)

@@ -31,12 +31,13 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from itertools import repeat
+from typing import Final, cast
 
 from crc32c import crc32c
 
 from service.adapters.format_versions import LOG_BATCH_FORMAT
-from service.core.models import Header, NewRecord, RecordColumns, ValuesOnly
+from service.core.models import Header, NewRecord, NewRecords, RecordColumns
 from service.core.rules import record_size
 
 MAGIC: Final = LOG_BATCH_FORMAT
@@ -155,35 +156,40 @@ def encode_batch(
 
     Raises ``RecordTooLarge`` when a record's encoded size (``REC_PREFIX`` plus
     key, value and headers) exceeds ``max_record_bytes``, ``InvalidRecord`` for
-    unencodable fields. ``ValuesOnly`` records are encoded from their values.
+    unencodable fields. Values alone (``NewRecords.values_alone``) are encoded from their values.
     """
     if not records:
         raise InvalidRecord("a batch needs at least one record")
     if not _INT64_MIN <= now_ms <= _INT64_MAX:
         raise InvalidRecord(f"append time out of range: {now_ms}")
     limit = max_record_bytes - 4
-    if isinstance(records, ValuesOnly) and max(map(len, records.values)) + _REC_FIXED <= limit:
-        # the same bytes as the loop below writes, without a NewRecord per value; a value too
-        # large goes through the loop, which names it
-        return _batch(_value_parts(records.values, now_ms), len(records), now_ms, now_ms, now_ms)
+    records = NewRecords.of(records)
+    values = records.values
+    if records.values_alone and None not in values:
+        present = cast(list[bytes], values)
+        if max(map(len, present)) + _REC_FIXED <= limit:
+            # the same bytes as the loop below writes, a record's prefix shared by the values of
+            # one length; a value too large goes through the loop, which names it
+            return _batch(_value_parts(present, now_ms), len(records), now_ms, now_ms, now_ms)
     parts: list[bytes] = [b""]  # parts[0] becomes META once the timestamps are known
     append = parts.append
     pack = REC.pack
     max_ts = _INT64_MIN
-    first_ts = records[0].timestamp
-    if first_ts is None:
-        first_ts = now_ms
-    for r in records:
-        ts = now_ms if r.timestamp is None else r.timestamp
-        key = r.key
-        value = r.value
+    n = len(values)
+    keys = repeat(None, n) if records.keys is None else records.keys
+    headers = repeat((), n) if records.headers is None else records.headers
+    stamps = repeat(None, n) if records.timestamps is None else records.timestamps
+    first = records[0].timestamp
+    first_ts = now_ms if first is None else first
+    for key, value, record_headers, stamp in zip(keys, values, headers, stamps, strict=True):
+        ts = now_ms if stamp is None else stamp
         klen = -1 if key is None else len(key)
         vlen = -1 if value is None else len(value)
         rlen = _REC_FIXED + (klen if klen > 0 else 0) + (vlen if vlen > 0 else 0)
-        if r.headers:
-            hbytes = _encode_headers(r.headers)
+        if record_headers:
+            hbytes = _encode_headers(record_headers)
             rlen += len(hbytes)
-            hcount = len(r.headers)
+            hcount = len(record_headers)
         else:
             hbytes = b""
             hcount = 0
