@@ -28,14 +28,13 @@ from service.core.models import (
     RecordColumns,
     TopicPartition,
 )
-from service.core.rules import record_size
+from service.core.rules import INT64_MAX, record_size
 from service.core.schemas.model import ConversionError as CodecError
 from service.errors import BadRequest, ConversionError, InvalidPayload, PayloadTooLarge
 
 from .formats import DECODERS, SHOWN, decode_headers, encode_headers, is_schema_format, shown
 
 _RECORD_KEYS = frozenset({"key", "value", "partition", "headers", "timestamp"})
-_MAX_TS = 2**63 - 1
 
 
 @dataclass(slots=True)
@@ -52,7 +51,7 @@ def parse_timestamp(raw: Any, where: str) -> int | None:
     if isinstance(raw, bool):
         raise InvalidPayload(f"{where}: timestamp must be milliseconds since epoch or ISO 8601")
     if isinstance(raw, int):
-        if not 0 <= raw <= _MAX_TS:
+        if not 0 <= raw <= INT64_MAX:
             raise InvalidPayload(f"{where}: timestamp {raw} is out of range")
         return raw
     if isinstance(raw, str):

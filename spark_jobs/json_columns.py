@@ -37,12 +37,12 @@ from pyspark.sql.types import (
 )
 from referencing.exceptions import Unresolvable
 
+from service.core.rules import INT64_MAX, INT64_MIN
 from service.core.schemas.json_schema import JsonSchema
 from service.core.schemas.model import ParsedSchema
 
 from .column_types import Convert, DecodeError, Shape, nullable
 
-_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
 _MAX_DEPTH: Final = 64  # of nested subschemas: deeper ones are JSON text
 
 Resolver = Any  # referencing's Resolver
@@ -85,7 +85,7 @@ def _integer(where: str) -> Convert:
     def convert(value: Any) -> int:
         if isinstance(value, float) and value.is_integer():
             value = int(value)
-        if type(value) is not int or not _LONG_MIN <= value <= _LONG_MAX:
+        if type(value) is not int or not INT64_MIN <= value <= INT64_MAX:
             raise DecodeError(f"{where}: expected a 64-bit integer, got {json_text(value)}")
         return value
 

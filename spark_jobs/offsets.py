@@ -49,10 +49,10 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from service.core.models import TopicPartition
+from service.core.rules import INT64_MAX
 
 EARLIEST_CODE: Final = -2
 LATEST_CODE: Final = -1
-MAX_TIMESTAMP: Final = 2**63 - 1  # Kafka's timestamps are 64-bit
 COMMITTED_PREFIX: Final = "committed:"
 # Characters of a Kafka topic name, plus the comma that separates a list of them.
 _NAME_LIST_RE: Final = re.compile(r"[A-Za-z0-9._\-,\s]+")
@@ -187,7 +187,7 @@ def parse_count(text: str, *, option: str) -> int:
 
 def parse_timestamp(text: str, *, option: str) -> int:
     """A time in milliseconds since the epoch, 0 or later; raises ``OptionError``."""
-    if _DIGITS_RE.fullmatch(text.strip()) is None or int(text) > MAX_TIMESTAMP:
+    if _DIGITS_RE.fullmatch(text.strip()) is None or int(text) > INT64_MAX:
         raise OptionError(f"{option}: {text!r} is not a time in milliseconds since the epoch (0 or more)")
     return int(text)
 
@@ -196,7 +196,7 @@ def parse_timestamps_json(text: str, *, option: str) -> dict[TopicPartition, int
     """``{"topic": {"partition": ms}}`` -> a time per partition; raises ``OptionError``."""
     out: dict[TopicPartition, int] = {}
     for tp, ms in _partition_json(text, option=option, example='{"orders": {"0": 1700000000000}}').items():
-        if type(ms) is not int or not 0 <= ms <= MAX_TIMESTAMP:
+        if type(ms) is not int or not 0 <= ms <= INT64_MAX:
             raise OptionError(
                 f"{option}: {ms!r} of {tp.topic}-{tp.partition} is not a time in milliseconds since the epoch"
             )

@@ -27,7 +27,9 @@ from service.errors import (
 
 # --- numbers Kafka fixes -----------------------------------------------------------------
 
-MAX_OFFSET: Final = (1 << 63) - 1  # offsets, timestamps: int64 on the wire
+INT64_MIN: Final = -(1 << 63)  # offsets, timestamps, a config's milliseconds and bytes: int64 on the wire
+INT64_MAX: Final = (1 << 63) - 1
+MAX_OFFSET: Final = INT64_MAX
 MAX_PARTITION: Final = (1 << 31) - 1  # partition numbers: int32
 MAX_REPLICATION: Final = (1 << 15) - 1  # replication factor: int16
 

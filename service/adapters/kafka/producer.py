@@ -51,6 +51,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 from service.core.models import NewRecord, TopicPartition
+from service.core.rules import INT64_MAX
 from service.errors import (
     BackendError,
     BackendUnavailable,
@@ -67,7 +68,6 @@ from .options import KafkaOptions
 
 log = logging.getLogger(__name__)
 
-INT64_MAX: Final = 2**63 - 1
 _BYTES = (bytes, bytearray, memoryview)
 
 

@@ -38,7 +38,7 @@ from crc32c import crc32c
 
 from service.adapters.format_versions import LOG_BATCH_FORMAT
 from service.core.models import Header, NewRecord, NewRecords, RecordColumns
-from service.core.rules import record_size
+from service.core.rules import INT64_MAX, INT64_MIN, record_size
 
 MAGIC: Final = LOG_BATCH_FORMAT
 
@@ -56,9 +56,6 @@ MIN_BATCH_LENGTH: Final = HEADER_SIZE - LENGTH_PREFIX + REC.size  # one empty re
 MAX_BATCH_LENGTH: Final = 2**31 - 1
 REC_PREFIX: Final = REC.size  # 24
 _REC_FIXED: Final = REC.size - 4  # what record_length counts besides key, value and headers
-
-_INT64_MIN: Final = -(2**63)
-_INT64_MAX: Final = 2**63 - 1
 
 
 class BatchError(ValueError):
@@ -160,7 +157,7 @@ def encode_batch(
     """
     if not records:
         raise InvalidRecord("a batch needs at least one record")
-    if not _INT64_MIN <= now_ms <= _INT64_MAX:
+    if not INT64_MIN <= now_ms <= INT64_MAX:
         raise InvalidRecord(f"append time out of range: {now_ms}")
     limit = max_record_bytes - 4
     records = NewRecords.of(records)
@@ -174,7 +171,7 @@ def encode_batch(
     parts: list[bytes] = [b""]  # parts[0] becomes META once the timestamps are known
     append = parts.append
     pack = REC.pack
-    max_ts = _INT64_MIN
+    max_ts = INT64_MIN
     n = len(values)
     keys = repeat(None, n) if records.keys is None else records.keys
     headers = repeat((), n) if records.headers is None else records.headers

@@ -17,12 +17,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from service.core.rules import check_partition_count
+from service.core.rules import INT64_MAX, check_partition_count
 from service.errors import InvalidTopicConfig
 
 _INT: Final = re.compile(r"-?[0-9]{1,19}")
 INT32_MAX: Final = 2**31 - 1
-INT64_MAX: Final = 2**63 - 1
 MIN_SEGMENT_BYTES: Final = 1024 * 1024
 
 RETENTION_MS: Final = "retention.ms"

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Final
 
 from service.core.models import RecordColumns
+from service.core.rules import INT64_MIN
 from service.errors import NewerFormat
 
 from ..fileio import create_file, fsync_dir, open_file, write_all
@@ -40,7 +41,7 @@ from .scan import BatchScan, read_header_at
 
 log = logging.getLogger(__name__)
 
-NO_TIMESTAMP: Final = -(2**63)
+NO_TIMESTAMP: Final = INT64_MIN
 LOG_SUFFIX: Final = ".log"
 INDEX_SUFFIX: Final = ".index"
 TIMEINDEX_SUFFIX: Final = ".timeindex"

@@ -11,11 +11,13 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
+from ...rules import INT64_MAX, INT64_MIN
+
 PRIMITIVES: Final = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
 _NAMED_KINDS: Final = frozenset({"record", "error", "enum", "fixed"})
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _INT_RANGE: Final = (-(2**31), 2**31 - 1)
-_LONG_RANGE: Final = (-(2**63), 2**63 - 1)
+_LONG_RANGE: Final = (INT64_MIN, INT64_MAX)
 
 Node = Any  # a normalized schema: a primitive or full name (str), a union (list) or a dict
 
