@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
-from itertools import repeat
+from itertools import repeat, starmap
 from typing import Any, Final, Literal, TypeVar, overload
 
 from .acl import ANONYMOUS
@@ -133,15 +133,19 @@ class NewRecords(Sequence[NewRecord]):
             None if self.timestamps is None else self.timestamps[index],
         )
 
-    def __iter__(self) -> Iterator[NewRecord]:
+    def rows(self) -> Iterator[tuple[bytes | None, bytes | None, tuple[Header, ...], int | None]]:
+        """Each record's key, value, headers and timestamp, a column left out read as none."""
         n = len(self.values)
-        return map(
-            NewRecord,
+        return zip(
             repeat(None, n) if self.keys is None else self.keys,
             self.values,
             repeat((), n) if self.headers is None else self.headers,
             repeat(None, n) if self.timestamps is None else self.timestamps,
+            strict=True,
         )
+
+    def __iter__(self) -> Iterator[NewRecord]:
+        return starmap(NewRecord, self.rows())
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,7 +31,6 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import repeat
 from typing import Final, cast
 
 from crc32c import crc32c
@@ -172,13 +171,9 @@ def encode_batch(
     append = parts.append
     pack = REC.pack
     max_ts = INT64_MIN
-    n = len(values)
-    keys = repeat(None, n) if records.keys is None else records.keys
-    headers = repeat((), n) if records.headers is None else records.headers
-    stamps = repeat(None, n) if records.timestamps is None else records.timestamps
     first = records[0].timestamp
     first_ts = now_ms if first is None else first
-    for key, value, record_headers, stamp in zip(keys, values, headers, stamps, strict=True):
+    for key, value, record_headers, stamp in records.rows():
         ts = now_ms if stamp is None else stamp
         klen = -1 if key is None else len(key)
         vlen = -1 if value is None else len(value)
