@@ -60,6 +60,18 @@ def alive(pid: int, ticks: int | None) -> bool:
     return ticks is None or int(fields[19]) == ticks
 
 
+def stopped(pid: int) -> bool:
+    """Whether every thread of ``pid`` is stopped (or gone), as /proc/PID/task/*/stat tells."""
+    for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
+        try:
+            state = stat.read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue  # the thread ended as we looked
+        if state not in "tTXZ":
+            return False
+    return True
+
+
 def read_log(path: Path, lines: int | None = None) -> str:
     """A log file: all of it, or its last ``lines`` lines; a note if there is none."""
     try:
@@ -224,10 +236,22 @@ class ServerProcess:
         self.stop()
         return self.start(timeout)
 
-    def pause(self) -> None:
-        """Freeze the server (SIGSTOP): connections stay open but nothing answers."""
-        if self.proc is not None and self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGSTOP)
+    def pause(self, timeout: float = 10.0) -> None:
+        """Freeze the server (SIGSTOP): connections stay open but nothing answers.
+
+        Returns once every thread has stopped. A SIGSTOP is taken by one thread, which then
+        stops the others, so ``kill`` returns while the rest still run: on a busy machine a
+        JVM's threads went on for tens of milliseconds, long enough to answer a request sent
+        after the signal.
+        """
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        os.kill(self.proc.pid, signal.SIGSTOP)
+        deadline = time.monotonic() + timeout
+        while not stopped(self.proc.pid):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{self.name} (pid {self.proc.pid}) still runs {timeout:g}s after SIGSTOP")
+            time.sleep(0.001)
 
     def resume(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
