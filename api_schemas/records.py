@@ -13,7 +13,6 @@ import json
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from datetime import datetime
 from itertools import repeat
 from typing import Any, cast
 
@@ -28,11 +27,12 @@ from service.core.models import (
     RecordColumns,
     TopicPartition,
 )
-from service.core.rules import INT64_MAX, record_size
+from service.core.rules import record_size
 from service.core.schemas.model import ConversionError as CodecError
 from service.errors import BadRequest, ConversionError, InvalidPayload, PayloadTooLarge
 
 from .formats import DECODERS, SHOWN, decode_headers, encode_headers, is_schema_format, shown
+from .timestamps import epoch_millis
 
 _RECORD_KEYS = frozenset({"key", "value", "partition", "headers", "timestamp"})
 
@@ -42,30 +42,6 @@ class ParsedProduce:
     records: NewRecords
     partitions: list[int | None] | None  # None when no record names a partition
     payload_bytes: int  # the records' sizes (rules.record_size), for metrics
-
-
-def parse_timestamp(raw: Any, where: str) -> int | None:
-    """Milliseconds since epoch from an integer or an ISO 8601 string."""
-    if raw is None:
-        return None
-    if isinstance(raw, bool):
-        raise InvalidPayload(f"{where}: timestamp must be milliseconds since epoch or ISO 8601")
-    if isinstance(raw, int):
-        if not 0 <= raw <= INT64_MAX:
-            raise InvalidPayload(f"{where}: timestamp {raw} is out of range")
-        return raw
-    if isinstance(raw, str):
-        try:
-            dt = datetime.fromisoformat(raw.replace("Z", "+00:00"))
-        except ValueError as exc:
-            raise InvalidPayload(f"{where}: {raw[:64]!r} is not an ISO 8601 timestamp") from exc
-        if dt.tzinfo is None:
-            raise InvalidPayload(f"{where}: ISO 8601 timestamp needs a time zone (e.g. 'Z')")
-        ms = int(dt.timestamp() * 1000)
-        if ms < 0:
-            raise InvalidPayload(f"{where}: timestamp is before 1970")
-        return ms
-    raise InvalidPayload(f"{where}: timestamp must be milliseconds since epoch or ISO 8601")
 
 
 def _records_of(body: Any, max_records: int | None = None) -> list[Any]:
@@ -302,7 +278,8 @@ def _careful(
         keys.append(key)
         values.append(value)
         headers_of.append(headers)
-        timestamps.append(parse_timestamp(raw.get("timestamp"), f"records[{i}].timestamp"))
+        stamp = raw.get("timestamp")
+        timestamps.append(None if stamp is None else epoch_millis(stamp, f"records[{i}].timestamp"))
     records = NewRecords.trimmed(values, keys, headers_of, timestamps)
     return ParsedProduce(records, explicit if any_explicit else None, total)
 

@@ -62,7 +62,7 @@ from bench.common import (  # noqa: E402
     start_gateway,
 )
 from bench.httpload import Connection  # noqa: E402
-from service.api.http import loads  # noqa: E402
+from service.api.bodies import loads  # noqa: E402
 from service.core.schemas.formats import parse  # noqa: E402
 from service.core.schemas.model import Schema, SchemaType  # noqa: E402
 from service.core.schemas.serde import Writer  # noqa: E402

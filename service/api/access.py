@@ -44,7 +44,6 @@ from dataclasses import dataclass
 from typing import Final
 
 import orjson
-from fastapi.routing import RouteContext, iter_route_contexts
 from starlette.requests import HTTPConnection
 from starlette.routing import BaseRoute, Match, WebSocketRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -56,7 +55,7 @@ from service.core.rules import topic_of_subject
 from service.errors import Forbidden, GatewayError
 
 from .auth import principal_of
-from .http import error_response
+from .replies import error_response
 
 TOPIC, GROUP, CLUSTER = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER
 READ, WRITE, CREATE, DELETE = Operation.READ, Operation.WRITE, Operation.CREATE, Operation.DELETE
@@ -238,17 +237,18 @@ class UnruledRoute(RuntimeError):
     """A route of the app is not in ``RULES`` (the app refuses to start)."""
 
 
-def route_keys(route: RouteContext) -> list[str]:
+def route_keys(route: BaseRoute) -> list[str]:
     """The ``RULES`` keys of a route: one per method (HEAD goes with GET); ``WS`` for a WebSocket."""
-    if isinstance(route.original_route, WebSocketRoute):
-        return [f"WS {route.path}"]
+    path = getattr(route, "path", "")
+    if isinstance(route, WebSocketRoute):
+        return [f"WS {path}"]
     methods = sorted(getattr(route, "methods", None) or ()) or ["GET"]
-    return [f"{method} {route.path}" for method in methods if method != "HEAD"]
+    return [f"{method} {path}" for method in methods if method != "HEAD"]
 
 
-def check_rules(routes: Sequence[BaseRoute]) -> list[tuple[RouteContext, str]]:
+def check_rules(routes: Sequence[BaseRoute]) -> list[tuple[BaseRoute, str]]:
     """Every route with each of its ``RULES`` keys, in the app's order; ``UnruledRoute`` if one has none."""
-    ruled = [(route, key) for route in iter_route_contexts(routes) for key in route_keys(route)]
+    ruled = [(route, key) for route in routes for key in route_keys(route)]
     missing = [key for _, key in ruled if key not in RULES]
     if missing:
         raise UnruledRoute(f"no access rule for {', '.join(missing)}: add it to service/api/access.py")
@@ -306,7 +306,7 @@ async def instance_first(
 class Ruled:
     """A route of the app with its ``RULES`` key and rule."""
 
-    route: RouteContext
+    route: BaseRoute
     key: str
     rule: Rule
 
@@ -320,7 +320,9 @@ class RouteTable:
         # Routes by their first path segment: a request is matched against a handful, not all.
         self._by_head: dict[str, list[Ruled]] = {}
         for route, key in check_rules(routes):
-            self._by_head.setdefault(_head(route.path or "/"), []).append(Ruled(route, key, RULES[key]))
+            self._by_head.setdefault(_head(getattr(route, "path", "") or "/"), []).append(
+                Ruled(route, key, RULES[key])
+            )
 
     def find(self, scope: Scope) -> tuple[Ruled, dict[str, str]] | None:
         """The route ``scope`` is for, with its path parameters; None if no route takes it (404, 405)."""
@@ -343,10 +345,10 @@ class Authorize:
     its handshake is accepted (``refuse_handshake``). A request no route takes goes on, to be
     answered 404 or 405."""
 
-    def __init__(self, app: ASGIApp, *, routes: Sequence[BaseRoute], open_paths: Collection[str]) -> None:
+    def __init__(self, app: ASGIApp, *, routes: RouteTable, open_paths: Collection[str]) -> None:
         self.app = app
         self.open = frozenset(open_paths)
-        self._routes = RouteTable(routes)
+        self._routes = routes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket") or scope["path"] in self.open:

@@ -30,13 +30,14 @@ from service.core.rules import valid_topic
 from service.errors import BadRequest, GatewayError, InvalidPayload
 
 from .access import decision_of
-from .binding import Refusals, bind
-from .http import body_doc
-from .http import v3 as v3_response
+from .binding import Jackson, Refusals
+from .bodies import Body
+from .replies import V3, JSONBody
+from .replies import v3 as v3_response
 from .responses import ERRORS
 from .v3 import BODY_ERRORS, CLUSTER, _base, _check, _listing
 
-router = APIRouter(prefix="/v3/clusters", tags=["acls"])
+router = APIRouter(prefix="/v3/clusters", tags=["acls"], default_response_class=JSONBody)
 GW = Annotated[Gateway, Depends(get_gateway)]
 ACLS = CLUSTER + "/acls"
 
@@ -78,6 +79,20 @@ def _acl(base: str, cluster_id: str, b: AclBinding) -> dict[str, Any]:
     }
 
 
+def _not_a_constant(field: str) -> Callable[[Any], GatewayError]:
+    """Jackson's refusal of a string its enum has no constant for: a binding failure, 400."""
+    return lambda value: BadRequest(
+        f"Cannot deserialize '{field}' from {str(value)[:100]!r}: not one of its enum's values."
+    )
+
+
+# CreateAclRequest's enums (ResourceType, PatternType, Operation, Permission)
+_ENUMS: Refusals = {
+    field: _not_a_constant(field) for field in ("resource_type", "pattern_type", "operation", "permission")
+}
+_CREATE_ACL = Body(v3.CreateAclRequest, Jackson(refusals=_ENUMS, creator_requires=True), V3)
+
+
 @router.get(ACLS, operation_id="listAcls", responses={200: {"model": v3.AclList}, **ERRORS})
 async def list_acls(cluster_id: str, request: Request, gw: GW, query: Filter) -> Response:
     """The ACL bindings the filter selects."""
@@ -92,12 +107,12 @@ async def list_acls(cluster_id: str, request: Request, gw: GW, query: Filter) ->
     operation_id="createAcls",
     status_code=201,
     responses={201: {"description": "Created."}, **ERRORS, **BODY_ERRORS},
-    openapi_extra=body_doc(v3.CreateAclRequest, "application/json"),
+    openapi_extra=_CREATE_ACL.openapi,
 )
 async def create_acl(cluster_id: str, request: Request, gw: GW) -> Response:
     """Store one ACL binding (storing one that exists changes nothing)."""
     _check(cluster_id, gw)
-    req = await bind(request, v3.CreateAclRequest, refusals=_ENUMS, creator_requires=True)
+    req = await _CREATE_ACL.read(request)
     binding = AclBinding(
         principal=req.principal,
         resource_type=ResourceType(req.resource_type),
@@ -129,19 +144,6 @@ async def delete_acls(cluster_id: str, request: Request, gw: GW, query: Filter) 
     return v3_response(
         _listing("KafkaAclList", f"{base}/{cluster_id}/acls", [_acl(base, cluster_id, b) for b in removed])
     )
-
-
-def _not_a_constant(field: str) -> Callable[[Any], GatewayError]:
-    """Jackson's refusal of a string its enum has no constant for: a binding failure, 400."""
-    return lambda value: BadRequest(
-        f"Cannot deserialize '{field}' from {str(value)[:100]!r}: not one of its enum's values."
-    )
-
-
-# CreateAclRequest's enums (ResourceType, PatternType, Operation, Permission)
-_ENUMS: Refusals = {
-    field: _not_a_constant(field) for field in ("resource_type", "pattern_type", "operation", "permission")
-}
 
 
 def _check_resource(b: AclBinding) -> None:

@@ -50,7 +50,7 @@ from service.security.tls import PeerCertificate, PrincipalSource
 from service.security.tokens import JWKS_MIN_REFETCH_S, InvalidToken, KeysUnavailable, TokenVerifier
 from service.security.users import UsersFile, Verifier
 
-from .http import JSONBody, error_response
+from .replies import JSONBody, error_response
 
 log = logging.getLogger(__name__)
 

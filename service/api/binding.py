@@ -1,4 +1,4 @@
-"""A control body bound as Confluent's proxy binds it: ``bind`` and ``bind_optional``.
+"""A control body bound as Confluent's proxy binds it: the ``Jackson`` dialect of ``bodies``.
 
 Confluent's proxy reads a consumer request with Jackson (rest-utils' JacksonMessageBodyProvider).
 Text that is not JSON is a ``JsonParseException``, a value of the wrong JSON type (a list where an
@@ -14,15 +14,14 @@ Jackson also takes what pydantic would not: a number or a boolean where a string
 text, a null the field left out. The body is bound once more with those values as Jackson reads
 them before anything is refused.
 
-Collaborators: ``http`` reads the body (size limit, Content-Type, depth);
+Collaborators: ``bodies`` reads the body (size limit, Content-Type, depth);
 ``api_schemas.records.json_kind`` names a JSON value as the produce routes do.
 """
 
 from __future__ import annotations
 
-import asyncio
-import functools
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar, get_args
 
 from fastapi import Request
@@ -30,12 +29,11 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from api_schemas.records import json_kind
-from service.api.gateway import gateway_of
 from service.errors import BadRequest, GatewayError, Unprocessable
 
-from .http import PARSE_OFF_LOOP_BYTES, check_control_type, loads, read_body
+from .bodies import check_control_type, loads
 
-__all__ = ["Refusals", "bind", "bind_optional"]
+__all__ = ["JACKSON", "Jackson", "Refusals"]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -66,62 +64,65 @@ _WRONG_TYPE: Mapping[str, str] = {
 _NOT_AN_INTEGER = "must be an integer"
 
 
-async def bind_optional(
-    request: Request,
-    model: type[M],
-    *,
-    refusals: Refusals | None = None,
-    aliases: Mapping[str, str] | None = None,
-    creator_requires: bool = False,
-) -> M | None:
-    """The body of ``request`` bound to ``model`` as Confluent's proxy binds it; an empty body, or
-    JSON null, is None (Jackson's null entity). ``aliases`` are names Confluent's class takes for
-    a field of the model's (its ``@JsonAlias``), the alias's value winning. ``creator_requires``:
-    the class's creator refuses a required field left out (v3's AutoValue builders throw), which
-    Jackson answers as a binding failure, 400, rather than as a constraint violation."""
-    check_control_type(request)
-    body = await read_body(request)
-    if not body.strip():
-        return None
-    max_depth = gateway_of(request.scope).settings.max_json_depth
-    # records=True: text that is not JSON is Jackson's 400, as in a produce body
-    parse = functools.partial(loads, body, records=True, max_depth=max_depth)
-    data = await asyncio.to_thread(parse) if len(body) >= PARSE_OFF_LOOP_BYTES else parse()
-    if data is None:
-        return None
-    if not isinstance(data, dict):
-        raise BadRequest(f"Cannot deserialize the request body from {json_kind(data)}: it is a JSON object.")
-    for alias, name in (aliases or {}).items():
-        if alias in data:
-            data[name] = data.pop(alias)
-    # Jackson fails on a property its class does not have; rest-utils' JacksonMessageBodyProvider
-    # answers that as a constraint violation, 422 with error code 422.
-    unknown = _unrecognized(model, data)
-    if unknown is not None:
-        raise Unprocessable(f"Unrecognized field: {unknown}")
-    # A null is a field left out: every field of Confluent's request classes is nullable.
-    data = {key: value for key, value in data.items() if value is not None}
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        coerced = _as_jackson_reads(data, exc.errors())
-        if coerced is None:
-            raise _refusal(exc, data, refusals or {}, creator_requires) from None
-    try:
-        return model.model_validate(coerced)
-    except ValidationError as exc:
-        raise _refusal(exc, coerced, refusals or {}, creator_requires) from None
+@dataclass(frozen=True, slots=True)
+class Jackson:
+    """The dialect (``bodies.Dialect``) of Confluent's proxy's routes, as the module doc says.
 
+    ``refusals``: what the request class refuses as it is built, by field. ``aliases``: names
+    Confluent's class takes for a field of the model's (its ``@JsonAlias``), the alias's value
+    winning. ``creator_requires``: the class's creator refuses a required field left out (v3's
+    AutoValue builders throw), which Jackson answers as a binding failure, 400, rather than as a
+    constraint violation."""
 
-async def bind(
-    request: Request, model: type[M], *, refusals: Refusals | None = None, creator_requires: bool = False
-) -> M:
-    """``bind_optional`` for a route that needs a body."""
-    bound = await bind_optional(request, model, refusals=refusals, creator_requires=creator_requires)
-    if bound is None:
+    refusals: Refusals = field(default_factory=dict)
+    aliases: Mapping[str, str] = field(default_factory=dict)
+    creator_requires: bool = False
+
+    def check_type(self, request: Request) -> None:
+        check_control_type(request)
+
+    def text(self, body: bytes) -> bytes:
+        return body
+
+    def loads(self, body: bytes, max_depth: int) -> Any:
+        # records=True: text that is not JSON is Jackson's 400, as in a produce body
+        return loads(body, records=True, max_depth=max_depth)
+
+    def bind(self, data: Any, model: type[M]) -> M | None:
+        if data is None:  # Jackson's null entity
+            return None
+        if not isinstance(data, dict):
+            raise BadRequest(
+                f"Cannot deserialize the request body from {json_kind(data)}: it is a JSON object."
+            )
+        for alias, name in self.aliases.items():
+            if alias in data:
+                data[name] = data.pop(alias)
+        # Jackson fails on a property its class does not have; rest-utils' JacksonMessageBodyProvider
+        # answers that as a constraint violation, 422 with error code 422.
+        unknown = _unrecognized(model, data)
+        if unknown is not None:
+            raise Unprocessable(f"Unrecognized field: {unknown}")
+        # A null is a field left out: every field of Confluent's request classes is nullable.
+        data = {key: value for key, value in data.items() if value is not None}
+        try:
+            return model.model_validate(data)
+        except ValidationError as exc:
+            coerced = _as_jackson_reads(data, exc.errors())
+            if coerced is None:
+                raise _refusal(exc, data, self.refusals, self.creator_requires) from None
+        try:
+            return model.model_validate(coerced)
+        except ValidationError as exc:
+            raise _refusal(exc, coerced, self.refusals, self.creator_requires) from None
+
+    def missing(self) -> GatewayError:
         # the resource's @NotNull: a constraint violation, rest-utils' 422 with error code 422
-        raise Unprocessable("The request body must not be null (was null)")
-    return bound
+        return Unprocessable("The request body must not be null (was null)")
+
+
+# The dialect of a route whose request class has no refusals, aliases or required creator fields.
+JACKSON: Final = Jackson()
 
 
 # Confluent's offsets and timestamps carry a "metadata" the gateway takes and does not keep.

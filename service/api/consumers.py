@@ -10,6 +10,7 @@ from fastapi.responses import Response
 
 from api_schemas import v2
 from api_schemas.formats import content_type_for
+from api_schemas.timestamps import epoch_millis
 from service.api.gateway import Gateway, get_gateway
 from service.core.acl import Operation
 from service.core.assignors import STRATEGIES
@@ -24,25 +25,18 @@ from service.errors import (
 )
 from service.settings import Settings
 
+from .accept import ACCEPTS_CONSUMER_TYPES, accepted_formats
 from .access import check_topics, decision_of, instance_first
-from .binding import Refusals, bind, bind_optional
-from .http import (
-    ACCEPTS_CONSUMER_TYPES,
-    accepted_formats,
-    body_doc,
-    check_control_type,
-    no_content,
-    public_base,
-    records_doc,
-    records_response,
-    timestamp_millis,
-)
-from .http import v2 as v2_response
+from .binding import JACKSON, Jackson, Refusals
+from .bodies import Body, OptionalBody, check_control_type
 from .quotas import client_of
-from .responses import CONSUMER_ERRORS, THROTTLED
+from .replies import JSONBody, no_content, records_response
+from .replies import v2 as v2_response
+from .responses import CONSUMER_ERRORS, THROTTLED, records_doc
 from .streams.sse import EVENT_STREAM_DOC, LastEventId, instance_events, wants_events
+from .urls import public_base
 
-router = APIRouter(prefix="/consumers/{group}", tags=["consumers"])
+router = APIRouter(prefix="/consumers/{group}", tags=["consumers"], default_response_class=JSONBody)
 GW = Annotated[Gateway, Depends(get_gateway)]
 INSTANCE = "/instances/{instance}"
 _RECORDS = {"type": "array", "items": {"$ref": "#/components/schemas/ConsumerRecord"}}
@@ -84,6 +78,15 @@ _CONFIG_ALIASES = {
     "responseMinBytes": "fetch.min.bytes",
     "requestWaitMs": "consumer.request.timeout.ms",
 }
+
+# The body each route takes, declared once (bodies.py): the route reads it, the document shows it.
+_CREATE = OptionalBody(v2.CreateConsumerRequest, Jackson(refusals=_CONFIG_REFUSALS, aliases=_CONFIG_ALIASES))
+_SUBSCRIPTION = Body(v2.SubscriptionRequest, JACKSON)
+_PARTITIONS = Body(v2.PartitionsRequest, JACKSON)
+_SOME_PARTITIONS = OptionalBody(v2.PartitionsRequest, JACKSON)
+_COMMIT = OptionalBody(v2.CommitRequest, JACKSON)
+_SEEK = Body(v2.SeekRequest, JACKSON)
+
 # KafkaRestConfig.PROXY_FETCH_MIN_BYTES_VALIDATOR: -1 (no minimum) to 10 MB.
 FETCH_MIN_BYTES_RANGE = (-1, 10_000_000)
 
@@ -156,13 +159,11 @@ def _base_uri(request: Request, group: str, instance: str) -> str:
     operation_id="createConsumer",
     dependencies=[ACCEPTS_CONSUMER_TYPES],
     responses={200: {"model": v2.CreateConsumerResponse}, **_ERRORS},
-    openapi_extra=body_doc(v2.CreateConsumerRequest, required=False),
+    openapi_extra=_CREATE.openapi,
 )
 async def create_consumer(group: str, request: Request, gw: GW) -> Response:
     """Create a consumer instance in `group`; it belongs to the caller (anyone else gets 404)."""
-    req = await bind_optional(
-        request, v2.CreateConsumerRequest, refusals=_CONFIG_REFUSALS, aliases=_CONFIG_ALIASES
-    )
+    req = await _CREATE.read(request)
     who = await decision_of(request)
     state = await gw.consumers.create(
         group, req.name if req else None, _config(req, gw), owner=who.caller.principal
@@ -189,12 +190,12 @@ async def delete_consumer(group: str, instance: str, request: Request, gw: GW) -
     dependencies=[ACCEPTS_CONSUMER_TYPES],
     status_code=204,
     responses=_NO_CONTENT,
-    openapi_extra=body_doc(v2.SubscriptionRequest),
+    openapi_extra=_SUBSCRIPTION.openapi,
 )
 async def subscribe(group: str, instance: str, request: Request, gw: GW) -> Response:
     """Subscribe to a list of topics or to a regex pattern (new matching topics are picked up)."""
     async with instance_first(request, gw.consumers.owned, group, instance):
-        req = await bind(request, v2.SubscriptionRequest)
+        req = await _SUBSCRIPTION.read(request)
         # Confluent's proxy hands KafkaConsumer.subscribe the topics if given, else the pattern if
         # given, else nothing; and that consumer takes an empty list for an unsubscribe.
         if req.topics is not None:
@@ -253,12 +254,12 @@ def _tps(req: v2.PartitionsRequest) -> list[TopicPartition]:
     dependencies=[ACCEPTS_CONSUMER_TYPES],
     status_code=204,
     responses=_NO_CONTENT,
-    openapi_extra=body_doc(v2.PartitionsRequest),
+    openapi_extra=_PARTITIONS.openapi,
 )
 async def assign(group: str, instance: str, request: Request, gw: GW) -> Response:
     """Manually assign partitions (no group management)."""
     async with instance_first(request, gw.consumers.owned, group, instance):
-        req = await bind(request, v2.PartitionsRequest)
+        req = await _PARTITIONS.read(request)
         tps = _tps(req)
         who = await check_topics(request, (tp.topic for tp in tps), Operation.READ)
         await gw.consumers.assign(group, instance, tps, who=who)
@@ -335,12 +336,12 @@ async def poll(
     operation_id="commitOffsets",
     dependencies=[ACCEPTS_CONSUMER_TYPES],
     responses={200: {"model": list[v2.TopicPartitionOffset]}, **_ERRORS},
-    openapi_extra=body_doc(v2.CommitRequest, required=False),
+    openapi_extra=_COMMIT.openapi,
 )
 async def commit(group: str, instance: str, request: Request, gw: GW) -> Response:
     """Commit: each listed offset is the last processed (offset+1 is stored); no body commits all fetched."""
     async with instance_first(request, gw.consumers.owned, group, instance):
-        req = await bind_optional(request, v2.CommitRequest)
+        req = await _COMMIT.read(request)
         offsets = None
         if req is not None and req.offsets is not None:
             offsets = {TopicPartition(o.topic, o.partition): o.offset for o in req.offsets}
@@ -390,7 +391,7 @@ def named_partitions(values: list[str], limit_bytes: int) -> list[TopicPartition
     operation_id="getCommittedOffsets",
     dependencies=[ACCEPTS_CONSUMER_TYPES],
     responses={200: {"model": v2.CommittedOffsetsResponse}, **_ERRORS},
-    openapi_extra=body_doc(v2.PartitionsRequest, required=False),
+    openapi_extra=_SOME_PARTITIONS.openapi,
 )
 async def committed(
     group: str, instance: str, request: Request, gw: GW, partitions: NamedPartitions = None
@@ -398,7 +399,7 @@ async def committed(
     """Committed offsets of the listed partitions (default: the instance's assignment), listed in
     the body as Confluent's proxy takes them, or in the query (`partitions`)."""
     async with instance_first(request, gw.consumers.owned, group, instance):
-        req = await bind_optional(request, v2.PartitionsRequest)
+        req = await _SOME_PARTITIONS.read(request)
         tps = _tps(req) if req else None
         if partitions is not None:
             if tps is not None:
@@ -427,12 +428,12 @@ async def committed(
     dependencies=[ACCEPTS_CONSUMER_TYPES],
     status_code=204,
     responses=_NO_CONTENT,
-    openapi_extra=body_doc(v2.SeekRequest),
+    openapi_extra=_SEEK.openapi,
 )
 async def seek(group: str, instance: str, request: Request, gw: GW) -> Response:
     """Seek assigned partitions to offsets, or to the first offset at/after timestamps."""
     async with instance_first(request, gw.consumers.owned, group, instance):
-        req = await bind(request, v2.SeekRequest)
+        req = await _SEEK.read(request)
         named = [o.topic for o in req.offsets or ()] + [t.topic for t in req.timestamps or ()]
         who = await check_topics(request, named, Operation.DESCRIBE)
         if not req.offsets and not req.timestamps:
@@ -443,7 +444,8 @@ async def seek(group: str, instance: str, request: Request, gw: GW) -> Response:
             await gw.consumers.seek(group, instance, offsets, who=who)
         if req.timestamps:
             targets = {
-                TopicPartition(t.topic, t.partition): timestamp_millis(t.timestamp) for t in req.timestamps
+                TopicPartition(t.topic, t.partition): epoch_millis(t.timestamp, f"timestamps[{i}]")
+                for i, t in enumerate(req.timestamps)
             }
             await gw.consumers.seek_to_timestamps(group, instance, targets, who=who)
         return no_content()
@@ -455,11 +457,11 @@ async def seek(group: str, instance: str, request: Request, gw: GW) -> Response:
     dependencies=[ACCEPTS_CONSUMER_TYPES],
     status_code=204,
     responses=_NO_CONTENT,
-    openapi_extra=body_doc(v2.PartitionsRequest),
+    openapi_extra=_PARTITIONS.openapi,
 )
 async def seek_to_beginning(group: str, instance: str, request: Request, gw: GW) -> Response:
     async with instance_first(request, gw.consumers.owned, group, instance):
-        req = await bind(request, v2.PartitionsRequest)
+        req = await _PARTITIONS.read(request)
         tps = _tps(req)
         who = await check_topics(request, (tp.topic for tp in tps), Operation.DESCRIBE)
         await gw.consumers.seek_to(group, instance, tps, end=False, who=who)
@@ -472,11 +474,11 @@ async def seek_to_beginning(group: str, instance: str, request: Request, gw: GW)
     dependencies=[ACCEPTS_CONSUMER_TYPES],
     status_code=204,
     responses=_NO_CONTENT,
-    openapi_extra=body_doc(v2.PartitionsRequest),
+    openapi_extra=_PARTITIONS.openapi,
 )
 async def seek_to_end(group: str, instance: str, request: Request, gw: GW) -> Response:
     async with instance_first(request, gw.consumers.owned, group, instance):
-        req = await bind(request, v2.PartitionsRequest)
+        req = await _PARTITIONS.read(request)
         tps = _tps(req)
         who = await check_topics(request, (tp.topic for tp in tps), Operation.DESCRIBE)
         await gw.consumers.seek_to(group, instance, tps, end=True, who=who)

@@ -24,28 +24,24 @@ in is left out.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Final
 from urllib.parse import urlsplit
 
-from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service.errors import ErrorCode, Forbidden
 
 from .access import RouteTable, refuse_handshake
-from .http import error_response
+from .replies import error_response
 
 _SAFE: Final = frozenset({"GET", "HEAD", "OPTIONS"})
 _OTHER_SITES: Final = frozenset({b"cross-site", b"same-site"})
 
 
 class CrossSiteGuard:
-    def __init__(
-        self, app: ASGIApp, *, routes: Sequence[BaseRoute], advertised_url: str | None = None
-    ) -> None:
+    def __init__(self, app: ASGIApp, *, routes: RouteTable, advertised_url: str | None = None) -> None:
         self.app = app
-        self._routes = RouteTable(routes)
+        self._routes = routes
         self._advertised = _origin_of(advertised_url) if advertised_url else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

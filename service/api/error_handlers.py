@@ -17,7 +17,7 @@ from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from service.api import registry
-from service.api.http import V3, error_response
+from service.api.replies import V3, error_response
 from service.errors import ErrorCode, GatewayError
 
 __all__ = ["add_error_handlers"]

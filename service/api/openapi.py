@@ -1,13 +1,14 @@
 """The OpenAPI document of the application: FastAPI's, completed with what it cannot see.
 
-The routers parse some bodies themselves (``http.BODY_MODELS``): their models are added to the
-components. ``openapi_answers`` says what each operation answers as the gateway answers it. The
-security schemes are the three authentication methods; the always-open paths
-(``auth.ALWAYS_OPEN``) need none. Generated clients read the document too: a field a request
-may leave out is optional in it (``_optional_fields``), and every path is written without a
-trailing ``/``. ``openapi.yaml`` is this document (``make openapi``); tests prove the file equals
-what the app serves, that Redocly's recommended rules find nothing in it, and that a TypeScript
-client generated from it runs the v2 flow (tests/e2e/test_typescript_client.py).
+The routers bind their bodies themselves, and declare them (``bodies.request_body``) as the
+models' schemas, which are moved into the components here. ``openapi_answers`` says what each
+operation answers as the gateway answers it. The security schemes are the three authentication
+methods; the always-open paths (``auth.ALWAYS_OPEN``) need none. Generated clients read the
+document too: a field a request may leave out is optional in it (``_optional_fields``), and
+every path is written without a trailing ``/``. ``openapi.yaml`` is this document (``make
+openapi``); tests prove the file equals what the app serves, that Redocly's recommended rules
+find nothing in it, and that a TypeScript client generated from it runs the v2 flow
+(tests/e2e/test_typescript_client.py).
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from fastapi.openapi.utils import get_openapi
 
 from api_schemas.formats import V2
 from service.api.auth import ALWAYS_OPEN
-from service.api.http import BODY_MODELS
 
 from .openapi_answers import document_answers
 
@@ -32,7 +32,7 @@ SERVERS: Final[list[dict[str, str]]] = [{"url": "/", "description": "The gateway
 
 
 def build_openapi(app: FastAPI) -> dict[str, Any]:
-    """FastAPI's document plus the request-body models the routers parse themselves."""
+    """FastAPI's document completed as the module doc says."""
     schema = get_openapi(
         title=app.title,
         version=app.version,
@@ -42,9 +42,13 @@ def build_openapi(app: FastAPI) -> dict[str, Any]:
         servers=SERVERS,
     )
     components = schema.setdefault("components", {}).setdefault("schemas", {})
-    requests: set[str] = set()
-    for name, model in sorted(BODY_MODELS.items()):
-        model_schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+    models: dict[str, dict[str, Any]] = {}
+    for methods in schema["paths"].values():
+        for operation in methods.values():
+            _body_models(operation, models)
+    requests: set[str] = set()  # the body models, and the models they hold
+    for name, model_schema in sorted(models.items()):
+        model_schema = dict(model_schema)
         for def_name, definition in model_schema.pop("$defs", {}).items():
             components.setdefault(def_name, definition)
             requests.add(def_name)
@@ -74,6 +78,20 @@ def build_openapi(app: FastAPI) -> dict[str, Any]:
             operation["security"] = []
     schema["paths"] = {_unslashed(path): methods for path, methods in schema["paths"].items()}
     return schema
+
+
+def _body_models(operation: dict[str, Any], models: dict[str, dict[str, Any]]) -> None:
+    """The operation's request body referring to its models' components, by title; ``models``
+    gains their schemas, as the route declared them."""
+    body = operation.get("requestBody")
+    if body is None:
+        return
+    content = {}
+    for mt, described in body["content"].items():
+        name = described["schema"]["title"]
+        models[name] = described["schema"]
+        content[mt] = {**described, "schema": {"$ref": f"#/components/schemas/{name}"}}
+    operation["requestBody"] = {**body, "content": content}
 
 
 def _optional_fields(components: dict[str, Any], requests: set[str]) -> None:

@@ -22,15 +22,17 @@ from service.api.gateway import Gateway, get_gateway
 from service.core.acl import CLUSTER_NAME, Operation, ResourceType
 from service.errors import GatewayError
 
+from .accept import ACCEPTS_V2_READING_ANY, check_accept
 from .access import decision_of
 from .auth import ANONYMOUS, principal_of
-from .http import ACCEPTS_V2_READING_ANY, NOT_ACCEPTABLE, V3, check_accept, check_control_type, error_response
-from .http import v2 as v2_response
-from .http import v3 as v3_response
+from .bodies import check_control_type
 from .pages import front_page, prefers_html
-from .responses import ERRORS
+from .replies import V3, JSONBody, error_response
+from .replies import v2 as v2_response
+from .replies import v3 as v3_response
+from .responses import ERRORS, NOT_ACCEPTABLE
 
-router = APIRouter(tags=["ops"])
+router = APIRouter(tags=["ops"], default_response_class=JSONBody)
 GW = Annotated[Gateway, Depends(get_gateway)]
 RETRY_AFTER_S = 1.0  # /readyz's Retry-After when the backend's error names none
 

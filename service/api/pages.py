@@ -16,7 +16,7 @@ from typing import Final
 from fastapi import Request
 from fastapi.responses import Response
 
-from .http import V2_ANSWERS, MalformedAccept, media_ranges, quality
+from .accept import V2_ANSWERS, MalformedAccept, media_ranges, quality
 
 HTML: Final = "text/html"
 

@@ -1,9 +1,10 @@
-"""OpenAPI declarations of the error responses every route can give."""
+"""OpenAPI declarations of the answers routes give: errors, refusals of Accept and bodies, records."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from api_schemas.formats import FORMATS, V2, content_type_for
 from api_schemas.v2 import ErrorBody
 
 _ERROR = {"model": ErrorBody}
@@ -41,3 +42,23 @@ PRODUCE_ERRORS: dict[int | str, dict[str, Any]] = {
     413: {**_ERROR, "description": "Request body or a record is over the size limit."},
     **THROTTLED,
 }
+
+# A route that checks Accept (``accept``) lists NOT_ACCEPTABLE, a produce route BAD_BODY too.
+NOT_ACCEPTABLE: dict[int | str, dict[str, Any]] = {
+    406: {"model": ErrorBody, "description": "Accept allows none of the route's media types (406)."}
+}
+BAD_BODY: dict[int | str, dict[str, Any]] = {
+    400: {
+        "model": ErrorBody,
+        "description": "A body Confluent's proxy cannot bind (not JSON, records that are not a list "
+        "of objects) or a key or value it cannot serialize (bad base64, a value its schema refuses): "
+        "error code 400.",
+    }
+}
+
+
+def records_doc(schema: dict[str, Any]) -> dict[str, Any]:
+    """The 200 response of a route that returns records, in every embedded format's media type
+    (the Accept header, or the consumer's format, picks one); ``schema`` is the body's schema."""
+    types = [V2, *(content_type_for(fmt) for fmt in FORMATS)]  # V2: binary, as Confluent's proxy
+    return {"content": {media_type: {"schema": schema} for media_type in types}}

@@ -31,17 +31,28 @@ from service.core.shares.service import Acknowledgement, StartAt
 from service.core.shares.state import AckType
 from service.errors import NotFound
 
+from .accept import accepted_formats
 from .access import check_topics, decision_of, instance_first, visible
+from .bodies import GATEWAY, Body, OptionalBody
 from .consumers import set_timeouts
-from .http import accepted_formats, body_doc, no_content, parse, parse_optional, public_base, records_doc
-from .http import v2 as v2_response
-from .http import v3 as v3_response
 from .quotas import client_of
-from .responses import CONSUMER_ERRORS, ERRORS, THROTTLED
+from .replies import V3, JSONBody, no_content
+from .replies import v2 as v2_response
+from .replies import v3 as v3_response
+from .responses import CONSUMER_ERRORS, ERRORS, THROTTLED, records_doc
+from .urls import public_base
 from .v3 import _base, _check
 
-router = APIRouter(prefix="/share-groups/{group}/consumers", tags=["share groups"])
+router = APIRouter(
+    prefix="/share-groups/{group}/consumers", tags=["share groups"], default_response_class=JSONBody
+)
 GW = Annotated[Gateway, Depends(get_gateway)]
+
+# The body each route takes, declared once (bodies.py): the route reads it, the document shows it.
+_CREATE = OptionalBody(wire.CreateShareConsumerRequest, GATEWAY)
+_SUBSCRIPTION = Body(wire.ShareSubscriptionRequest, GATEWAY)
+_ACKNOWLEDGE = Body(wire.AcknowledgeRequest, GATEWAY)
+_RESET = Body(wire.ResetShareGroupRequest, GATEWAY, V3)
 CONSUMER = "/{instance}"
 _NO_CONTENT = {204: {"description": "Done."}, **CONSUMER_ERRORS}
 _RECORDS = {"type": "array", "items": {"$ref": "#/components/schemas/ShareRecord"}}
@@ -74,12 +85,12 @@ def _base_uri(request: Request, group: str, instance: str) -> str:
     "",
     operation_id="createShareConsumer",
     responses={200: {"model": v2.CreateConsumerResponse}, **CONSUMER_ERRORS},
-    openapi_extra=body_doc(wire.CreateShareConsumerRequest, required=False),
+    openapi_extra=_CREATE.openapi,
 )
 async def create_share_consumer(group: str, request: Request, gw: GW) -> Response:
     """Create a consumer of share group `group` (created with its first consumer); it belongs to the
     caller. A group is a consumer group or a share group, not both (409)."""
-    req = await parse_optional(request, wire.CreateShareConsumerRequest)
+    req = await _CREATE.read(request)
     who = await decision_of(request)
     state = await gw.share_consumers.create(
         group, req.name if req else None, _config(req, gw), owner=who.caller.principal
@@ -99,12 +110,12 @@ async def delete_share_consumer(group: str, instance: str, request: Request, gw:
     operation_id="subscribeShareConsumer",
     status_code=204,
     responses=_NO_CONTENT,
-    openapi_extra=body_doc(wire.ShareSubscriptionRequest),
+    openapi_extra=_SUBSCRIPTION.openapi,
 )
 async def subscribe(group: str, instance: str, request: Request, gw: GW) -> Response:
     """Read these topics (all their partitions, shared with the group's other consumers)."""
     async with instance_first(request, gw.share_consumers.owned, group, instance):
-        req = await parse(request, wire.ShareSubscriptionRequest)
+        req = await _SUBSCRIPTION.read(request)
         who = await check_topics(request, req.topics, Operation.READ)
         await gw.share_consumers.subscribe(group, instance, req.topics, who=who)
         return no_content()
@@ -172,7 +183,7 @@ async def poll(
     CONSUMER + "/records",
     operation_id="acknowledgeAndPollShareRecords",
     responses=_POLL_RESPONSES,
-    openapi_extra=body_doc(wire.AcknowledgeRequest),
+    openapi_extra=_ACKNOWLEDGE.openapi,
 )
 async def acknowledge_and_poll(
     group: str,
@@ -186,7 +197,7 @@ async def acknowledge_and_poll(
     """Settle the acknowledgements of the body, then poll, in one round trip (how many were refused
     is in the Brokergate-Acknowledgements-Refused header)."""
     async with instance_first(request, gw.share_consumers.owned, group, instance):
-        req = await parse(request, wire.AcknowledgeRequest)
+        req = await _ACKNOWLEDGE.read(request)
         return await _poll(request, gw, group, instance, timeout, max_bytes, max_records, _acks(req))
 
 
@@ -232,14 +243,14 @@ async def _poll(
     CONSUMER + "/acknowledgements",
     operation_id="acknowledgeShareRecords",
     responses={200: {"model": wire.AcknowledgeResponse}, **CONSUMER_ERRORS},
-    openapi_extra=body_doc(wire.AcknowledgeRequest),
+    openapi_extra=_ACKNOWLEDGE.openapi,
 )
 async def acknowledge(group: str, instance: str, request: Request, gw: GW) -> Response:
     """Settle records the consumer holds: accept (done), release (deliver again now; after the
     delivery limit it is archived instead), reject (archived), renew (hold it longer). Each offset
     stands alone: those the consumer does not hold are listed as refused, the rest are settled."""
     async with instance_first(request, gw.share_consumers.owned, group, instance):
-        req = await parse(request, wire.AcknowledgeRequest)
+        req = await _ACKNOWLEDGE.read(request)
         acks = _acks(req)
         who = await check_topics(request, {a.tp.topic for a in acks}, Operation.READ)
         refused = await gw.share_consumers.acknowledge(group, instance, acks, who=who)
@@ -273,7 +284,9 @@ def _acks(req: wire.AcknowledgeRequest) -> tuple[Acknowledgement, ...]:
 
 # --- administration: v3 ---------------------------------------------------------------------
 
-admin = APIRouter(prefix="/v3/clusters/{cluster_id}/share-groups", tags=["share groups"])
+admin = APIRouter(
+    prefix="/v3/clusters/{cluster_id}/share-groups", tags=["share groups"], default_response_class=JSONBody
+)
 
 
 def _group(base: str, cid: str, report: GroupReport) -> dict[str, Any]:
@@ -333,13 +346,13 @@ async def get_share_group(cluster_id: str, group: str, request: Request, gw: GW)
     "/{group}/reset",
     operation_id="resetShareGroup",
     responses={200: {"model": wire.ShareGroupData}, **CONSUMER_ERRORS},
-    openapi_extra=body_doc(wire.ResetShareGroupRequest, "application/json"),
+    openapi_extra=_RESET.openapi,
 )
 async def reset_share_group(cluster_id: str, group: str, request: Request, gw: GW) -> Response:
     """Start the group over (as kafka-share-groups --reset-offsets): at the earliest or latest
     offsets of its topics, or at given offsets. Only while it has no consumers (409)."""
     _check(cluster_id, gw)
-    req = await parse(request, wire.ResetShareGroupRequest)
+    req = await _RESET.read(request)
     if req.offsets is not None:
         offsets = {TopicPartition(o.topic, o.partition): o.offset for o in req.offsets}
         to: StartAt | dict[TopicPartition, int] = offsets

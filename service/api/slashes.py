@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-from fastapi.routing import iter_route_contexts
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -56,7 +55,7 @@ class TrailingSlash:
         if path.endswith("/"):
             return path.rstrip("/") or None
         if self._slashed is None:
-            templates = (route.path or "" for route in iter_route_contexts(self._routes))
+            templates = (getattr(route, "path", "") for route in self._routes)
             self._slashed = {template[:-1] for template in templates if template.endswith("/")}
         return path + "/" if path in self._slashed else None
 

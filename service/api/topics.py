@@ -22,6 +22,7 @@ from fastapi.responses import Response
 from api_schemas import v2
 from api_schemas.formats import (
     FORMATS,
+    V2,
     binary_by_default,
     content_type_for,
     holds_float,
@@ -40,26 +41,16 @@ from service.core.rules import MAX_OFFSET
 from service.core.schemas.serde import SCHEMA_TYPES, Writer
 from service.errors import NotAcceptable, NotBase64
 
+from .accept import ACCEPTS_V2, accepted_formats, check_accept
 from .access import caller_of, decision_of, visible
-from .http import (
-    ACCEPTS_V2,
-    BAD_BODY,
-    NOT_ACCEPTABLE,
-    V2,
-    accepted_formats,
-    body_doc,
-    check_accept,
-    loads,
-    read_body,
-    records_doc,
-    records_response,
-)
-from .http import v2 as v2_response
+from .bodies import loads, read_body, request_body
 from .quotas import client_of, identity_of
-from .responses import ERRORS, PRODUCE_ERRORS, THROTTLED
+from .replies import JSONBody, records_response
+from .replies import v2 as v2_response
+from .responses import BAD_BODY, ERRORS, NOT_ACCEPTABLE, PRODUCE_ERRORS, THROTTLED, records_doc
 from .streams.sse import EVENT_STREAM_DOC, LastEventId, partition_events, wants_events
 
-router = APIRouter(tags=["topics"])
+router = APIRouter(tags=["topics"], default_response_class=JSONBody)
 GW = Annotated[Gateway, Depends(get_gateway)]
 
 
@@ -293,7 +284,7 @@ def _idempotency_scope(request: Request, gw: Gateway) -> str:
 
 
 # Plain application/json is accepted too and means binary, as in Confluent's proxy.
-_PRODUCE_DOC = body_doc(
+_PRODUCE_DOC = request_body(
     {
         "application/vnd.kafka.binary.v2+json": v2.BinaryProduceRequest,
         "application/vnd.kafka.json.v2+json": v2.JsonProduceRequest,
@@ -301,7 +292,8 @@ _PRODUCE_DOC = body_doc(
         "application/vnd.kafka.avro.v2+json": v2.SchemaProduceRequest,
         "application/vnd.kafka.jsonschema.v2+json": v2.SchemaProduceRequest,
         "application/vnd.kafka.protobuf.v2+json": v2.SchemaProduceRequest,
-    }
+    },
+    required=False,
 )
 
 

@@ -16,12 +16,14 @@ from service.core.models import TopicInfo, TopicPartition
 from service.errors import InvalidPayload, InvalidTopicConfig, NotFound
 
 from .access import decision_of, visible
-from .binding import bind
-from .http import body_doc, no_content, public_base
-from .http import v3 as v3_response
+from .binding import Jackson
+from .bodies import Body
+from .replies import V3, JSONBody, no_content
+from .replies import v3 as v3_response
 from .responses import ERRORS
+from .urls import public_base
 
-router = APIRouter(prefix="/v3/clusters", tags=["v3"])
+router = APIRouter(prefix="/v3/clusters", tags=["v3"], default_response_class=JSONBody)
 GW = Annotated[Gateway, Depends(get_gateway)]
 CLUSTER = "/{cluster_id}"
 
@@ -98,6 +100,11 @@ class _CreateTopicBody(v3.CreateTopicRequest):
     validate_only: bool | None = None
 
 
+# v3's AutoValue builders throw on a required field left out (``Jackson.creator_requires``).
+_CREATE_TOPIC = Body(_CreateTopicBody, Jackson(creator_requires=True), V3, shown=v3.CreateTopicRequest)
+_PARTITION_COUNT = Body(v3.UpdatePartitionCountRequest, Jackson(creator_requires=True), V3)
+
+
 @router.get("", operation_id="listClusters", responses={200: {"model": v3.ClusterList}})
 async def list_clusters(request: Request, gw: GW) -> Response:
     base = _base(request)
@@ -158,13 +165,13 @@ async def list_topics(cluster_id: str, request: Request, gw: GW) -> Response:
         400: {**BODY_ERRORS[400], "description": BODY_ERRORS[400]["description"] + _EXISTS},
         422: BODY_ERRORS[422],
     },
-    openapi_extra=body_doc(v3.CreateTopicRequest, "application/json"),
+    openapi_extra=_CREATE_TOPIC.openapi,
 )
 async def create_topic(cluster_id: str, request: Request, gw: GW) -> Response:
     """Create a topic (400/40002 if it exists)."""
     _check(cluster_id, gw)
     # Bound as Confluent's v3 binds it: Jackson's 400, 422 for an unrecognized field or a constraint
-    req = await bind(request, _CreateTopicBody, creator_requires=True)
+    req = await _CREATE_TOPIC.read(request)
     if req.validate_only or req.replicas_assignments:
         raise InvalidPayload("validate_only and replicas_assignments are not served: create the topic.")
     (await decision_of(request)).check_create_topic(req.topic_name)  # a rule's ``named`` need
@@ -231,12 +238,12 @@ async def list_partitions(cluster_id: str, topic: str, request: Request, gw: GW)
     CLUSTER + "/topics/{topic}",
     operation_id="updatePartitionCount",
     responses={200: {"model": v3.TopicData}, **ERRORS, **BODY_ERRORS},
-    openapi_extra=body_doc(v3.UpdatePartitionCountRequest, "application/json"),
+    openapi_extra=_PARTITION_COUNT.openapi,
 )
 async def update_partition_count(cluster_id: str, topic: str, request: Request, gw: GW) -> Response:
     """Increase a topic's partition count; subscribed groups rebalance onto the new partitions."""
     _check(cluster_id, gw)
-    req = await bind(request, v3.UpdatePartitionCountRequest, creator_requires=True)
+    req = await _PARTITION_COUNT.read(request)
     info = await gw.topics.set_partition_count(topic, req.partitions_count)
     who = await decision_of(request)
     who.audit("topic.alter", Operation.ALTER, ResourceType.TOPIC, topic, partitions=len(info.partitions))

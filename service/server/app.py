@@ -32,14 +32,14 @@ from fastapi import FastAPI
 
 from service.adapters.registry import HttpSchemaRegistry
 from service.api import acls, consumers, ops, registry, share_groups, topics, v3
-from service.api.access import Authorize, check_rules
+from service.api.access import Authorize, RouteTable
 from service.api.auth import Authenticate, open_paths
 from service.api.crosssite import CrossSiteGuard
 from service.api.error_handlers import add_error_handlers
-from service.api.fastpath import ProduceFastPath
+from service.api.fastpath import ProduceFastPath, fast_routes
 from service.api.gateway import Gateway
-from service.api.http import JSONBody
 from service.api.openapi import build_openapi
+from service.api.replies import JSONBody
 from service.api.slashes import TrailingSlash
 from service.api.streams import socket as stream_socket
 from service.core.acl import Access
@@ -156,23 +156,24 @@ def create_app(settings: Settings, ports: tuple[Log, Coordinator, Sessions] | No
         redoc_url=None,
         redirect_slashes=False,  # no Location built from Host: TrailingSlash serves /topics/ as /topics
     )
-    routers = (ops.router, topics.router, consumers.router, v3.router, acls.router, registry.router)
-    for router in (*routers, share_groups.router, share_groups.admin):
-        app.include_router(router)
-    app.include_router(stream_socket.router)  # the WebSocket stream (no OpenAPI: it is no HTTP operation)
-    app.include_router(docs_router(title=app.title))
+    routers = [ops.router, topics.router, consumers.router, v3.router, acls.router, registry.router]
+    routers += [share_groups.router, share_groups.admin]
+    routers.append(stream_socket.router)  # the WebSocket stream (no OpenAPI: it is no HTTP operation)
+    routers.append(docs_router(title=app.title))
     if settings.ui:
-        app.include_router(console_router(read_only=settings.ui_read_only))
+        routers.append(console_router(read_only=settings.ui_read_only))
+    # The routes themselves, in one list: what routing, the guards and the document read. A router
+    # included by FastAPI would be a branch that each of them descends into.
+    app.router.routes.extend(route for router in routers for route in router.routes)
     add_error_handlers(app)
-    if settings.produce_fast_path:
-        app.add_middleware(ProduceFastPath, served=app)  # inside the metrics: counted the same
+    if settings.produce_fast_path:  # inside the metrics: counted the same
+        app.add_middleware(ProduceFastPath, routes=fast_routes(app.routes), handlers=app.exception_handlers)
     opened = open_paths(docs=settings.docs_open, metrics=settings.metrics_open)
     if settings.docs_open:  # the pages' files with the pages
         opened |= docs_asset_paths()
+    ruled = RouteTable(app.routes)  # a route without a rule fails the start whether or not it is enforced
     if settings.authorize:  # after authentication, before any route, the fast path's included
-        app.add_middleware(Authorize, routes=app.routes, open_paths=opened)
-    else:
-        check_rules(app.routes)  # a route without a rule fails the start whether or not it is enforced
+        app.add_middleware(Authorize, routes=ruled, open_paths=opened)
     if settings.auth_methods:  # before any route, the fast path's included
         tokens = token_verifier(settings)
         if tokens is not None:
@@ -186,14 +187,11 @@ def create_app(settings: Settings, ports: tuple[Log, Coordinator, Sessions] | No
         )
     app.add_middleware(RawPathGuard)  # before any routing, the fast path's included
     # a browser's, first; it decides from the route, whatever the method (the rules say which change state)
-    app.add_middleware(CrossSiteGuard, routes=app.routes, advertised_url=settings.advertised_url)
+    app.add_middleware(CrossSiteGuard, routes=ruled, advertised_url=settings.advertised_url)
     # /topics/ is /topics for every guard and route; /ui/ is redirected (its page's links are relative)
     app.add_middleware(TrailingSlash, routes=app.routes, pages=(CONSOLE_PAGE,) if settings.ui else ())
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.add_middleware(OneLineStartupErrors)
-    # Built now rather than at the first ASGI call: a produce route the fast path cannot serve
-    # (``FastPathMismatch``) fails here, before anything listens, not in some request.
-    app.middleware_stack = app.build_middleware_stack()
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:

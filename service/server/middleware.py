@@ -13,8 +13,8 @@ from urllib.parse import unquote_to_bytes
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service.api.http import error_response
 from service.api.registry import PREFIX, SLASH, subject_segment
+from service.api.replies import error_response
 from service.errors import ErrorCode
 from service.metrics import Metrics
 

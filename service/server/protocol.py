@@ -61,7 +61,7 @@ from websockets.protocol import State as WebSocketState
 from service.adapters.embedded.log.fds import descriptors_left
 from service.api.auth import PEER_KEY
 from service.api.gateway import begin_drain
-from service.api.http import error_response
+from service.api.replies import error_response
 from service.api.streams.socket import TEXT_PARTS
 from service.core.fair import FairCounter, Hold
 from service.errors import ErrorCode

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import orjson
 
-from service.api.http import STREAM_ABOVE_BYTES
+from service.api.replies import STREAM_ABOVE_BYTES
 from service.api.topics import OFF_LOOP_BYTES
 from tests.helpers import BINARY, V2, b64, consumer, create_topic, subscribe, unb64
 

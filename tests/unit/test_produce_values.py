@@ -23,7 +23,7 @@ from api_schemas.formats import loads_exact
 from api_schemas.records import ParsedProduce, parse_produce
 from api_schemas.values_body import binary_values
 from service.adapters.embedded.log import EmbeddedLog
-from service.api.http import loads
+from service.api.bodies import loads
 from service.core.models import NewRecord, NewRecords, PlainFormat, TopicPartition
 from service.core.partitioner import Partitioner
 from service.core.producer import ProduceService

@@ -2,8 +2,8 @@
 
 ``_answer`` sends JSON in the media type ``requests.Answer`` picked, ``_text`` a schema's text
 as it is, ``_page`` applies ``offset`` and ``limit``; ``_described`` and ``_subject_schema``
-shape a schema and a subject's version as Confluent does. ``ERRORS``, ``WRITE_ERRORS``, ``_ok``,
-``_RAW`` and ``_doc`` are the routes' documented responses and bodies (``service.api.http.body_doc``).
+shape a schema and a subject's version as Confluent does. ``ERRORS``, ``WRITE_ERRORS``, ``_ok``
+and ``_RAW`` are the routes' documented responses (their bodies are ``requests``' declarations).
 """
 
 from __future__ import annotations
@@ -11,10 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi.responses import Response
-from pydantic import BaseModel
 
 from api_schemas.v2 import ErrorBody
-from service.api.http import JSONBody, body_doc
+from service.api.replies import JSONBody
 from service.core.schemas.model import Schema, SchemaType
 from service.core.schemas.registry import Registered
 
@@ -73,10 +72,6 @@ def _described(schema: Schema, out: dict[str, Any]) -> dict[str, Any]:
 
 def _subject_schema(r: Registered) -> dict[str, Any]:
     return _described(r.schema, {"subject": r.subject, "version": r.version, "id": r.schema_id})
-
-
-def _doc(model: type[BaseModel]) -> dict[str, Any]:
-    return body_doc(model, SR_V1)
 
 
 def _ok(model: Any, description: str | None = None) -> dict[int | str, dict[str, Any]]:

@@ -14,8 +14,8 @@ from fastapi.responses import Response
 from api_schemas import registry as sr
 from service.errors import InvalidSchemaError
 
-from .answers import WRITE_ERRORS, _answer, _doc, _ok
-from .requests import Answer, Normalize, Subject, _body, _schema_of, _version
+from .answers import WRITE_ERRORS, _answer, _ok
+from .requests import SCHEMA_BODY, Answer, Normalize, Subject, _schema_of, _version
 from .served import GW, Served, registry_router
 
 router = registry_router()
@@ -27,7 +27,7 @@ Verbose = Annotated[bool, Query(description="Say why not.")]
 async def _check(
     request: Request, gw: Served, subject: str, version: int | None, verbose: bool, answer: str
 ) -> Response:
-    req = await _body(request, sr.RegisterSchemaRequest)
+    req = await SCHEMA_BODY.read(request)
     try:
         errors = await gw.registry.check(subject, _schema_of(req), version)
     except InvalidSchemaError as exc:
@@ -44,7 +44,7 @@ async def _check(
     "/compatibility/subjects/{subject}/versions/{version}",
     operation_id="testCompatibility",
     responses={**_ok(sr.CompatibilityCheckResponse), **WRITE_ERRORS},
-    openapi_extra=_doc(sr.RegisterSchemaRequest),
+    openapi_extra=SCHEMA_BODY.openapi,
 )
 async def test_compatibility(
     subject: Subject,
@@ -63,7 +63,7 @@ async def test_compatibility(
     "/compatibility/subjects/{subject}/versions",
     operation_id="testCompatibilityAll",
     responses={**_ok(sr.CompatibilityCheckResponse), **WRITE_ERRORS},
-    openapi_extra=_doc(sr.RegisterSchemaRequest),
+    openapi_extra=SCHEMA_BODY.openapi,
 )
 async def test_compatibility_all(
     subject: Subject,

@@ -14,8 +14,8 @@ from fastapi.responses import Response
 
 from api_schemas import registry as sr
 
-from .answers import ERRORS, WRITE_ERRORS, _answer, _doc, _ok
-from .requests import Answer, Subject, _body, _level, _mode
+from .answers import ERRORS, WRITE_ERRORS, _answer, _ok
+from .requests import CONFIG_BODY, MODE_BODY, Answer, Subject, _level, _mode
 from .served import GW, registry_router
 
 router = registry_router()
@@ -33,10 +33,10 @@ async def get_global_config(gw: GW, answer: Answer, defaultToGlobal: DefaultToGl
     "/config",
     operation_id="updateGlobalConfig",
     responses={**_ok(sr.ConfigUpdateRequest), **WRITE_ERRORS},
-    openapi_extra=_doc(sr.ConfigUpdateRequest),
+    openapi_extra=CONFIG_BODY.openapi,
 )
 async def update_global_config(request: Request, gw: GW, answer: Answer) -> Response:
-    level = _level((await _body(request, sr.ConfigUpdateRequest)).compatibility)
+    level = _level((await CONFIG_BODY.read(request)).compatibility)
     await gw.registry.set_compatibility(None, level)
     return _answer({"compatibility": level.value}, answer)
 
@@ -60,10 +60,10 @@ async def get_subject_config(
     "/config/{subject}",
     operation_id="updateSubjectConfig",
     responses={**_ok(sr.ConfigUpdateRequest), **WRITE_ERRORS},
-    openapi_extra=_doc(sr.ConfigUpdateRequest),
+    openapi_extra=CONFIG_BODY.openapi,
 )
 async def update_subject_config(subject: Subject, request: Request, gw: GW, answer: Answer) -> Response:
-    level = _level((await _body(request, sr.ConfigUpdateRequest)).compatibility)
+    level = _level((await CONFIG_BODY.read(request)).compatibility)
     await gw.registry.set_compatibility(subject, level)
     return _answer({"compatibility": level.value}, answer)
 
@@ -85,11 +85,11 @@ async def get_global_mode(gw: GW, answer: Answer, defaultToGlobal: DefaultToGlob
     "/mode",
     operation_id="updateGlobalMode",
     responses={**_ok(sr.Mode), **WRITE_ERRORS},
-    openapi_extra=_doc(sr.ModeUpdateRequest),
+    openapi_extra=MODE_BODY.openapi,
 )
 async def update_global_mode(request: Request, gw: GW, answer: Answer) -> Response:
     """READONLY refuses every write but mode changes (42205); READWRITE allows them again."""
-    mode = _mode((await _body(request, sr.ModeUpdateRequest)).mode)
+    mode = _mode((await MODE_BODY.read(request)).mode)
     await gw.registry.set_mode(None, mode)
     return _answer({"mode": mode.value}, answer)
 
@@ -108,10 +108,10 @@ async def get_subject_mode(
     "/mode/{subject}",
     operation_id="updateSubjectMode",
     responses={**_ok(sr.Mode), **WRITE_ERRORS},
-    openapi_extra=_doc(sr.ModeUpdateRequest),
+    openapi_extra=MODE_BODY.openapi,
 )
 async def update_subject_mode(subject: Subject, request: Request, gw: GW, answer: Answer) -> Response:
-    mode = _mode((await _body(request, sr.ModeUpdateRequest)).mode)
+    mode = _mode((await MODE_BODY.read(request)).mode)
     await gw.registry.set_mode(subject, mode)
     return _answer({"mode": mode.value}, answer)
 

@@ -1,12 +1,12 @@
 """The schema registry's media types: what it reads, and what it answers in by ``Accept``.
 
 ``response_type`` picks the answer's type (the first of ``PRODUCES`` the ``Accept`` header
-allows, by its q-values, read by the gateway's one Accept parser, ``service.api.http``'s, as
+allows, by its q-values, read by the gateway's one Accept parser, ``service.api.accept``'s, as
 Jersey reads them; ``RegistryNotAcceptable`` if it allows none); ``CONSUMES`` are the types
 ``requests`` reads bodies in; ``is_registry_path`` tells the error handlers which requests are
 the registry's (they answer in ``SR_V1`` there). ``check_content_type`` refuses a
-``Content-Type`` none of ``CONSUMES`` is. Collaborators: ``service.api.http`` (``JSONBody``,
-``media_ranges``).
+``Content-Type`` none of ``CONSUMES`` is. Collaborators: ``service.api.replies``
+(``JSONBody``), ``service.api.accept`` (``media_ranges``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from typing import Final
 from fastapi import Request
 
 from api_schemas.formats import media_type
-from service.api.http import JSONBody, MalformedAccept, MediaRange, media_ranges, quality
+from service.api.accept import MalformedAccept, MediaRange, media_ranges, quality
+from service.api.replies import JSONBody
 from service.errors import RegistryBadRequest, RegistryNotAcceptable, RegistryUnsupportedMediaType
 
 PREFIX: Final = "/schema-registry"
@@ -67,7 +68,7 @@ def check_content_type(request: Request) -> None:
 
 
 def response_type(request: Request) -> str:
-    """The media type of the answer, by ``Accept`` (``service.api.http.media_ranges``, as Jersey
+    """The media type of the answer, by ``Accept`` (``service.api.accept.media_ranges``, as Jersey
     reads it): the one of ``PRODUCES`` with the highest ``q``, the first of them on a tie (an item
     weighted 0 is served too: Jersey orders by ``q``, it does not drop it); ``RegistryNotAcceptable``
     if it admits none, ``RegistryBadRequest`` if Jersey cannot read it; the ``Content-Type``

@@ -1,29 +1,29 @@
 """What a schema-registry route takes: the media type of its answer (``Answer``, by ``Accept``),
 its query parameters, and its body and path values parsed into the core's types.
 
-``_body`` reads a JSON body in one of ``media.CONSUMES`` into a request model of
-``api_schemas.registry``; ``_version``, ``_schema_of``, ``_level`` and ``_mode`` turn what was
-sent into ``service.core.schemas``' values, raising the registry's errors (``service.errors``).
+``SCHEMA_BODY``, ``CONFIG_BODY`` and ``MODE_BODY`` read a JSON body in one of ``media.CONSUMES``
+into a request model of ``api_schemas.registry``, in the registry's dialect (``REGISTRY``);
+``_version``, ``_schema_of``, ``_level`` and ``_mode`` turn what was sent into
+``service.core.schemas``' values, raising the registry's errors (``service.errors``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
-from typing import Annotated, Final, TypeVar
+from typing import Annotated, Any, Final, TypeVar
 
 import orjson
 from fastapi import Depends, Path, Query, Request
 from pydantic import AfterValidator, BaseModel, ValidationError
 
 from api_schemas import registry as sr
-from service.api.gateway import gateway_of
-from service.api.http import PARSE_OFF_LOOP_BYTES, describe_validation, read_body
+from service.api.bodies import Body, Dialect, describe_validation
 from service.core.json_depth import exceeds
 from service.core.schemas.model import Compatibility, Schema, SchemaReference, SchemaType
 from service.core.schemas.state import LATEST, SETTABLE_MODES, Mode
 from service.errors import (
+    GatewayError,
     InvalidCompatibilityLevel,
     InvalidMode,
     InvalidSchemaError,
@@ -31,7 +31,7 @@ from service.errors import (
     RegistryBadRequest,
 )
 
-from .media import SLASH, check_content_type, response_type
+from .media import SLASH, SR_V1, check_content_type, response_type
 
 INT32_MAX: Final = 2**31 - 1
 _VERSION_RE: Final = re.compile(r"[+-]?[0-9]{1,10}")
@@ -64,25 +64,46 @@ Normalize = Annotated[
 ]
 
 
-async def _body(request: Request, model: type[M]) -> M:
-    check_content_type(request)
-    body = _utf8(await read_body(request))
-    if not body.strip():
-        raise RegistryBadRequest("A JSON request body is required.")
-    limit = gateway_of(request.scope).settings.max_json_depth
-    big = len(body) >= PARSE_OFF_LOOP_BYTES
-    if await asyncio.to_thread(exceeds, body, limit) if big else exceeds(body, limit):
-        raise RegistryBadRequest(f"The body nests JSON objects and arrays more than {limit} levels deep.")
-    try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise RegistryBadRequest(f"The body is not JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise RegistryBadRequest("The body must be a JSON object.")
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        raise RegistryBadRequest(describe_validation(exc)) from None
+class _Registry:
+    """The dialect (``service.api.bodies.Dialect``) of the registry's routes: a body in one of
+    ``media.CONSUMES``, in whatever Unicode encoding its bytes show, a JSON object; what is not
+    is the registry's 400 (or its 422 for a value the model refuses, ``describe_validation``)."""
+
+    def check_type(self, request: Request) -> None:
+        check_content_type(request)
+
+    def text(self, body: bytes) -> bytes:
+        return _utf8(body)
+
+    def loads(self, body: bytes, max_depth: int) -> Any:
+        if exceeds(body, max_depth):
+            raise RegistryBadRequest(
+                f"The body nests JSON objects and arrays more than {max_depth} levels deep."
+            )
+        try:
+            return orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            raise RegistryBadRequest(f"The body is not JSON: {exc}") from None
+
+    def bind(self, data: Any, model: type[M]) -> M:
+        if not isinstance(data, dict):
+            raise RegistryBadRequest("The body must be a JSON object.")
+        try:
+            return model.model_validate(data)
+        except ValidationError as exc:
+            raise RegistryBadRequest(describe_validation(exc)) from None
+
+    def missing(self) -> GatewayError:
+        return RegistryBadRequest("A JSON request body is required.")
+
+
+REGISTRY: Final[Dialect] = _Registry()
+
+
+# The bodies the registry's routes take, each declared once (``service.api.bodies``).
+SCHEMA_BODY: Final = Body(sr.RegisterSchemaRequest, REGISTRY, SR_V1)
+CONFIG_BODY: Final = Body(sr.ConfigUpdateRequest, REGISTRY, SR_V1)
+MODE_BODY: Final = Body(sr.ModeUpdateRequest, REGISTRY, SR_V1)
 
 
 def _utf8(body: bytes) -> bytes:

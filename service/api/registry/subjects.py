@@ -15,8 +15,19 @@ from api_schemas import registry as sr
 from service.core.schemas.output_formats import registered_in_format
 from service.errors import OperationNotPermitted
 
-from .answers import _RAW, ERRORS, WRITE_ERRORS, _answer, _doc, _ok, _page, _subject_schema, _text
-from .requests import Answer, Deleted, Format, Limit, Normalize, Offset, Subject, _body, _schema_of, _version
+from .answers import _RAW, ERRORS, WRITE_ERRORS, _answer, _ok, _page, _subject_schema, _text
+from .requests import (
+    SCHEMA_BODY,
+    Answer,
+    Deleted,
+    Format,
+    Limit,
+    Normalize,
+    Offset,
+    Subject,
+    _schema_of,
+    _version,
+)
 from .served import GW, registry_router
 
 router = registry_router()
@@ -102,14 +113,14 @@ async def referenced_by(
     "/subjects/{subject}/versions",
     operation_id="registerSchema",
     responses={**_ok(sr.RegisterSchemaResponse), **WRITE_ERRORS},
-    openapi_extra=_doc(sr.RegisterSchemaRequest),
+    openapi_extra=SCHEMA_BODY.openapi,
 )
 async def register(
     subject: Subject, request: Request, gw: GW, answer: Answer, normalize: Normalize = False
 ) -> Response:
     """Register a schema under a subject: its id (the same as elsewhere for the same schema), and a
     new version unless it is a live version already; 409 if the subject's level forbids it."""
-    req = await _body(request, sr.RegisterSchemaRequest)
+    req = await SCHEMA_BODY.read(request)
     schema = _schema_of(req)
     if req.id is not None and req.id >= 0:
         raise OperationNotPermitted(
@@ -124,7 +135,7 @@ async def register(
     "/subjects/{subject}",
     operation_id="lookupSchema",
     responses={**_ok(sr.SubjectSchema), **WRITE_ERRORS},
-    openapi_extra=_doc(sr.RegisterSchemaRequest),
+    openapi_extra=SCHEMA_BODY.openapi,
 )
 async def lookup(
     subject: Subject,
@@ -136,7 +147,7 @@ async def lookup(
     format: Format = "",
 ) -> Response:
     """The version of the subject that is this schema (40403 if none is)."""
-    schema = _schema_of(await _body(request, sr.RegisterSchemaRequest))
+    schema = _schema_of(await SCHEMA_BODY.read(request))
     found = await gw.registry.find_version(subject, schema, deleted=deleted, normalize=normalize)
     return _answer(_subject_schema(await registered_in_format(gw.registry, found, format)), answer)
 

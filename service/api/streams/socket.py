@@ -62,6 +62,7 @@ from pydantic import ValidationError
 from starlette.websockets import WebSocketDisconnect
 
 from api_schemas import streams as wire
+from api_schemas.timestamps import epoch_millis
 from service.api.gateway import Gateway, gateway_of
 from service.core.acl import Operation, ResourceType
 from service.core.consumers import Blocked
@@ -76,7 +77,7 @@ from service.errors import GatewayError, InvalidPayload, PayloadTooLarge
 from .. import topics
 from ..access import caller_of, refuse_handshake
 from ..auth import credential_of
-from ..http import describe_validation, timestamp_millis
+from ..bodies import describe_validation
 from ..quotas import client_of
 from .sse import end_body, render_array
 
@@ -324,8 +325,8 @@ class Session:
                 await consumers.seek(group, name, targets, who=who)
             if command.timestamps:
                 times = {
-                    TopicPartition(t.topic, t.partition): timestamp_millis(t.timestamp)
-                    for t in command.timestamps
+                    TopicPartition(t.topic, t.partition): epoch_millis(t.timestamp, f"timestamps[{i}]")
+                    for i, t in enumerate(command.timestamps)
                 }
                 await consumers.seek_to_timestamps(group, name, times, who=who)
             for edge, end in ((command.beginning, False), (command.end, True)):

@@ -57,9 +57,9 @@ from service.core.models import EmbeddedFormat, TopicPartition
 from service.core.streams import STEP_WAIT_MS, End, Event, Opened, Rebalance, Records
 from service.errors import GatewayError
 
+from ..accept import MalformedAccept, media_ranges
 from ..access import caller_of
 from ..auth import credential_of
-from ..http import MalformedAccept, media_ranges
 from ..quotas import client_of
 
 log = logging.getLogger(__name__)
