@@ -22,7 +22,6 @@ from typing import Any, Final
 
 import httpx
 import pytest
-from fastapi.routing import iter_route_contexts
 
 from service.api.access import route_keys
 from service.server.app import create_app
@@ -280,7 +279,7 @@ EXTENSIONS: Final = re.compile(
 
 def test_every_route_is_in_an_index() -> None:
     app = create_app(Settings())
-    keys = [key for route in iter_route_contexts(app.routes) for key in route_keys(route)]
+    keys = [key for route in app.routes for key in route_keys(route)]
     named = {e.route for e in V2_INDEX + V3_INDEX}
     assert len(named) == len(V2_INDEX) + len(V3_INDEX), "an endpoint is named twice"
     registry = {f"{k.split()[0]} /schema-registry{k.split()[1]}".rstrip("/") for k in registry_routes()}
