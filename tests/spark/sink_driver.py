@@ -2,8 +2,8 @@
 
 ``retry``: a batch write of ``ROWS`` rows, one request each, in one task, on a local master that
 lets a task run twice: the test kills the task's Python worker halfway. ``stream``: a topic copied
-into another, ten records a micro-batch, one record a request and a pause per record, so that a test can kill
-the process in the middle of a micro-batch (``continuous``), then finish it (``available-now``).
+into another, ``PER_BATCH`` records a micro-batch, one record a request and a pause per record, so that a
+test can kill the process in the middle of a micro-batch (``continuous``), then finish it (``available-now``).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ def session(scratch: str, master: str) -> SparkSession:
     )
 
 
+PER_BATCH = 50  # the stream's records a micro-batch: few batches, since each costs Spark seconds on a busy machine
 ROWS = 400  # the retry's rows: one request each, so that its task can be caught halfway
 
 
@@ -56,7 +57,7 @@ def stream(scratch: str, gateway: str, log: str, source: str, out: str, checkpoi
         spark.readStream.format("brokergate")
         .option("log", log)
         .option("topic", source)
-        .option("maxOffsetsPerTrigger", 10)
+        .option("maxOffsetsPerTrigger", PER_BATCH)
         .load()
         .select("value")
     )

@@ -47,7 +47,7 @@ from spark_jobs.sink_options import SinkOptions
 from spark_jobs.sink_records import Columns, body
 from tests.conftest import RunningGateway, kafka_settings, start_gateway
 from tests.helpers import BINARY, cluster_id, consumer, create_topic, poll, poll_until, produce, subscribe
-from tests.spark.sink_driver import ROWS
+from tests.spark.sink_driver import PER_BATCH, ROWS
 
 from .helpers import in_this_thread
 
@@ -450,7 +450,7 @@ async def test_a_driver_killed_mid_batch_and_restarted_writes_each_record_once(
             done = batch_ids(checkpoint / "commits")
             started = batch_ids(checkpoint / "offsets")
             # a micro-batch begun, and records of it already in the topic, but not committed
-            return bool(done) and max(started) > max(done) and await end_offset(setup, out) > 10 * len(done)
+            return bool(done) and max(started) > max(done) and await end_offset(setup, out) > PER_BATCH * len(done)
 
         deadline = asyncio.get_running_loop().time() + DEADLINE_S
         while not await mid_batch():
