@@ -33,7 +33,7 @@ def session(scratch: str, master: str) -> SparkSession:
     )
 
 
-PER_BATCH = 50  # the stream's records a micro-batch: few batches, since each costs Spark seconds on a busy machine
+PER_BATCH = 50  # the stream's records a micro-batch: few, as each costs Spark seconds on a busy machine
 ROWS = 400  # the retry's rows: one request each, so that its task can be caught halfway
 
 

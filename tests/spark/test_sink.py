@@ -450,7 +450,8 @@ async def test_a_driver_killed_mid_batch_and_restarted_writes_each_record_once(
             done = batch_ids(checkpoint / "commits")
             started = batch_ids(checkpoint / "offsets")
             # a micro-batch begun, and records of it already in the topic, but not committed
-            return bool(done) and max(started) > max(done) and await end_offset(setup, out) > PER_BATCH * len(done)
+            begun = bool(done) and max(started) > max(done)
+            return begun and await end_offset(setup, out) > PER_BATCH * len(done)
 
         deadline = asyncio.get_running_loop().time() + DEADLINE_S
         while not await mid_batch():
