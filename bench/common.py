@@ -18,13 +18,13 @@ from typing import Protocol
 import httpx
 import orjson
 
-from api_schemas.formats import V2, content_type_for
 from bench.httpload import Connection
 from deploy.local.gateway import GatewayReplica
 from deploy.local.kafka_broker import KafkaBroker, KafkaNode
 from deploy.local.kafka_cluster import KafkaCluster
 from service.adapters.embedded.log import EmbeddedLog
 from service.core.models import Record, TopicPartition
+from service.wire.formats import V2, content_type_for
 
 BINARY = content_type_for("binary")
 

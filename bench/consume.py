@@ -58,7 +58,6 @@ from aiokafka import TopicPartition as KafkaPartition
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from api_schemas.formats import content_type_for  # noqa: E402
 from bench import shares  # noqa: E402
 from bench.common import (  # noqa: E402
     BINARY,
@@ -75,6 +74,7 @@ from bench.common import (  # noqa: E402
 from bench.streams import Consumers  # noqa: E402
 from service.adapters.embedded.log import EmbeddedLog  # noqa: E402
 from service.core.models import NewRecord, Record, TopicPartition  # noqa: E402
+from service.wire.formats import content_type_for  # noqa: E402
 
 JSON = content_type_for("json")
 SIZE = 100

@@ -44,7 +44,6 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from api_schemas.formats import V2  # noqa: E402
 from bench.common import (  # noqa: E402
     BINARY,
     add_kafka_options,
@@ -55,6 +54,7 @@ from bench.common import (  # noqa: E402
     start_gateway,
 )
 from bench.httpload import Connection  # noqa: E402
+from service.wire.formats import V2  # noqa: E402
 
 EVENT_STREAM = "text/event-stream"
 POLL_TIMEOUT_MS = 60_000  # the longest a poll may wait (CONSUMER_MAX_TIMEOUT_MS)

@@ -61,7 +61,6 @@ from aiokafka import TopicPartition as KafkaPartition
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from api_schemas.formats import content_type_for  # noqa: E402
 from bench.common import (  # noqa: E402
     Kafka,
     add_kafka_options,
@@ -74,6 +73,7 @@ from bench.common import (  # noqa: E402
     subscribed,
 )
 from bench.streams import Consumers  # noqa: E402
+from service.wire.formats import content_type_for  # noqa: E402
 
 JSON = content_type_for("json")
 BATCHES = (1, 100, 1000)

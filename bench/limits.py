@@ -37,10 +37,10 @@ import orjson
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from api_schemas.formats import content_type_for  # noqa: E402
 from bench.common import BINARY, create_topic, start_gateway, subscribed  # noqa: E402
 from bench.httpload import Connection  # noqa: E402
 from service.settings import Settings  # noqa: E402
+from service.wire.formats import content_type_for  # noqa: E402
 
 DEFAULTS = Settings()
 JSON = content_type_for("json")

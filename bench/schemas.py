@@ -51,8 +51,6 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from api_schemas.formats import V2, content_type_for, holds_float, loads_exact  # noqa: E402
-from api_schemas.records import encode_produce, parse_produce, schema_choice  # noqa: E402
 from bench.common import (  # noqa: E402
     add_kafka_options,
     cpu_seconds,
@@ -66,6 +64,8 @@ from service.api.bodies import loads  # noqa: E402
 from service.core.schemas.formats import parse  # noqa: E402
 from service.core.schemas.model import Schema, SchemaType  # noqa: E402
 from service.core.schemas.serde import Writer  # noqa: E402
+from service.wire.formats import V2, content_type_for, holds_float, loads_exact  # noqa: E402
+from service.wire.records import encode_produce, parse_produce, schema_choice  # noqa: E402
 
 AVRO, JSON = content_type_for("avro"), content_type_for("json")
 SCHEMA = json.dumps(

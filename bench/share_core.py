@@ -25,13 +25,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from api_schemas.records import records_array
 from bench.common import json_values
 from service.adapters.embedded.coordinator import EmbeddedCoordinator
 from service.adapters.embedded.log import EmbeddedLog
 from service.core.models import EmbeddedFormat, NewRecord, TopicPartition
+from service.core.shares.delivery import AckType
 from service.core.shares.service import Acknowledgement, ShareGroups, by_partition_run
-from service.core.shares.state import AckType
+from service.wire.records import records_array
 
 TOPIC = "share-core"
 

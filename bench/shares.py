@@ -53,7 +53,6 @@ import orjson
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from api_schemas.formats import V2  # noqa: E402
 from bench.common import (  # noqa: E402
     BINARY,
     add_log_options,
@@ -63,6 +62,7 @@ from bench.common import (  # noqa: E402
     produce_body,
 )
 from bench.httpload import Connection  # noqa: E402
+from service.wire.formats import V2  # noqa: E402
 
 PARTITIONS = 4
 SHARE_CONSUMERS = (1, 4, 16)

@@ -37,8 +37,6 @@ from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBat
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from api_schemas.records import parse_produce, render_records
-from api_schemas.values_body import binary_values
 from bench.common import json_values
 from service.adapters.embedded.log import EmbeddedLog
 from service.adapters.embedded.log.batch import encode_batch
@@ -47,13 +45,17 @@ from service.adapters.embedded.shares_memory import StoredShare, prepare_change
 from service.adapters.kafka.records import decode as kafka_decode
 from service.adapters.share_states import decode_state, encode_state
 from service.api.topics import produce_body
+from service.core.acl import GATEWAY
 from service.core.json_depth import check_depth
 from service.core.models import NewRecord, NewRecords, Record, TopicPartition
 from service.core.partitioner import Partitioner
 from service.core.producer import ProduceService
-from service.core.shares.runs import change_records, record_rows
-from service.core.shares.state import AckType, SharePartition, apply_change
+from service.core.shares.delivery import AckType
+from service.core.shares.state import SharePartition
+from service.core.shares.stored import apply_change, change_records, record_rows
 from service.core.topics import TopicService
+from service.wire.records import parse_produce, render_records
+from service.wire.values_body import binary_values
 
 ROUNDS = 300
 BATCH = 1000
@@ -105,7 +107,7 @@ async def produce(log: EmbeddedLog, size: int) -> None:
         )
         assert parsed is not None
         started = time.perf_counter()
-        outcome = await producer.produce(topic, parsed.records, parsed.partitions)
+        outcome = await producer.produce(topic, parsed.records, parsed.partitions, who=GATEWAY)
         stages.add("route + encode + write (no fsync)", started)
         timed(stages, "response (offsets JSON)", lambda o: orjson.dumps(produce_body(o)), outcome)
     assert parsed is not None

@@ -44,6 +44,7 @@ from pyspark.sql.datasource import (
     DataSourceWriter,
     InputPartition,
 )
+from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -66,12 +67,9 @@ if TYPE_CHECKING:  # imported where used: a binary read never loads the schema f
     from .decoding import DecodePlan, Decoder
 
 NAME: Final = "brokergate"
-SCHEMA: Final = (
-    "topic string, partition int, offset long, timestamp timestamp, key binary, value binary, "
-    "headers array<struct<key:string,value:binary>>"
-)
-# SCHEMA as a StructType: what a decoded read's schema starts from.
-BASE_SCHEMA: Final = StructType(
+# The records' columns, what a decoded read's schema starts from; in Arrow by Spark's own mapping
+# (which names the element field of a list "element").
+SCHEMA: Final = StructType(
     [
         StructField("topic", StringType()),
         StructField("partition", IntegerType()),
@@ -85,19 +83,7 @@ BASE_SCHEMA: Final = StructType(
         ),
     ]
 )
-_HEADER: Final = pa.struct([("key", pa.string()), ("value", pa.binary())])
-ARROW_SCHEMA: Final = pa.schema(
-    [
-        ("topic", pa.string()),
-        ("partition", pa.int32()),
-        ("offset", pa.int64()),
-        ("timestamp", pa.timestamp("us", tz="UTC")),
-        ("key", pa.binary()),
-        ("value", pa.binary()),
-        # Spark names the element field of its Arrow lists "element".
-        ("headers", pa.list_(pa.field("element", _HEADER))),
-    ]
-)
+ARROW_SCHEMA: Final = to_arrow_schema(SCHEMA, timezone="UTC")
 _TIMESTAMP: Final = ARROW_SCHEMA.field("timestamp").type
 _HEADERS: Final = ARROW_SCHEMA.field("headers").type
 
@@ -130,7 +116,7 @@ def _headers(headers: list[tuple[Header, ...]]) -> pa.Array:
     n = len(headers)
     if headers.count(()) == n:
         return pa.ListArray.from_arrays(
-            pa.array([0] * (n + 1), pa.int32()), pa.array([], _HEADER), type=_HEADERS
+            pa.array([0] * (n + 1), pa.int32()), pa.array([], _HEADERS.value_type), type=_HEADERS
         )
     return pa.array([[{"key": k, "value": v} for k, v in h] for h in headers], _HEADERS)
 
@@ -166,7 +152,7 @@ class BrokergateReader(DataSourceReader):
         if self.decoding is not None:
             from .decoding import Decoder
 
-            decoder = Decoder(self.decoding, BASE_SCHEMA)
+            decoder = Decoder(self.decoding, SCHEMA)
         source = open_log(self.options.log, self.options.credentials)
         try:
             for chunk in source.read(rng):
@@ -199,13 +185,13 @@ class BrokergateDataSource(DataSource):
 
         StreamOptions.parse(self.options, ANY_READ)
         decoding = self.decoding()
-        return SCHEMA if decoding is None else decoding.spark_schema(BASE_SCHEMA)
+        return SCHEMA if decoding is None else decoding.spark_schema(SCHEMA)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         READ.check(self.options)
         options = SourceOptions.parse(self.options)
         decoding = self.decoding()
-        if decoding is not None and schema != decoding.spark_schema(BASE_SCHEMA):
+        if decoding is not None and schema != decoding.spark_schema(SCHEMA):
             raise OptionError(
                 "a decoded read's schema comes from its reader schemas; leave out .schema(...) "
                 f"(given: {schema.simpleString()})"
@@ -216,9 +202,7 @@ class BrokergateDataSource(DataSource):
         """``spark.readStream``: the stream source (``stream_source``), over the same options."""
         from .stream_source import stream_reader
 
-        return stream_reader(
-            self.options, schema, self.decoding(), base_schema=BASE_SCHEMA, to_arrow=to_arrow
-        )
+        return stream_reader(self.options, schema, self.decoding(), base_schema=SCHEMA, to_arrow=to_arrow)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         """``df.write``: the sink (``sink``), through the gateway the options name."""

@@ -52,8 +52,10 @@ LAYERS: Final[Mapping[str, frozenset[str]]] = {
     "service.settings": _BASE | {"service.security"},
     "service.adapters": _BASE,  # given their options by the composition root, never the settings
     "service.security": _BASE | {"service.adapters"},
-    "api_schemas": _BASE,
-    "service.api": _BASE | {"service.settings", "service.security", "service.metrics", "api_schemas"},
+    "api_schemas": _BASE,  # the API's models: what the OpenAPI document shows
+    "service.wire": _BASE,  # the v2 JSON wire's codecs, the hot path
+    "service.api": _BASE
+    | {"service.settings", "service.security", "service.metrics", "api_schemas", "service.wire"},
     "service.ui": _BASE | {"service.api"},
     "spark_jobs": _BASE | {"service.adapters", "service.tables", "service.client"},  # the sink: a client
     "workers": _BASE | {"service.metrics", "spark_jobs"},
@@ -67,9 +69,11 @@ LAYERS: Final[Mapping[str, frozenset[str]]] = {
         "service.api",
         "service.ui",
         "api_schemas",
+        "service.wire",
         "workers",
     },
-    "service.client": _BASE | {"api_schemas"},  # a program's view: the wire, nothing of the server
+    "service.client": _BASE
+    | {"api_schemas", "service.wire"},  # a program's view: the wire, nothing of the server
     "service.cli": _BASE
     | {
         "service.client",

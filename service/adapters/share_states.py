@@ -19,15 +19,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import orjson
 
 from service.core.models import TopicPartition
-from service.core.ports import Coordinator
+from service.core.ports import ShareStates
 from service.core.rules import MAX_GROUP_CHARS, valid_group, valid_offset_key
-from service.core.shares.runs import change_records
-from service.core.shares.state import apply_change
+from service.core.shares.stored import StateChange, StoredState, apply_change, change_records
 from service.errors import BackendError, IllegalState, InvalidPayload, ShareStateTooLarge
 
 __all__ = [
@@ -85,7 +84,7 @@ def check_share_group(group: str) -> str:
 
 
 def encode_writes(
-    group: str, updates: Mapping[TopicPartition, tuple[Mapping[str, Any], int]], limits: ShareStoreLimits
+    group: str, updates: Mapping[TopicPartition, tuple[StoredState, int]], limits: ShareStoreLimits
 ) -> list[ShareWrite]:
     """The updates of one ``store_share_states`` call, checked and encoded: (partition, state JSON,
     expected version) each. Nothing is stored unless every one passes."""
@@ -158,8 +157,9 @@ def encode_state(state: Mapping[str, Any], where: str) -> bytes:
         raise InvalidPayload(f"The state of {where} is not JSON: {exc}") from None
 
 
-def decode_state(data: bytes, where: str) -> dict[str, Any]:
-    """A stored state, a new object for every call (the caller may change it)."""
+def decode_state(data: bytes, where: str) -> StoredState:
+    """A stored state, a new object for every call (the caller may change it). Only its being a
+    JSON object is checked here; the core checks the rest when it builds the state it is of."""
     try:
         state = orjson.loads(data)
     except orjson.JSONDecodeError:
@@ -169,12 +169,12 @@ def decode_state(data: bytes, where: str) -> dict[str, Any]:
             raise BackendError(f"The stored state of {where} is not JSON: {exc}") from None
     if not isinstance(state, dict):
         raise BackendError(f"The stored state of {where} is not a JSON object.")
-    return state
+    return cast(StoredState, state)
 
 
 def decode_states(
     group: str, found: Iterable[tuple[TopicPartition, bytes, int]]
-) -> dict[TopicPartition, tuple[dict[str, Any], int]]:
+) -> dict[TopicPartition, tuple[StoredState, int]]:
     """What ``share_states`` answers for the (partition, stored bytes, version) of ``group`` found."""
     return {
         tp: (decode_state(data, f"partition {tp.topic}-{tp.partition} of share group {group!r}"), version)
@@ -190,15 +190,15 @@ def stored_partitions(tps: Iterable[TopicPartition] | None) -> list[TopicPartiti
 
 
 async def change_by_whole_states(
-    coordinator: Coordinator, group: str, changes: Mapping[TopicPartition, tuple[Mapping[str, Any], int]]
+    store: ShareStates, group: str, changes: Mapping[TopicPartition, tuple[StateChange, int]]
 ) -> dict[TopicPartition, int] | None:
     """``change_share_states`` for a coordinator that stores whole states: each change made to the
     state read, stored whole at the version given (compare-and-set). No new version is given (it
     is known only to a read that may come after another replica's write). A state read as a row
     per record (the previous version's form, which the ZooKeeper coordinator writes) is changed
     as rows: the rows the change leaves are not decoded into runs and expanded again."""
-    stored = await coordinator.share_states(group, list(changes))
-    updates: dict[TopicPartition, tuple[dict[str, Any], int]] = {}
+    stored = await store.share_states(group, list(changes))
+    updates: dict[TopicPartition, tuple[StoredState, int]] = {}
     for tp, (change, version) in changes.items():
         state, at = stored.get(tp, (None, ABSENT))
         if at != version:
@@ -211,4 +211,4 @@ async def change_by_whole_states(
         except (KeyError, TypeError, IndexError, ValueError):
             where = f"partition {tp.topic}-{tp.partition} of share group {group!r}"
             raise InvalidPayload(f"The change of {where} is not a share-partition's change.") from None
-    return {} if await coordinator.store_share_states(group, updates) else None
+    return {} if await store.store_share_states(group, updates) else None

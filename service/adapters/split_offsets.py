@@ -36,7 +36,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, Final
+from typing import Final
 
 from service.core.acl import AclBinding, AclFilter
 from service.core.carried_offsets import CARRIED, as_read, is_carried, to_carry
@@ -44,6 +44,7 @@ from service.core.fencing import fence
 from service.core.models import GroupState, Member, TopicPartition
 from service.core.ports import Coordinator, GroupOffsets
 from service.core.rules import check_group, check_offsets
+from service.core.shares.stored import StateChange, StoredState
 from service.errors import IllegalState, NotFound
 
 from .lifecycle import Lifecycle
@@ -202,11 +203,11 @@ class SplitOffsetsCoordinator(Lifecycle):
 
     async def share_states(
         self, group: str, tps: Collection[TopicPartition] | None = None
-    ) -> dict[TopicPartition, tuple[dict[str, Any], int]]:
+    ) -> dict[TopicPartition, tuple[StoredState, int]]:
         return await self._coordinator.share_states(group, tps)
 
     async def store_share_states(
-        self, group: str, updates: Mapping[TopicPartition, tuple[dict[str, Any], int]]
+        self, group: str, updates: Mapping[TopicPartition, tuple[StoredState, int]]
     ) -> bool:
         return await self._coordinator.store_share_states(group, updates)
 
@@ -214,7 +215,7 @@ class SplitOffsetsCoordinator(Lifecycle):
         return await self._coordinator.share_versions(group, tps)
 
     async def change_share_states(
-        self, group: str, changes: Mapping[TopicPartition, tuple[dict[str, Any], int]]
+        self, group: str, changes: Mapping[TopicPartition, tuple[StateChange, int]]
     ) -> dict[TopicPartition, int] | None:
         return await self._coordinator.change_share_states(group, changes)
 

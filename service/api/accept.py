@@ -10,9 +10,9 @@ from typing import Final
 
 from fastapi import Depends, Request
 
-from api_schemas.formats import FORMATS, V2, content_type_for
 from service.core.models import EmbeddedFormat
 from service.errors import BadRequest, NotAcceptable
+from service.wire.formats import FORMATS, V2, content_type_for
 
 from .bodies import check_control_type
 

@@ -48,11 +48,11 @@ from starlette.requests import HTTPConnection
 from starlette.routing import BaseRoute, Match, WebSocketRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from api_schemas.formats import V2
 from service.api.gateway import gateway_of
 from service.core.acl import CLUSTER_NAME, Caller, Decision, Operation, ResourceType
 from service.core.rules import topic_of_subject
 from service.errors import Forbidden, GatewayError
+from service.wire.formats import V2
 
 from .auth import principal_of
 from .replies import error_response
@@ -284,21 +284,23 @@ async def visible(request: HTTPConnection, resource: ResourceType, names: Iterab
 
 
 @asynccontextmanager
-async def instance_first(
-    request: HTTPConnection, owned: Callable[..., Awaitable[None]], group: str, instance: str
+async def answer_404_first(
+    request: HTTPConnection, check_owner: Callable[..., Awaitable[None]], group: str, instance: str
 ) -> AsyncIterator[None]:
-    """An instance route's block, answered as if the instance were decided first: should anything
-    in it fail (a body that does not parse, a topic the caller may not read, a bad pattern, a
-    missing partition), a request for another principal's or a missing instance gets the 404 a
-    missing one gets (``owned`` raises it), not what its body made fail. Only a request that
-    failed pays for that look: for one that did not, the core decided the instance, and whose it
-    is, before it changed anything. So every way through the block that succeeds reaches the
-    instance through the core, one with nothing to do too (``ConsumerService.renew``);
-    tests/integration/test_leaks.py sends every instance route empty and trivial bodies to prove it."""
+    """Run an instance route's block so that, if it fails, a request for a missing instance or for
+    another principal's gets the 404 of a missing instance, not the error its body caused.
+
+    Anything in the block may fail first (a body that does not parse, a topic the caller may not
+    read, a bad pattern, a missing partition); ``check_owner`` then raises the 404 if the instance
+    is not the caller's. Only a request that failed pays for that look: for one that did not, the
+    core decided the instance, and whose it is, before it changed anything. So every way through
+    the block that succeeds reaches the instance through the core, one with nothing to do too
+    (``ConsumerService.renew``); tests/integration/test_leaks.py sends every instance route empty
+    and trivial bodies to prove it."""
     try:
         yield
     except GatewayError:
-        await owned(group, instance, who=await decision_of(request))
+        await check_owner(group, instance, who=await decision_of(request))
         raise
 
 

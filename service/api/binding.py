@@ -15,7 +15,7 @@ text, a null the field left out. The body is bound once more with those values a
 them before anything is refused.
 
 Collaborators: ``bodies`` reads the body (size limit, Content-Type, depth);
-``api_schemas.records.json_kind`` names a JSON value as the produce routes do.
+``service.wire.records.json_kind`` names a JSON value as the produce routes do.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from fastapi import Request
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from api_schemas.records import json_kind
 from service.errors import BadRequest, GatewayError, Unprocessable
+from service.wire.records import json_kind
 
 from .bodies import check_control_type, loads
 

@@ -12,7 +12,7 @@ loop when large. What differs is how each API answers what it cannot bind, the d
 - ``GATEWAY``: the gateway's own routes (share groups), 42206 with what pydantic found;
 - ``registry.requests.REGISTRY``: the schema registry's, as Confluent's registry answers.
 
-The produce routes read their body themselves (``api_schemas.records``, fast for large bodies)
+The produce routes read their body themselves (``service.wire.records``, fast for large bodies)
 and declare it with ``request_body``, one model per embedded format.
 """
 
@@ -28,10 +28,10 @@ import orjson
 from fastapi import Request
 from pydantic import BaseModel, ValidationError
 
-from api_schemas.formats import V2, media_type, unsupported
 from service.api.gateway import gateway_of
 from service.core.json_depth import check_depth
 from service.errors import BadRequest, GatewayError, InvalidPayload, PayloadTooLarge
+from service.wire.formats import V2, media_type, unsupported
 
 __all__ = [
     "CONTROL_TYPES",

@@ -9,8 +9,6 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
 from api_schemas import v2
-from api_schemas.formats import content_type_for
-from api_schemas.timestamps import epoch_millis
 from service.api.gateway import Gateway, get_gateway
 from service.core.acl import Operation
 from service.core.assignors import STRATEGIES
@@ -24,9 +22,11 @@ from service.errors import (
     Unprocessable,
 )
 from service.settings import Settings
+from service.wire.formats import content_type_for
+from service.wire.timestamps import epoch_millis
 
 from .accept import ACCEPTS_CONSUMER_TYPES, accepted_formats
-from .access import check_topics, decision_of, instance_first
+from .access import answer_404_first, check_topics, decision_of
 from .binding import JACKSON, Jackson, Refusals
 from .bodies import Body, OptionalBody, check_control_type
 from .quotas import client_of
@@ -194,7 +194,7 @@ async def delete_consumer(group: str, instance: str, request: Request, gw: GW) -
 )
 async def subscribe(group: str, instance: str, request: Request, gw: GW) -> Response:
     """Subscribe to a list of topics or to a regex pattern (new matching topics are picked up)."""
-    async with instance_first(request, gw.consumers.owned, group, instance):
+    async with answer_404_first(request, gw.consumers.check_owner, group, instance):
         req = await _SUBSCRIPTION.read(request)
         # Confluent's proxy hands KafkaConsumer.subscribe the topics if given, else the pattern if
         # given, else nothing; and that consumer takes an empty list for an unsubscribe.
@@ -258,7 +258,7 @@ def _tps(req: v2.PartitionsRequest) -> list[TopicPartition]:
 )
 async def assign(group: str, instance: str, request: Request, gw: GW) -> Response:
     """Manually assign partitions (no group management)."""
-    async with instance_first(request, gw.consumers.owned, group, instance):
+    async with answer_404_first(request, gw.consumers.check_owner, group, instance):
         req = await _PARTITIONS.read(request)
         tps = _tps(req)
         who = await check_topics(request, (tp.topic for tp in tps), Operation.READ)
@@ -340,7 +340,7 @@ async def poll(
 )
 async def commit(group: str, instance: str, request: Request, gw: GW) -> Response:
     """Commit: each listed offset is the last processed (offset+1 is stored); no body commits all fetched."""
-    async with instance_first(request, gw.consumers.owned, group, instance):
+    async with answer_404_first(request, gw.consumers.check_owner, group, instance):
         req = await _COMMIT.read(request)
         offsets = None
         if req is not None and req.offsets is not None:
@@ -398,7 +398,7 @@ async def committed(
 ) -> Response:
     """Committed offsets of the listed partitions (default: the instance's assignment), listed in
     the body as Confluent's proxy takes them, or in the query (`partitions`)."""
-    async with instance_first(request, gw.consumers.owned, group, instance):
+    async with answer_404_first(request, gw.consumers.check_owner, group, instance):
         req = await _SOME_PARTITIONS.read(request)
         tps = _tps(req) if req else None
         if partitions is not None:
@@ -432,7 +432,7 @@ async def committed(
 )
 async def seek(group: str, instance: str, request: Request, gw: GW) -> Response:
     """Seek assigned partitions to offsets, or to the first offset at/after timestamps."""
-    async with instance_first(request, gw.consumers.owned, group, instance):
+    async with answer_404_first(request, gw.consumers.check_owner, group, instance):
         req = await _SEEK.read(request)
         named = [o.topic for o in req.offsets or ()] + [t.topic for t in req.timestamps or ()]
         who = await check_topics(request, named, Operation.DESCRIBE)
@@ -460,7 +460,7 @@ async def seek(group: str, instance: str, request: Request, gw: GW) -> Response:
     openapi_extra=_PARTITIONS.openapi,
 )
 async def seek_to_beginning(group: str, instance: str, request: Request, gw: GW) -> Response:
-    async with instance_first(request, gw.consumers.owned, group, instance):
+    async with answer_404_first(request, gw.consumers.check_owner, group, instance):
         req = await _PARTITIONS.read(request)
         tps = _tps(req)
         who = await check_topics(request, (tp.topic for tp in tps), Operation.DESCRIBE)
@@ -477,7 +477,7 @@ async def seek_to_beginning(group: str, instance: str, request: Request, gw: GW)
     openapi_extra=_PARTITIONS.openapi,
 )
 async def seek_to_end(group: str, instance: str, request: Request, gw: GW) -> Response:
-    async with instance_first(request, gw.consumers.owned, group, instance):
+    async with answer_404_first(request, gw.consumers.check_owner, group, instance):
         req = await _PARTITIONS.read(request)
         tps = _tps(req)
         who = await check_topics(request, (tp.topic for tp in tps), Operation.DESCRIBE)

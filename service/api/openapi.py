@@ -18,8 +18,8 @@ from typing import Any, Final
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
-from api_schemas.formats import V2
 from service.api.auth import ALWAYS_OPEN
+from service.wire.formats import V2
 
 from .openapi_answers import document_answers
 

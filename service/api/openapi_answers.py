@@ -26,8 +26,8 @@ from __future__ import annotations
 import copy
 from typing import Any, Final
 
-from api_schemas.formats import FORMATS, V2, content_type_for
 from service.core.models import EmbeddedFormat
+from service.wire.formats import FORMATS, V2, content_type_for
 
 from .access import RULES
 from .registry.media import PRODUCES, SR_V1, is_registry_path

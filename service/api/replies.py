@@ -10,9 +10,9 @@ from typing import Any
 import orjson
 from fastapi.responses import Response, StreamingResponse
 
-from api_schemas.formats import V2
-from api_schemas.records import render_slices
 from service.core.models import EmbeddedFormat, Polled
+from service.wire.formats import V2
+from service.wire.records import render_slices
 
 __all__ = [
     "STREAM_ABOVE_BYTES",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from api_schemas.formats import FORMATS, V2, content_type_for
 from api_schemas.v2 import ErrorBody
+from service.wire.formats import FORMATS, V2, content_type_for
 
 _ERROR = {"model": ErrorBody}
 

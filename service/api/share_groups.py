@@ -20,19 +20,19 @@ from fastapi.responses import Response
 
 from api_schemas import shares as wire
 from api_schemas import v2
-from api_schemas.formats import content_type_for
-from api_schemas.records import records_array
 from service.api.gateway import Gateway, get_gateway
 from service.core.acl import Operation, ResourceType
 from service.core.models import InstanceConfig, TopicPartition
 from service.core.rules import check_topic
 from service.core.shares.consumers import GroupReport
+from service.core.shares.delivery import AckType
 from service.core.shares.service import Acknowledgement, StartAt
-from service.core.shares.state import AckType
 from service.errors import NotFound
+from service.wire.formats import content_type_for
+from service.wire.records import records_array
 
 from .accept import accepted_formats
-from .access import check_topics, decision_of, instance_first, visible
+from .access import answer_404_first, check_topics, decision_of, visible
 from .bodies import GATEWAY, Body, OptionalBody
 from .consumers import set_timeouts
 from .quotas import client_of
@@ -114,7 +114,7 @@ async def delete_share_consumer(group: str, instance: str, request: Request, gw:
 )
 async def subscribe(group: str, instance: str, request: Request, gw: GW) -> Response:
     """Read these topics (all their partitions, shared with the group's other consumers)."""
-    async with instance_first(request, gw.share_consumers.owned, group, instance):
+    async with answer_404_first(request, gw.share_consumers.check_owner, group, instance):
         req = await _SUBSCRIPTION.read(request)
         who = await check_topics(request, req.topics, Operation.READ)
         await gw.share_consumers.subscribe(group, instance, req.topics, who=who)
@@ -196,7 +196,7 @@ async def acknowledge_and_poll(
 ) -> Response:
     """Settle the acknowledgements of the body, then poll, in one round trip (how many were refused
     is in the Brokergate-Acknowledgements-Refused header)."""
-    async with instance_first(request, gw.share_consumers.owned, group, instance):
+    async with answer_404_first(request, gw.share_consumers.check_owner, group, instance):
         req = await _ACKNOWLEDGE.read(request)
         return await _poll(request, gw, group, instance, timeout, max_bytes, max_records, _acks(req))
 
@@ -249,7 +249,7 @@ async def acknowledge(group: str, instance: str, request: Request, gw: GW) -> Re
     """Settle records the consumer holds: accept (done), release (deliver again now; after the
     delivery limit it is archived instead), reject (archived), renew (hold it longer). Each offset
     stands alone: those the consumer does not hold are listed as refused, the rest are settled."""
-    async with instance_first(request, gw.share_consumers.owned, group, instance):
+    async with answer_404_first(request, gw.share_consumers.check_owner, group, instance):
         req = await _ACKNOWLEDGE.read(request)
         acks = _acks(req)
         who = await check_topics(request, {a.tp.topic for a in acks}, Operation.READ)

@@ -20,7 +20,14 @@ from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import Response
 
 from api_schemas import v2
-from api_schemas.formats import (
+from service.api.gateway import Gateway, get_gateway
+from service.core.acl import Decision, ResourceType
+from service.core.models import EmbeddedFormat, PlainFormat, SchemaFormat, TopicInfo, TopicPartition
+from service.core.producer import ProduceOutcome
+from service.core.rules import MAX_OFFSET
+from service.core.schemas.serde import SCHEMA_TYPES, Writer
+from service.errors import NotAcceptable, NotBase64
+from service.wire.formats import (
     FORMATS,
     V2,
     binary_by_default,
@@ -30,16 +37,9 @@ from api_schemas.formats import (
     loads_exact,
     produce_format,
 )
-from api_schemas.records import ParsedProduce, encode_produce, parse_produce, schema_choice
-from api_schemas.values_body import DEPTH as VALUES_DEPTH
-from api_schemas.values_body import binary_values
-from service.api.gateway import Gateway, get_gateway
-from service.core.acl import Decision, ResourceType
-from service.core.models import EmbeddedFormat, PlainFormat, SchemaFormat, TopicInfo, TopicPartition
-from service.core.producer import ProduceOutcome
-from service.core.rules import MAX_OFFSET
-from service.core.schemas.serde import SCHEMA_TYPES, Writer
-from service.errors import NotAcceptable, NotBase64
+from service.wire.records import ParsedProduce, encode_produce, parse_produce, schema_choice
+from service.wire.values_body import DEPTH as VALUES_DEPTH
+from service.wire.values_body import binary_values
 
 from .accept import ACCEPTS_V2, accepted_formats, check_accept
 from .access import caller_of, decision_of, visible

@@ -18,9 +18,9 @@ from typing import Any, Final, Literal, Protocol, Self
 
 import httpx
 
-from api_schemas.formats import V2
 from service.client.http import ClientError, _json, data_type, url_path
 from service.core.rules import check_group, check_instance, check_topic
+from service.wire.formats import V2
 
 # The header of a share consumer's piggy-backed poll: how many of its acknowledgements were refused.
 REFUSED_HEADER: Final = "Brokergate-Acknowledgements-Refused"

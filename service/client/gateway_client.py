@@ -42,7 +42,6 @@ from typing import Any, Final, Literal
 
 import httpx
 
-from api_schemas.formats import V2
 from service.client.consumers import (
     REFUSED_HEADER,
     Acknowledgement,
@@ -58,6 +57,7 @@ from service.core.acl import AclBinding, AclFilter
 from service.core.rules import check_group, check_instance, check_subject, check_topic
 from service.core.schemas.model import Schema, SchemaType
 from service.errors import InvalidSubject
+from service.wire.formats import V2
 
 __all__ = [
     "LATEST",

@@ -304,6 +304,10 @@ class Decision:
 
 
 ALLOW_ALL: Final = Decision(None, Caller())
+# The ``who`` of what the gateway does on its own behalf rather than a client's (expiring
+# instances, writing a share group's dead letters): no ACL is checked, every instance is reached,
+# nothing is audited. The core's methods take ``who`` without a default, so each call says whose it is.
+GATEWAY: Final[None] = None
 
 
 class Access:

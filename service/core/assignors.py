@@ -3,7 +3,7 @@
 ``GroupManager`` (``service.core.groups``) resolves each member's subscription
 to topic names, reads the partition counts, and calls ``assign`` with the
 previous generation's assignment; it stores the result through the
-``Coordinator``. Three strategies, named as clients know them:
+``ConsumerGroups`` port. Three strategies, named as clients know them:
 
 - ``range``: Kafka's ``RangeAssignor``. Per topic, the subscribed members in
   sorted order take consecutive ranges; the first ``n % members`` take one

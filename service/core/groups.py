@@ -29,7 +29,7 @@ from .acl import Access, Caller, Operation, ResourceType
 from .assignors import assign
 from .models import GroupState, Member, TopicPartition
 from .patterns import compile_pattern, resolve
-from .ports import Coordinator, Log
+from .ports import ConsumerGroups, Log
 
 __all__ = ["GroupDescription", "GroupManager", "PartitionLag", "compile_pattern", "resolve"]
 
@@ -67,9 +67,9 @@ class GroupDescription:
 class GroupManager:
     """Computes and publishes group generations; answers group and lag queries."""
 
-    def __init__(self, log: Log, coordinator: Coordinator, access: Access | None = None) -> None:
+    def __init__(self, log: Log, store: ConsumerGroups, access: Access | None = None) -> None:
         self._log = log
-        self._coordinator = coordinator
+        self._store = store
         self._access = access or Access.off()
         self._locks: dict[str, asyncio.Lock] = {}
         # One future per group with waiters, resolved at the group's next publish through this
@@ -91,7 +91,7 @@ class GroupManager:
             return future
         fresh: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._changes[group] = fresh
-        self._coordinator.watch_state(group, lambda: self._resolve(group, fresh))
+        self._store.watch_state(group, lambda: self._resolve(group, fresh))
         return fresh
 
     def _announce(self, group: str) -> None:
@@ -145,8 +145,8 @@ class GroupManager:
         lock = self._locks.setdefault(group, asyncio.Lock())
         async with lock:
             for _ in range(_PUBLISH_ATTEMPTS):
-                members = await self._coordinator.members(group)
-                state = await self._coordinator.state(group)
+                members = await self._store.members(group)
+                state = await self._store.state(group)
                 all_topics = await self._log.list_topics()
                 subs = {m: sorted(await self._topics_of(member, all_topics)) for m, member in members.items()}
                 counts = await self._partition_counts({t for ts in subs.values() for t in ts})
@@ -166,10 +166,10 @@ class GroupManager:
                     for tp in tps:
                         since[tp] = state.owned_since.get(tp, generation) if tp in before else generation
                 new = GroupState(generation, assignment, since, counts, state.version)
-                if await self._coordinator.publish(group, new, expected_version=state.version):
+                if await self._store.publish(group, new, expected_version=state.version):
                     log.info("group %r: generation %d, %d member(s)", group, generation, len(members))
                     self._announce(group)
-                    return await self._coordinator.state(group)
+                    return await self._store.state(group)
                 # Another replica published first: back off a little, at random, and recompute.
                 await asyncio.sleep(random.uniform(0.005, 0.05))
             raise BackendUnavailable(f"Group {group!r} is rebalancing on another replica; retry shortly.")
@@ -186,9 +186,9 @@ class GroupManager:
         look at each of them. Only the groups the gateway coordinates are looked at
         (``coordinated_groups``): the consumer groups of native clients on a Kafka log, which the
         group listing includes, cost nothing however many there are."""
-        if not self._coordinator.is_leader():
+        if not self._store.is_leader():
             return
-        version = self._coordinator.membership_version()
+        version = self._store.membership_version()
         all_topics = await self._log.list_topics()
         known: dict[str, int | None] = {}  # partition counts, asked once a topic per refresh
         world = (
@@ -200,9 +200,9 @@ class GroupManager:
         if version is not None and world == self._world and now - self._walked < FULL_REFRESH_S:
             return
         wanted_now: set[str] = set()
-        for group in await self._coordinator.coordinated_groups():
-            members = await self._coordinator.members(group)
-            state = await self._coordinator.state(group)
+        for group in await self._store.coordinated_groups():
+            members = await self._store.members(group)
+            state = await self._store.state(group)
             if set(members) != set(state.assignment):  # a member vanished with its replica
                 await self.rebalance(group)
                 continue
@@ -218,15 +218,15 @@ class GroupManager:
         self._wanted, self._world, self._walked = wanted_now, world, now
 
     async def describe(self, group: str) -> GroupDescription:
-        members = await self._coordinator.members(group)
-        if not members and group not in await self._coordinator.groups():
+        members = await self._store.members(group)
+        if not members and group not in await self._store.groups():
             raise GroupNotFound(f"Consumer group {group!r} not found.")
-        state = await self._coordinator.state(group)
+        state = await self._store.state(group)
         return GroupDescription(group, state, members, self.strategy_of(members))
 
     async def lag(self, group: str) -> list[PartitionLag]:
         desc = await self.describe(group)
-        committed = await self._coordinator.committed(group)
+        committed = await self._store.committed(group)
         tps = set(committed)
         for assigned in desc.state.assignment.values():
             tps.update(assigned)

@@ -1,7 +1,7 @@
 """Value types shared by the core and every adapter.
 
 Nothing here does I/O. Records carry raw bytes: the embedded formats
-(binary, json, string) are an API concern and live in ``api_schemas``.
+(binary, json, string) are an API concern and live in ``service.wire``.
 """
 
 from __future__ import annotations
@@ -207,7 +207,7 @@ class RecordColumns(Sequence[Record]):
     a record, where building an object per record cost as much again as reading the batch. To
     those that want records it is a sequence of ``Record`` (one is built when indexed or
     iterated); the paths that pass records on walk the lists: the renderer
-    (``api_schemas.records``), the fetch budget, the poll's allowance and the weights.
+    (``service.wire.records``), the fetch budget, the poll's allowance and the weights.
 
     Two columns are there only when a step added them: ``decoded``, the keys' and values' JSON
     a schema decoded (``schemas.serde``: the schema formats render it, not the bytes), and

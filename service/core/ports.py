@@ -1,5 +1,7 @@
 """The three ports the core talks through, the stores of the optional quotas and of group offsets
-kept in the log, and the schemas.
+kept in the log, and the schemas. The ``Coordinator`` is served as one store, and read by the
+core through its one-job parts: ``ConsumerGroups`` (``Membership`` and ``Offsets``),
+``ShareStates``, ``AclStore`` and ``Locks``.
 
 Each port has an embedded adapter (one process, nothing to install) and a
 distributed one (Kafka, ZooKeeper, Redis). The core only ever sees these
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 from .acl import AclBinding, AclFilter
 from .buckets import Charge
@@ -31,6 +33,7 @@ from .models import (
     TopicPartition,
 )
 from .schemas.model import ParsedSchema, Schema
+from .shares.stored import StateChange, StoredState
 
 # When an append is durable: fsync before it is acknowledged ("always"), on an interval, or when
 # the OS writes it back ("never"). The embedded log keeps to it; a Kafka log has its brokers' own.
@@ -108,29 +111,15 @@ class Log(Protocol):
         ...
 
 
-@runtime_checkable
-class Coordinator(Protocol):
-    """Consumer groups: membership, the current generation's assignment, committed offsets.
+class Membership(Protocol):
+    """Consumer groups' members and generations, shared by every replica.
 
-    The core computes assignments (``service.core.groups``); the coordinator
-    stores them with compare-and-set (``publish``) so concurrent rebalances
-    through several replicas cannot interleave. ``commit`` is atomic per call
-    and fenced: with a ``member_id`` it is refused (``IllegalState``) unless
-    that member owns every partition in the current generation since at least
-    ``generation``.
+    The core computes assignments (``service.core.groups``); the store keeps them with
+    compare-and-set (``publish``) so that rebalances through several replicas cannot interleave.
     """
-
-    async def start(self) -> None: ...
-
-    async def stop(self) -> None: ...
 
     def is_leader(self) -> bool:
         """Whether this replica runs the group-wide duties (expiry, rebalance on metadata change)."""
-        ...
-
-    async def groups(self) -> list[str]:
-        """Groups with members or committed offsets, sorted; with a Kafka log, every consumer
-        group on the cluster (native consumers' too)."""
         ...
 
     async def coordinated_groups(self) -> list[str]:
@@ -169,6 +158,12 @@ class Coordinator(Protocol):
         announces the publishes made through it."""
         ...
 
+
+class Offsets(Protocol):
+    """Consumer groups' committed offsets. ``commit`` is atomic per call and fenced: with a
+    ``member_id`` it is refused (``IllegalState``) unless that member owns every partition in the
+    current generation since at least ``generation``."""
+
     async def commit(
         self,
         group: str,
@@ -193,19 +188,32 @@ class Coordinator(Protocol):
         """Committed offsets of ``group`` (all of them when ``partitions`` is None)."""
         ...
 
-    # --- share groups: the delivery state of each share-partition, shared by every replica ---
+
+class ConsumerGroups(Membership, Offsets, Protocol):
+    """Consumer groups whole: members, generations and committed offsets (the offsets may be kept
+    apart, in the log's own group coordinator: ``GroupOffsets``)."""
+
+    async def groups(self) -> list[str]:
+        """Groups with members or committed offsets, sorted; with a Kafka log, every consumer
+        group on the cluster (native consumers' too)."""
+        ...
+
+
+class ShareStates(Protocol):
+    """The delivery state of each share-partition, shared by every replica, in the wire format of
+    ``shares.stored``: what an adapter writes and reads, as JSON, without the share-group logic."""
 
     async def share_states(
         self, group: str, tps: Collection[TopicPartition] | None = None
-    ) -> dict[TopicPartition, tuple[dict[str, Any], int]]:
-        """The stored state (the JSON object of ``SharePartition.to_json``, a new copy) and its
+    ) -> dict[TopicPartition, tuple[StoredState, int]]:
+        """The stored state (``stored.StoredState``, of ``SharePartition.to_json``; a new copy) and its
         version of each partition of ``tps`` that has one; every such partition of ``group`` when
         ``tps`` is None. A state and its version are read together; several partitions need not
         be read at one instant (the versions make the next write safe)."""
         ...
 
     async def store_share_states(
-        self, group: str, updates: Mapping[TopicPartition, tuple[dict[str, Any], int]]
+        self, group: str, updates: Mapping[TopicPartition, tuple[StoredState, int]]
     ) -> bool:
         """Compare-and-set of several partitions at once: store every new state only if each
         partition's stored version is still the one given (-1: nothing stored yet), all or none.
@@ -228,10 +236,10 @@ class Coordinator(Protocol):
         ...
 
     async def change_share_states(
-        self, group: str, changes: Mapping[TopicPartition, tuple[dict[str, Any], int]]
+        self, group: str, changes: Mapping[TopicPartition, tuple[StateChange, int]]
     ) -> dict[TopicPartition, int] | None:
-        """``store_share_states`` of changes rather than whole states: each partition's change (the
-        JSON object of ``SharePartition.change_json``) made to its stored state, which must be at
+        """``store_share_states`` of changes rather than whole states: each partition's change
+        (``stored.StateChange``, of ``SharePartition.change_json``) made to its stored state, which must be at
         the version given (-1: nothing stored, the change made to an empty state), all or none,
         durable when it returns; refused as ``store_share_states`` (``InvalidPayload`` too for a
         change of a state that is not a share-partition's).
@@ -252,7 +260,9 @@ class Coordinator(Protocol):
         or deletion. Durable when it returns."""
         ...
 
-    # --- ACL bindings: stored here so that every replica decides alike -------------------
+
+class AclStore(Protocol):
+    """ACL bindings, stored where every replica reads them, so that every replica decides alike."""
 
     async def acls(self) -> Sequence[AclBinding]:
         """Every ACL binding, as this replica last saw them (a change made through another
@@ -268,7 +278,9 @@ class Coordinator(Protocol):
         """Remove every binding ``selector`` selects; return them."""
         ...
 
-    # --- locks: one holder at a time among every replica that shares the coordinator ---------
+
+class Locks(Protocol):
+    """Named locks: one holder at a time among every replica that shares the store."""
 
     def lock(self, name: str, *, timeout_s: float = 10.0) -> AbstractAsyncContextManager[None]:
         """Hold the lock ``name`` for the ``async with`` block: no other holder, in this replica or
@@ -277,6 +289,17 @@ class Coordinator(Protocol):
         ends (the replica died or was cut off past the session timeout), so a lock is never held
         by a replica that is gone; the holder should then expect its block to overlap another's."""
         ...
+
+
+@runtime_checkable
+class Coordinator(ConsumerGroups, ShareStates, AclStore, Locks, Protocol):
+    """What the replicas share besides the log and the sessions, in one store (embedded, or
+    ZooKeeper): consumer groups, share-partitions' states, ACL bindings and locks. The core takes
+    the one-job port it needs; an adapter serves them all and is started and stopped as one."""
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
 
 
 @runtime_checkable

@@ -107,7 +107,7 @@ class ProduceService:
         *,
         partition: int | None = None,
         client: str = "",
-        who: Decision | None = None,
+        who: Decision | None,
     ) -> ProduceOutcome:
         """Append ``records`` to ``topic`` for ``client`` (charged to its produce quotas, if any).
 

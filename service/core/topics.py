@@ -148,7 +148,7 @@ class TopicService:
                     if current is not None and current.cancelling():
                         raise
 
-    async def for_produce(self, topic: str, who: Decision | None = None) -> TopicInfo:
+    async def for_produce(self, topic: str, who: Decision | None) -> TopicInfo:
         """The topic to produce to, created with the defaults if missing, auto-creation is on and
         ``who`` may create it (Kafka's CREATE on the topic or the cluster; ``Forbidden`` if not)."""
         self.check_not_reserved(topic, "produce to")

@@ -44,28 +44,25 @@ from service.api.slashes import TrailingSlash
 from service.api.streams import socket as stream_socket
 from service.core.acl import Access
 from service.core.consumers import ConsumerService
-from service.core.credit import CreditLimits
-from service.core.fair import InstanceLimits
 from service.core.groups import GroupManager
 from service.core.idempotency import IdempotencyGuard
 from service.core.partitioner import Partitioner
 from service.core.ports import Coordinator, Log, Sessions
 from service.core.producer import ProduceService
 from service.core.quotas import Quotas
-from service.core.schemas.registry import RegistryLimits, SchemaRegistry
+from service.core.schemas.registry import SchemaRegistry
 from service.core.schemas.serde import Serde
 from service.core.shares.consumers import ShareAdmin, ShareConsumers
 from service.core.shares.dead_letters import DeadLetters
 from service.core.shares.service import ShareGroups
-from service.core.shares.state import ShareLimits
-from service.core.streams import StreamLimits, StreamService
+from service.core.streams import StreamService
 from service.core.topics import TopicService
 from service.core.waits import OpenWaits
 from service.metrics import Metrics
 from service.security.tls import server_context
 from service.security.tokens import KeySet, TokenRules, TokenVerifier
 from service.security.users import UsersFile, Verifier
-from service.server.backends import build_ports, build_quota_store, quota_limits, registry_client_options
+from service.server.backends import build_ports, build_quota_store, registry_client_options
 from service.server.connections import ConnectionLimits, Proxies
 from service.server.logs import audit_trail, bounded_logs
 from service.server.middleware import MetricsMiddleware, OneLineStartupErrors, RawPathGuard
@@ -231,19 +228,12 @@ def build_gateway(
         waits=waits,
         reserved={settings.schema_registry_topic: "the schema registry's records"},
     )
-    instance_limits = InstanceLimits(
-        settings.max_instances_per_group, settings.max_instances, settings.max_instances_per_principal
-    )
+    instance_limits = settings.instance_limits()
     template = settings.share_dead_letter_topic
     shares = ShareGroups(
         log,
         coordinator,
-        limits=ShareLimits(
-            max_in_flight=settings.share_partition_max_record_locks,
-            delivery_limit=settings.share_delivery_attempt_limit,
-            lock_ms=settings.share_record_lock_duration_ms,
-            park=bool(template),
-        ),
+        limits=settings.share_limits(),
         dead_letters=DeadLetters(log, topics, template) if template else None,
         draining=draining,
         shared=settings.coordinator != "embedded",  # the embedded one is this replica's alone
@@ -284,13 +274,13 @@ def build_gateway(
         groups=groups,
         consumers=consumers,
         share_consumers=share_consumers,
-        share_admin=ShareAdmin(coordinator, sessions, shares, log),
+        share_admin=ShareAdmin(sessions, shares, log),
         streams=StreamService(
             consumers,
             topics,
             quotas=quotas,
             serde=serde,
-            limits=stream_limits(settings),
+            limits=settings.stream_limits(),
             draining=draining,
             authorizing=access.enabled,
         ),
@@ -307,23 +297,6 @@ def build_gateway(
     )
 
 
-def stream_limits(settings: Settings) -> StreamLimits:
-    """The bounds of the streams the settings ask for (``max_open_streams``, ``stream_*``)."""
-    return StreamLimits(
-        open=settings.max_open_streams,
-        open_per_holder=settings.max_open_streams_per_principal,
-        heartbeat_ms=settings.stream_heartbeat_ms,
-        lifetime_ms=settings.stream_max_lifetime_ms,
-        send_timeout_ms=settings.stream_send_timeout_ms,
-        batch_bytes=settings.stream_max_batch_bytes,
-        message_bytes=settings.stream_max_message_bytes,
-        credit=CreditLimits(settings.stream_max_credit_records, settings.stream_max_credit_bytes),
-        held_bytes=settings.stream_max_held_bytes,
-        held_bytes_per_holder=settings.stream_max_held_bytes_per_principal,
-        backend_retry_ms=settings.stream_backend_retry_ms,
-    )
-
-
 def schema_registry(
     settings: Settings, log: Log, coordinator: Coordinator
 ) -> SchemaRegistry | HttpSchemaRegistry:
@@ -337,21 +310,14 @@ def schema_registry(
         coordinator,
         topic=settings.schema_registry_topic,
         default_compatibility=settings.schema_registry_compatibility,
-        limits=RegistryLimits(
-            schema_bytes=settings.schema_registry_max_schema_bytes,
-            schemas=settings.schema_registry_max_schemas,
-            subjects=settings.schema_registry_max_subjects,
-            versions=settings.schema_registry_max_versions,
-            total_bytes=settings.schema_registry_max_bytes,
-            cache_chars=settings.schema_registry_cache_bytes,
-        ),
+        limits=settings.registry_limits(),
         lock_timeout_s=settings.schema_registry_lock_timeout_ms / 1000,
     )
 
 
 async def _open_quotas(settings: Settings, metrics: Metrics, stack: AsyncExitStack) -> Quotas:
     """The configured quotas, their store started (and its stop pushed on ``stack``); or none."""
-    limits = quota_limits(settings)
+    limits = settings.quota_limits()
     if not limits.any:
         return Quotas.off()
     store = build_quota_store(settings)

@@ -14,7 +14,6 @@ from service.adapters.secrets import secret
 from service.adapters.share_states import ShareStoreLimits
 from service.adapters.tls import client_context
 from service.core.ports import Coordinator, GroupOffsets, Log, QuotaStore, Sessions
-from service.core.quotas import QuotaLimits
 from service.settings import Settings
 
 if TYPE_CHECKING:
@@ -116,17 +115,6 @@ def build_sessions(settings: Settings) -> Sessions:
         except ValueError as exc:  # a malformed URL or bad credentials: one line for the CLI
             raise BackendNotAvailable(str(exc)) from exc
     raise BackendNotAvailable(f"sessions backend {settings.sessions!r} has no adapter")
-
-
-def quota_limits(settings: Settings) -> QuotaLimits:
-    return QuotaLimits.from_rates(
-        burst_s=settings.quota_burst_s,
-        client_produce=settings.quota_client_produce_bytes_per_s,
-        client_consume=settings.quota_client_consume_bytes_per_s,
-        topic_produce=settings.quota_topic_produce_bytes_per_s,
-        topic_consume=settings.quota_topic_consume_bytes_per_s,
-        client_requests=settings.quota_client_requests_per_s,
-    )
 
 
 def build_quota_store(settings: Settings) -> QuotaStore:

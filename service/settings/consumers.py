@@ -10,7 +10,11 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
+from ..core.credit import CreditLimits
+from ..core.fair import InstanceLimits
 from ..core.rules import valid_topic
+from ..core.shares.delivery import ShareLimits
+from ..core.streams.stream import StreamLimits
 from .group import SettingsGroup
 
 
@@ -49,6 +53,12 @@ class ConsumerSettings(SettingsGroup):
     consumer_max_bytes: int = Field(64 * 1024 * 1024, ge=1)
     reaper_interval_ms: int = Field(1000, ge=50)
     metadata_refresh_ms: int = Field(2000, ge=50)
+
+    def instance_limits(self) -> InstanceLimits:
+        """How many consumer instances (share consumers too) may exist."""
+        return InstanceLimits(
+            self.max_instances_per_group, self.max_instances, self.max_instances_per_principal
+        )
 
 
 class StreamSettings(SettingsGroup):
@@ -117,6 +127,22 @@ class StreamSettings(SettingsGroup):
         "off) together.",
     )
 
+    def stream_limits(self) -> StreamLimits:
+        """The bounds of the streams of one replica."""
+        return StreamLimits(
+            open=self.max_open_streams,
+            open_per_holder=self.max_open_streams_per_principal,
+            heartbeat_ms=self.stream_heartbeat_ms,
+            lifetime_ms=self.stream_max_lifetime_ms,
+            send_timeout_ms=self.stream_send_timeout_ms,
+            batch_bytes=self.stream_max_batch_bytes,
+            message_bytes=self.stream_max_message_bytes,
+            credit=CreditLimits(self.stream_max_credit_records, self.stream_max_credit_bytes),
+            held_bytes=self.stream_max_held_bytes,
+            held_bytes_per_holder=self.stream_max_held_bytes_per_principal,
+            backend_retry_ms=self.stream_backend_retry_ms,
+        )
+
 
 class ShareGroupSettings(SettingsGroup):
     """Share groups: record locks, delivery attempts, the dead-letter topic and the stored state's bounds."""
@@ -172,3 +198,13 @@ class ShareGroupSettings(SettingsGroup):
                 "topic's, e.g. '{group}.dlq'"
             )
         return v
+
+    def share_limits(self) -> ShareLimits:
+        """Kafka's share-group settings, as the share-group core keeps to them; records out of
+        delivery attempts are parked for their dead-letter copy when there is a dead-letter topic."""
+        return ShareLimits(
+            max_in_flight=self.share_partition_max_record_locks,
+            delivery_limit=self.share_delivery_attempt_limit,
+            lock_ms=self.share_record_lock_duration_ms,
+            park=bool(self.share_dead_letter_topic),
+        )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from ..core.quotas import QuotaLimits
 from .group import SettingsGroup
 
 
@@ -89,3 +90,14 @@ class QuotaSettings(SettingsGroup):
         pattern=r"^[!#$%&'*+.^_`|~0-9A-Za-z-]*$",
         description="Header naming the client for quotas; without it (or if empty), its address does.",
     )
+
+    def quota_limits(self) -> QuotaLimits:
+        """The token buckets' rates and burst (none on when every rate is 0)."""
+        return QuotaLimits.from_rates(
+            burst_s=self.quota_burst_s,
+            client_produce=self.quota_client_produce_bytes_per_s,
+            client_consume=self.quota_client_consume_bytes_per_s,
+            topic_produce=self.quota_topic_produce_bytes_per_s,
+            topic_consume=self.quota_topic_consume_bytes_per_s,
+            client_requests=self.quota_client_requests_per_s,
+        )

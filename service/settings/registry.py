@@ -13,6 +13,7 @@ from pathlib import Path
 from pydantic import Field, SecretStr, field_validator
 
 from ..core.schemas.model import Compatibility
+from ..core.schemas.registry import RegistryLimits
 from ..core.schemas.serde import SubjectNameStrategy
 from .group import SettingsGroup
 
@@ -125,3 +126,14 @@ class RegistrySettings(SettingsGroup):
     @classmethod
     def _level_upper(cls, v: object) -> object:
         return v.upper() if isinstance(v, str) else v
+
+    def registry_limits(self) -> RegistryLimits:
+        """What the embedded registry may hold, and the parsed schemas it keeps in memory."""
+        return RegistryLimits(
+            schema_bytes=self.schema_registry_max_schema_bytes,
+            schemas=self.schema_registry_max_schemas,
+            subjects=self.schema_registry_max_subjects,
+            versions=self.schema_registry_max_versions,
+            total_bytes=self.schema_registry_max_bytes,
+            cache_chars=self.schema_registry_cache_bytes,
+        )

@@ -33,7 +33,8 @@ from service.core.acl import AclBinding, AclFilter, Operation, PatternType, Perm
 from service.core.models import GroupState, Member, Subscription, TopicPartition
 from service.core.ports import Coordinator, GroupOffsets
 from service.core.rules import MAX_PARTITION
-from service.core.shares.state import AckType, SharePartition
+from service.core.shares.delivery import AckType
+from service.core.shares.state import SharePartition
 from service.errors import (
     BackendUnavailable,
     IllegalState,

@@ -15,11 +15,11 @@ import httpx
 import pytest
 import yaml
 
-from api_schemas.formats import V2
 from service.api.access import RULES
 from service.api.auth import ALWAYS_OPEN
 from service.security.users import add_user
 from service.server.openapi import document
+from service.wire.formats import V2
 from tests.conftest import running_gateway
 from tests.e2e.gateway_process import GatewayProcess
 from tests.helpers import BINARY, JSON, b64, cluster_id

@@ -22,8 +22,8 @@ from service.core.models import NewRecord, TopicPartition
 from service.core.ports import Coordinator
 from service.core.shares import service as share_service
 from service.core.shares.dead_letters import DeadLetters
+from service.core.shares.delivery import NOT_HELD, AckType, ShareLimits
 from service.core.shares.service import Acknowledgement, ShareGroups
-from service.core.shares.state import NOT_HELD, AckType, ShareLimits
 from service.core.topics import TopicService
 from tests.integration.zookeeper.conftest import (
     CONNECT_TIMEOUT_MS,

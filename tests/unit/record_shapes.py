@@ -1,5 +1,5 @@
 """The v2 consumer record as a dict per record, written by ``orjson``: the shape the renderer's
-text must equal, byte for byte (``api_schemas.records.objects`` writes it without the dicts)."""
+text must equal, byte for byte (``service.wire.records.objects`` writes it without the dicts)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from typing import Any
 import orjson
 import pybase64
 
-from api_schemas.formats import NOT_JSON, NOT_UTF8, encode_headers
-from api_schemas.records import json_text
 from service.core.models import Record, RecordColumns, TopicPartition
-from service.core.shares.service import Delivered
+from service.core.shares.delivered import Delivered
 from service.errors import ConversionError
+from service.wire.formats import NOT_JSON, NOT_UTF8, encode_headers
+from service.wire.records import json_text
 
 _STORED = object()  # a key or value shown from its stored bytes, by its format
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tracemalloc
 
-from api_schemas.formats import DECODERS
+from service.wire.formats import DECODERS
 
 
 def test_small_json_values_hold_only_their_bytes():

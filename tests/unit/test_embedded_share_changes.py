@@ -17,7 +17,8 @@ import pytest
 from service.adapters.embedded.coordinator import EmbeddedCoordinator
 from service.adapters.share_states import ShareStoreLimits
 from service.core.models import TopicPartition
-from service.core.shares.state import AckType, SharePartition
+from service.core.shares.delivery import AckType
+from service.core.shares.state import SharePartition
 from service.errors import InvalidPayload, ShareStateTooLarge
 
 REPO = Path(__file__).resolve().parents[2]

@@ -16,21 +16,23 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from service.adapters.embedded.offsets_format import OFFSETS, commit_frame
-from service.adapters.embedded.shares_format import DELETED, SHARES, ShareStates, change_frame, write_frame
+from service.adapters.embedded.shares_format import DELETED, SHARES, StoredShares, change_frame, write_frame
 from service.adapters.embedded.shares_memory import StoredShare
 from service.core.models import TopicPartition
-from service.core.shares.state import AckType, SharePartition, apply_change
+from service.core.shares.delivery import AckType
+from service.core.shares.state import SharePartition
+from service.core.shares.stored import apply_change
 from service.errors import BackendError
 
 TP = TopicPartition
 Plain = dict[str, dict[TopicPartition, tuple[bytes, int]]]  # (state JSON, version) by partition, by group
 
 
-def stored(states: Plain) -> ShareStates:
+def stored(states: Plain) -> StoredShares:
     return {g: {tp: StoredShare(data, v) for tp, (data, v) in by.items()} for g, by in states.items()}
 
 
-def plain(states: ShareStates) -> Plain:
+def plain(states: StoredShares) -> Plain:
     return {g: {tp: (kept.data, kept.version) for tp, kept in by.items()} for g, by in states.items()}
 
 
@@ -48,7 +50,7 @@ def test_a_snapshot_reads_back_what_was_written(states: Plain, next_seq: int) ->
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / SHARES.snapshot_name
         path.write_bytes(SHARES.snapshot_bytes(next_seq, stored(states)))
-        read: ShareStates = {}
+        read: StoredShares = {}
         assert SHARES.read_snapshot(path, read) == next_seq
     assert plain(read) == states
 
@@ -60,7 +62,7 @@ def test_a_large_group_takes_several_snapshot_frames(tmp_path: Path) -> None:
     assert int.from_bytes(data[13:17], "big") == 4  # frames: 3 for "sg" (4, 4 and 2 states), 1 for "small"
     path = tmp_path / SHARES.snapshot_name
     path.write_bytes(data)
-    read: ShareStates = {}
+    read: StoredShares = {}
     assert SHARES.read_snapshot(path, read) == 7
     assert plain(read) == states
 
@@ -72,7 +74,7 @@ def test_a_journal_replays_writes_and_deletes_in_order_and_stops_at_a_torn_tail(
     path = tmp_path / SHARES.journal_name(0)
     for cut in range(len(SHARES.journal_header) + len(first), len(full) + 1):
         path.write_bytes(full[:cut])
-        states: ShareStates = {}
+        states: StoredShares = {}
         intact, size = SHARES.replay_journal(path, states)
         if cut == len(full):
             assert (intact, plain(states)) == (cut, {"sg": {TP("t", 0): (b'{"n":2}', 1)}})
@@ -88,7 +90,7 @@ def test_a_group_whose_last_state_is_deleted_is_gone(tmp_path: Path) -> None:
         + write_frame("sg", [(TP("t", 0), b"{}", 0)])
         + write_frame("sg", [(TP("t", 0), b"", DELETED), (TP("t", 9), b"", DELETED)])
     )
-    states: ShareStates = {}
+    states: StoredShares = {}
     SHARES.replay_journal(path, states)
     assert states == {}
 
@@ -138,7 +140,7 @@ def test_changes_replay_onto_the_whole_state_before_them_and_a_torn_one_is_not_t
     path = tmp_path / SHARES.journal_name(0)
     for cut in (len(full) - 1, len(full)):
         path.write_bytes(full[:cut])
-        states: ShareStates = {}
+        states: StoredShares = {}
         SHARES.replay_journal(path, states)
         t0, t1 = states["sg"][TP("t", 0)], states["sg"][TP("t", 1)]
         size = t0.size()

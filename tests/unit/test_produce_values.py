@@ -1,5 +1,5 @@
 """Binary values alone, the most common produce: read without a JSON parser
-(``api_schemas.values_body``), kept as values (``NewRecords`` of values alone) and stored as they are.
+(``service.wire.values_body``), kept as values (``NewRecords`` of values alone) and stored as they are.
 
 What may never change: a body the reader takes gives the records the general way
 (``http.loads`` then ``parse_produce``) gives, and every other body is left to the general way,
@@ -19,16 +19,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from api_schemas.formats import loads_exact
-from api_schemas.records import ParsedProduce, parse_produce
-from api_schemas.values_body import binary_values
 from service.adapters.embedded.log import EmbeddedLog
 from service.api.bodies import loads
+from service.core.acl import GATEWAY
 from service.core.models import NewRecord, NewRecords, PlainFormat, TopicPartition
 from service.core.partitioner import Partitioner
 from service.core.producer import ProduceService
 from service.core.topics import TopicService
 from service.errors import BadRequest, GatewayError, PayloadTooLarge
+from service.wire.formats import loads_exact
+from service.wire.records import ParsedProduce, parse_produce
+from service.wire.values_body import binary_values
 
 LIMIT = 1000
 MAX_RECORDS = 50
@@ -171,7 +172,9 @@ async def test_values_alone_spread_over_partitions_as_records_do(tmp_path: Path)
         await log.create_topic("t", 3, 1, {})
         topics = TopicService(log, auto_create=False, default_partitions=1)
         values = [f"v{i}".encode() for i in range(7)]
-        outcome = await ProduceService(log, topics, Partitioner()).produce("t", NewRecords(list(values)))
+        outcome = await ProduceService(log, topics, Partitioner()).produce(
+            "t", NewRecords(list(values)), who=GATEWAY
+        )
         assert sorted(len(p.offsets) for p in outcome.partitions) == [2, 2, 3]  # round-robin
         stored: dict[int, bytes | None] = {}
         for part in outcome.partitions:

@@ -32,7 +32,6 @@ from service.core.quotas import (
 )
 from service.core.rules import record_bytes
 from service.errors import BackendUnavailable, Throttled
-from service.server.backends import quota_limits
 from service.settings import Settings
 
 rates = st.floats(min_value=0.01, max_value=1e9, allow_nan=False)
@@ -172,8 +171,8 @@ def test_limits_from_rates() -> None:
 
 
 def test_quota_settings_are_off_by_default_and_validated() -> None:
-    assert not quota_limits(Settings()).any
-    on = quota_limits(Settings(quota_topic_consume_bytes_per_s=1000, quota_burst_s=2.5))
+    assert not Settings().quota_limits().any
+    on = Settings(quota_topic_consume_bytes_per_s=1000, quota_burst_s=2.5).quota_limits()
     assert on.topic_consume == Limit(1000, 2.5) and not on.produce
     assert Settings(quota_client_header="").quota_client_header == ""  # by address only
     for bad in (

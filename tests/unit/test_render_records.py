@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from api_schemas.records import render_records, render_slices
 from service.core.models import Record, RecordColumns, TopicPartition
 from service.errors import ConversionError
+from service.wire.records import render_records, render_slices
 from tests.unit.record_shapes import columns, record_dict
 from tests.unit.stored_values import payloads, stored_json
 

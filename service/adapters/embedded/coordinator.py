@@ -6,14 +6,8 @@ Committed offsets and the states of share-partitions must survive any
 restart, including ``kill -9``: they are kept in memory and written through a
 ``JournalStore`` each (``journal_store``: a journal and a snapshot under
 ``<data_dir>/coordinator/``, in the formats of ``offsets_format`` and
-``shares_format``) before a call returns.
-
-The two kinds have a journal each rather than one between them: a share state
-changes on every acquisition and acknowledgement (a change frame, compacted into
-whole states of up to hundreds of kilobytes: ``shares_memory`` keeps them
-edited in memory) where a commit weighs bytes, so in one journal the
-share states would set the pace of compaction, and every snapshot that
-``offsets_reader`` (Spark jobs, other processes) reads would carry them.
+``shares_format``) before a call returns. The share states are
+``share_store.EmbeddedShareStates``, through which this class serves that port.
 
 File I/O runs in worker threads (``asyncio.to_thread``), one at a time per
 journal under an ``asyncio.Lock`` that also serializes its writes. The port's
@@ -24,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Collection, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Final, TypeVar
@@ -35,35 +29,17 @@ from service.core.acl import AclBinding, AclFilter
 from service.core.fencing import fence
 from service.core.models import GroupState, Member, TopicPartition
 from service.core.rules import check_group, check_offsets
+from service.core.shares.stored import StateChange, StoredState
 from service.errors import BackendError, BackendUnavailable, LockTimeout
 
 from ..format_versions import ACLS_FORMAT, check_version
 from ..lifecycle import Lifecycle
-from ..share_states import (
-    ABSENT,
-    DECODE_INLINE_BYTES,
-    ShareStoreLimits,
-    ShareWrite,
-    check_room,
-    check_sizes,
-    decode_states,
-    encode_writes,
-    stored_partitions,
-)
+from ..share_states import ShareStoreLimits
 from ..tasks import retrieve
 from .fileio import atomic_write, unavailable
-from .journal_store import DEFAULT_COMPACT_BYTES, JournalStore
+from .journal_store import DEFAULT_COMPACT_BYTES, JournalStore, compact_on_stop
 from .offsets_format import COORDINATOR_DIR, LOCK_NAME, OFFSETS, Offsets, commit_frame
-from .shares_format import (
-    DELETED,
-    SHARES,
-    ShareStates,
-    apply_changes,
-    apply_writes,
-    change_frame,
-    write_frame,
-)
-from .shares_memory import ShareChange, prepare_change
+from .share_store import EmbeddedShareStates
 
 log = logging.getLogger(__name__)
 
@@ -112,15 +88,12 @@ class EmbeddedCoordinator(Lifecycle):
         root = Path(data_dir) / COORDINATOR_DIR
         # The offsets' store locks the directory for this process; the shares' lives beside it.
         self._store = JournalStore(root, OFFSETS, compact_bytes, lock=LOCK_NAME)
-        self._share_store = JournalStore(root, SHARES, compact_bytes, lazy=True)
-        self._share_limits = share_limits or ShareStoreLimits()
+        self._shares = EmbeddedShareStates(root, compact_bytes, share_limits)
         self._members: dict[str, dict[str, Member]] = {}
         self._membership = 0  # bumped by every join, leave and publish (``membership_version``)
         self._states: dict[str, GroupState] = {}
         self._offsets: dict[str, Offsets] = {}
-        self._shares: ShareStates = {}
         self._lock = asyncio.Lock()
-        self._share_lock = asyncio.Lock()
         self._pending: set[asyncio.Task[Any]] = set()
         self._acls_path = Path(data_dir) / COORDINATOR_DIR / ACLS_FILE
         self._acls: tuple[AclBinding, ...] = ()  # each once; a new tuple on every change
@@ -135,18 +108,13 @@ class EmbeddedCoordinator(Lifecycle):
         except OSError as exc:
             raise BackendError(f"cannot open the offsets store in {self._store.root}: {exc}") from exc
         try:
-            try:
-                self._shares = await asyncio.to_thread(self._share_store.load)
-            except OSError as exc:
-                raise BackendError(
-                    f"cannot open the share states in {self._share_store.root}: {exc}"
-                ) from exc
+            await self._shares.open()
             try:
                 self._acls = tuple(dict.fromkeys(await asyncio.to_thread(_read_acls, self._acls_path)))
             except (OSError, ValueError) as exc:
                 raise BackendError(f"cannot read the ACLs in {self._acls_path}: {exc}") from exc
         except BaseException:
-            self._share_store.close()
+            self._shares.abandon()
             self._store.close()  # the directory free for a retry
             raise
 
@@ -154,20 +122,9 @@ class EmbeddedCoordinator(Lifecycle):
         """Finish in-flight writes, compact the journals and close them."""
         if self._pending:
             await asyncio.gather(*self._pending, return_exceptions=True)
-        async with self._share_lock:
-            await self._compact_on_stop(self._share_store, self._shares)
+        await self._shares.close()
         async with self._lock:
-            await self._compact_on_stop(self._store, self._offsets)
-
-    @staticmethod
-    async def _compact_on_stop(store: JournalStore[Any], state: object) -> None:
-        try:
-            if store.holds_writes():
-                await asyncio.to_thread(store.compact, state)
-        except OSError as exc:  # the journal still holds everything
-            log.warning("%s compaction on stop failed: %s", store.fmt.what, exc)
-        finally:
-            store.close()
+            await compact_on_stop(self._store, self._offsets)
 
     def is_leader(self) -> bool:
         """Always: this process is the only replica there is."""
@@ -288,155 +245,37 @@ class EmbeddedCoordinator(Lifecycle):
             return dict(stored)
         return {tp: stored[tp] for tp in partitions if tp in stored}
 
-    # --- share-partition states --------------------------------------------------------
+    # --- share-partition states: the ``EmbeddedShareStates`` ------------------------------
 
     async def share_states(
         self, group: str, tps: Collection[TopicPartition] | None = None
-    ) -> dict[TopicPartition, tuple[dict[str, Any], int]]:
-        """The stored states of ``group`` and their versions; partitions without one are left out."""
+    ) -> dict[TopicPartition, tuple[StoredState, int]]:
         self._check_open()
-        stored = self._shares.get(group, {})
-        wanted = stored_partitions(tps)
-        keys = list(stored) if wanted is None else [tp for tp in wanted if tp in stored]
-        found = [(tp, stored[tp].data, stored[tp].version) for tp in keys]
-        if sum(len(data) for _, data, _ in found) > DECODE_INLINE_BYTES:
-            return await asyncio.to_thread(decode_states, group, found)
-        return decode_states(group, found)
+        return await self._shares.share_states(group, tps)
 
     async def store_share_states(
-        self, group: str, updates: Mapping[TopicPartition, tuple[dict[str, Any], int]]
+        self, group: str, updates: Mapping[TopicPartition, tuple[StoredState, int]]
     ) -> bool:
-        """Durably store every state if every version is still the stored one (see the port)."""
         self._check_open()
-        writes = encode_writes(group, updates, self._share_limits)
-        if not writes:
-            return True
-        return await self._write_shares(self._store_shares(group, writes))
+        return await self._shares.store_share_states(group, updates)
 
     async def delete_share_states(self, group: str, tps: Collection[TopicPartition] | None = None) -> None:
         self._check_open()
-        if group in self._shares:
-            await self._write_shares(self._delete_shares(group, stored_partitions(tps)))
+        await self._shares.delete_share_states(group, tps)
 
     async def share_versions(self, group: str, tps: Collection[TopicPartition]) -> dict[TopicPartition, int]:
         self._check_open()
-        stored = self._shares.get(group, {})
-        return {tp: stored[tp].version for tp in tps if tp in stored}
+        return await self._shares.share_versions(group, tps)
 
     async def change_share_states(
-        self, group: str, changes: Mapping[TopicPartition, tuple[dict[str, Any], int]]
+        self, group: str, changes: Mapping[TopicPartition, tuple[StateChange, int]]
     ) -> dict[TopicPartition, int] | None:
-        """Durably make every change if every version is still the stored one (see the port)."""
         self._check_open()
-        prepared = [
-            (
-                tp,
-                *prepare_change(change, f"partition {tp.topic}-{tp.partition} of share group {group!r}"),
-                version,
-            )
-            for tp, (change, version) in changes.items()
-        ]
-        # the names, partitions and versions checked as a whole write's (the states are sized below)
-        encode_writes(group, {tp: ({}, version) for tp, (_, version) in changes.items()}, self._share_limits)
-        if not prepared:
-            return {}
-        return await self._write_shares(self._change_shares(group, prepared))
+        return await self._shares.change_share_states(group, changes)
 
     async def share_groups(self) -> list[str]:
-        """Groups with at least one stored share state, sorted."""
         self._check_open()
-        return sorted(self._shares)
-
-    async def _write_shares(self, write: Coroutine[Any, Any, T]) -> T:
-        # In its own task, as a commit: a caller hanging up cannot part memory from disk.
-        task = asyncio.create_task(write)
-        self._pending.add(task)
-        task.add_done_callback(self._finished)
-        return await asyncio.shield(task)
-
-    async def _store_shares(self, group: str, writes: list[ShareWrite]) -> bool:
-        async with self._share_lock:
-            stored = self._shares.get(group, {})
-            if any((stored[tp].version if tp in stored else ABSENT) != version for tp, _, version in writes):
-                return False
-            check_room(
-                group,
-                sum(1 for tp, _, _ in writes if tp not in stored),
-                groups=len(self._shares),
-                group_exists=group in self._shares,
-                partitions=len(stored),
-                limits=self._share_limits,
-            )
-            # Versions count the writes of a partition's state, from 0 when it is first stored.
-            await self._append_shares(group, [(tp, data, version + 1) for tp, data, version in writes])
-            return True
-
-    async def _change_shares(
-        self, group: str, prepared: list[tuple[TopicPartition, ShareChange, bytes, int]]
-    ) -> dict[TopicPartition, int] | None:
-        async with self._share_lock:
-            stored = self._shares.get(group, {})
-            if any(
-                (stored[tp].version if tp in stored else ABSENT) != version for tp, _, _, version in prepared
-            ):
-                return None
-            check_room(
-                group,
-                sum(1 for tp, *_ in prepared if tp not in stored),
-                groups=len(self._shares),
-                group_exists=group in self._shares,
-                partitions=len(stored),
-                limits=self._share_limits,
-            )
-            check_sizes(
-                group,
-                [(tp, change.size_after(stored.get(tp)), len(data)) for tp, change, data, _ in prepared],
-                self._share_limits,
-            )
-            versions = {tp: version + 1 for tp, _, _, version in prepared}
-            entries = [(tp, data, versions[tp]) for tp, _, data, _ in prepared]
-            await self._append_shares(
-                group,
-                entries,
-                frame=change_frame(group, entries),
-                changes=[(tp, change, versions[tp]) for tp, change, _, _ in prepared],
-            )
-            return versions
-
-    async def _delete_shares(self, group: str, tps: list[TopicPartition] | None) -> None:
-        async with self._share_lock:
-            stored = self._shares.get(group, {})
-            gone = list(stored) if tps is None else [tp for tp in tps if tp in stored]
-            if gone:
-                await self._append_shares(group, [(tp, b"", DELETED) for tp in gone])
-
-    async def _append_shares(
-        self,
-        group: str,
-        entries: list[ShareWrite],
-        *,
-        frame: bytes | None = None,
-        changes: list[tuple[TopicPartition, ShareChange, int]] | None = None,
-    ) -> None:
-        """Append one write (or change) to the shares' journal, then apply it in memory (under the
-        share lock)."""
-        store = self._share_store
-        if not store.is_open:
-            raise BackendUnavailable("The coordinator is stopped.")
-        try:
-            await asyncio.to_thread(store.append, frame or write_frame(group, entries))
-        except OSError as exc:
-            what = f"Could not store the share states of group {group!r}"
-            raise unavailable(what, exc, broken=store.broken is not None) from exc
-        if changes is None:
-            apply_writes(self._shares, group, entries)
-        else:
-            apply_changes(self._shares, group, changes)
-        if store.needs_compaction():
-            try:
-                await asyncio.to_thread(store.compact, self._shares)
-            except OSError as exc:  # the write is durable in the journal; compaction retries later
-                log.warning("share states compaction failed: %s", exc)
+        return await self._shares.share_groups()
 
     # --- ACL bindings -------------------------------------------------------------------
 

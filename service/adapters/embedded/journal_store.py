@@ -15,16 +15,18 @@ replaces the old one, then the old journal is deleted. A crash between any
 two steps leaves files that load to the same state.
 
 Synchronous: every method runs in a worker thread, one at a time per store (the
-coordinator serializes them under a lock). One process owns a directory.
+coordinator serializes them under a lock); ``compact_on_stop`` is what a stop awaits. One
+process owns a directory.
 """
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import logging
 import os
 from pathlib import Path
-from typing import Final, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 from .fileio import (
     create_file,
@@ -41,7 +43,7 @@ from .journal_format import JournalFormat
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_COMPACT_BYTES", "JournalStore"]
+__all__ = ["DEFAULT_COMPACT_BYTES", "JournalStore", "compact_on_stop"]
 
 DEFAULT_COMPACT_BYTES: Final = 4 << 20
 
@@ -255,3 +257,15 @@ class JournalStore(Generic[S]):
         if self.lock_fd is not None:
             os.close(self.lock_fd)  # releases the flock
             self.lock_fd = None
+
+
+async def compact_on_stop(store: JournalStore[Any], state: object) -> None:
+    """Compact ``store`` into ``state`` if its journal holds writes, then close it; a failed
+    compaction is logged and loses nothing (the journal still holds every write)."""
+    try:
+        if store.holds_writes():
+            await asyncio.to_thread(store.compact, state)
+    except OSError as exc:
+        log.warning("%s compaction on stop failed: %s", store.fmt.what, exc)
+    finally:
+        store.close()

@@ -51,7 +51,7 @@ from .shares_memory import ShareChange, StoredShare, prepare_change
 __all__ = [
     "DELETED",
     "SHARES",
-    "ShareStates",
+    "StoredShares",
     "apply_changes",
     "apply_writes",
     "change_frame",
@@ -68,7 +68,7 @@ _SNAPSHOT_FRAME_BYTES: Final = 1 << 20
 _TEXT_ERRORS: Final = "surrogatepass"
 
 _CHANGE: Final = b"\xff"  # the first byte of a change's payload
-ShareStates = dict[str, dict[TopicPartition, StoredShare]]  # by group
+StoredShares = dict[str, dict[TopicPartition, StoredShare]]  # by group
 
 
 def write_frame(group: str, entries: Sequence[tuple[TopicPartition, bytes, int]]) -> bytes:
@@ -83,7 +83,7 @@ def change_frame(group: str, entries: Sequence[tuple[TopicPartition, bytes, int]
 
 
 def apply_writes(
-    states: ShareStates, group: str, entries: Iterable[tuple[TopicPartition, bytes, int]]
+    states: StoredShares, group: str, entries: Iterable[tuple[TopicPartition, bytes, int]]
 ) -> None:
     """What a write does to the states in memory (replayed from its frame, or just appended)."""
     stored = states.setdefault(group, {})
@@ -97,7 +97,7 @@ def apply_writes(
 
 
 def apply_changes(
-    states: ShareStates, group: str, entries: Iterable[tuple[TopicPartition, ShareChange, int]]
+    states: StoredShares, group: str, entries: Iterable[tuple[TopicPartition, ShareChange, int]]
 ) -> None:
     """What a change does to the states in memory (checked first: see ``prepare_change``)."""
     stored = states.setdefault(group, {})
@@ -108,7 +108,7 @@ def apply_changes(
         kept.apply(change, version)
 
 
-def _fold(states: ShareStates, payload: bytes) -> None:
+def _fold(states: StoredShares, payload: bytes) -> None:
     if not payload.startswith(_CHANGE):
         apply_writes(states, *_decode(payload))
         return
@@ -130,7 +130,7 @@ def _fold(states: ShareStates, payload: bytes) -> None:
         raise CorruptPayload(str(exc)) from exc
 
 
-def _payloads(states: ShareStates) -> Iterator[bytes]:
+def _payloads(states: StoredShares) -> Iterator[bytes]:
     for group, stored in states.items():
         chunk: list[tuple[TopicPartition, bytes, int]] = []
         size = 0
@@ -145,7 +145,7 @@ def _payloads(states: ShareStates) -> Iterator[bytes]:
             yield _encode(group, chunk)
 
 
-SHARES: Final[JournalFormat[ShareStates]] = JournalFormat(
+SHARES: Final[JournalFormat[StoredShares]] = JournalFormat(
     name="shares",
     what="share states",
     journal_tag=b"BGSJ",

@@ -4,7 +4,7 @@ change (``change_share_states``) replaces.
 A stored state (``StoredShare``) is what ``store_share_states`` wrote, as its JSON bytes, until
 a change (``change_share_states``, a ``SharePartition.change_json``: per span of offsets it
 touched, the runs now in flight there; the new start and end) edits it: then it is kept as its
-runs (``service.core.shares.runs``: a run per stretch of records in one delivery state, not a
+runs (``service.core.shares.stored``: a run per stretch of records in one delivery state, not a
 row per record) with each run's JSON, so that a change costs what it touches, and the whole JSON
 is assembled again only when it is read or snapshotted. A state or a change of the previous
 version (a row per record) is read as runs of one record, so its data still loads.
@@ -24,7 +24,7 @@ from typing import Any, Final
 
 import orjson
 
-from service.core.shares.runs import Row, Span, change_spans, splice_plan, state_rows
+from service.core.shares.stored import Row, Span, change_spans, splice_plan, state_rows
 from service.errors import InvalidPayload
 
 from ..share_states import encode_state

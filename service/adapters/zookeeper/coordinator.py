@@ -32,12 +32,13 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, Final
+from typing import Final
 
 from kazoo.client import KazooState
 
 from service.core.acl import AclBinding, AclFilter
 from service.core.models import GroupState, Member, TopicPartition
+from service.core.shares.stored import StateChange, StoredState
 from service.errors import BackendUnavailable, GatewayError
 
 from ..lifecycle import Lifecycle
@@ -283,13 +284,13 @@ class ZooKeeperCoordinator(Lifecycle):
 
     async def share_states(
         self, group: str, tps: Collection[TopicPartition] | None = None
-    ) -> dict[TopicPartition, tuple[dict[str, Any], int]]:
+    ) -> dict[TopicPartition, tuple[StoredState, int]]:
         """What ZooKeeper holds now; the versions are the znodes' ``stat.version``."""
         self._check_open()
         return await self._shares.states(group, tps)
 
     async def store_share_states(
-        self, group: str, updates: Mapping[TopicPartition, tuple[dict[str, Any], int]]
+        self, group: str, updates: Mapping[TopicPartition, tuple[StoredState, int]]
     ) -> bool:
         self._check_open()
         return await self._shares.store(group, updates)
@@ -302,7 +303,7 @@ class ZooKeeperCoordinator(Lifecycle):
         return {tp: version for tp, (_, version) in (await self.share_states(group, tps)).items()}
 
     async def change_share_states(
-        self, group: str, changes: Mapping[TopicPartition, tuple[dict[str, Any], int]]
+        self, group: str, changes: Mapping[TopicPartition, tuple[StateChange, int]]
     ) -> dict[TopicPartition, int] | None:
         return await change_by_whole_states(self, group, changes)
 

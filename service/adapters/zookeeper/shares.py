@@ -11,7 +11,7 @@ stores nothing and is told so. No cache: every replica reads what ZooKeeper
 holds now.
 
 A state is written in the form every version of the gateway reads: a row per
-record in flight (``runs.record_rows``), as the previous version wrote it,
+record in flight (``stored.record_rows``), as the previous version wrote it,
 not the runs ``SharePartition.to_json`` gives; so replicas of the previous
 version and this one share the states during a rolling update. Both forms are
 read. The bounds on a state's size apply to what is written. Each state also
@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Collection, Mapping
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError, RolledBackError
@@ -43,7 +43,7 @@ from kazoo.interfaces import IAsyncResult
 
 from service.core.models import TopicPartition
 from service.core.rules import valid_group
-from service.core.shares.runs import record_rows
+from service.core.shares.stored import StoredState, record_rows
 from service.errors import BackendError, BackendUnavailable, ShareStateTooLarge
 
 from ..format_versions import ZOOKEEPER_FORMAT, check_version
@@ -89,7 +89,7 @@ class ShareStateStore:
 
     async def states(
         self, group: str, tps: Collection[TopicPartition] | None
-    ) -> dict[TopicPartition, tuple[dict[str, Any], int]]:
+    ) -> dict[TopicPartition, tuple[StoredState, int]]:
         if not valid_group(group):
             return {}
         wanted = stored_partitions(tps)
@@ -106,7 +106,8 @@ class ShareStateStore:
             states = decode_states(group, found)
         for tp, (state, _) in states.items():
             where = f"the share state of partition {tp.topic}-{tp.partition} of group {group!r} in ZooKeeper"
-            check_version(where, state.pop("format", 1), ZOOKEEPER_FORMAT)
+            # the node's own key, beside the wire format's
+            check_version(where, cast("dict[str, Any]", state).pop("format", 1), ZOOKEEPER_FORMAT)
         return states
 
     async def _read(self, path: str) -> tuple[bytes, int] | None:
@@ -134,7 +135,7 @@ class ShareStateStore:
 
     # --- writing -------------------------------------------------------------------------
 
-    async def store(self, group: str, updates: Mapping[TopicPartition, tuple[dict[str, Any], int]]) -> bool:
+    async def store(self, group: str, updates: Mapping[TopicPartition, tuple[StoredState, int]]) -> bool:
         """One transaction for every state, or nothing stored (see the module's docstring)."""
         writes = encode_writes(
             group, {tp: (_with_format(_stored_form(s)), v) for tp, (s, v) in updates.items()}, self._limits

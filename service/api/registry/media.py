@@ -15,10 +15,10 @@ from typing import Final
 
 from fastapi import Request
 
-from api_schemas.formats import media_type
 from service.api.accept import MalformedAccept, MediaRange, media_ranges, quality
 from service.api.replies import JSONBody
 from service.errors import RegistryBadRequest, RegistryNotAcceptable, RegistryUnsupportedMediaType
+from service.wire.formats import media_type
 
 PREFIX: Final = "/schema-registry"
 SR_V1: Final = "application/vnd.schemaregistry.v1+json"

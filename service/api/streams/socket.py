@@ -62,7 +62,6 @@ from pydantic import ValidationError
 from starlette.websockets import WebSocketDisconnect
 
 from api_schemas import streams as wire
-from api_schemas.timestamps import epoch_millis
 from service.api.gateway import Gateway, gateway_of
 from service.core.acl import Operation, ResourceType
 from service.core.consumers import Blocked
@@ -73,6 +72,7 @@ from service.core.models import TopicPartition
 from service.core.rules import check_topic
 from service.core.streams import End, Event, Opened, Rebalance, Records
 from service.errors import GatewayError, InvalidPayload, PayloadTooLarge
+from service.wire.timestamps import epoch_millis
 
 from .. import topics
 from ..access import caller_of, refuse_handshake

@@ -50,12 +50,12 @@ from fastapi import Header, Request
 from fastapi.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from api_schemas.records import records_array
 from service.api.gateway import Gateway
 from service.core.cursors import parse_offset, parse_positions, render_positions
 from service.core.models import EmbeddedFormat, TopicPartition
 from service.core.streams import STEP_WAIT_MS, End, Event, Opened, Rebalance, Records
 from service.errors import GatewayError
+from service.wire.records import records_array
 
 from ..accept import MalformedAccept, media_ranges
 from ..access import caller_of

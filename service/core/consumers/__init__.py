@@ -2,6 +2,6 @@
 hold them (``instances``) and their polls (``polls``)."""
 
 from .polls import Allowance, Batch, Blocked, Polled
-from .service import ConsumerService, ShareKinds
+from .service import ConsumerService, ShareHooks
 
-__all__ = ["Allowance", "Batch", "Blocked", "ConsumerService", "Polled", "ShareKinds"]
+__all__ = ["Allowance", "Batch", "Blocked", "ConsumerService", "Polled", "ShareHooks"]

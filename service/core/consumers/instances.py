@@ -1,7 +1,7 @@
 """Consumer instances as the ports hold them: load, change and save an instance, see what it owns.
 
 An instance's state lives in the Sessions port and its group membership in
-the Coordinator, so any replica can serve any request of any instance. Every
+``ConsumerGroups``, so any replica can serve any request of any instance. Every
 mutation is load → change → compare-and-set save, retried on conflict: two
 concurrent polls of one instance can never return the same records twice or
 skip any. Positions are trusted only for partitions the instance has owned
@@ -9,9 +9,9 @@ continuously since the generation they were read in.
 
 An instance belongs to the principal that created it: a request of anyone else (but a super
 user) is answered as if the instance did not exist. Methods take the request's ``Decision``
-as ``who``; None is the gateway itself (the reaper), which may reach every instance.
+as ``who``, or ``acl.GATEWAY`` for the gateway itself, which may reach every instance.
 
-Collaborators: the ``Sessions`` and ``Coordinator`` ports, the ``GroupManager`` (a group an
+Collaborators: the ``Sessions`` and ``ConsumerGroups`` ports, the ``GroupManager`` (a group an
 instance leaves is rebalanced) and ``fencing`` (which commits an instance may make).
 ``service.ConsumerService`` and ``polls.Poller`` work through it.
 """
@@ -27,21 +27,21 @@ from ..acl import Decision
 from ..fencing import fence_assigned
 from ..groups import GroupManager
 from ..models import InstanceState, TopicPartition
-from ..ports import Coordinator, Sessions
+from ..ports import ConsumerGroups, Sessions
 from .leases import WaitingLeases
 
 
 class Instances:
     """Loads, changes and saves consumer instances, and says what each owns now.
 
-    Collaborators: the ``Sessions`` port (an instance's state), the ``Coordinator`` (its group's
+    Collaborators: the ``Sessions`` port (an instance's state), ``ConsumerGroups`` (its group's
     assignment, generation and committed offsets) and the ``GroupManager``.
     """
 
     def __init__(
-        self, coordinator: Coordinator, sessions: Sessions, groups: GroupManager, clock: Callable[[], float]
+        self, store: ConsumerGroups, sessions: Sessions, groups: GroupManager, clock: Callable[[], float]
     ) -> None:
-        self._coordinator = coordinator
+        self._store = store
         self._sessions = sessions
         self._groups = groups
         self._clock = clock
@@ -54,7 +54,7 @@ class Instances:
     async def remove(self, group: str, name: str) -> None:
         """Delete the instance and take it out of its group, which is rebalanced if it was a member."""
         await self._sessions.delete(group, name)
-        if await self._coordinator.leave(group, name):
+        if await self._store.leave(group, name):
             await self._groups.rebalance(group)
 
     async def load(self, group: str, name: str, who: Decision | None) -> InstanceState:
@@ -106,7 +106,7 @@ class Instances:
         if state.subscription is None:
             state.positions = {}
             return [], None
-        group_state = await self._coordinator.state(state.group)
+        group_state = await self._store.state(state.group)
         owned = sorted(group_state.assignment.get(state.name, []))
         if group_state.generation != state.generation:
             since = group_state.owned_since
@@ -127,7 +127,7 @@ class Instances:
         generation ``state`` was viewed in; any other instance's by its manual assignment here.
         """
         if state.subscription is not None:
-            await self._coordinator.commit(state.group, offsets, member_id=state.name, generation=generation)
+            await self._store.commit(state.group, offsets, member_id=state.name, generation=generation)
             return
         fence_assigned(state.group, state.name, state.manual, offsets)
-        await self._coordinator.commit(state.group, offsets)
+        await self._store.commit(state.group, offsets)

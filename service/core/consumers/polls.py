@@ -15,7 +15,7 @@ exactly, in bytes for a client's credit (a record alone over the bytes is ``Bloc
 wait ends early when the stream is woken or the gateway drains, before any position moved.
 
 Collaborators: ``instances.Instances`` (load, view, save and commit an instance), the ``Log``
-(fetch, offsets), the ``Coordinator`` (committed offsets, the group's generation), the consume
+(fetch, offsets), ``ConsumerGroups`` (committed offsets, the group's generation), the consume
 ``Quotas`` and ``Serde`` for the schema formats. ``service.ConsumerService`` is its caller.
 """
 
@@ -25,12 +25,11 @@ import asyncio
 import contextlib
 import logging
 from bisect import bisect_right
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any
 
 from service.errors import (
-    BackendUnavailable,
     ConsumerFormatMismatch,
     ConversionError,
     IllegalState,
@@ -39,9 +38,9 @@ from service.errors import (
 
 from ..acl import Decision, Operation, ResourceType
 from ..models import EmbeddedFormat, InstanceState, PartitionData, Polled, RecordColumns, TopicPartition
-from ..ports import Coordinator, Log, Sessions
+from ..ports import ConsumerGroups, Log, Sessions
 from ..quotas import Quotas
-from ..schemas.serde import SCHEMA_TYPES, Serde
+from ..schemas.serde import SCHEMA_TYPES, Serde, decode_in
 from .instances import Instances
 
 log = logging.getLogger(__name__)
@@ -75,6 +74,48 @@ class Batch:
     weight: int | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Bound:
+    """A stream's limits on one poll: at most ``records`` records (none: no limit; 0: read nothing,
+    only where the instance stands) and at most ``bytes`` bytes in all, exactly."""
+
+    records: int | None = None
+    bytes: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Ask:
+    """What one call of ``Poller.poll`` asks, the same on every pass."""
+
+    deadline_ms: int
+    max_bytes: int
+    bound: Bound | None
+    wake: asyncio.Event | None
+
+    @property
+    def peek(self) -> bool:
+        """A stream asking where it stands, reading nothing."""
+        return self.bound is not None and self.bound.records == 0
+
+
+@dataclass(slots=True)
+class _Step:
+    """One pass of a poll: what the instance owned, and what reading from it found."""
+
+    owned: list[TopicPartition]
+    generation: int | None
+    changes: asyncio.Future[None] | None  # resolves at the group's next generation
+    regrouped: bool  # a stream's partitions changed since its last pass
+    before: dict[TopicPartition, int] = field(default_factory=dict)
+    moved: bool = False  # a position moved: the instance must be saved
+    woken: bool = False
+    remaining: int = 0  # ms the read could wait
+    left: Allowance | None = None
+    polled: Polled = field(default_factory=list)
+    blocked: Blocked | None = None
+    undecodable: ConversionError | None = None
+
+
 class Allowance:
     """How many more records, and (``exact``) bytes, a bounded poll may hand out; ``spent``: the
     bytes it handed out."""
@@ -106,14 +147,14 @@ class Allowance:
 class Poller:
     """Polls consumer instances (``poll``), long-polls and push streams' bounded polls alike.
 
-    Collaborators: ``Instances``, the ``Log``, ``Coordinator`` and ``Sessions`` ports, the consume
+    Collaborators: ``Instances``, the ``Log``, ``ConsumerGroups`` and ``Sessions`` ports, the consume
     ``Quotas``, ``Serde`` (schema formats) and the gateway's draining event, which ends every wait.
     """
 
     def __init__(
         self,
         log: Log,
-        coordinator: Coordinator,
+        store: ConsumerGroups,
         sessions: Sessions,
         instances: Instances,
         quotas: Quotas,
@@ -121,7 +162,7 @@ class Poller:
         serde: Serde | None,
     ) -> None:
         self._log = log
-        self._coordinator = coordinator
+        self._store = store
         self._sessions = sessions
         self._instances = instances
         self._quotas = quotas
@@ -140,116 +181,151 @@ class Poller:
         client: str,
         who: Decision | None,
         *,
-        allowance: tuple[int | None, int | None] | None = None,
+        bound: Bound | None = None,
         wake: asyncio.Event | None = None,
     ) -> Batch:
         """One poll of instance ``name`` of ``group``, in its format (one of ``accept``, if given):
-        what ``ConsumerService.poll`` and ``ConsumerService.take`` promise, ``allowance`` being
-        ``take``'s bounds (records, bytes) and ``wake`` what ends its wait early."""
+        what ``ConsumerService.poll`` and ``ConsumerService.take`` promise, ``bound`` being
+        ``take``'s limits and ``wake`` what ends its wait early.
+
+        Each pass looks at what the instance owns, reads from its positions, waits if there was
+        nothing to read, then saves what moved; a pass that lost a race (a rebalance, another
+        request saving first) is run again on the instance as it now is.
+        """
         state = await self._instances.load(group, name, who)
         fmt = state.config.format
         if accept is not None and fmt not in accept:
             raise ConsumerFormatMismatch()
         wait_ms = state.config.request_timeout_ms if timeout_ms is None or timeout_ms < 0 else timeout_ms
-        deadline = self._instances.now_ms() + wait_ms
-        quotas = self._quotas
-        peek = allowance is not None and allowance[0] == 0  # a stream asking where it stands
-        admitted = not quotas.consume or peek
+        ask = _Ask(self._instances.now_ms() + wait_ms, max_bytes, bound, wake)
+        admitted = not self._quotas.consume or ask.peek
         seen: list[TopicPartition] | None = None
         while True:
-            changes = self._instances.changed(state)  # taken before the view: a publish after it wakes
-            owned, generation = await self._instances.view(state)
-            # a stream learns of a rebalance at once: its poll answers without waiting more
-            regrouped = wake is not None and seen is not None and owned != seen
-            seen = owned
-            if who is not None:
-                who.check(ResourceType.TOPIC, {tp.topic for tp in owned}, Operation.READ)
+            step = await self._look(state, who, seen, ask)
+            seen = step.owned
             if not admitted:
-                await quotas.admit_consume(client, {tp.topic for tp in owned})
+                await self._quotas.admit_consume(client, {tp.topic for tp in step.owned})
                 admitted = True
-            changed = await self._fill_positions(state, owned)
-            # a stream woken takes nothing more (its client may be gone); a long-poll answers what is there
-            skip = peek or (wake is not None and (wake.is_set() or self._draining.is_set()))
-            woken = skip or self._draining.is_set()
-            remaining = 0 if woken or regrouped else max(0, deadline - self._instances.now_ms())
-            polled: Polled = []
-            undecodable: ConversionError | None = None
-            blocked: Blocked | None = None
-            positions = {tp: state.positions[tp] for tp in owned}
-            left = None
-            if owned and not skip:
-                left = None if allowance is None else Allowance(*allowance)
-                with self._instances.waiting.holding(state, remaining):
-                    data = await self._fetch(
-                        positions,
-                        max_bytes=max_bytes,
-                        max_wait_ms=remaining,  # the lease renewed meanwhile
-                        min_bytes=state.config.fetch_min_bytes,
-                        wake=wake,
-                        changes=changes,
-                    )
-                for tp, part in data.items():
-                    if part.out_of_range:  # before what retention left, or a seek or commit past the end
-                        state.positions[tp] = await self._reset(state, tp, positions[tp])
-                        changed = True
-                    elif part.records:
-                        records = part.records
-                        if left is not None:
-                            records = left.take(records)
-                            if not records and not polled and blocked is None and left.exact:
-                                head = part.records
-                                blocked = Blocked(tp, head.offsets[0], head.sizes[0])
-                        if records and fmt in SCHEMA_TYPES:  # the position moves past what decodes only
-                            records, error = await self._decode(fmt, tp, records)
-                            undecodable = undecodable or error
-                        if records:
-                            polled.append((tp, records))
-                            state.positions[tp] = records.offsets[-1] + 1
-                            changed = True
-                if polled:
-                    blocked = None
-                woken = woken or self._draining.is_set() or (wake is not None and wake.is_set())
-            if undecodable is not None and not polled:
-                raise undecodable
-            elif not owned and remaining and not woken:
-                # nothing to read: until the group's next generation (or a wake, the drain, its deadline)
-                with self._instances.waiting.holding(state, remaining):
-                    await self._until_woken(remaining / 1000, wake, changes)
-            elif remaining and not polled and blocked is None and not woken and not _done(changes):
-                # a fetch that answered early with nothing: not a busy loop
-                await asyncio.sleep(min(remaining / 1000, _IDLE_SLICE_S))
-            if polled and generation is not None:
-                # A rebalance during the wait: never hand out a partition the instance lost.
-                if (await self._coordinator.state(group)).generation != generation:
-                    state = await self._instances.load(group, name, who)
-                    continue
-            state.last_seen_ms = self._instances.now_ms()
-            if changed:
-                if not await self._sessions.save(state):
-                    # another request moved the positions first
-                    state = await self._instances.load(group, name, who)
-                    continue
-            else:
-                await self._instances.touch(state)
-            if polled and state.config.auto_commit:
-                await self._auto_commit(state, {tp for tp, _ in polled}, generation)
-            if (
-                polled
-                or blocked
-                or woken
-                or regrouped
-                or self._instances.now_ms() >= deadline
-                or self._draining.is_set()
-            ):
-                if quotas.consume and not peek:
-                    await quotas.consumed(client, polled)
-                after = {tp: state.positions[tp] for tp in owned if tp in state.positions}
-                lease = state.config.instance_timeout_ms
-                # what the allowance counted (decoding a schema format may keep fewer records than it took)
-                counted = left is not None and left.exact and fmt not in SCHEMA_TYPES
-                weight = left.spent if counted and left is not None else None
-                return Batch(fmt, polled, tuple(owned), positions, after, lease, blocked, weight)
+            step.moved = await self._fill_positions(state, step.owned)
+            step.before = {tp: state.positions[tp] for tp in step.owned}
+            await self._read(state, step, ask)
+            if step.undecodable is not None and not step.polled:
+                raise step.undecodable
+            await self._idle(state, step, ask)
+            if not await self._settle(state, step):
+                state = await self._instances.load(group, name, who)
+                continue
+            if step.polled or step.blocked or step.woken or step.regrouped or self._over(ask):
+                if self._quotas.consume and not ask.peek:
+                    await self._quotas.consumed(client, step.polled)
+                return self._batch(state, step, fmt)
             state = await self._instances.load(group, name, who)
+
+    async def _look(
+        self, state: InstanceState, who: Decision | None, seen: list[TopicPartition] | None, ask: _Ask
+    ) -> _Step:
+        """What the instance owns now, in which generation; whether a stream's partitions changed
+        since its last pass (it answers at once, to report the rebalance); ``who`` let READ them."""
+        changes = self._instances.changed(state)  # taken before the view: a publish after it wakes
+        owned, generation = await self._instances.view(state)
+        regrouped = ask.wake is not None and seen is not None and owned != seen
+        if who is not None:
+            who.check(ResourceType.TOPIC, {tp.topic for tp in owned}, Operation.READ)
+        return _Step(owned, generation, changes, regrouped)
+
+    async def _read(self, state: InstanceState, step: _Step, ask: _Ask) -> None:
+        """Fetch from the step's positions, waiting up to what is left of the deadline, and hand
+        out what the bound lets through and decodes; a woken stream reads nothing."""
+        # a stream woken takes nothing more (its client may be gone); a long-poll answers what is there
+        skip = ask.peek or (ask.wake is not None and (ask.wake.is_set() or self._draining.is_set()))
+        step.woken = skip or self._draining.is_set()
+        step.remaining = (
+            0 if step.woken or step.regrouped else max(0, ask.deadline_ms - self._instances.now_ms())
+        )
+        if not step.owned or skip:
+            return
+        step.left = None if ask.bound is None else Allowance(ask.bound.records, ask.bound.bytes)
+        with self._instances.waiting.holding(state, step.remaining):
+            data = await self._fetch(
+                step.before,
+                max_bytes=ask.max_bytes,
+                max_wait_ms=step.remaining,  # the lease renewed meanwhile
+                min_bytes=state.config.fetch_min_bytes,
+                wake=ask.wake,
+                changes=step.changes,
+            )
+        for tp, part in data.items():
+            if part.out_of_range:  # before what retention left, or a seek or commit past the end
+                state.positions[tp] = await self._reset(state, tp, step.before[tp])
+                step.moved = True
+            elif part.records:
+                await self._hand_out(state, step, tp, part.records)
+        if step.polled:
+            step.blocked = None
+        step.woken = step.woken or self._draining.is_set() or (ask.wake is not None and ask.wake.is_set())
+
+    async def _hand_out(
+        self, state: InstanceState, step: _Step, tp: TopicPartition, fetched: RecordColumns
+    ) -> None:
+        """Hand out the leading records of ``fetched`` that the bound lets through and that decode,
+        moving ``tp``'s position past them; a first record alone over an exact bound is ``Blocked``."""
+        records = fetched if step.left is None else step.left.take(fetched)
+        if (
+            not records
+            and not step.polled
+            and step.blocked is None
+            and step.left is not None
+            and step.left.exact
+        ):
+            step.blocked = Blocked(tp, fetched.offsets[0], fetched.sizes[0])
+        fmt = state.config.format
+        if records and fmt in SCHEMA_TYPES:  # the position moves past what decodes only
+            records, error = await self._decode(fmt, tp, records)
+            step.undecodable = step.undecodable or error
+        if records:
+            step.polled.append((tp, records))
+            state.positions[tp] = records.offsets[-1] + 1
+            step.moved = True
+
+    async def _idle(self, state: InstanceState, step: _Step, ask: _Ask) -> None:
+        """After a pass that found nothing: wait for the group's next generation if the instance
+        owns nothing, or a slice if the fetch answered early, so that the next pass is no busy loop."""
+        if step.woken or not step.remaining:
+            return
+        if not step.owned:
+            with self._instances.waiting.holding(state, step.remaining):
+                await self._until_woken(step.remaining / 1000, ask.wake, step.changes)
+        elif not step.polled and step.blocked is None and not _done(step.changes):
+            await asyncio.sleep(min(step.remaining / 1000, _IDLE_SLICE_S))
+
+    async def _settle(self, state: InstanceState, step: _Step) -> bool:
+        """Keep what the pass did: False if it lost a race (a rebalance while it read, or another
+        request that saved the instance first), and the pass must be run again."""
+        if step.polled and step.generation is not None:
+            # a rebalance during the wait: never hand out a partition the instance lost
+            if (await self._store.state(state.group)).generation != step.generation:
+                return False
+        state.last_seen_ms = self._instances.now_ms()
+        if step.moved:
+            if not await self._sessions.save(state):
+                return False
+        else:
+            await self._instances.touch(state)
+        if step.polled and state.config.auto_commit:
+            await self._auto_commit(state, {tp for tp, _ in step.polled}, step.generation)
+        return True
+
+    def _over(self, ask: _Ask) -> bool:
+        return self._instances.now_ms() >= ask.deadline_ms or self._draining.is_set()
+
+    @staticmethod
+    def _batch(state: InstanceState, step: _Step, fmt: EmbeddedFormat) -> Batch:
+        after = {tp: state.positions[tp] for tp in step.owned if tp in state.positions}
+        left = step.left
+        # what the allowance counted (decoding a schema format may keep fewer records than it took)
+        weight = left.spent if left is not None and left.exact and fmt not in SCHEMA_TYPES else None
+        lease = state.config.instance_timeout_ms
+        return Batch(fmt, step.polled, tuple(step.owned), step.before, after, lease, step.blocked, weight)
 
     async def _fetch(
         self,
@@ -320,9 +396,7 @@ class Poller:
     ) -> tuple[RecordColumns, ConversionError | None]:
         """The leading ``records`` whose keys and values decode with their schemas, decoded, and
         why the next one does not (``serde.Serde.decode_fetched``)."""
-        if self._serde is None:
-            raise BackendUnavailable(f"The {fmt} format needs a schema registry, and there is none.")
-        decoded = await self._serde.decode_fetched(SCHEMA_TYPES[fmt], tp, records)
+        decoded = await decode_in(self._serde, fmt, tp, records)
         return decoded.records, decoded.error
 
     async def _auto_commit(
@@ -351,7 +425,7 @@ class Poller:
         missing = [tp for tp in owned if tp not in state.positions]
         if not missing:
             return False
-        committed = await self._coordinator.committed(state.group, missing)
+        committed = await self._store.committed(state.group, missing)
         for tp in missing:
             state.positions[tp] = committed[tp] if tp in committed else await self._reset(state, tp)
         return True

@@ -1,11 +1,11 @@
 """Consumer instances: subscribe or assign, poll, commit, seek (the façade the API calls).
 
-An instance's state lives in the Sessions port and its group membership in the Coordinator,
+An instance's state lives in the Sessions port and its group membership in ``ConsumerGroups``,
 so any replica can serve any request of any instance; every change is load → change →
 compare-and-set save, retried on conflict (``instances``). An instance belongs to the
 principal that created it: a request of anyone else (but a super user) is answered as if the
-instance did not exist. Methods take the request's ``Decision`` as ``who``; None is the gateway
-itself (the reaper), which may reach every instance.
+instance did not exist. Methods take the request's ``Decision`` as ``who``, or ``acl.GATEWAY``
+for what the gateway does itself, which may reach every instance.
 
 Push streams (``streams``) are loops of ``take``: a poll without a place among the open
 long-polls (a stream holds one of its own), bounded in records and, exactly, in bytes for a
@@ -40,19 +40,19 @@ from ..models import (
     Subscription,
     TopicPartition,
 )
-from ..ports import Coordinator, Log, Sessions
+from ..ports import ConsumerGroups, Log, Sessions
 from ..quotas import Quotas
 from ..rules import check_group, check_instance, check_topic
 from ..schemas.serde import Serde
 from ..topics import TopicService
 from ..waits import OpenWaits
 from .instances import Instances
-from .polls import Batch, Polled, Poller
+from .polls import Batch, Bound, Polled, Poller
 
 log = logging.getLogger(__name__)
 
 
-class ShareKinds(Protocol):
+class ShareHooks(Protocol):
     """What consumer instances need of share groups (``shares.consumers.ShareConsumers``): whether a
     group is one, and to release what an expired share consumer held."""
 
@@ -68,7 +68,7 @@ class ConsumerService:
     def __init__(
         self,
         log: Log,
-        coordinator: Coordinator,
+        store: ConsumerGroups,
         sessions: Sessions,
         groups: GroupManager,
         topics: TopicService,
@@ -79,21 +79,21 @@ class ConsumerService:
         waits: OpenWaits | None = None,
         serde: Serde | None = None,
         clock: Callable[[], float] = time.time,
-        shares: ShareKinds | None = None,
+        shares: ShareHooks | None = None,
     ) -> None:
         self._log = log
-        self._coordinator = coordinator
+        self._store = store
         self._sessions = sessions
         self._groups = groups
         self._topics = topics
         self._limits = limits or InstanceLimits()
         self._waits = waits or OpenWaits()
         self._shares = shares
-        self._instances = Instances(coordinator, sessions, groups, clock)
+        self._instances = Instances(store, sessions, groups, clock)
         # Set when the gateway is shutting down: long-polls answer with what they have, at once.
         draining = draining or asyncio.Event()
         quotas = quotas or Quotas.off()
-        self._poller = Poller(log, coordinator, sessions, self._instances, quotas, draining, serde)
+        self._poller = Poller(log, store, sessions, self._instances, quotas, draining, serde)
 
     def now_ms(self) -> int:
         return self._instances.now_ms()
@@ -117,7 +117,7 @@ class ConsumerService:
         await self._sessions.create(state)
         return state
 
-    async def delete(self, group: str, name: str, *, who: Decision | None = None) -> None:
+    async def delete(self, group: str, name: str, *, who: Decision | None) -> None:
         state = await self._instances.load(group, name, who)
         if who is not None and state.owner != who.caller.principal:  # a super user cleaning up
             who.audit(
@@ -146,14 +146,14 @@ class ConsumerService:
                 await self._instances.remove(group, name)
         return len(expired)
 
-    async def owned(self, group: str, name: str, *, who: Decision | None) -> None:
+    async def check_owner(self, group: str, name: str, *, who: Decision | None) -> None:
         """``ConsumerInstanceNotFound`` unless the instance exists and is the caller's: what a route
         decides before anything its body names (a topic the caller may not read, a bad pattern), so
         another principal's instance gets the answer a missing one does, whatever the body."""
         await self._instances.load(group, name, who)
 
     async def renew(self, group: str, name: str, *, who: Decision | None) -> None:
-        """Find the instance as ``owned`` does and renew its lease: what a request asking nothing of
+        """Find the instance as ``check_owner`` does and renew its lease: what a request asking nothing of
         it does (a seek naming no partition, a subscription naming neither topics nor a pattern),
         as Confluent's proxy finds the instance before it reads what the body asks, so a missing
         one, or another principal's, is a 404 whatever the body."""
@@ -162,7 +162,7 @@ class ConsumerService:
     # --- subscription and assignment ---------------------------------------------
 
     async def subscribe(
-        self, group: str, name: str, subscription: Subscription, *, who: Decision | None = None
+        self, group: str, name: str, subscription: Subscription, *, who: Decision | None
     ) -> None:
         if subscription.pattern is not None:
             compile_pattern(subscription.pattern)
@@ -171,44 +171,35 @@ class ConsumerService:
 
         async def change(state: InstanceState, owned: list[TopicPartition]) -> None:
             if state.manual is not None:
-                raise IllegalState(
-                    "Subscription to topics, partitions and pattern are mutually exclusive; "
-                    "delete the assignment first."
-                )
+                raise _exclusive("assignment")
             old = state.subscription
             if old is not None and (old.pattern is None) != (subscription.pattern is None):
-                # Kafka's consumer: a pattern and a topic list do not replace each other
-                raise IllegalState(
-                    "Subscription to topics, partitions and pattern are mutually exclusive; "
-                    "delete the subscription first."
-                )
+                raise _exclusive("subscription")  # Kafka's consumer: neither replaces the other
             state.subscription = subscription
 
         state = await self._instances.mutate(group, name, change, who)
-        members = await self._coordinator.members(group)
+        members = await self._store.members(group)
         joined = members[name].joined_ms if name in members else state.created_ms
         member = Member(name, subscription, state.config.strategy, joined, state.owner)
-        await self._coordinator.join(group, member)
+        await self._store.join(group, member)
         await self._groups.rebalance(group)
 
-    async def unsubscribe(self, group: str, name: str, *, who: Decision | None = None) -> None:
+    async def unsubscribe(self, group: str, name: str, *, who: Decision | None) -> None:
         async def change(state: InstanceState, owned: list[TopicPartition]) -> None:
             state.subscription = None
             state.manual = None
             state.positions = {}
 
         await self._instances.mutate(group, name, change, who)
-        if await self._coordinator.leave(group, name):
+        if await self._store.leave(group, name):
             await self._groups.rebalance(group)
 
-    async def subscription(
-        self, group: str, name: str, *, who: Decision | None = None
-    ) -> Subscription | None:
+    async def subscription(self, group: str, name: str, *, who: Decision | None) -> Subscription | None:
         state = await self._instances.load(group, name, who)
         await self._instances.touch(state)
         return state.subscription
 
-    async def subscribed_topics(self, group: str, name: str, *, who: Decision | None = None) -> set[str]:
+    async def subscribed_topics(self, group: str, name: str, *, who: Decision | None) -> set[str]:
         """The existing topics the instance's subscription covers now."""
         state = await self._instances.load(group, name, who)
         if state.subscription is None:
@@ -216,7 +207,7 @@ class ConsumerService:
         return resolve(state.subscription, await self._log.list_topics())
 
     async def assign(
-        self, group: str, name: str, partitions: Sequence[TopicPartition], *, who: Decision | None = None
+        self, group: str, name: str, partitions: Sequence[TopicPartition], *, who: Decision | None
     ) -> None:
         for tp in partitions:
             await self._topics.check_partition(tp)
@@ -224,16 +215,13 @@ class ConsumerService:
 
         async def change(state: InstanceState, owned: list[TopicPartition]) -> None:
             if state.subscription is not None:
-                raise IllegalState(
-                    "Subscription to topics, partitions and pattern are mutually exclusive; "
-                    "delete the subscription first."
-                )
+                raise _exclusive("subscription")
             state.manual = wanted
             state.positions = {tp: off for tp, off in state.positions.items() if tp in wanted}
 
         await self._instances.mutate(group, name, change, who)
 
-    async def assignment(self, group: str, name: str, *, who: Decision | None = None) -> list[TopicPartition]:
+    async def assignment(self, group: str, name: str, *, who: Decision | None) -> list[TopicPartition]:
         state = await self._instances.load(group, name, who)
         await self._instances.touch(state)
         owned, _ = await self._instances.view(state)
@@ -248,7 +236,7 @@ class ConsumerService:
         max_bytes: int,
         accept: set[EmbeddedFormat] | None,
         client: str = "",
-        who: Decision | None = None,
+        who: Decision | None,
     ) -> tuple[EmbeddedFormat, Polled]:
         """Long-poll: return as soon as records arrive, or empty after the timeout.
 
@@ -280,7 +268,7 @@ class ConsumerService:
         byte_limit: int | None = None,
         wake: asyncio.Event | None = None,
         client: str = "",
-        who: Decision | None = None,
+        who: Decision | None,
     ) -> Batch:
         """One poll of a push stream: ``poll`` in the instance's own format, without a place among
         the open long-polls (a stream holds one of its own), telling what the instance owned.
@@ -294,7 +282,7 @@ class ConsumerService:
         before any position moved, so nothing is lost.
         """
         if max_records is not None and max_records < 0:
-            raise ValueError("a bounded poll takes no fewer than no records")
+            raise ValueError(f"max_records is {max_records}: a poll takes 0 records or more")
         return await self._poller.poll(
             group,
             name,
@@ -303,7 +291,7 @@ class ConsumerService:
             None,
             client,
             who,
-            allowance=None if max_records is None and byte_limit is None else (max_records, byte_limit),
+            bound=None if max_records is None and byte_limit is None else Bound(max_records, byte_limit),
             wake=wake,
         )
 
@@ -313,7 +301,7 @@ class ConsumerService:
         name: str,
         offsets: Mapping[TopicPartition, int] | None,
         *,
-        who: Decision | None = None,
+        who: Decision | None,
     ) -> dict[TopicPartition, int]:
         """Commit ``offsets`` (each the last processed offset, so offset+1 is stored) or all consumed.
 
@@ -327,9 +315,8 @@ class ConsumerService:
         if offsets is None:
             to_commit = {tp: off for tp, off in state.positions.items() if tp in owned}
         else:
-            for tp, off in offsets.items():
-                if off < 0:
-                    raise InvalidPayload(f"Offset {off} for partition {tp} is negative.")
+            _check_offsets(offsets)
+            for tp in offsets:
                 await self._topics.check_partition(tp)
             to_commit = {tp: off + 1 for tp, off in offsets.items()}
         if to_commit:
@@ -342,21 +329,19 @@ class ConsumerService:
         name: str,
         partitions: Sequence[TopicPartition] | None,
         *,
-        who: Decision | None = None,
+        who: Decision | None,
     ) -> dict[TopicPartition, int | None]:
         state = await self._instances.load(group, name, who)
         await self._instances.touch(state)
         if partitions is None:
             partitions, _ = await self._instances.view(state)
-        found = await self._coordinator.committed(group, partitions)
+        found = await self._store.committed(group, partitions)
         return {tp: found.get(tp) for tp in partitions}
 
     async def seek(
-        self, group: str, name: str, targets: Mapping[TopicPartition, int], *, who: Decision | None = None
+        self, group: str, name: str, targets: Mapping[TopicPartition, int], *, who: Decision | None
     ) -> None:
-        for tp, off in targets.items():
-            if off < 0:
-                raise InvalidPayload(f"Offset {off} for partition {tp} is negative.")
+        _check_offsets(targets)
 
         async def change(state: InstanceState, owned: list[TopicPartition]) -> None:
             _require_owned(targets, owned)
@@ -371,7 +356,7 @@ class ConsumerService:
         partitions: Sequence[TopicPartition],
         *,
         end: bool,
-        who: Decision | None = None,
+        who: Decision | None,
     ) -> None:
         async def change(state: InstanceState, owned: list[TopicPartition]) -> None:
             _require_owned(partitions, owned)
@@ -382,7 +367,7 @@ class ConsumerService:
         await self._instances.mutate(group, name, change, who)
 
     async def seek_to_timestamps(
-        self, group: str, name: str, targets: Mapping[TopicPartition, int], *, who: Decision | None = None
+        self, group: str, name: str, targets: Mapping[TopicPartition, int], *, who: Decision | None
     ) -> None:
         async def change(state: InstanceState, owned: list[TopicPartition]) -> None:
             _require_owned(targets, owned)
@@ -398,15 +383,13 @@ class ConsumerService:
         name: str,
         positions: Mapping[TopicPartition, int],
         *,
-        who: Decision | None = None,
+        who: Decision | None,
     ) -> InstanceConfig:
         """Seek the partitions of ``positions`` the instance owns now to them, and return its
         configuration: where a stream picks up from the cursor its client last received. A
         partition it no longer owns is left alone (it is another member's to move now); with
         ``who``, each topic moved must allow ``who`` to READ it, as the stream will."""
-        for tp, off in positions.items():
-            if off < 0:
-                raise InvalidPayload(f"Offset {off} for partition {tp} is negative.")
+        _check_offsets(positions)
 
         async def change(state: InstanceState, owned: list[TopicPartition]) -> None:
             targets = {tp: off for tp, off in positions.items() if tp in owned}
@@ -423,3 +406,17 @@ def _require_owned(
     for tp in partitions:
         if tp not in owned:
             raise IllegalState(f"No current assignment for partition {tp}.")
+
+
+def _check_offsets(offsets: Mapping[TopicPartition, int]) -> None:
+    """``InvalidPayload`` for the first negative offset: no partition has one."""
+    for tp, off in offsets.items():
+        if off < 0:
+            raise InvalidPayload(f"Offset {off} for partition {tp} is negative.")
+
+
+def _exclusive(existing: str) -> IllegalState:
+    """Kafka's consumer's refusal of a way of choosing partitions while another (``existing``) holds."""
+    return IllegalState(
+        f"Subscription to topics, partitions and pattern are mutually exclusive; delete the {existing} first."
+    )

@@ -46,7 +46,7 @@ from service.errors import (
     VersionNotFound,
 )
 
-from ..ports import Coordinator, Log
+from ..ports import Locks, Log
 from .incompatibility import compatibility_messages
 from .model import Compatibility, ParsedSchema, Schema, formatted_text, normalized_text
 from .parsing import OFF_LOOP_CHARS, SchemaParser
@@ -98,17 +98,17 @@ class Registered:
 
 
 class SchemaRegistry:
-    """Confluent's schema registry over the ``Log`` (its records) and the ``Coordinator`` (its lock).
+    """Confluent's schema registry over the ``Log`` (its records) and ``Locks`` (its lock).
 
     Collaborators: ``RegistryTopic`` reads and appends the records into a ``RegistryState``;
-    ``SchemaParser`` parses; the coordinator's ``lock`` makes one writer at a time. ``start``
+    ``SchemaParser`` parses; a ``Locks`` lock makes one writer at a time. ``start``
     does no I/O (the topic is created by the first write); ``stop`` lets writes in progress end.
     """
 
     def __init__(
         self,
         log_port: Log,
-        coordinator: Coordinator,
+        locks: Locks,
         *,
         topic: str = DEFAULT_TOPIC,
         default_compatibility: Compatibility = Compatibility.BACKWARD,
@@ -116,7 +116,7 @@ class SchemaRegistry:
         lock_timeout_s: float = 10.0,
     ) -> None:
         self._topic = RegistryTopic(log_port, topic)
-        self._coordinator = coordinator
+        self._locks = locks
         self._lock_name = f"schema-registry.{topic}"
         self._lock_timeout_s = lock_timeout_s
         self.default_compatibility = default_compatibility
@@ -462,7 +462,7 @@ class SchemaRegistry:
         written: Callable[[RegistryState, T], bool] | None,
     ) -> T:
         try:
-            async with self._coordinator.lock(self._lock_name, timeout_s=self._lock_timeout_s):
+            async with self._locks.lock(self._lock_name, timeout_s=self._lock_timeout_s):
                 for attempt in range(1, WRITE_ATTEMPTS + 1):
                     state = await self._topic.catch_up(complete=True)
                     seen = self._topic.position  # what the decision may rest on

@@ -28,6 +28,7 @@ from itertools import chain
 from typing import Final, Generic, TypeVar
 
 from service.errors import (
+    BackendUnavailable,
     ConversionError,
     IncompatibleSchema,
     InvalidRecordSchema,
@@ -336,3 +337,16 @@ class Serde:
             return parsed.codec().decode(payload)
         except CodecError as exc:
             raise ConversionError(f"its {what} does not decode with schema {schema_id}: {exc}") from None
+
+
+def no_registry(fmt: str) -> str:
+    """Why records in the schema format ``fmt`` cannot be read here: no registry is configured."""
+    return f"The {fmt} format needs a schema registry, and there is none."
+
+
+async def decode_in(serde: Serde | None, fmt: str, tp: TopicPartition, records: RecordColumns) -> Decoded:
+    """``Serde.decode_fetched`` of ``records`` of ``tp`` in the schema format ``fmt``, refused with
+    ``BackendUnavailable`` (503) when there is no registry to decode them with."""
+    if serde is None:
+        raise BackendUnavailable(no_registry(fmt))
+    return await serde.decode_fetched(SCHEMA_TYPES[fmt], tp, records)

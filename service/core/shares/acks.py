@@ -14,7 +14,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from ..models import TopicPartition
-from .state import AckType, Exhausted, ShareLimits, SharePartition
+from .delivery import AckType, Exhausted, ShareLimits
+from .state import SharePartition
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,13 +36,14 @@ from service.errors import (
 from ..acl import Decision, Operation, ResourceType
 from ..fair import InstanceLimits, holder_of
 from ..models import EmbeddedFormat, InstanceConfig, InstanceState, Polled, Subscription, TopicPartition
-from ..ports import Coordinator, Log, Sessions
+from ..ports import ConsumerGroups, Log, Sessions
 from ..quotas import Quotas
 from ..rules import check_group, check_instance, check_topic
-from ..schemas.serde import SCHEMA_TYPES, Serde
+from ..schemas.serde import SCHEMA_TYPES, Serde, no_registry
 from ..waits import OpenWaits
-from .service import Acknowledgement, PartitionReport, ShareGroups, StartAt, by_partition_run
-from .state import NOT_HELD, AckType
+from .delivered import by_partition_run
+from .delivery import NOT_HELD, AckType
+from .service import Acknowledgement, PartitionReport, ShareGroups, StartAt
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +61,7 @@ class ShareConsumers:
     def __init__(
         self,
         log: Log,
-        coordinator: Coordinator,
+        groups: ConsumerGroups,
         sessions: Sessions,
         shares: ShareGroups,
         quotas: Quotas | None = None,
@@ -73,7 +74,7 @@ class ShareConsumers:
     ) -> None:
         self._log = log
         self._max_partitions = max_partitions  # the most a group's subscription may cover
-        self._coordinator = coordinator
+        self._groups = groups
         self._sessions = sessions
         self.shares = shares
         self._quotas = quotas or Quotas.off()
@@ -93,13 +94,11 @@ class ShareConsumers:
         check_group(group)
         name = check_instance(name) if name else f"share-consumer-{uuid.uuid4()}"
         if config.format in SCHEMA_TYPES and self._serde is None:
-            raise InvalidConsumerConfig(
-                f"The {config.format} format needs a schema registry, and there is none."
-            )
+            raise InvalidConsumerConfig(no_registry(config.format))
         if config.auto_offset_reset not in ("earliest", "latest"):
             raise InvalidConsumerConfig("A share group starts at the 'earliest' or 'latest' offsets.")
         instances = await self._sessions.instances(group)
-        if any(i.config.kind != "share" for i in instances) or group in await self._coordinator.groups():
+        if any(i.config.kind != "share" for i in instances) or group in await self._groups.groups():
             raise IllegalState(
                 f"Group {group!r} is a consumer group (it has instances, members or committed offsets); "
                 "a group is a consumer group or a share group, not both."
@@ -117,9 +116,9 @@ class ShareConsumers:
         """Whether ``group`` is a share group: it has share consumers or delivery states."""
         if any(i.config.kind == "share" for i in await self._sessions.instances(group)):
             return True
-        return bool(await self._coordinator.share_states(group))
+        return bool(await self.shares.stored_partitions(group))
 
-    async def delete(self, group: str, name: str, *, who: Decision | None = None) -> None:
+    async def delete(self, group: str, name: str, *, who: Decision | None) -> None:
         """Delete the consumer; what it held is available to the others at once."""
         state = await self._load(group, name, who)
         await self._sessions.delete(group, name)
@@ -129,7 +128,7 @@ class ShareConsumers:
         """``state``'s consumer is gone (deleted, or expired): release what it held."""
         await self.shares.leave(state.group, state.name)
 
-    async def owned(self, group: str, name: str, *, who: Decision | None) -> None:
+    async def check_owner(self, group: str, name: str, *, who: Decision | None) -> None:
         """``ConsumerInstanceNotFound`` unless the share consumer exists and is the caller's: decided
         before anything a request's body names, so another principal's gets a missing one's answer."""
         await self._load(group, name, who)
@@ -146,19 +145,17 @@ class ShareConsumers:
 
     # --- subscription ----------------------------------------------------------------------
 
-    async def subscribe(
-        self, group: str, name: str, topics: Sequence[str], *, who: Decision | None = None
-    ) -> None:
+    async def subscribe(self, group: str, name: str, topics: Sequence[str], *, who: Decision | None) -> None:
         for topic in topics:
             check_topic(topic)
         await self._change(group, name, Subscription(tuple(dict.fromkeys(topics)), None), who)
 
-    async def unsubscribe(self, group: str, name: str, *, who: Decision | None = None) -> None:
+    async def unsubscribe(self, group: str, name: str, *, who: Decision | None) -> None:
         """No topics any more; what it held is released."""
         state = await self._change(group, name, None, who)
         await self.left(state)
 
-    async def subscription(self, group: str, name: str, *, who: Decision | None = None) -> tuple[str, ...]:
+    async def subscription(self, group: str, name: str, *, who: Decision | None) -> tuple[str, ...]:
         state = await self._load(group, name, who)
         await self._sessions.touch(group, name, self.now_ms())
         return () if state.subscription is None else state.subscription.topics
@@ -202,7 +199,7 @@ class ShareConsumers:
         acks: Sequence[Acknowledgement] = (),
         accept: set[EmbeddedFormat] | None = None,
         client: str = "",
-        who: Decision | None = None,
+        who: Decision | None,
     ) -> tuple[InstanceState, Polled, list[Refusal]]:
         """Settle ``acks`` (piggy-backed), then acquire up to ``max_records`` records: at once if
         some are available, else when some are (new ones, released ones, expired locks) or after
@@ -248,7 +245,7 @@ class ShareConsumers:
             return state, polled, refused
 
     async def acknowledge(
-        self, group: str, name: str, acks: Sequence[Acknowledgement], *, who: Decision | None = None
+        self, group: str, name: str, acks: Sequence[Acknowledgement], *, who: Decision | None
     ) -> list[Refusal]:
         """Accept, release, reject or renew records the consumer holds; those it does not hold
         (any more) are refused, each on its own, and the rest applied."""
@@ -314,10 +311,9 @@ class GroupReport:
 
 class ShareAdmin:
     """Share groups as an administrator sees them (``kafka-share-groups``): list, describe, reset
-    where they read, delete. Collaborators: ``Sessions``, the ``Coordinator``, ``ShareGroups``."""
+    where they read, delete. Collaborators: ``Sessions``, ``ShareGroups`` and the ``Log``."""
 
-    def __init__(self, coordinator: Coordinator, sessions: Sessions, shares: ShareGroups, log: Log) -> None:
-        self._coordinator = coordinator
+    def __init__(self, sessions: Sessions, shares: ShareGroups, log: Log) -> None:
         self._sessions = sessions
         self._shares = shares
         self._log = log
@@ -325,7 +321,7 @@ class ShareAdmin:
     async def groups(self) -> list[str]:
         """Share groups with consumers or delivery states, sorted."""
         live = {i.group for i in await self._sessions.instances() if i.config.kind == "share"}
-        return sorted(live | set(await self._coordinator.share_groups()))
+        return sorted(live | set(await self._shares.stored_groups()))
 
     async def describe(self, group: str) -> GroupReport:
         """``NotFound`` (40403) if ``group`` is no share group."""
@@ -346,7 +342,7 @@ class ShareAdmin:
             tps = sorted(to)
         else:
             named = (
-                sorted({tp.topic for tp in await self._coordinator.share_states(group)})
+                sorted({tp.topic for tp in await self._shares.stored_partitions(group)})
                 if topics is None
                 else list(dict.fromkeys(topics))
             )
@@ -365,7 +361,7 @@ class ShareAdmin:
     async def delete(self, group: str) -> None:
         """Forget the group's delivery states; only while it has no consumers (409)."""
         await self._idle(group, "delete")
-        if not await self._coordinator.share_states(group):
+        if not await self._shares.stored_partitions(group):
             raise NotFound(f"Share group {group!r} not found.")
         await self._shares.delete(group)
 

@@ -22,11 +22,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..acl import GATEWAY
 from ..models import Header, NewRecord, Record, TopicPartition
 from ..ports import Log
 from ..rules import check_topic
 from ..topics import TopicService
-from .state import Exhausted
+from .delivery import Exhausted
 
 HEADER_PREFIX = "dlq."
 
@@ -52,7 +53,7 @@ class DeadLetters:
         durable when it returns, as a produce is."""
         if not records:
             return
-        info = await self._topics.for_produce(self.topic_for(group, tp.topic))
+        info = await self._topics.for_produce(self.topic_for(group, tp.topic), GATEWAY)
         target = TopicPartition(info.name, tp.partition % len(info.partitions))
         await self._log.append(target, [_copy(group, tp, record, why) for record, why in records])
 

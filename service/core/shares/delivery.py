@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final, NamedTuple, Protocol
 
-from .runs import Row
+from .stored import Row
 
 
 class Delivery(StrEnum):

@@ -13,7 +13,7 @@ A kept state is taken out while an operation changes it and put back only once w
 changed is stored, so a failed or lost store never leaves a state here that the coordinator
 does not have. Changes are stored as deltas (``SharePartition.change_json``).
 
-Collaborators: the ``Coordinator`` (``share_versions``, ``share_states``, ``change_share_states``).
+Collaborators: ``ShareStates`` (``share_versions``, ``share_states``, ``change_share_states``).
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ from collections.abc import Collection, Iterable, Mapping
 from typing import Final
 
 from ..models import TopicPartition
-from ..ports import Coordinator
-from .state import ShareLimits, SharePartition
+from ..ports import ShareStates
+from .delivery import ShareLimits
+from .state import SharePartition
 
 # Records in flight kept at most, over every state kept (a state keeps them as runs, at most one
 # each, about 100 bytes decoded); past it, the states kept longest are let go (read again when
@@ -37,9 +38,9 @@ class KeptStates:
     """Decoded delivery states, by group and partition, fenced by their versions (see the module)."""
 
     def __init__(
-        self, coordinator: Coordinator, limits: ShareLimits, *, max_records: int = _MAX_KEPT_RECORDS
+        self, store: ShareStates, limits: ShareLimits, *, max_records: int = _MAX_KEPT_RECORDS
     ) -> None:
-        self._coordinator = coordinator
+        self._store = store
         self._limits = limits
         self._max_records = max_records
         # (version, state, its records when kept) by (group, partition), the longest kept first
@@ -51,7 +52,7 @@ class KeptStates:
         version is the stored one, else read. The caller owns them until it ``store``s them."""
         wanted = list(dict.fromkeys(tps))
         held = {tp: entry for tp in wanted if (entry := self._take((group, tp))) is not None}
-        versions = await self._coordinator.share_versions(group, list(held)) if held else {}
+        versions = await self._store.share_versions(group, list(held)) if held else {}
         found: States = {}
         misses: list[TopicPartition] = []
         for tp in wanted:
@@ -61,7 +62,7 @@ class KeptStates:
             else:
                 misses.append(tp)
         if misses:
-            for tp, (data, version) in (await self._coordinator.share_states(group, misses)).items():
+            for tp, (data, version) in (await self._store.share_states(group, misses)).items():
                 found[tp] = (SharePartition.from_json(data, self._limits), version)
         return found
 
@@ -77,7 +78,7 @@ class KeptStates:
         changes = {tp: (states[tp][0].change_json(), states[tp][1]) for tp in changed}
         versions: Mapping[TopicPartition, int] = {}
         if changes:
-            given = await self._coordinator.change_share_states(group, changes)
+            given = await self._store.change_share_states(group, changes)
             if given is None:
                 return False
             versions = given

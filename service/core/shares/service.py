@@ -1,7 +1,7 @@
 """Share groups over the ports: acquiring records for a member, settling them, describing, resetting.
 
 ``ShareGroups`` turns the state machine of ``state.SharePartition`` into operations on the log
-and the coordinator. Every change of a partition's state is stored through the Coordinator's
+and the stored states. Every change of a partition's state is stored through the ``ShareStates`` port's
 compare-and-set (``change_share_states``, the change alone) before anything is returned, all
 partitions of one operation at once — a poll's piggy-backed acknowledgements with its
 acquisition (``poll``): two members — on one replica or on two — that race for the same
@@ -17,7 +17,7 @@ and buries it (a second store). Only the winner of a store learns what it archiv
 is written once however many replicas race; one whose writer died or failed is claimed again
 by ``sweep`` (the reaper's) once its claim expired.
 
-Collaborators: the ``Log`` (records, offsets), the ``Coordinator`` (stored states),
+Collaborators: the ``Log`` (records, offsets), ``ShareStates`` (stored states),
 ``DeadLetters``, the clock.
 """
 
@@ -30,19 +30,21 @@ import weakref
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import groupby, repeat
-from operator import itemgetter
-from typing import Any, Final, Literal, NamedTuple
+from itertools import repeat
+from typing import Any, Final, Literal
 
 from service.errors import BackendUnavailable, GatewayError
 
-from ..models import Polled, Record, RecordColumns, TopicPartition
-from ..ports import Coordinator, Log
+from ..models import Record, RecordColumns, TopicPartition
+from ..ports import Log, ShareStates
 from .acks import Acknowledgement, by_partition, settle_acks, settle_acks_in
 from .dead_letters import DeadLetters
+from .delivered import Delivered
+from .delivery import Exhausted, ShareLimits
 from .kept import KeptStates
 from .positions import fit_to_log, read_positions
-from .state import Exhausted, ShareLimits, SharePartition
+from .state import SharePartition
+from .stored import StoredState
 
 log = logging.getLogger(__name__)
 
@@ -59,26 +61,6 @@ _MAX_RACES: Final = 50  # stores lost to another writer in a row before giving u
 _new_tuple: Final = tuple.__new__
 
 
-class Delivered(NamedTuple):
-    """A record a member acquired, with the number of times it has been delivered (1: the first).
-    A tuple: one is made per record a poll hands out."""
-
-    tp: TopicPartition
-    record: Record
-    deliveries: int
-
-
-def by_partition_run(delivered: Sequence[Delivered]) -> Polled:
-    """A share poll's records as the consumer is given them: partition by partition, as columns
-    with how many times each was delivered."""
-    polled: Polled = []
-    for tp, run in groupby(delivered, key=itemgetter(0)):
-        items = list(run)
-        records = RecordColumns.of([d.record for d in items])
-        polled.append((tp, records.with_deliveries([d.deliveries for d in items])))
-    return polled
-
-
 @dataclass(frozen=True, slots=True)
 class PartitionReport:
     """A share-partition as describing shows it."""
@@ -93,12 +75,12 @@ class PartitionReport:
 
 
 class ShareGroups:
-    """Share-group operations over the ``Log`` and the ``Coordinator`` (see the module docstring)."""
+    """Share-group operations over the ``Log`` and ``ShareStates`` (see the module docstring)."""
 
     def __init__(
         self,
         log: Log,
-        coordinator: Coordinator,
+        store: ShareStates,
         *,
         limits: ShareLimits | None = None,
         dead_letters: DeadLetters | None = None,
@@ -112,7 +94,7 @@ class ShareGroups:
         wakes it before its deadline."""
         self._log = log
         self._shared = shared
-        self._coordinator = coordinator
+        self._store = store
         self.limits = limits or ShareLimits()
         if (dead_letters is not None) != self.limits.park:
             raise ValueError(
@@ -128,7 +110,7 @@ class ShareGroups:
         self._clock = clock
         self._draining = draining or asyncio.Event()
         # The states this replica stored, kept decoded while the coordinator's version says so.
-        self._kept = KeptStates(coordinator, self.limits)
+        self._kept = KeptStates(store, self.limits)
 
     def now_ms(self) -> int:
         return int(self._clock() * 1000)
@@ -232,7 +214,7 @@ class ShareGroups:
         if self.dead_letters is None:
             return 0
         written = 0
-        for group in await self._coordinator.share_groups():
+        for group in await self.stored_groups():
             claimed = await self._update(
                 group, None, lambda sp, tp, now: sp.claim_archiving(now), only_stored=True
             )
@@ -243,9 +225,17 @@ class ShareGroups:
 
     # --- operators ----------------------------------------------------------------------------
 
+    async def stored_groups(self) -> list[str]:
+        """Groups with at least one stored delivery state, sorted."""
+        return await self._store.share_groups()
+
+    async def stored_partitions(self, group: str) -> list[TopicPartition]:
+        """The partitions ``group`` has a stored delivery state for, sorted."""
+        return sorted(await self._store.share_states(group))
+
     async def describe(self, group: str) -> list[PartitionReport]:
         """Every partition the group has state for: start and end offsets, records in flight, lag."""
-        stored = await self._coordinator.share_states(group)
+        stored = await self._store.share_states(group)
         reports = []
         for tp, (data, _) in sorted(stored.items()):
             sp = SharePartition.from_json(data, self.limits)
@@ -274,8 +264,8 @@ class ShareGroups:
         async with self._turn(group):  # one writer of the group's states at a time here
             self._kept.forget(group)
             for _ in range(_MAX_RACES):
-                stored = await self._coordinator.share_states(group, tps)
-                updates: dict[TopicPartition, tuple[dict[str, Any], int]] = {}
+                stored = await self._store.share_states(group, tps)
+                updates: dict[TopicPartition, tuple[StoredState, int]] = {}
                 for tp in tps:
                     begin, end = await self._log.offsets(tp)
                     if isinstance(to, Mapping):
@@ -284,7 +274,7 @@ class ShareGroups:
                         offset = begin if to == "earliest" else end
                     version = stored[tp][1] if tp in stored else -1
                     updates[tp] = (SharePartition(offset, limits=self.limits).to_json(), version)
-                if await self._coordinator.store_share_states(group, updates):
+                if await self._store.store_share_states(group, updates):
                     return
         raise BackendUnavailable(f"Share group {group!r} changed under every reset; retry.")
 
@@ -292,7 +282,7 @@ class ShareGroups:
         """Forget the group's delivery states (the caller makes sure it has no members)."""
         async with self._turn(group):
             self._kept.forget(group)  # versions start over after a delete: none kept may match
-            await self._coordinator.delete_share_states(group)
+            await self._store.delete_share_states(group)
 
     # --- internals ----------------------------------------------------------------------------
 
@@ -477,7 +467,7 @@ class ShareGroups:
         sees an empty state there (unless ``only_stored``)."""
         async with self._turn(group):  # one writer of the group's states at a time here
             for _ in range(_MAX_RACES):
-                wanted = list(await self._coordinator.share_states(group)) if tps is None else tps
+                wanted = list(await self._store.share_states(group)) if tps is None else tps
                 stored = await self._kept.load(group, wanted)
                 now = self.now_ms()
                 results: dict[TopicPartition, Any] = {}

@@ -23,7 +23,7 @@ a claim, as a lock: the operation that archived it holds it for ``lock_ms`` to w
 past it, anyone may ``claim_archiving`` it and write the copy (a crash came between): a copy is
 written once unless a writer dies between writing it and burying the record.
 
-Pure logic, no I/O: the caller reads the log, keeps the state through the Coordinator port
+Pure logic, no I/O: the caller reads the log, keeps the state through the ``ShareStates`` port
 (``to_json`` / ``from_json``) and says what time it is.
 """
 
@@ -33,7 +33,7 @@ import sys
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from operator import attrgetter
-from typing import Any, Final
+from typing import Final
 
 from .delivery import (
     DELIVERY,
@@ -48,21 +48,8 @@ from .delivery import (
     Run,
     ShareLimits,
 )
-from .runs import apply_change, canonical, merged_spans, state_rows, stretches
-
-__all__ = [
-    "MAX_ERROR_CHARS",
-    "NOT_HELD",
-    "AckType",
-    "Acquired",
-    "Delivery",
-    "Exhausted",
-    "InFlight",
-    "Run",
-    "ShareLimits",
-    "SharePartition",
-    "apply_change",
-]
+from .spans import merged_spans, stretches
+from .stored import StateChange, StoredState, canonical, state_rows
 
 # No lock expires before this (ms): the expiry floor of a partition holding none.
 _NEVER: Final = sys.maxsize
@@ -334,13 +321,14 @@ class SharePartition:
 
     # --- storage ------------------------------------------------------------------------------
 
-    def change_json(self) -> dict[str, Any]:
+    def change_json(self) -> StateChange:
         """The changes since the state was built or ``stored``, as stored: per span of offsets
-        they touched, the runs now in flight there (``runs.change_spans``), and the new ``start``
+        they touched, the runs now in flight there (``stored.change_spans``), and the new ``start``
         and ``end``; with ``whole``, every run (what was stored before is replaced).
         ``apply_change`` of it to the state as last stored gives ``to_json()``."""
         if self._whole:
-            return {**self.to_json(), "whole": True}
+            rows = canonical(run.row() for run in self._runs)
+            return {"start": self.start, "end": self.end, "runs": rows, "whole": True}
         runs = self._runs
         spans = []
         for first, last in merged_spans(self._touched):  # each costs the runs it touched
@@ -359,11 +347,11 @@ class SharePartition:
         self._touched.clear()
         self._whole = False
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> StoredState:
         return {"start": self.start, "end": self.end, "runs": canonical(run.row() for run in self._runs)}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any], limits: ShareLimits | None = None) -> SharePartition:
+    def from_json(cls, data: StoredState, limits: ShareLimits | None = None) -> SharePartition:
         """A stored state, of this version (``runs``) or the previous (a row per record)."""
         runs = [
             Run(f, t, DELIVERY[s], n, owner, until, error)

@@ -6,12 +6,12 @@ Collaborators: ``TopicService.read``, the consume ``Quotas``, ``Serde`` for the 
 
 from __future__ import annotations
 
-from service.errors import BackendUnavailable, GatewayError, Throttled
+from service.errors import GatewayError, Throttled
 
 from ..acl import Operation, ResourceType
 from ..models import EmbeddedFormat, RecordColumns, TopicPartition
 from ..quotas import Quotas
-from ..schemas.serde import SCHEMA_TYPES, Serde
+from ..schemas.serde import SCHEMA_TYPES, Serde, decode_in
 from ..topics import TopicService
 from .events import Event, Records
 from .stream import STEP_WAIT_MS, Stream, StreamContext
@@ -83,7 +83,4 @@ class PartitionStream(Stream):
 
     async def _decode(self, records: RecordColumns) -> RecordColumns:
         """The leading records that decode; the error of the first if none does."""
-        serde = self._serde
-        if serde is None:
-            raise BackendUnavailable(f"The {self.format} format needs a schema registry, and there is none.")
-        return (await serde.decode_fetched(SCHEMA_TYPES[self.format], self.tp, records)).leading()
+        return (await decode_in(self._serde, self.format, self.tp, records)).leading()

@@ -23,8 +23,9 @@ from service.adapters.embedded.log import EmbeddedLog
 from service.adapters.share_states import ShareStoreLimits, encode_state
 from service.adapters.zookeeper import ZooKeeperCoordinator
 from service.core.models import NewRecord, TopicPartition
+from service.core.shares.delivery import AckType, ShareLimits
 from service.core.shares.service import Acknowledgement, ShareGroups
-from service.core.shares.state import AckType, ShareLimits, SharePartition
+from service.core.shares.state import SharePartition
 from service.errors import ShareStateTooLarge
 
 from .conftest import CoordinatorFactory

@@ -7,8 +7,9 @@ from pathlib import Path
 
 from service.adapters.embedded.coordinator import EmbeddedCoordinator
 from service.core.models import TopicPartition
+from service.core.shares.delivery import AckType, ShareLimits
 from service.core.shares.kept import KeptStates
-from service.core.shares.state import AckType, ShareLimits, SharePartition
+from service.core.shares.state import SharePartition
 
 A, B = TopicPartition("t", 0), TopicPartition("t", 1)
 

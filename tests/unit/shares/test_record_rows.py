@@ -15,8 +15,8 @@ from hypothesis import settings
 from hypothesis.stateful import invariant
 
 from service.adapters.share_states import encode_state
-from service.core.shares.runs import change_records, record_rows
-from service.core.shares.state import SharePartition, apply_change
+from service.core.shares.state import SharePartition
+from service.core.shares.stored import apply_change, change_records, record_rows
 
 from .test_state import ShareModel
 

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from api_schemas.records import records_array
 from service.core.models import Record, TopicPartition
-from service.core.shares.service import Delivered, by_partition_run
+from service.core.shares.delivered import Delivered, by_partition_run
 from service.errors import ConversionError
+from service.wire.records import records_array
 from tests.unit.record_shapes import delivered_dicts
 from tests.unit.stored_values import payloads, stored_json
 

@@ -15,15 +15,9 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from service.core.shares.state import (
-    NOT_HELD,
-    AckType,
-    Acquired,
-    Delivery,
-    ShareLimits,
-    SharePartition,
-    apply_change,
-)
+from service.core.shares.delivery import NOT_HELD, AckType, Acquired, Delivery, ShareLimits
+from service.core.shares.state import SharePartition
+from service.core.shares.stored import apply_change
 
 MEMBERS = ("a", "b", "c")
 LIMITS = ShareLimits(max_in_flight=6, delivery_limit=3, lock_ms=100)
@@ -326,7 +320,7 @@ def test_truncate_and_reset() -> None:
 def test_a_full_window_with_errors_stays_small_enough_to_store() -> None:
     import json
 
-    from service.core.shares.state import MAX_ERROR_CHARS
+    from service.core.shares.delivery import MAX_ERROR_CHARS
 
     state = SharePartition(0, limits=ShareLimits(max_in_flight=2000, delivery_limit=5, lock_ms=10))
     state.acquire("a-member-with-a-long-name", 0, max_records=2000, log_offsets=range(10**12, 10**12 + 2000))

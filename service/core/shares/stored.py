@@ -1,6 +1,10 @@
-"""A share-partition's records in flight as stored: runs of offsets in one delivery state.
+"""The ``ShareStates`` port's wire format: a share-partition's state as stored, and a change to it.
 
-A stored state (``SharePartition.to_json``) holds ``runs``: rows ``[first, last, state,
+The core hands the port a ``StoredState`` (``SharePartition.to_json``) or a ``StateChange``
+(``SharePartition.change_json``) and reads back ``StoredState``; each adapter writes them as JSON
+and reads them with the functions here, never with the share-group logic that made them.
+
+A stored state holds ``runs``: rows ``[first, last, state,
 deliveries, owner, lock_until_ms, error]``, every offset from ``first`` to ``last`` (both
 included) in flight in that one state, as Kafka's share-partitions keep in-flight batches. Rows
 are *canonical*: sorted, disjoint, and no two adjacent rows (one's ``last + 1`` the other's
@@ -25,10 +29,36 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Mapping
 from itertools import pairwise
 from operator import ge, itemgetter
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 Row = list[Any]  # [first, last, state, deliveries, owner, lock_until_ms, error]
 Span = tuple[int, int, list[Row]]  # (first, last, the rows now in flight between them)
+
+
+class StoredState(TypedDict):
+    """A share-partition's state as stored: every offset before ``start`` done, none from ``end``
+    acquired yet, and the runs in flight between (``runs``), or, as the previous version wrote it,
+    a row per record in flight (``records``)."""
+
+    start: int
+    end: int
+    runs: NotRequired[list[Row]]
+    records: NotRequired[list[list[Any]]]
+
+
+class StateChange(TypedDict):
+    """A change to a stored state: the new ``start`` and ``end``, and per span of offsets it
+    touched the runs now in flight there (``spans``: ``[first, last, rows]`` each); with ``whole``,
+    ``runs`` replaces every run. The previous version's form: ``records`` set and ``drop`` gone."""
+
+    start: int
+    end: int
+    spans: NotRequired[list[list[Any]]]
+    whole: NotRequired[bool]
+    runs: NotRequired[list[Row]]
+    records: NotRequired[list[list[Any]]]
+    drop: NotRequired[list[int]]
+
 
 _FIRST = itemgetter(0)
 _LAST = itemgetter(1)
@@ -64,7 +94,7 @@ def state_rows(state: Mapping[str, Any]) -> list[Row]:
     return canonical(rows)
 
 
-def record_rows(state: Mapping[str, Any]) -> dict[str, Any]:
+def record_rows(state: Mapping[str, Any]) -> StoredState:
     """A stored state (of this version or the previous) in the previous version's form, which
     every version reads: ``{"start", "end", "records"}``, a row ``[offset, state, deliveries,
     owner, lock_until_ms, error]`` per record in flight, ascending. It costs a row per record, so
@@ -76,7 +106,7 @@ def record_rows(state: Mapping[str, Any]) -> dict[str, Any]:
     return {"start": state["start"], "end": state["end"], "records": records}
 
 
-def change_records(state: Mapping[str, Any], change: Mapping[str, Any]) -> dict[str, Any]:
+def change_records(state: Mapping[str, Any], change: Mapping[str, Any]) -> StoredState:
     """``record_rows(apply_change(state, change))`` for a ``state`` of the previous version's form
     (``records``, a row per record, ascending), made to its rows: each span of the change takes
     the place of the rows between its ends, so that a change costs the records it sets, and the
@@ -151,7 +181,7 @@ def apply_spans(rows: list[Row], spans: Iterable[Span]) -> None:
         splice(rows, first, last, new)
 
 
-def apply_change(state: Mapping[str, Any] | None, change: Mapping[str, Any]) -> dict[str, Any]:
+def apply_change(state: Mapping[str, Any] | None, change: Mapping[str, Any]) -> StoredState:
     """The stored form (``to_json``) a ``change_json`` makes of ``state`` (None: nothing stored);
     either may be of the previous version (a row per record)."""
     if change.get("whole"):
@@ -160,36 +190,3 @@ def apply_change(state: Mapping[str, Any] | None, change: Mapping[str, Any]) -> 
         rows = [] if state is None else state_rows(state)
         apply_spans(rows, change_spans(change))
     return {"start": change["start"], "end": change["end"], "runs": rows}
-
-
-def stretches(offsets: Iterable[int]) -> list[tuple[int, int]]:
-    """``offsets`` as runs of consecutive ones, ``(first, last)`` each, when they ascend; else one
-    by one, in their order (each offset is then settled as it comes, as it was given)."""
-    if isinstance(offsets, range) and offsets.step == 1:
-        return [(offsets.start, offsets.stop - 1)] if offsets else []
-    seq = offsets if isinstance(offsets, list | tuple) else list(offsets)
-    if not seq:
-        return []
-    first, last = seq[0], seq[-1]
-    if last - first == len(seq) - 1 and list(seq) == list(range(first, last + 1)):
-        return [(first, last)]  # the common case: a range, checked in C
-    out: list[tuple[int, int]] = []
-    ascending = all(a < b for a, b in pairwise(seq))
-    for offset in seq:
-        if ascending and out and out[-1][1] + 1 == offset:
-            out[-1] = (out[-1][0], offset)
-        else:
-            out.append((offset, offset))
-    return out
-
-
-def merged_spans(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
-    """``spans`` sorted, those that overlap or touch made one."""
-    out: list[tuple[int, int]] = []
-    for first, last in sorted(spans):
-        if out and first <= out[-1][1] + 1:
-            if last > out[-1][1]:
-                out[-1] = (out[-1][0], last)
-        else:
-            out.append((first, last))
-    return out
