@@ -190,9 +190,11 @@ class Authorizer:
     def allowed(
         self, principal: str, host: str | None, resource_type: ResourceType, name: str, operation: Operation
     ) -> bool:
-        """Whether ``principal`` from ``host`` may. A ``host`` of None (a decision taken away from
-        any request, e.g. which topics a member's pattern covers) counts only ALLOWs for every
-        host, and every DENY: it never allows more than some request would be allowed."""
+        """Whether ``principal`` from ``host`` may do ``operation`` on resource ``name`` of ``resource_type``.
+
+        A ``host`` of None (a decision taken away from any request, e.g. which topics a member's
+        pattern covers) counts only ALLOWs for every host, and every DENY: it never allows more
+        than some request would be allowed."""
         if principal in self.super_users:
             return True
         key = (principal, host, resource_type, name, operation)
@@ -283,7 +285,9 @@ class Decision:
         )
 
     def check(self, resource_type: ResourceType, names: Iterable[str], operation: Operation) -> None:
-        """``Forbidden`` (403) naming every resource of ``names`` the caller may not ``operation``."""
+        """Raise ``Forbidden`` (403) unless the caller may do ``operation`` on every resource of ``names``.
+
+        The error names every resource the caller may not ``operation``."""
         denied = sorted({n for n in names if not self.may(resource_type, n, operation)})
         for name in denied:
             self.audit("authorization", operation, resource_type, name, audit.DENIED)

@@ -147,8 +147,9 @@ class InstanceLimits:
         in_group: int | None = None,
         what: str = "Consumer group",
     ) -> None:
-        """``IllegalState`` (409) unless one more instance of ``owner`` fits in ``group`` (of
-        ``in_group`` instances, counted here when not given). Bounded, as Kafka bounds a group
+        """Check that one more instance of ``owner`` fits in ``group``; raise ``IllegalState`` (409) if not.
+
+        ``group`` has ``in_group`` instances (counted here when not given). Bounded, as Kafka bounds a group
         (group.max.size): counted, then created, so concurrent creates may pass a bound by as many
         as run at once; never by more. The anonymous principal has no share of its own: with
         authentication off every caller is it (and may use any instance), so the whole limit is its."""
@@ -160,8 +161,10 @@ class InstanceLimits:
     def check(
         self, group: str, in_group: int, total: int, *, owned: int = 0, what: str = "Consumer group"
     ) -> None:
-        """``IllegalState`` (409) unless one more instance fits beside ``in_group`` of ``group``,
-        ``owned`` of its principal's and ``total`` in all."""
+        """Check that one more instance fits; raise ``IllegalState`` (409) if not.
+
+        It must fit beside the ``in_group`` instances of ``group``, the ``owned`` ones of its
+        principal and the ``total`` in all."""
         if in_group >= self.per_group:
             raise IllegalState(
                 f"{what} {group!r} has {self.per_group} instances, the most allowed; "

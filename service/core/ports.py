@@ -64,13 +64,13 @@ class Log(Protocol):
     async def list_topics(self) -> list[str]: ...
 
     async def describe_topic(self, topic: str) -> TopicInfo:
-        """Raise ``TopicNotFound`` if absent."""
+        """The metadata of ``topic``; raise ``TopicNotFound`` if it is absent."""
         ...
 
     async def create_topic(
         self, topic: str, partitions: int, replication_factor: int, configs: Mapping[str, str]
     ) -> TopicInfo:
-        """Raise ``TopicExists`` if present."""
+        """Create ``topic`` and return its metadata; raise ``TopicExists`` if it is present."""
         ...
 
     async def delete_topic(self, topic: str) -> None: ...
@@ -347,11 +347,11 @@ class Sessions(Protocol):
     async def stop(self) -> None: ...
 
     async def create(self, state: InstanceState) -> None:
-        """Raise ``ConsumerAlreadyExists`` if the instance exists."""
+        """Store the new instance ``state``; raise ``ConsumerAlreadyExists`` if the instance exists."""
         ...
 
     async def load(self, group: str, name: str) -> InstanceState:
-        """Raise ``ConsumerInstanceNotFound`` if absent.
+        """The stored state of instance ``name`` of ``group``; raise ``ConsumerInstanceNotFound`` if absent.
 
         Expiry is judged by the caller, which owns the clock.
         """

@@ -214,7 +214,7 @@ def valid_offset_key(tp: PartitionKey) -> bool:
 
 
 def check_offsets(offsets: Mapping[K, int]) -> list[tuple[K, int]]:
-    """The entries of a commit, refusing any that no coordinator stores (``InvalidPayload``)."""
+    """The entries of a commit, as a list; ``InvalidPayload`` if a coordinator would not store one."""
     entries = list(offsets.items())
     for tp, offset in entries:
         if not valid_offset_key(tp) or not valid_offset(offset):

@@ -55,8 +55,8 @@ class WaitingLeases:
 
     @property
     def scheduled(self) -> int:
-        """Renewals in the heap, live or not: at most one live a waiting instance, and the others
-        gone within a third of a lease."""
+        """How many renewals are in the heap, live or not: at most one live per waiting instance,
+        and the others gone within a third of a lease."""
         return len(self._due)
 
     @contextmanager

@@ -378,8 +378,8 @@ class Poller:
                 task.cancel()
 
     def _drained(self) -> asyncio.Future[Any]:
-        """Done once the gateway drains: one task for every poll that waits (through
-        ``asyncio.wait``, which never cancels it), not one each."""
+        """A future done once the gateway drains: one task shared by every poll that waits
+        (through ``asyncio.wait``, which never cancels it), not one task per poll."""
         drained = self._drain_task
         if drained is None or drained.get_loop() is not asyncio.get_running_loop():
             drained = asyncio.ensure_future(self._draining.wait())

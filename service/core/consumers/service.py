@@ -147,9 +147,10 @@ class ConsumerService:
         return len(expired)
 
     async def check_owner(self, group: str, name: str, *, who: Decision | None) -> None:
-        """``ConsumerInstanceNotFound`` unless the instance exists and is the caller's: what a route
-        decides before anything its body names (a topic the caller may not read, a bad pattern), so
-        another principal's instance gets the answer a missing one does, whatever the body."""
+        """Check that the instance exists and is the caller's; raise ``ConsumerInstanceNotFound`` if not.
+
+        A route decides this before anything its body names (a topic the caller may not read, a bad
+        pattern), so another principal's instance gets the answer a missing one does, whatever the body."""
         await self._instances.load(group, name, who)
 
     async def renew(self, group: str, name: str, *, who: Decision | None) -> None:
@@ -409,7 +410,7 @@ def _require_owned(
 
 
 def _check_offsets(offsets: Mapping[TopicPartition, int]) -> None:
-    """``InvalidPayload`` for the first negative offset: no partition has one."""
+    """Raise ``InvalidPayload`` for the first negative offset: no partition has negative offsets."""
     for tp, off in offsets.items():
         if off < 0:
             raise InvalidPayload(f"Offset {off} for partition {tp} is negative.")

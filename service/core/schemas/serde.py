@@ -345,8 +345,8 @@ def no_registry(fmt: str) -> str:
 
 
 async def decode_in(serde: Serde | None, fmt: str, tp: TopicPartition, records: RecordColumns) -> Decoded:
-    """``Serde.decode_fetched`` of ``records`` of ``tp`` in the schema format ``fmt``, refused with
-    ``BackendUnavailable`` (503) when there is no registry to decode them with."""
+    """Decode ``records`` of ``tp`` in the schema format ``fmt`` with ``Serde.decode_fetched``;
+    raise ``BackendUnavailable`` (503) when there is no registry to decode them with."""
     if serde is None:
         raise BackendUnavailable(no_registry(fmt))
     return await serde.decode_fetched(SCHEMA_TYPES[fmt], tp, records)

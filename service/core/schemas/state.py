@@ -276,7 +276,7 @@ class RegistryState:
     # --- changes: checked, then written as records --------------------------------------
 
     def check_writable(self, subject: str | None) -> None:
-        """``OperationNotPermitted`` (42205) unless the mode ruling ``subject`` allows writes."""
+        """Check that the mode ruling ``subject`` allows writes, else ``OperationNotPermitted`` (42205)."""
         mode = self.mode_in_scope(subject)
         if mode is not Mode.READWRITE:
             # Confluent's words: the subject in its context ('.', the default, the only one here)

@@ -125,12 +125,14 @@ class ShareConsumers:
         await self.left(state)
 
     async def left(self, state: InstanceState) -> None:
-        """``state``'s consumer is gone (deleted, or expired): release what it held."""
+        """Release what ``state``'s consumer held, now that it is gone (deleted, or expired)."""
         await self.shares.leave(state.group, state.name)
 
     async def check_owner(self, group: str, name: str, *, who: Decision | None) -> None:
-        """``ConsumerInstanceNotFound`` unless the share consumer exists and is the caller's: decided
-        before anything a request's body names, so another principal's gets a missing one's answer."""
+        """Check that the share consumer exists and is the caller's, else ``ConsumerInstanceNotFound``.
+
+        This is decided before anything a request's body names, so another principal's share
+        consumer gets a missing one's answer."""
         await self._load(group, name, who)
 
     async def _load(self, group: str, name: str, who: Decision | None) -> InstanceState:
@@ -324,7 +326,8 @@ class ShareAdmin:
         return sorted(live | set(await self._shares.stored_groups()))
 
     async def describe(self, group: str) -> GroupReport:
-        """``NotFound`` (40403) if ``group`` is no share group."""
+        """``group`` as describing shows it: its consumers and partitions; ``NotFound`` (40403) if it
+        is not a share group."""
         consumers = await self._consumers(group)
         partitions = await self._shares.describe(group)
         if not consumers and not partitions:

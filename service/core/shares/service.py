@@ -197,8 +197,8 @@ class ShareGroups:
     async def leave(
         self, group: str, member: str, tps: Sequence[TopicPartition] | None = None
     ) -> list[tuple[TopicPartition, Exhausted]]:
-        """``member`` is gone: what it held of ``tps`` (of every partition the group has a state
-        of when None) is available again (or archived at the limit)."""
+        """Release what ``member`` held, now that it is gone: what it held of ``tps`` (of every
+        partition the group has a state of when None) is available again (or archived at the limit)."""
 
         def apply(sp: SharePartition, tp: TopicPartition, now: int) -> list[Exhausted]:
             return sp.release_member(member, now)
@@ -448,7 +448,7 @@ class ShareGroups:
             await asyncio.gather(*waits, return_exceptions=True)  # a read cancelled is done with
 
     def _settle(self, group: str) -> None:
-        """Records of ``group`` were settled here: wake this replica's members waiting for some."""
+        """Wake this replica's members waiting for records of ``group``, as some were settled here."""
         settled = self._settled.pop(group, None)
         if settled is not None:
             settled.set()

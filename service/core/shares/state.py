@@ -132,7 +132,7 @@ class SharePartition:
         log_offsets: Sequence[int] = (),
         readable: Container[int] | None = None,
     ) -> tuple[list[Acquired], list[Exhausted]]:
-        """``acquire_runs``, record by record."""
+        """Acquire as ``acquire_runs`` does, but list what it took record by record."""
         runs, exhausted = self.acquire_runs(
             member, now_ms, max_records=max_records, log_offsets=log_offsets, readable=readable
         )
@@ -229,7 +229,8 @@ class SharePartition:
         return self._release(lambda run: run.owner == member, now_ms)
 
     def expire(self, now_ms: int) -> list[Exhausted]:
-        """Release every lock that has expired by ``now_ms`` (no walk before the first can have)."""
+        """Release every lock that has expired by ``now_ms`` (the runs are not walked before the first
+        lock can have expired)."""
         if now_ms < self._floor:
             return []
         exhausted = self._release(lambda run: run.lock_until_ms <= now_ms, now_ms)
@@ -413,7 +414,7 @@ class SharePartition:
         refused: dict[int, str],
         exhausted: list[Exhausted],
     ) -> None:
-        """``acknowledge`` of the offsets ``first``..``last``."""
+        """Settle the offsets ``first``..``last`` as ``acknowledge`` does."""
         runs = self._runs
         i = bisect_left(runs, first, key=_LAST_OF)
         offset = first

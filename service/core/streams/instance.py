@@ -103,8 +103,9 @@ class InstanceStream(Stream):
         return events
 
     async def recheck(self) -> None:
-        """``Forbidden`` once its caller may not READ its group, or a topic of the partitions it was
-        last told of; ``CredentialLapsed`` once its credential no longer holds."""
+        """Raise if the stream may no longer read: ``Forbidden`` once its caller may not READ its group,
+        or a topic of the partitions it was last told of; ``CredentialLapsed`` once its credential no
+        longer holds."""
         who = await self.decide()
         who.check(ResourceType.GROUP, (self.group,), Operation.READ)
         who.check(ResourceType.TOPIC, {tp.topic for tp in self.partitions or ()}, Operation.READ)

@@ -41,8 +41,8 @@ class PartitionStream(Stream):
         self._serde = serde
 
     async def recheck(self) -> None:
-        """``Forbidden`` once its caller may not READ its topic; ``CredentialLapsed`` once its
-        credential no longer holds."""
+        """Raise if the stream may no longer read: ``Forbidden`` once its caller may not READ its
+        topic; ``CredentialLapsed`` once its credential no longer holds."""
         (await self.decide()).check(ResourceType.TOPIC, (self.tp.topic,), Operation.READ)
 
     async def step(self, *, max_bytes: int, wait_ms: int = STEP_WAIT_MS) -> list[Event]:

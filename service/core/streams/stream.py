@@ -116,13 +116,13 @@ class Stream:
         return await self._ctx.decide()
 
     async def recheck(self) -> None:
-        """Raise what its caller would now be refused reading what the stream reads (``Forbidden``,
-        ``CredentialLapsed``), by the bindings of now: ``watch.AccessWatch`` asks while it waits."""
+        """Raise the error (``Forbidden``, ``CredentialLapsed``) its caller would now get for reading
+        what the stream reads, by the bindings of now: ``watch.AccessWatch`` asks while it waits."""
         raise NotImplementedError
 
     def refuse(self, error: GatewayError) -> None:
-        """Its credential or the ACLs no longer let the stream read: its wait ends, then the stream
-        (``ended``, with ``error``)."""
+        """End the stream with ``error``, as its credential or the ACLs no longer let it read: its
+        wait ends, then the stream (``ended``, with ``error``)."""
         self._refused = End(ERROR, error)
         self.wake.set()
 
@@ -142,10 +142,12 @@ class Stream:
         return None
 
     async def _ride_out(self, exc: GatewayError) -> list[Event]:
-        """After a poll failed with ``exc``: nothing, once a back-off has passed (shorter if the
-        stream is woken), so that the transport polls again, as long as ``exc`` is a 503 a retry
-        may fix and the polls have failed for less than ``backend_retry_ms`` in a row; else the
-        stream's end with ``exc``. The transports keep the connection alive meanwhile."""
+        """Handle a poll that failed with ``exc``, returning no events (to poll again) or the stream's end.
+
+        If ``exc`` is a 503 a retry may fix and the polls have failed for less than
+        ``backend_retry_ms`` in a row: nothing, once a back-off has passed (shorter if the stream
+        is woken), so that the transport polls again. Else the stream's end with ``exc``. The
+        transports keep the connection alive meanwhile."""
         now = self._ctx.clock()
         if self._failing_since is None:
             self._failing_since = now
