@@ -13,7 +13,7 @@ from pathlib import Path
 from pydantic import Field, SecretStr, field_validator
 
 from ..core.schemas.model import Compatibility
-from ..core.schemas.registry import RegistryLimits
+from ..core.schemas.registration import RegistryLimits
 from ..core.schemas.serde import SubjectNameStrategy
 from .group import SettingsGroup
 

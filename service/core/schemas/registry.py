@@ -7,11 +7,12 @@ records into the same ``RegistryState``, so a write through one replica is read 
 
 Reads catch up with the topic first (one offsets call; a fetch only if it holds records not
 yet applied), then answer from memory. Writes take the coordinator's lock, one writer at a time
-among every replica, and under it catch up, decide (``RegistryState.plan_*``; registration here),
-append, and apply what they appended (deciding again, a few times, should another writer's
-records have come first unseen; then a retriable 503): a new schema id is one above the highest
-ever seen, a schema already known anywhere in the registry keeps its id, and a schema already
-live in the subject keeps its version. A write runs to its end even if its client goes away.
+among every replica, and under it catch up, decide (``RegistryState.plan_*``; a registration
+by ``registration.decide``), append, and apply what they appended (deciding again, a few
+times, should another writer's records have come first unseen; then a retriable 503): a new
+schema id is one above the highest ever seen, a schema already known anywhere in the registry
+keeps its id, and a schema already live in the subject keeps its version. A write runs to its
+end even if its client goes away.
 
 Schemas are parsed by ``parsing.SchemaParser`` (references resolved, big texts off the event
 loop, parsed schemas cached by id); schemas are the same when their identity (type, canonical
@@ -32,10 +33,8 @@ from typing import Any, Final, Literal, TypeVar
 
 from service.errors import (
     BackendUnavailable,
-    IncompatibleSchema,
     InvalidSchemaError,
     LockTimeout,
-    OperationNotPermitted,
     PayloadTooLarge,
     RegistryTimeout,
     SchemaNotFound,
@@ -50,6 +49,7 @@ from ..ports import Locks, Log
 from .incompatibility import compatibility_messages
 from .model import Compatibility, ParsedSchema, Schema, formatted_text, normalized_text
 from .parsing import OFF_LOOP_CHARS, SchemaParser
+from .registration import NewVersion, RegistryLimits, check_size, decide
 from .state import LATEST, Mode, Record, RegistryState, Version, check_subject
 from .store import RegistryTopic
 
@@ -58,32 +58,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 DEFAULT_TOPIC: Final = "_schemas"
 WRITE_ATTEMPTS: Final = 3  # decisions a write makes under the lock when other writers' records came first
-_MESSAGE_CHARS: Final = 64 * 1024  # of the compatibility errors put in one 409 (the old text's too)
-
-
-@dataclass(frozen=True, slots=True)
-class RegistryLimits:
-    """What a registration may add (``OperationNotPermitted`` beyond; ``SchemaTooLarge`` for
-    ``schema_bytes``), and the parsed schemas kept in memory (``cache_chars`` of their texts)."""
-
-    schema_bytes: int = 1024 * 1024
-    schemas: int = 10_000
-    subjects: int = 10_000
-    versions: int = 1_000
-    total_bytes: int = 256 * 1024 * 1024
-    cache_chars: int = 64 * 1024 * 1024
-
-
-@dataclass(frozen=True, slots=True)
-class _NewVersion:
-    """A registration being decided: the schema parsed, with its identity."""
-
-    subject: str
-    schema: Schema
-    parsed: ParsedSchema
-    identity: bytes
-    size: int
-    version: int | None  # the version the client asked for, if it did
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,7 +201,7 @@ class SchemaRegistry:
         ``deleted``; with ``normalize``, that is its normalized schema, as ``register`` would
         register it): ``InvalidSchemaError`` if it is not valid, ``SubjectNotFound`` or
         ``SchemaNotFound`` if there is none."""
-        self._check_size(schema)
+        check_size(schema, self.limits)
         state = await self.state()
         schema = self._parser.resolve(schema, state)
         parsed = await self._parser.parse(schema, state)
@@ -245,7 +219,7 @@ class SchemaRegistry:
     async def check(self, subject: str, schema: Schema, version: int | None = None) -> list[str]:
         """Why ``schema`` may not follow ``version`` of ``subject`` (``LATEST``; None: the live
         versions its level compares with) under its compatibility level; empty if it may."""
-        self._check_size(schema)
+        check_size(schema, self.limits)
         state = await self.state()
         if version is None:
             against = state.versions(subject)
@@ -269,7 +243,7 @@ class SchemaRegistry:
         A new schema is stored in its format's canonical text, with ``normalize`` its normalized
         text, as Confluent stores them; schemas are compared by their identity either way."""
         check_subject(subject)
-        size = self._check_size(schema)
+        size = check_size(schema, self.limits)
         state = await self.state()
         state.check_writable(subject)
         schema = self._parser.resolve(schema, state)
@@ -288,84 +262,16 @@ class SchemaRegistry:
             with contextlib.suppress(InvalidSchemaError, SchemaNotFound):
                 await self._parser.by_id(found.schema_id, state)
 
-        new = _NewVersion(subject, schema, parsed, identity, size, version)
+        new = NewVersion(subject, schema, parsed, identity, size, version)
 
         def stored(state: RegistryState, result: tuple[int, int]) -> bool:
             found = state.version(subject, result[1])
             return found is not None and found.schema_id == result[0]
 
-        return await self._write(lambda state: self._decide_registration(new, state), written=stored)
-
-    async def _decide_registration(
-        self, new: _NewVersion, state: RegistryState
-    ) -> tuple[list[Record], tuple[int, int]]:
-        """Under the lock: the version ``new`` is, or the record that makes it one."""
-        subject, schema = new.subject, new.schema
-        state.check_writable(subject)
-        self._parser.resolve(schema, state)  # its references are still there
-        live = state.versions(subject)
-        for found in reversed(live):
-            if new.version in (None, found.version) and (
-                await self._parser.identity_of_id(found.schema_id, state) == new.identity
-            ):
-                return [], (found.schema_id, found.version)
-        level = state.compatibility_in_scope(subject, self.default_compatibility)
-        errors = await compatibility_messages(self._parser, state, subject, new.parsed, live, level)
-        if errors:
-            details = ", ".join(errors)  # as Confluent prints its list of messages
-            if len(details) > _MESSAGE_CHARS:
-                details = details[: _MESSAGE_CHARS - 3] + "..."
-            details = f"[{details}]"
-            raise IncompatibleSchema(
-                f'Schema being registered is incompatible with an earlier schema for subject "{subject}", '
-                f"details: {details}"
-            )
-        stored = schema
-        schema_id = state.id_of(schema)
-        if schema_id is None:
-            schema_id = await self._parser.find(new.identity, schema.schema_type, state)
-        if schema_id is None:
-            self._check_room(state, new.size)
-            schema_id = state.max_id + 1
-        else:  # the same schema, maybe spelled otherwise: an id names one text, the first one's
-            stored = state.schema(schema_id) or schema
-        number = state.next_version(subject)
-        if new.version is not None and new.version != number:
-            raise InvalidSchemaError(
-                f"Invalid schema: version {new.version} is not one more than the previous version "
-                f"({number - 1})."
-            )
-        if state.version_count(subject) >= self.limits.versions:
-            raise OperationNotPermitted(
-                f"Subject '{subject}' has {self.limits.versions} versions, the most the registry keeps "
-                "(schema_registry_max_versions); delete old versions permanently first."
-            )
-        if not state.version_count(subject) and state.subject_count >= self.limits.subjects:
-            raise OperationNotPermitted(
-                f"The registry holds {self.limits.subjects} subjects, its limit "
-                "(schema_registry_max_subjects)."
-            )
-        return state.plan_register(subject, number, schema_id, stored), (schema_id, number)
-
-    def _check_size(self, schema: Schema) -> int:
-        """The bytes of the schema's text; ``SchemaTooLarge`` over the limit."""
-        size = len(schema.text.encode("utf-8", "surrogatepass"))
-        if size > self.limits.schema_bytes:
-            raise SchemaTooLarge(
-                f"The schema is {size} bytes, over the registry's limit of {self.limits.schema_bytes} bytes."
-            )
-        return size
-
-    def _check_room(self, state: RegistryState, size: int) -> None:
-        if state.schema_count >= self.limits.schemas:
-            raise OperationNotPermitted(
-                f"The registry holds {self.limits.schemas} schemas, its limit (schema_registry_max_schemas)."
-            )
-        if state.total_bytes + size > self.limits.total_bytes:
-            raise OperationNotPermitted(
-                f"The registry's schemas would take more than {self.limits.total_bytes} bytes, its limit "
-                "(schema_registry_max_bytes)."
-            )
+        return await self._write(
+            lambda state: decide(self._parser, self.limits, self.default_compatibility, new, state),
+            written=stored,
+        )
 
     async def delete_subject(self, subject: str, *, permanent: bool = False) -> list[int]:
         async def decide(state: RegistryState) -> tuple[list[Record], list[int]]:

@@ -3,11 +3,12 @@
 The façade: it validates input, maps topics and partitions to ``Partition``
 objects, runs fetch's long-poll, owns the interval flusher, and translates
 codec and OS errors into ``service.errors``. Collaborators: ``DataDir``
-(directory layout, topic metadata), ``Partition`` (appends, durability,
-retention), ``batch`` (encoding), ``config`` (names and topic configs),
-``reads`` (a fetch's read of its partitions, in a worker thread), ``FdCache``
-(the one bounded cache of sealed segments' descriptors, which every partition
-shares) and ``fds`` (the descriptor budget of new partitions).
+(directory layout, topic metadata), ``topics`` (opening them), ``Partition``
+(appends, durability, retention), ``batch`` (encoding), ``config`` (names and
+topic configs), ``reads`` (a fetch's read of its partitions, in a worker
+thread), ``FdCache`` (the one bounded cache of sealed segments' descriptors,
+which every partition shares) and ``fds`` (the descriptor budget of new
+partitions).
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -38,8 +38,6 @@ from service.errors import (
     BackendUnavailable,
     GatewayError,
     InvalidPayload,
-    InvalidTopicConfig,
-    NewerFormat,
     PartitionNotFound,
     PayloadTooLarge,
     TopicExists,
@@ -48,11 +46,10 @@ from service.errors import (
 
 from ...lifecycle import Lifecycle
 from ...tasks import uncancellable
-from ..fileio import opening_failed, os_reason, unavailable
+from ..fileio import os_reason, unavailable
 from .batch import BatchError, RecordTooLarge, encode_batch
 from .config import (
     MIN_SEGMENT_BYTES,
-    SEGMENT_BYTES,
     LogDefaults,
     TopicConfig,
     check_partitions_and_replication,
@@ -62,19 +59,13 @@ from .fds import SEALED_FDS, check_room
 from .metadata import STARTS, DataDir, TopicMeta
 from .partition import Partition, PartitionOptions, PartitionView, finish_in_thread
 from .reads import read_views
+from .topics import Topic, open_all, open_partitions
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 MiB = 1024 * 1024
 DAY_MS = 24 * 3600 * 1000
-
-
-@dataclass(slots=True)
-class _Topic:
-    meta: TopicMeta
-    config: TopicConfig
-    partitions: list[Partition]  # replaced, never mutated, so iterating callers see a stable list
 
 
 class EmbeddedLog(Lifecycle):
@@ -130,7 +121,7 @@ class EmbeddedLog(Lifecycle):
         self._opts = PartitionOptions(flush, index_interval_bytes, clock, self._fds)
         self._flush_interval = flush_interval_ms / 1000
         self._broker = Broker(0, advertised_host, advertised_port)
-        self._topics: dict[str, _Topic] = {}
+        self._topics: dict[str, Topic] = {}
         self._unopened: dict[str, str] = {}  # topics found at start that could not be opened: why
         self._admin = asyncio.Lock()
         super().__init__()  # the start/stop state
@@ -149,42 +140,10 @@ class EmbeddedLog(Lifecycle):
         """Lock the directory and open (recovering if needed) every partition."""
         start = await asyncio.to_thread(self._dir.open)  # e.g. another process holds the dir: raises
         clean = start != "unclean"
-        self._unopened = {}
         try:
             self._cluster_id = await asyncio.to_thread(self._dir.cluster_id)
-            metas = await asyncio.to_thread(self._dir.load_topics)
-            for meta in metas:
-                try:
-                    config = TopicConfig.build(meta.configs, self._defaults, stored=True)
-                except InvalidTopicConfig as exc:
-                    log.error("topic %s not opened: %s", meta.name, exc)
-                    continue
-                small = config.overrides.get(SEGMENT_BYTES)
-                if small is not None and int(small) < config.segment_bytes:
-                    log.warning(
-                        "topic %s: segment.bytes %s is below the minimum; its segments roll at %d",
-                        meta.name,
-                        small,
-                        config.segment_bytes,
-                    )
-                try:
-                    parts = await self._open_partitions(
-                        meta.name, range(meta.partitions), config, clean=clean
-                    )
-                except NewerFormat:
-                    raise  # not this topic's damage: the data dir is a newer release's
-                except GatewayError as exc:
-                    # One topic that cannot be opened (damaged, too many files for the limit) must not
-                    # keep the others from being served: it is logged, and reported by unopened_topics.
-                    log.error("topic %s not opened: %s", meta.name, exc)
-                    self._unopened[meta.name] = exc.message
-                    continue
-                self._topics[meta.name] = _Topic(meta, config, parts)
+            self._topics, self._unopened = await open_all(self._dir, self._defaults, self._opts, clean=clean)
         except BaseException:
-            for t in self._topics.values():
-                for p in t.partitions:
-                    await p.close(flush=False)
-            self._topics.clear()
             await asyncio.to_thread(self._dir.close, clean=False)
             raise
         if self._opts.flush == "interval":
@@ -220,26 +179,7 @@ class EmbeddedLog(Lifecycle):
     async def _open_partitions(
         self, topic: str, numbers: range, config: TopicConfig, *, clean: bool
     ) -> list[Partition]:
-        jobs = [
-            asyncio.to_thread(
-                Partition.open,
-                TopicPartition(topic, n),
-                self._dir.partition_dir(topic, n),
-                config,
-                self._opts,
-                clean=clean,
-            )
-            for n in numbers
-        ]
-        results = await asyncio.gather(*jobs, return_exceptions=True)
-        opened = [r for r in results if isinstance(r, Partition)]
-        failed = [r for r in results if isinstance(r, BaseException)]
-        if failed:
-            for p in opened:
-                await p.close(flush=False)
-            log.error("topic %s: a partition could not be opened: %s", topic, failed[0])  # with its file
-            raise opening_failed(f"Cannot open topic {topic!r}", failed) from failed[0]
-        return opened
+        return await open_partitions(self._dir, topic, numbers, config, self._opts, clean=clean)
 
     async def _flush_loop(self) -> None:
         while True:
@@ -263,7 +203,7 @@ class EmbeddedLog(Lifecycle):
         self._require_started()
         return self._info(self._topic(topic))
 
-    def _topic(self, topic: str) -> _Topic:
+    def _topic(self, topic: str) -> Topic:
         found = self._topics.get(topic)
         if found is None:
             if topic in self._unopened:
@@ -288,7 +228,7 @@ class EmbeddedLog(Lifecycle):
         return parts[tp.partition]
 
     @staticmethod
-    def _info(t: _Topic) -> TopicInfo:
+    def _info(t: Topic) -> TopicInfo:
         parts = tuple(PartitionInfo(n, 0, (0,), (0,)) for n in range(len(t.partitions)))
         return TopicInfo(t.meta.name, parts, 1, t.config.effective())
 
@@ -324,7 +264,7 @@ class EmbeddedLog(Lifecycle):
                 # failing, at every restart.
                 await asyncio.to_thread(self._dir.delete_topic, topic)
                 raise
-            self._topics[topic] = t = _Topic(meta, config, parts)
+            self._topics[topic] = t = Topic(meta, config, parts)
             return self._info(t)
 
     def _check_room(self, topic: str, new_partitions: int) -> None:
@@ -361,14 +301,14 @@ class EmbeddedLog(Lifecycle):
                     await self._reopen(t)
                 raise BackendError(f"Cannot delete the files of topic {topic!r}: {os_reason(exc)}") from exc
 
-    async def _reopen(self, t: _Topic) -> None:
+    async def _reopen(self, t: Topic) -> None:
         topic = t.meta.name
         try:
             parts = await self._open_partitions(topic, range(len(t.partitions)), t.config, clean=False)
         except (OSError, GatewayError) as exc:
             log.error("topic %r could not be deleted, nor opened again until a restart: %s", topic, exc)
             return
-        self._topics[topic] = _Topic(t.meta, t.config, parts)
+        self._topics[topic] = Topic(t.meta, t.config, parts)
 
     async def add_partitions(self, topic: str, total: int) -> TopicInfo:
         return await uncancellable(self._add_partitions(topic, total))

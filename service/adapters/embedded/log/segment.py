@@ -5,7 +5,8 @@ it under its append lock (``append``, ``seal``) or from reader threads
 (``read``, ``find_timestamp``), and opens it at start (``open``, which is where
 recovery happens). Collaborators: ``batch`` (codec), ``scan`` (batch walks),
 ``embedded.fileio`` (durable writes), ``index`` (offset and time indexes),
-``fdcache`` (descriptors of sealed segments).
+``fdcache`` (descriptors of sealed segments), ``recovery`` (what a file
+holds after a restart).
 
 Only the active segment keeps descriptors of its own: its log file, and its
 index files once written to. A sealed segment opens its log file when read,
@@ -30,10 +31,10 @@ from pathlib import Path
 from typing import Final
 
 from service.core.models import RecordColumns
-from service.core.rules import INT64_MIN
 from service.errors import NewerFormat
 
 from ..fileio import create_file, fsync_dir, open_file, write_all
+from . import recovery
 from .batch import EncodedBatch, crc_ok, decode_records, first_at_or_after
 from .fdcache import FdCache
 from .index import MAX_RELATIVE, OffsetIndex, TimeIndex
@@ -41,7 +42,7 @@ from .scan import BatchScan, read_header_at
 
 log = logging.getLogger(__name__)
 
-NO_TIMESTAMP: Final = INT64_MIN
+NO_TIMESTAMP: Final = recovery.NO_TIMESTAMP
 LOG_SUFFIX: Final = ".log"
 INDEX_SUFFIX: Final = ".index"
 TIMEINDEX_SUFFIX: Final = ".timeindex"
@@ -192,72 +193,38 @@ class Segment:
                 idx.path.unlink()
 
     def _open_with_index(self, file_size: int) -> bool:
-        """Trust the index files if sound, reading only the tail; False if they must be rebuilt."""
-        index = OffsetIndex.load(self.index.path, file_size)
-        if index is None or not len(index):
+        """Take the state the index files describe, if they are sound; False if they must be rebuilt."""
+        found = recovery.from_indexes(
+            self._log_fd(), self.base_offset, self.index.path, self.time_index.path, file_size
+        )
+        if found is None:
             return False
-        rel, pos = index.last
-        header = read_header_at(self._log_fd(), pos)
-        if header is None or header.base_offset != self.base_offset + rel:
-            return False
-        scan = BatchScan(self._log_fd(), pos, file_size, next_offset=self.base_offset + rel)
-        tail_max = NO_TIMESTAMP
-        last_rel = rel
-        for view in scan:
-            tail_max = max(tail_max, view.header.max_timestamp)
-            last_rel = view.header.base_offset - self.base_offset
-        if scan.valid_end == pos:
-            return False  # the indexed batch itself is bad: the index cannot be trusted
-        assert scan.next_offset is not None
-        time_index = TimeIndex.load(self.time_index.path, scan.next_offset - self.base_offset)
-        if time_index is None:
-            return False
-        self.index = index
-        self.time_index = time_index
-        self.size = scan.valid_end
-        self.next_offset = scan.next_offset
-        self.max_timestamp = max(tail_max, time_index.last_timestamp or NO_TIMESTAMP)
-        self._last_rel = last_rel
-        self._since_index = scan.valid_end - pos
+        self._apply(found)
         return True
 
     def _rebuild(self, file_size: int, *, sealed: bool) -> None:
-        """Re-read every batch, rebuild both index files, and find where the valid data ends.
+        """Re-read every batch, rebuild both index files, and find where the valid data ends."""
+        self._apply(
+            recovery.rebuild(
+                self._log_fd(),
+                self.log_path,
+                self.base_offset,
+                self.index,
+                self.time_index,
+                self._interval,
+                file_size,
+                sealed=sealed,
+            )
+        )
 
-        The result is what appends (and, for a closed segment, ``seal``) would have written.
-        """
-        rels: list[int] = []
-        positions: list[int] = []
-        stamps: list[int] = []
-        time_rels: list[int] = []
-        since = 0
-        max_ts = NO_TIMESTAMP
-        scan = BatchScan(self._log_fd(), 0, file_size, next_offset=self.base_offset)
-        for view in scan:
-            rel = view.header.base_offset - self.base_offset
-            max_ts = max(max_ts, view.header.max_timestamp)
-            if not rels or since >= self._interval:
-                rels.append(rel)
-                positions.append(view.pos)
-                if not stamps or max_ts > stamps[-1]:
-                    stamps.append(max_ts)
-                    time_rels.append(rel)
-                since = 0
-            since += view.header.size
-            self._last_rel = rel
-        if sealed and rels and max_ts > stamps[-1]:
-            stamps.append(max_ts)
-            time_rels.append(self._last_rel)
-        if scan.error:
-            log.warning("%s: %s", self.log_path, scan.error)
-        log.info("%s: rebuilt indexes (%d entries)", self.log_path, len(rels))
-        self.index.replace(rels, positions)
-        self.time_index.replace(stamps, time_rels)
-        self.size = scan.valid_end
-        assert scan.next_offset is not None
-        self.next_offset = scan.next_offset
-        self.max_timestamp = max_ts
-        self._since_index = since
+    def _apply(self, found: recovery.Found) -> None:
+        self.index = found.index
+        self.time_index = found.time_index
+        self.size = found.size
+        self.next_offset = found.next_offset
+        self.max_timestamp = found.max_timestamp
+        self._last_rel = found.last_rel
+        self._since_index = found.since_index
 
     # --- writing (under the partition's append lock) ---------------------------
 
