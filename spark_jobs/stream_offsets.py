@@ -1,4 +1,6 @@
-"""Offset arithmetic of the streaming source: its checkpointed offsets, each micro-batch's end, lost records.
+"""Offset arithmetic of the streaming source.
+
+Its checkpointed offsets, each micro-batch's end, and the records found lost.
 
 Pure functions and value types, no I/O. The stream reader (``stream_source``)
 feeds them the offsets Spark checkpointed, each partition's bounds and the

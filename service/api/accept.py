@@ -35,7 +35,10 @@ class MediaRange:
     q: int = 1000
 
     def admits(self, produced: str) -> bool:
-        """As JAX-RS's ``MediaType.isCompatible``: a wildcard type (``*/x`` too) admits any."""
+        """Whether this range admits the media type ``produced``; a wildcard type (``*/x`` too) admits any.
+
+        The rule of JAX-RS's ``MediaType.isCompatible``, which Confluent's proxy answers by.
+        """
         kind, _, sub = produced.partition("/")
         return self.type == "*" or (self.type == kind and self.subtype in ("*", sub))
 

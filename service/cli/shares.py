@@ -120,7 +120,8 @@ def cmd_share_groups(args: argparse.Namespace, client: GatewayClient) -> int:
 
 
 def _describe(args: argparse.Namespace, group: dict[str, Any]) -> None:
-    """As kafka-share-groups --describe: the partitions, then (after a blank line) the consumers."""
+    """Print a share group: its partitions, then (after a blank line) its consumers, as kafka-share-groups
+    --describe prints them."""
     if args.output == "json":
         emit(args, group, [], [])
         return

@@ -1,4 +1,6 @@
-"""Confluent's schema-registry API under ``/schema-registry``: schemas, subjects, compatibility, config, mode.
+"""Confluent's schema-registry API, served under ``/schema-registry``.
+
+Its routes: schemas, subjects, compatibility, config and mode.
 
 A registry client is pointed at ``http://host:8082/schema-registry`` and finds the routes,
 bodies, query parameters and error codes of Confluent's registry (``RegistryErrorCode``).
