@@ -43,6 +43,7 @@ from service.core.carried_offsets import CARRIED, as_read, is_carried, to_carry
 from service.core.fencing import fence
 from service.core.models import GroupState, Member, TopicPartition
 from service.core.ports import Coordinator, GroupOffsets
+from service.core.push.stored import StoredPush
 from service.core.rules import check_group, check_offsets
 from service.core.shares.stored import StateChange, StoredState
 from service.errors import IllegalState, NotFound
@@ -56,7 +57,7 @@ _CARRIED_GROUPS_BOUND: Final = 100_000  # forgetting costs one read of the old s
 
 
 class SplitOffsetsCoordinator(Lifecycle):
-    """``coordinator`` for groups, shares, ACLs and locks; ``offsets`` for committed offsets.
+    """``coordinator`` for groups, shares, ACLs, locks and push subscriptions; ``offsets`` for offsets.
 
     Starts ``coordinator`` then ``offsets``, and stops them in reverse.
     """
@@ -233,6 +234,20 @@ class SplitOffsetsCoordinator(Lifecycle):
 
     async def remove_acls(self, selector: AclFilter) -> list[AclBinding]:
         return await self._coordinator.remove_acls(selector)
+
+    async def push_subscriptions(self) -> dict[str, tuple[StoredPush, int]]:
+        return await self._coordinator.push_subscriptions()
+
+    async def push_subscription(self, name: str) -> tuple[StoredPush, int] | None:
+        return await self._coordinator.push_subscription(name)
+
+    async def put_push_subscription(
+        self, name: str, data: StoredPush, *, expected_version: int | None
+    ) -> int | None:
+        return await self._coordinator.put_push_subscription(name, data, expected_version=expected_version)
+
+    async def delete_push_subscription(self, name: str, *, expected_version: int) -> bool:
+        return await self._coordinator.delete_push_subscription(name, expected_version=expected_version)
 
     @asynccontextmanager
     async def lock(self, name: str, *, timeout_s: float = 10.0) -> AsyncIterator[None]:

@@ -50,7 +50,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service.api.gateway import gateway_of
 from service.core.acl import CLUSTER_NAME, Caller, Decision, Operation, ResourceType
-from service.core.rules import topic_of_subject
+from service.core.rules import PUSH_GROUP_PREFIX, topic_of_subject
 from service.errors import Forbidden, GatewayError
 from service.wire.formats import V2
 
@@ -73,13 +73,14 @@ class Need:
     operation: Operation
     param: str | None = None
     subject: bool = False
+    prefix: str = ""  # put before the parameter's value: a push subscription's group is push.<name>
 
     def target(self, params: dict[str, str]) -> tuple[ResourceType, str, Operation]:
         """The resource and operation this need asks for, given a request's path parameters."""
         if self.param is None:
             return self.resource, CLUSTER_NAME, self.operation
         if not self.subject:
-            return self.resource, params[self.param], self.operation
+            return self.resource, self.prefix + params[self.param], self.operation
         topic = topic_of_subject(params[self.param])
         return (self.resource, topic, self.operation) if topic is not None else (CLUSTER, CLUSTER_NAME, ALTER)
 
@@ -114,6 +115,8 @@ INSTANCE: Final = "/consumers/{group}/instances/{instance}"
 SHARE: Final = "/share-groups/{group}/consumers"
 V3: Final = "/v3/clusters/{cluster_id}"
 SR: Final = "/schema-registry"
+PUSH: Final = f"{V3}/push-subscriptions/{{name}}"
+PUSH_READ: Final = Need(GROUP, READ, "name", prefix=PUSH_GROUP_PREFIX)
 
 RULES: Final[dict[str, Rule]] = {
     # documentation, health and the cluster's identity: any principal (see the module doc)
@@ -185,6 +188,16 @@ RULES: Final[dict[str, Rule]] = {
     f"GET {V3}/share-groups/{{group}}": Rule(needs=(GROUP_DESCRIBE,)),
     f"POST {V3}/share-groups/{{group}}/reset": Rule(needs=(GROUP_READ,), named=(_on(TOPIC, READ),)),
     f"DELETE {V3}/share-groups/{{group}}": Rule(needs=(_on(GROUP, DELETE, "group"),)),
+    # push subscriptions: what reading through their share group (push.<name>) needs (and WRITE
+    # on a dead-letter topic, checked by the service when one is named); each is found for its
+    # owner (or a super user) only, so the listing needs nothing
+    f"GET {V3}/push-subscriptions": Rule(),
+    f"PUT {PUSH}": Rule(needs=(PUSH_READ,), named=(_on(TOPIC, READ),)),
+    f"GET {PUSH}": Rule(needs=(Need(GROUP, DESCRIBE, "name", prefix=PUSH_GROUP_PREFIX),)),
+    f"DELETE {PUSH}": Rule(needs=(PUSH_READ,)),
+    f"POST {PUSH}/pause": Rule(needs=(PUSH_READ,)),
+    f"POST {PUSH}/resume": Rule(needs=(PUSH_READ,)),
+    f"POST {PUSH}/rotate-secret": Rule(needs=(PUSH_READ,)),
     # groups, as an administrator sees them
     f"GET {V3}/consumer-groups": Rule(shows=GROUP),
     f"GET {V3}/consumer-groups/{{group}}": Rule(needs=(GROUP_DESCRIBE,)),

@@ -20,6 +20,7 @@ from service.core.groups import GroupManager
 from service.core.idempotency import IdempotencyGuard
 from service.core.ports import Coordinator, Log, SchemaResolver, Sessions
 from service.core.producer import ProduceService
+from service.core.push.service import PushService
 from service.core.quotas import Quotas
 from service.core.schemas.registry import SchemaRegistry
 from service.core.schemas.serde import Serde
@@ -47,6 +48,9 @@ class Gateway:
     share_consumers: ShareConsumers  # share groups' consumers (KIP-932), over ``ShareGroups``
     share_admin: ShareAdmin  # share groups as an administrator sees them
     streams: StreamService  # SSE and WebSocket streams over the consumers and topics
+    push: PushService  # push subscriptions: records delivered to HTTP endpoints
+    # Set when a push subscription changed through this replica: the push worker looks at once.
+    push_changed: asyncio.Event
     idempotency: IdempotencyGuard
     access: Access  # who may do what: the ACL bindings, or everything when authorization is off
     # the embedded schema registry, whose API /schema-registry serves; None with an external registry

@@ -32,6 +32,7 @@ from .models import (
     TopicInfo,
     TopicPartition,
 )
+from .push.ports import PushStore
 from .schemas.model import ParsedSchema, Schema
 from .shares.stored import StateChange, StoredState
 
@@ -292,10 +293,11 @@ class Locks(Protocol):
 
 
 @runtime_checkable
-class Coordinator(ConsumerGroups, ShareStates, AclStore, Locks, Protocol):
+class Coordinator(ConsumerGroups, ShareStates, AclStore, Locks, PushStore, Protocol):
     """What the replicas share besides the log and the sessions, in one store (embedded, or
-    ZooKeeper): consumer groups, share-partitions' states, ACL bindings and locks. The core takes
-    the one-job port it needs; an adapter serves them all and is started and stopped as one."""
+    ZooKeeper): consumer groups, share-partitions' states, ACL bindings, locks and push
+    subscriptions. The core takes the one-job port it needs; an adapter serves them all and is
+    started and stopped as one."""
 
     async def start(self) -> None: ...
 

@@ -18,6 +18,7 @@ from typing import Final, Protocol, TypeVar
 
 from service.errors import (
     ConversionError,
+    IllegalState,
     InvalidConsumerConfig,
     InvalidPayload,
     InvalidSubject,
@@ -92,6 +93,19 @@ def valid_group(name: object) -> bool:
     # Kafka's rule: a group id is any text. Every coordinator stores any such name without it ever
     # becoming a path, and a '/' cannot reach a route (the URL would name another resource).
     return isinstance(name, str) and 0 < len(name) <= MAX_GROUP_CHARS
+
+
+# A push subscription's share group is named this and the subscription's name: no client joins it.
+PUSH_GROUP_PREFIX: Final = "push."
+
+
+def check_not_push_group(group: str) -> str:
+    """``group`` unless it is a push subscription's share group (``IllegalState``: 409)."""
+    if group.startswith(PUSH_GROUP_PREFIX):
+        raise IllegalState(
+            f"Group {group!r} is a push subscription's share group: it is managed through its subscription."
+        )
+    return group
 
 
 def check_group(name: str) -> str:

@@ -30,8 +30,9 @@ from typing import Any, cast
 import uvicorn
 from fastapi import FastAPI
 
+from service.adapters.push_sender import HttpPushSender
 from service.adapters.registry import HttpSchemaRegistry
-from service.api import acls, consumers, ops, registry, share_groups, topics, v3
+from service.api import acls, consumers, ops, push, registry, share_groups, topics, v3
 from service.api.access import Authorize, RouteTable
 from service.api.auth import Authenticate, open_paths
 from service.api.crosssite import CrossSiteGuard
@@ -67,6 +68,7 @@ from service.server.connections import ConnectionLimits, Proxies
 from service.server.logs import audit_trail, bounded_logs
 from service.server.middleware import MetricsMiddleware, OneLineStartupErrors, RawPathGuard
 from service.server.protocol import GRACEFUL_SHUTDOWN_S, GatewayProtocol, GatewayWebSocketProtocol, LastResort
+from service.server.push import push_service, push_worker
 from service.settings import Settings
 from service.ui import CONSOLE_PAGE, console_router, docs_asset_paths, docs_router
 from workers.metadata import metadata_watcher
@@ -120,6 +122,9 @@ def create_app(settings: Settings, ports: tuple[Log, Coordinator, Sessions] | No
                 retention(log_port, metrics, settings.retention_check_ms),
                 metadata_watcher(gateway.groups, settings.metadata_refresh_ms, wake=gateway.metadata_changed),
             ]
+            sender = HttpPushSender()
+            stack.push_async_callback(sender.stop)  # after the push worker stopped: it goes first
+            workers.append(push_worker(gateway, settings, sender))
             for worker in workers:
                 if worker is not None:
                     await worker.start()
@@ -154,7 +159,7 @@ def create_app(settings: Settings, ports: tuple[Log, Coordinator, Sessions] | No
         redirect_slashes=False,  # no Location built from Host: TrailingSlash serves /topics/ as /topics
     )
     routers = [ops.router, topics.router, consumers.router, v3.router, acls.router, registry.router]
-    routers += [share_groups.router, share_groups.admin]
+    routers += [share_groups.router, share_groups.admin, push.admin]
     routers.append(stream_socket.router)  # the WebSocket stream (no OpenAPI: it is no HTTP operation)
     routers.append(docs_router(title=app.title))
     if settings.ui:
@@ -275,6 +280,8 @@ def build_gateway(
         consumers=consumers,
         share_consumers=share_consumers,
         share_admin=ShareAdmin(sessions, shares, log),
+        push=push_service(settings, log, coordinator, shares),
+        push_changed=asyncio.Event(),
         streams=StreamService(
             consumers,
             topics,

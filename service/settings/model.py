@@ -20,6 +20,7 @@ from .consumers import ConsumerSettings, ShareGroupSettings, StreamSettings
 from .deployment import EVERY_INTERFACE, LOOPBACK, DeploymentSettings, StorageSettings
 from .limits import LimitSettings, QuotaSettings
 from .produce import ProduceSettings
+from .push import PushSettings
 from .registry import REGISTRY_CLIENT_SETTINGS, RegistrySettings
 from .security import AuthenticationSettings, AuthorizationSettings
 
@@ -38,6 +39,7 @@ class Settings(
     ProduceSettings,
     RegistrySettings,
     LimitSettings,
+    PushSettings,
     AuthorizationSettings,
     BackendCredentialSettings,
     AuthenticationSettings,

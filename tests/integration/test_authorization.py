@@ -71,11 +71,16 @@ def _acknowledgements(n: Names) -> dict[str, Any]:
     return {"acknowledgements": [{"topic": n.topic, "partition": 0, "offsets": [0], "type": "renew"}]}
 
 
+def _push_spec(n: Names) -> dict[str, Any]:
+    return {"endpoint": "http://127.0.0.1:9/hook", "topics": [n.topic]}
+
+
 _RECORDS = Sample(body=lambda n: {"records": [{"value": b64("v")}]}, content_type=BINARY)
 _V3 = "application/json"
 INSTANCE = "/consumers/{group}/instances/{instance}"
 SHARE = "/share-groups/{group}/consumers"
 V3 = "/v3/clusters/{cluster_id}"
+PUSH = V3 + "/push-subscriptions/{name}"
 SR = "/schema-registry"
 _SR_TYPE = "application/vnd.schemaregistry.v1+json"
 _STRING = '{"type": "string"}'
@@ -151,6 +156,13 @@ SAMPLES: dict[str, Sample] = {
         setup="share-read", body=lambda n: {"to": "earliest", "topics": [n.topic]}, content_type=_V3
     ),
     f"DELETE {V3}/share-groups/{{group}}": Sample(setup="share-read"),
+    f"GET {V3}/push-subscriptions": Sample(setup="push"),
+    f"PUT {PUSH}": Sample(body=lambda n: _push_spec(n), content_type=_V3),
+    f"GET {PUSH}": Sample(setup="push"),
+    f"DELETE {PUSH}": Sample(setup="push"),
+    f"POST {PUSH}/pause": Sample(setup="push"),
+    f"POST {PUSH}/resume": Sample(setup="push"),
+    f"POST {PUSH}/rotate-secret": Sample(setup="push"),
     f"GET {V3}/consumer-groups": Sample(setup="subscribed"),
     f"GET {V3}/consumer-groups/{{group}}": Sample(setup="subscribed"),
     f"GET {V3}/consumer-groups/{{group}}/lags": Sample(setup="subscribed"),
@@ -231,6 +243,7 @@ OPEN_TO_ANY = {
     f"GET {V3}/topics",
     f"GET {V3}/consumer-groups",
     f"GET {V3}/share-groups",
+    f"GET {V3}/push-subscriptions",  # the caller's own only
     # the schema registry's reads and checks: schemas are read by every client that decodes
     f"GET {SR}/",
     f"GET {SR}/schemas",
@@ -277,6 +290,7 @@ async def acl_gateway(tmp_path: Path, users_file: Path) -> AsyncIterator[Running
         authorize=True,
         super_users="User:admin",
         auto_create_topics_enable=False,
+        push_allowed_destinations="http://127.0.0.1",  # nothing listens at the samples' endpoint
     ) as gw:
         gw.client.auth = httpx.BasicAuth(*ADMIN)
         yield gw
@@ -329,6 +343,8 @@ def _resource_of(need: Need, names: Names, sample: Sample) -> tuple[ResourceType
         return need.resource, CLUSTER_NAME
     if need.subject:  # the samples' subject is of the topic (TopicNameStrategy)
         return need.resource, names.topic
+    if need.param == "name":  # a push subscription's, named as the group: its group is push.<group>
+        return need.resource, need.prefix + names.group
     if need.param == "group":
         return need.resource, names.group
     if need.param == "topic":
@@ -352,6 +368,14 @@ async def _set_up(gw: RunningGateway, alice: httpx.AsyncClient, acls: Acls, name
         return
     await acls.grant("User:alice", ResourceType.GROUP, names.group, Operation.READ)
     await acls.grant("User:alice", ResourceType.TOPIC, names.topic, Operation.READ)
+    if setup == "push":  # alice's push subscription, named as the group
+        await acls.grant("User:alice", ResourceType.GROUP, f"push.{names.group}", Operation.READ)
+        r = await alice.put(
+            f"/v3/clusters/{names.cluster}/push-subscriptions/{names.group}", json=_push_spec(names)
+        )
+        assert r.status_code == 201, r.text
+        await acls.revoke_all("User:alice")
+        return
     if setup.startswith("share"):
         await _share_set_up(alice, names, setup)
         await acls.revoke_all("User:alice")
@@ -397,6 +421,7 @@ def _request(key: str, sample: Sample, names: Names) -> tuple[str, str, dict[str
     path = template.format(
         topic=quote(names.topic, safe=""),
         group=quote(names.group, safe=""),
+        name=quote(names.group, safe=""),
         instance=quote(names.instance, safe=""),
         partition=0,
         cluster_id=names.cluster,

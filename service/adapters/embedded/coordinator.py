@@ -7,7 +7,8 @@ restart, including ``kill -9``: they are kept in memory and written through a
 ``JournalStore`` each (``journal_store``: a journal and a snapshot under
 ``<data_dir>/coordinator/``, in the formats of ``offsets_format`` and
 ``shares_format``) before a call returns. The share states are
-``share_store.EmbeddedShareStates``, through which this class serves that port.
+``share_store.EmbeddedShareStates``, through which this class serves that port; the push
+subscriptions ``push_store.EmbeddedPushStore``, one file.
 
 File I/O runs in worker threads (``asyncio.to_thread``), one at a time per
 journal under an ``asyncio.Lock`` that also serializes its writes. The port's
@@ -28,6 +29,7 @@ import orjson
 from service.core.acl import AclBinding, AclFilter
 from service.core.fencing import fence
 from service.core.models import GroupState, Member, TopicPartition
+from service.core.push.stored import StoredPush
 from service.core.rules import check_group, check_offsets
 from service.core.shares.stored import StateChange, StoredState
 from service.errors import BackendError, BackendUnavailable, LockTimeout
@@ -39,6 +41,7 @@ from ..tasks import retrieve
 from .fileio import atomic_write, unavailable
 from .journal_store import DEFAULT_COMPACT_BYTES, JournalStore, compact_on_stop
 from .offsets_format import COORDINATOR_DIR, LOCK_NAME, OFFSETS, Offsets, commit_frame
+from .push_store import EmbeddedPushStore
 from .share_store import EmbeddedShareStates
 
 log = logging.getLogger(__name__)
@@ -89,6 +92,7 @@ class EmbeddedCoordinator(Lifecycle):
         # The offsets' store locks the directory for this process; the shares' lives beside it.
         self._store = JournalStore(root, OFFSETS, compact_bytes, lock=LOCK_NAME)
         self._shares = EmbeddedShareStates(root, compact_bytes, share_limits)
+        self._push = EmbeddedPushStore(root)
         self._members: dict[str, dict[str, Member]] = {}
         self._membership = 0  # bumped by every join, leave and publish (``membership_version``)
         self._states: dict[str, GroupState] = {}
@@ -113,6 +117,7 @@ class EmbeddedCoordinator(Lifecycle):
                 self._acls = tuple(dict.fromkeys(await asyncio.to_thread(_read_acls, self._acls_path)))
             except (OSError, ValueError) as exc:
                 raise BackendError(f"cannot read the ACLs in {self._acls_path}: {exc}") from exc
+            await self._push.open()
         except BaseException:
             self._shares.abandon()
             self._store.close()  # the directory free for a retry
@@ -304,6 +309,26 @@ class EmbeddedCoordinator(Lifecycle):
         except OSError as exc:
             raise unavailable("Cannot write the ACLs", exc) from exc
         self._acls = acls
+
+    # --- push subscriptions: ``push_store`` ---------------------------------------------
+
+    async def push_subscriptions(self) -> dict[str, tuple[StoredPush, int]]:
+        self._check_open()
+        return await self._push.push_subscriptions()
+
+    async def push_subscription(self, name: str) -> tuple[StoredPush, int] | None:
+        self._check_open()
+        return await self._push.push_subscription(name)
+
+    async def put_push_subscription(
+        self, name: str, data: StoredPush, *, expected_version: int | None
+    ) -> int | None:
+        self._check_open()
+        return await self._push.put_push_subscription(name, data, expected_version=expected_version)
+
+    async def delete_push_subscription(self, name: str, *, expected_version: int) -> bool:
+        self._check_open()
+        return await self._push.delete_push_subscription(name, expected_version=expected_version)
 
     # --- locks ------------------------------------------------------------------------
 

@@ -38,6 +38,7 @@ from kazoo.client import KazooState
 
 from service.core.acl import AclBinding, AclFilter
 from service.core.models import GroupState, Member, TopicPartition
+from service.core.push.stored import StoredPush
 from service.core.shares.stored import StateChange, StoredState
 from service.errors import BackendUnavailable, GatewayError
 
@@ -51,6 +52,7 @@ from .groups import GroupStore
 from .locks import NamedLocks
 from .offsets import OffsetStore
 from .paths import ZnodePaths
+from .push import PushSubscriptionStore
 from .registry import NodeRegistry, default_node_id
 from .security import DigestCredentials
 from .session import ZooKeeperSession, ZooKeeperURL
@@ -104,6 +106,7 @@ class ZooKeeperCoordinator(Lifecycle):
         self._local_members: dict[tuple[str, str], Member] = {}
         self._offsets = OffsetStore(self._zk, self._paths, self._groups)
         self._shares = ShareStateStore(self._zk, self._paths, share_limits or ShareStoreLimits())
+        self._push = PushSubscriptionStore(self._zk, self._paths)
         self._registry = NodeRegistry(self._zk, self._paths, self.node_id)
         self._acls = AclStore(self._zk, self._paths, may_purge=self.is_leader)
         self._election = LeaderElection(self._zk, self._paths, self.node_id, self._wake_keeper)
@@ -310,6 +313,30 @@ class ZooKeeperCoordinator(Lifecycle):
     async def share_groups(self) -> list[str]:
         self._check_open()
         return await self._shares.groups()
+
+    # --- push subscriptions ------------------------------------------------------------
+
+    async def push_subscriptions(self) -> dict[str, tuple[StoredPush, int]]:
+        self._check_open()
+        return await self._push.push_subscriptions()
+
+    async def push_subscription(self, name: str) -> tuple[StoredPush, int] | None:
+        self._check_open()
+        return await self._push.push_subscription(name)
+
+    async def put_push_subscription(
+        self, name: str, data: StoredPush, *, expected_version: int | None
+    ) -> int | None:
+        self._check_open()
+        return await uncancellable(
+            self._push.put_push_subscription(name, data, expected_version=expected_version)
+        )
+
+    async def delete_push_subscription(self, name: str, *, expected_version: int) -> bool:
+        self._check_open()
+        return await uncancellable(
+            self._push.delete_push_subscription(name, expected_version=expected_version)
+        )
 
     # --- ACL bindings ------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ The layout, under the chroot of the ``zookeeper://`` URL when there is one::
     /brokergate/locks/{name}/{uuid}__lock__{seq}     ephemeral sequential: kazoo Lock contenders
     /brokergate/share-groups/{group}/{topic}/{partition}
                                                      JSON of a share-partition state; stat.version: version
+    /brokergate/push-subscriptions/{name}            JSON of a push subscription; stat.version: version
     /consumers/{group}/offsets/{topic}/{partition}   committed offset as ASCII digits
     /kafka-acl/{Topic|Group|Cluster}/{name}          JSON of the LITERAL ACL bindings of a resource
     /kafka-acl-extended/prefixed/{type}/{prefix}     JSON of the PREFIXED ACL bindings of a prefix
@@ -43,6 +44,7 @@ ELECTION: Final = f"{BROKERGATE}/election"
 GROUPS: Final = f"{BROKERGATE}/groups"
 LOCKS: Final = f"{BROKERGATE}/locks"
 SHARE_GROUPS: Final = f"{BROKERGATE}/share-groups"
+PUSH_SUBSCRIPTIONS: Final = f"{BROKERGATE}/push-subscriptions"
 CONSUMERS: Final = "/consumers"
 KAFKA_ACL: Final = "/kafka-acl"
 KAFKA_ACL_PREFIXED: Final = "/kafka-acl-extended/prefixed"  # Kafka's ``patternType.name.toLowerCase``
@@ -129,6 +131,7 @@ class ZnodePaths:
         self.locks = self.chroot + LOCKS
         self.consumers = self.chroot + CONSUMERS
         self.share_groups = self.chroot + SHARE_GROUPS
+        self.push_subscriptions = self.chroot + PUSH_SUBSCRIPTIONS
         self._acl_roots = {
             PatternType.LITERAL: self.chroot + KAFKA_ACL,
             PatternType.PREFIXED: self.chroot + KAFKA_ACL_PREFIXED,

@@ -38,7 +38,7 @@ from ..fair import InstanceLimits, holder_of
 from ..models import EmbeddedFormat, InstanceConfig, InstanceState, Polled, Subscription, TopicPartition
 from ..ports import ConsumerGroups, Log, Sessions
 from ..quotas import Quotas
-from ..rules import check_group, check_instance, check_topic
+from ..rules import check_group, check_instance, check_not_push_group, check_topic
 from ..schemas.serde import SCHEMA_TYPES, Serde, no_registry
 from ..waits import OpenWaits
 from .delivered import by_partition_run
@@ -91,7 +91,7 @@ class ShareConsumers:
     async def create(
         self, group: str, name: str | None, config: InstanceConfig, *, owner: str
     ) -> InstanceState:
-        check_group(group)
+        check_not_push_group(check_group(group))
         name = check_instance(name) if name else f"share-consumer-{uuid.uuid4()}"
         if config.format in SCHEMA_TYPES and self._serde is None:
             raise InvalidConsumerConfig(no_registry(config.format))
@@ -376,6 +376,7 @@ class ShareAdmin:
         )
 
     async def _idle(self, group: str, doing: str) -> None:
+        check_not_push_group(group)
         if await self._consumers(group):
             raise IllegalState(
                 f"Share group {group!r} has consumers; delete them (or let them expire) "

@@ -13,6 +13,8 @@ it was given up::
     dlq.delivery.count  how many times it was delivered
     dlq.error           the last error text a consumer gave when it released it (if one did)
 
+and, from a push subscription, the headers it adds (``push.*``: see ``push.deliverer``).
+
 The copy goes to the dead-letter topic's partition of the same number (modulo its partition
 count), so copies of one partition stay in order. The topic is created with the defaults if it
 is missing and topics may be auto-created. When the copy is written is ``ShareGroups``' affair.
@@ -20,7 +22,7 @@ is missing and topics may be auto-created. When the copy is written is ``ShareGr
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from ..acl import GATEWAY
 from ..models import Header, NewRecord, Record, TopicPartition
@@ -47,18 +49,26 @@ class DeadLetters:
         return check_topic(self.template.replace("{group}", group).replace("{topic}", topic))
 
     async def write(
-        self, group: str, tp: TopicPartition, records: Sequence[tuple[Record, Exhausted]]
+        self,
+        group: str,
+        tp: TopicPartition,
+        records: Sequence[tuple[Record, Exhausted]],
+        extra: Mapping[int, Sequence[Header]] | None = None,
     ) -> None:
-        """Copy ``records`` of ``tp`` (each with why it was given up) to the dead-letter topic;
-        durable when it returns, as a produce is."""
+        """Copy ``records`` of ``tp`` (each with why it was given up, and the ``extra`` headers of
+        its offset) to the dead-letter topic; durable when it returns, as a produce is."""
         if not records:
             return
         info = await self._topics.for_produce(self.topic_for(group, tp.topic), GATEWAY)
         target = TopicPartition(info.name, tp.partition % len(info.partitions))
-        await self._log.append(target, [_copy(group, tp, record, why) for record, why in records])
+        more = extra or {}
+        copies = [_copy(group, tp, record, why, more.get(record.offset, ())) for record, why in records]
+        await self._log.append(target, copies)
 
 
-def _copy(group: str, tp: TopicPartition, record: Record, why: Exhausted) -> NewRecord:
+def _copy(
+    group: str, tp: TopicPartition, record: Record, why: Exhausted, extra: Sequence[Header]
+) -> NewRecord:
     headers: list[Header] = [
         *record.headers,
         (HEADER_PREFIX + "group", group.encode("utf-8", "replace")),
@@ -69,4 +79,5 @@ def _copy(group: str, tp: TopicPartition, record: Record, why: Exhausted) -> New
     ]
     if why.error is not None:
         headers.append((HEADER_PREFIX + "error", why.error.encode("utf-8", "replace")))
+    headers += extra
     return NewRecord(record.key, record.value, tuple(headers), record.timestamp)

@@ -37,6 +37,7 @@ from service.errors import BackendUnavailable, GatewayError
 
 from ..models import Record, RecordColumns, TopicPartition
 from ..ports import Log, ShareStates
+from ..rules import PUSH_GROUP_PREFIX
 from .acks import Acknowledgement, by_partition, settle_acks, settle_acks_in
 from .dead_letters import DeadLetters
 from .delivered import Delivered
@@ -208,13 +209,16 @@ class ShareGroups:
         await self._bury(group, exhausted)
         return exhausted
 
-    async def sweep(self) -> int:
+    async def sweep(self, groups: Iterable[str] | None = None) -> int:
         """Write the dead-letter copies nobody wrote (their writer crashed or failed, and their
-        claim expired), in every share group; how many. The reaper's, on every replica."""
+        claim expired), in ``groups`` (default: every share group but the push subscriptions',
+        which their deliverers sweep); how many. The reaper's, on every replica."""
         if self.dead_letters is None:
             return 0
         written = 0
-        for group in await self.stored_groups():
+        if groups is None:
+            groups = [g for g in await self.stored_groups() if not g.startswith(PUSH_GROUP_PREFIX)]
+        for group in groups:
             claimed = await self._update(
                 group, None, lambda sp, tp, now: sp.claim_archiving(now), only_stored=True
             )

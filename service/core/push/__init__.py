@@ -1,0 +1,1 @@
+"""Push subscriptions: records delivered to HTTP endpoints over share groups."""

@@ -1,0 +1,438 @@
+"""One push subscription delivered from this replica: acquire, send, settle, retry, dead-letter.
+
+The deliverer is a member of the subscription's share group (``PushSubscription.group``), as a
+share consumer is, with the subscription's own share limits (``lock_ms`` from the deadline, the
+delivery limit from ``max_attempts``). While it runs it keeps one acquisition waiting for
+records whenever it holds fewer than it may, sends up to ``max_in_flight`` requests at once
+(``holding`` decides which records go together and which wait for others), and settles what came
+back: a 2xx accepts the request's records; a retry waits out its back-off while the records stay
+held (renewed every third of their lock); a record out of attempts, or refused by a 4xx, is
+copied to the dead-letter topic with headers saying why, then rejected::
+
+    push.subscription     the subscription
+    push.status           the last HTTP status (absent if none came)
+    push.error            the last outcome in words
+    push.attempts         requests that carried it
+    push.first_attempt    when the first and the last were sent (ms since the epoch)
+    push.last_attempt
+
+(beside the share group's ``dlq.*`` headers: ``shares.dead_letters``). Settlements are stored in
+the background, those that came back meanwhile together. When it stops it waits for its requests
+(at most one deadline), stores their settlements and lets the rest go: another replica may take
+them at once. Should this replica die instead, the records it held come back when their locks
+expire, and are sent again: at most what was in flight is delivered twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from service.errors import ConversionError, GatewayError
+
+from ..acl import Access, Caller, Operation, ResourceType
+from ..models import EmbeddedFormat, Header, Polled, TopicPartition
+from ..patterns import matches
+from ..schemas.serde import SCHEMA_TYPES, Serde, decode_in
+from ..shares.acks import Acknowledgement
+from ..shares.dead_letters import DeadLetters
+from ..shares.delivered import Delivered, by_partition_run
+from ..shares.delivery import AckType, Exhausted
+from ..shares.service import ShareGroups
+from ..topics import TopicService
+from . import requests
+from .destinations import DestinationRefused, Destinations
+from .holding import Held, Holding, first_and_last
+from .ports import Outcome, PushRequest, PushSender
+from .requests import Verdict
+from .spec import PushSubscription
+
+log = logging.getLogger(__name__)
+
+Render = Callable[[EmbeddedFormat, Polled], bytes]
+
+_REFRESH_S: Final = 5.0  # how often the topics (a pattern's, new partitions) are looked at again
+_ACQUIRE_WAIT_MS: Final = 1000
+_RATE_WINDOW_S: Final = 10.0
+HEADER_PREFIX: Final = "push."
+
+
+@dataclass(slots=True)
+class PushStats:
+    """What this replica saw of a subscription's deliveries, for describing it and for ``/metrics``."""
+
+    delivered: int = 0  # records settled by a 2xx
+    requests: int = 0
+    failures: int = 0  # requests that did not settle their records
+    dead_lettered: int = 0
+    in_flight: int = 0
+    held: int = 0
+    last_status: int | None = None
+    last_error: str | None = None
+    last_error_ms: int | None = None
+    _recent: deque[tuple[float, int]] = field(default_factory=deque)
+
+    def settled(self, count: int, now: float) -> None:
+        self.delivered += count
+        self._recent.append((now, count))
+
+    def rate(self, now: float) -> float:
+        """Records settled per second over the last ten seconds."""
+        recent = self._recent
+        while recent and recent[0][0] < now - _RATE_WINDOW_S:
+            recent.popleft()
+        return sum(n for _, n in recent) / _RATE_WINDOW_S
+
+
+class Deliverer:
+    """Delivers one subscription while ``run`` runs (see the module docstring)."""
+
+    def __init__(
+        self,
+        sub: PushSubscription,
+        *,
+        shares: ShareGroups,
+        topics: TopicService,
+        sender: PushSender,
+        destinations: Destinations,
+        render: Render,
+        serde: Serde | None,
+        dead_letters: DeadLetters | None,
+        stats: PushStats,
+        access: Access | None = None,
+        clock: Callable[[], float] = time.time,
+        jitter: Callable[[], float] = lambda: random.uniform(0.5, 1.0),
+    ) -> None:
+        self.sub = sub
+        self._spec = sub.spec
+        self._shares = shares
+        self._topics = topics
+        self._sender = sender
+        self._destinations = destinations
+        self._render = render
+        self._serde = serde
+        self._dead_letters = dead_letters
+        self.stats = stats
+        self._access = access
+        self._clock = clock
+        self._jitter = jitter
+        self._member = f"push-{uuid.uuid4().hex[:12]}"
+        self._holding = Holding(sub.spec)
+        self._acks: list[Acknowledgement] = []
+        self._tps: list[TopicPartition] = []
+        self._room = max(2, 2 * self._spec.max_in_flight * self._spec.max_records)
+
+    def now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Deliver until ``stop`` is set, then wait for the requests in flight and let the rest go."""
+        sends: dict[asyncio.Task[Outcome], list[Held]] = {}
+        acquiring: asyncio.Task[Any] | None = None
+        settling: asyncio.Task[None] | None = None
+        stopping = asyncio.ensure_future(stop.wait())
+        refresh_at = renew_at = 0.0
+        try:
+            while not stop.is_set():
+                now = time.monotonic()
+                if now >= refresh_at:
+                    self._tps = await self._partitions()
+                    refresh_at = now + _REFRESH_S
+                if now >= renew_at:
+                    await self._renew()
+                    await self._shares.sweep([self.sub.group])  # copies a crashed writer left unwritten
+                    renew_at = now + self._spec.lock_ms / 3000
+                await self._dispatch(sends)
+                if acquiring is None and self._tps and len(self._holding) < self._room:
+                    acquiring = asyncio.ensure_future(self._acquire())
+                if settling is None and self._acks:
+                    settling = asyncio.ensure_future(self._settle())
+                waits: set[asyncio.Future[Any]] = {stopping, *sends}
+                waits.update(t for t in (acquiring, settling) if t is not None)
+                await asyncio.wait(
+                    waits, timeout=self._idle_s(renew_at, refresh_at), return_when="FIRST_COMPLETED"
+                )
+                for task in [t for t in sends if t.done()]:
+                    await self._settled(sends.pop(task), _outcome(task))
+                if acquiring is not None and acquiring.done():
+                    self._acquired(acquiring)
+                    acquiring = None
+                if settling is not None and settling.done():
+                    _report(settling, "storing settlements")
+                    settling = None
+        finally:
+            stopping.cancel()
+            await self._let_go(sends, acquiring, settling)
+
+    # --- the steps ----------------------------------------------------------------------------
+
+    async def _partitions(self) -> list[TopicPartition]:
+        spec = self._spec
+        if spec.topic_pattern is not None:
+            names = [t for t in await self._topics.names() if matches(spec.topic_pattern, t)]
+        else:
+            names = list(spec.topics)
+        if self._access is not None:  # the owner's rights now: a grant revoked stops the delivery
+            may = await self._access.decision(Caller(self.sub.owner))
+            if not may.may(ResourceType.GROUP, self.sub.group, Operation.READ):
+                log.warning("push %s: its owner may no longer read its group", self.sub.name)
+                return []
+            names = [n for n in names if may.may(ResourceType.TOPIC, n, Operation.READ)]
+        tps: list[TopicPartition] = []
+        for name in names:
+            try:
+                count = await self._topics.partition_count(name)
+            except GatewayError as exc:  # a topic deleted, or not created yet: nothing to deliver of it
+                log.debug("push %s: topic %s: %s", self.sub.name, name, exc)
+                continue
+            tps += [TopicPartition(name, n) for n in range(count)]
+        return tps
+
+    async def _acquire(self) -> tuple[list[Delivered], list[tuple[TopicPartition, Exhausted]]]:
+        return await self._shares.acquire(
+            self.sub.group,
+            self._member,
+            self._tps,
+            max_records=max(1, self._room - len(self._holding)),
+            max_bytes=max(self._spec.max_bytes, 1024 * 1024),
+            wait_ms=_ACQUIRE_WAIT_MS,
+            start_at=self._spec.start,
+        )
+
+    def _acquired(self, task: asyncio.Task[Any]) -> None:
+        if task.cancelled() or task.exception() is not None:
+            _report(task, "acquiring records")
+            return
+        delivered, exhausted = task.result()
+        self._holding.add(delivered, self.now_ms())
+        self.stats.dead_lettered += len(exhausted)  # their locks ran out too often: the group archived them
+        self.stats.held = len(self._holding)
+
+    async def _dispatch(self, sends: dict[asyncio.Task[Outcome], list[Held]]) -> None:
+        while len(sends) < self._spec.max_in_flight:
+            batch = self._holding.next_batch(self.now_ms())
+            if not batch:
+                break
+            batch.sort(key=lambda h: h.coordinate)
+            batch, content = await self._content(batch)
+            if content is None:
+                continue
+            sends[asyncio.ensure_future(self._send(batch, content))] = batch
+        self.stats.in_flight = len(sends)
+
+    async def _content(self, batch: list[Held]) -> tuple[list[Held], bytes | None]:
+        """The batch and its records rendered; a record that cannot be shown in the format is
+        dead-lettered at once (it never will be) and the rest rendered without it."""
+        fmt = self._spec.format
+        bad: list[tuple[Held, str]] = []
+        while batch:
+            polled = by_partition_run([Delivered(h.tp, h.record, h.deliveries) for h in batch])
+            try:
+                if fmt in SCHEMA_TYPES:
+                    polled = [
+                        (tp, (await decode_in(self._serde, fmt, tp, rs)).leading()) for tp, rs in polled
+                    ]
+                return batch, self._render(fmt, polled)
+            except ConversionError as exc:
+                culprit = await self._first_unshowable(batch)
+                bad.append((culprit, exc.message))
+                batch = [h for h in batch if h is not culprit]
+            except GatewayError as exc:  # no registry now: try again later
+                self._retry(batch, Outcome(None, exc.message))
+                return [], None
+        for held, why in bad:
+            held.error = f"cannot be shown as {fmt}: {why}"
+        await self._give_up([h for h, _ in bad])
+        return [], None
+
+    async def _first_unshowable(self, batch: list[Held]) -> Held:
+        fmt = self._spec.format
+        for held in batch:
+            polled = by_partition_run([Delivered(held.tp, held.record, held.deliveries)])
+            try:
+                if fmt in SCHEMA_TYPES:
+                    polled = [
+                        (tp, (await decode_in(self._serde, fmt, tp, rs)).leading()) for tp, rs in polled
+                    ]
+                self._render(fmt, polled)
+            except ConversionError:
+                return held
+        return batch[0]
+
+    async def _send(self, batch: list[Held], content: bytes) -> Outcome:
+        sub = self.sub
+        first, last = first_and_last(batch)
+        delivery = requests.delivery_id(sub, first, last)
+        body = requests.body(sub, delivery, content)
+        attempt = max(h.attempts for h in batch) + 1
+        now = self.now_ms()
+        for held in batch:
+            held.first_ms = held.first_ms or now
+            held.last_ms = now
+        try:
+            target = self._destinations.check_url(self._spec.endpoint)
+        except DestinationRefused as exc:
+            return Outcome(None, exc.message)
+        headers = requests.headers(sub, delivery, body, first, len(batch), attempt, now)
+        self.stats.requests += 1
+        return await self._sender.send(
+            PushRequest(target, body, headers, self._spec.ack_deadline_ms), self._destinations
+        )
+
+    async def _settled(self, batch: list[Held], outcome: Outcome) -> None:
+        """Settle, retry or dead-letter ``batch`` by what its request met."""
+        for held in batch:
+            held.sending = False
+            held.attempts += 1
+            held.status, held.error = outcome.status, outcome.summary
+        self.stats.last_status = outcome.status
+        verdict = requests.verdict(outcome.status)
+        if verdict is Verdict.SETTLE:
+            self._settle_later(batch, AckType.ACCEPT)
+            self.stats.settled(len(batch), time.monotonic())
+            return
+        self.stats.failures += 1
+        self.stats.last_error, self.stats.last_error_ms = outcome.summary, self.now_ms()
+        if verdict is Verdict.DEAD_LETTER:
+            await self._give_up(batch)
+            return
+        spent = [h for h in batch if h.attempts >= self._spec.max_attempts]
+        await self._give_up(spent)
+        self._retry([h for h in batch if h.attempts < self._spec.max_attempts], outcome)
+
+    def _retry(self, batch: Sequence[Held], outcome: Outcome) -> None:
+        for held in batch:
+            wait = requests.backoff_ms(self._spec, held.attempts, outcome.retry_after_ms, self._jitter())
+            held.due_ms = self.now_ms() + wait
+            held.sending = False
+
+    async def _give_up(self, items: Sequence[Held]) -> None:
+        """Copy ``items`` to the dead-letter topic (if there is one), then reject them; a copy that
+        cannot be written now is tried again after a back-off, the records still held."""
+        if not items:
+            return
+        if self._dead_letters is not None:
+            by_tp: dict[TopicPartition, list[Held]] = {}
+            for held in items:
+                by_tp.setdefault(held.tp, []).append(held)
+            for tp, run in by_tp.items():
+                copies = [(h.record, Exhausted(h.record.offset, h.deliveries, h.error)) for h in run]
+                try:
+                    await self._dead_letters.write(
+                        self.sub.group, tp, copies, {h.record.offset: self._why(h) for h in run}
+                    )
+                except GatewayError as exc:
+                    log.warning(
+                        "push %s: dead-letter copies not written (tried again): %s", self.sub.name, exc
+                    )
+                    self._retry(run, Outcome(None, exc.message))
+                    items = [h for h in items if h.tp != tp]
+        self.stats.dead_lettered += len(items)
+        self._settle_later(items, AckType.REJECT)
+
+    def _why(self, held: Held) -> list[Header]:
+        out: list[Header] = [(HEADER_PREFIX + "subscription", self.sub.name.encode())]
+        if held.status is not None:
+            out.append((HEADER_PREFIX + "status", str(held.status).encode()))
+        if held.error is not None:
+            out.append((HEADER_PREFIX + "error", held.error.encode("utf-8", "replace")))
+        out.append((HEADER_PREFIX + "attempts", str(held.attempts).encode()))
+        if held.first_ms is not None and held.last_ms is not None:
+            out.append((HEADER_PREFIX + "first_attempt", str(held.first_ms).encode()))
+            out.append((HEADER_PREFIX + "last_attempt", str(held.last_ms).encode()))
+        return out
+
+    def _settle_later(self, items: Sequence[Held], kind: AckType) -> None:
+        """Stop holding ``items`` and queue their settlement for the next store."""
+        by_tp: dict[TopicPartition, list[int]] = {}
+        for held in items:
+            by_tp.setdefault(held.tp, []).append(held.record.offset)
+        self._acks += [Acknowledgement(tp, tuple(offsets), kind) for tp, offsets in by_tp.items()]
+        self._holding.remove(items)
+        self.stats.held = len(self._holding)
+
+    async def _settle(self) -> None:
+        """Store the settlements queued; should the store fail, they wait for the next one."""
+        acks, self._acks = self._acks, []
+        try:
+            await self._shares.acknowledge(self.sub.group, self._member, acks)
+        except GatewayError:
+            self._acks = acks + self._acks
+            await asyncio.sleep(0.5)  # not again at once: the coordinator is failing
+            raise
+
+    async def _renew(self) -> None:
+        """Renew the locks of everything held, so that none goes elsewhere while it waits here."""
+        held = self._holding.by_partition()
+        if not held:
+            return
+        acks = [Acknowledgement(tp, tuple(offsets), AckType.RENEW) for tp, offsets in held.items()]
+        try:
+            refusals, _ = await self._shares.acknowledge(self.sub.group, self._member, acks)
+        except GatewayError as exc:
+            log.warning("push %s: locks not renewed: %s", self.sub.name, exc)
+            return
+        lost = {(tp, o) for tp, offsets in refusals.items() for o in offsets}
+        if lost:  # their locks ran out (this replica stalled): they are someone else's now
+            log.warning("push %s: %d held records were lost to lock expiry", self.sub.name, len(lost))
+            self._holding.remove([h for h in self._holding if h.coordinate in lost and not h.sending])
+
+    def _idle_s(self, renew_at: float, refresh_at: float) -> float:
+        due = self._holding.next_due()
+        until = min(renew_at, refresh_at) - time.monotonic()
+        if due is not None:
+            until = min(until, (due - self.now_ms()) / 1000)
+        return max(until, 0.001)
+
+    async def _let_go(
+        self,
+        sends: dict[asyncio.Task[Outcome], list[Held]],
+        acquiring: asyncio.Task[Any] | None,
+        settling: asyncio.Task[None] | None,
+    ) -> None:
+        """Wait for the requests in flight (one deadline at most), store every settlement, and
+        release what is still held to the group."""
+        if sends:
+            done, pending = await asyncio.wait(sends, timeout=self._spec.ack_deadline_ms / 1000 + 1)
+            for task in done:
+                await self._settled(sends[task], _outcome(task))
+            for task in pending:
+                task.cancel()
+        if acquiring is not None:  # what it acquires is released with the rest below
+            with contextlib.suppress(Exception):
+                await acquiring
+        if settling is not None:
+            with contextlib.suppress(Exception):
+                await settling
+        try:
+            if self._acks:
+                await self._settle()
+            await self._shares.leave(self.sub.group, self._member)
+        except GatewayError as exc:  # what is not released comes back when its lock expires
+            log.warning("push %s: held records not released (back at lock expiry): %s", self.sub.name, exc)
+        self.stats.in_flight = self.stats.held = 0
+
+
+def _report(task: asyncio.Task[Any], doing: str) -> None:
+    if task.cancelled():
+        return
+    exc = task.exception()
+    if exc is not None:
+        log.warning("push: %s failed: %s", doing, exc)
+
+
+def _outcome(task: asyncio.Task[Outcome]) -> Outcome:
+    """What a finished send met; a send that failed in the gateway itself is an outcome to retry."""
+    exc = None if task.cancelled() else task.exception()
+    if task.cancelled() or exc is not None:
+        log.error("push: a request failed in the gateway", exc_info=exc)
+        return Outcome(None, "the gateway failed to send the request")
+    return task.result()

@@ -1,0 +1,341 @@
+"""Push subscriptions delivered to real HTTP receivers on loopback, through real gateways.
+
+Each test starts its receiver (``tests.push_receiver``), a gateway allowed to reach loopback
+over plain HTTP, and a subscription; what the receiver got is the judge: which records, how
+often, in which order, when, signed how; and the dead-letter topic for what it refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+
+from tests.conftest import RunningGateway, backend_settings, start_gateway
+from tests.helpers import STRING, cluster_id, create_topic, produce
+from tests.push_receiver import Answer, Received, Receiver
+
+V3 = "application/json"
+LOOPBACK = "http://127.0.0.1"
+
+
+@pytest.fixture
+def coordinator() -> str:
+    return "embedded"
+
+
+@pytest.fixture
+async def gateway(
+    tmp_path: Path, request: pytest.FixtureRequest, log_backend: str, coordinator: str, sessions: str
+) -> AsyncIterator[RunningGateway]:
+    settings = backend_settings(request, log_backend, coordinator, sessions)
+    gw = await start_gateway(
+        tmp_path / "data", push_allowed_destinations=LOOPBACK, push_refresh_ms=100, **settings
+    )
+    try:
+        yield gw
+    finally:
+        await gw.client.aclose()
+        await gw.stop()
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    r = await Receiver().start()
+    try:
+        yield r
+    finally:
+        await r.stop()
+
+
+async def subscribe(client: httpx.AsyncClient, name: str, endpoint: str, **spec: Any) -> dict[str, Any]:
+    cid = await cluster_id(client)
+    body = {"endpoint": endpoint, "format": "string", "start": "earliest", **spec}
+    r = await client.put(f"/v3/clusters/{cid}/push-subscriptions/{name}", json=body)
+    assert r.status_code == 201, r.text
+    return dict(r.json())
+
+
+async def describe(client: httpx.AsyncClient, name: str) -> dict[str, Any]:
+    cid = await cluster_id(client)
+    r = await client.get(f"/v3/clusters/{cid}/push-subscriptions/{name}")
+    assert r.status_code == 200, r.text
+    return dict(r.json())
+
+
+async def dead_letters(client: httpx.AsyncClient, topic: str, count: int) -> list[dict[str, Any]]:
+    """The first ``count`` records of ``topic`` (waiting up to 20 s for them), read statelessly."""
+    deadline = time.monotonic() + 20
+    while True:
+        r = await client.get(
+            f"/topics/{topic}/partitions/0/records",
+            params={"offset": 0, "count": count},
+            headers={"Accept": STRING},
+        )
+        if r.status_code == 200 and len(r.json()["records"]) >= count:
+            return list(r.json()["records"])
+        assert time.monotonic() < deadline, r.text
+        await asyncio.sleep(0.1)
+
+
+def headers_of(record: dict[str, Any]) -> dict[str, str]:
+    return {h["name"]: base64.b64decode(h["value"]).decode() for h in record["headers"]}
+
+
+@pytest.mark.parametrize("coordinator", ["embedded", "zookeeper"])
+async def test_each_record_is_delivered_once_and_in_order_per_partition(
+    client: httpx.AsyncClient, name: str, receiver: Receiver
+) -> None:
+    await create_topic(client, name, 2)
+    await subscribe(client, name, receiver.url, topics=[name], ordering="partition", max_in_flight=4)
+    await produce(client, name, [{"value": f"v{i}", "partition": i % 2} for i in range(40)])
+    records = await receiver.wait_for(40)
+    await asyncio.sleep(0.3)  # nothing more comes
+    records = receiver.records()
+    assert len(records) == 40
+    for p in (0, 1):
+        assert [r["offset"] for r in records if r["partition"] == p] == list(range(20))
+    assert sorted(r["value"] for r in records) == sorted(f"v{i}" for i in range(40))
+    assert all(r["delivery_count"] == 1 for r in records)
+    first = receiver.received[0]
+    assert first.headers["brokergate-subscription"] == name
+    assert first.headers["brokergate-topic"] == name
+    assert first.json["subscription"] == name
+    status = (await describe(client, name))["status"]
+    assert status["delivering"] and status["delivered"] == 40 and status["backlog"] == 0
+
+
+async def test_batches_say_which_record_is_which(
+    client: httpx.AsyncClient, name: str, receiver: Receiver
+) -> None:
+    await create_topic(client, name, 1)
+    await produce(client, name, [{"value": f"v{i}"} for i in range(25)])
+    await subscribe(client, name, receiver.url, topics=[name], batching={"max_records": 10})
+    records = await receiver.wait_for(25)
+    assert [r["offset"] for r in records] == list(range(25))
+    assert all(len(r.records) <= 10 for r in receiver.received)
+    assert len(receiver.received) < 25  # batched
+    ids = [r.headers["webhook-id"] for r in receiver.received]
+    assert len(set(ids)) == len(ids)  # a batch each
+
+
+async def test_a_failing_receiver_gets_the_records_after_back_off_with_rising_attempts(
+    client: httpx.AsyncClient, name: str, receiver: Receiver
+) -> None:
+    def answer(n: int, r: Received) -> Answer:
+        return (503 if n <= 3 else 200), {}, 0.0
+
+    receiver.answer = answer
+    await create_topic(client, name, 1)
+    await produce(client, name, [{"value": "only"}])
+    await subscribe(
+        client, name, receiver.url, topics=[name], retry={"min_backoff_ms": 100, "max_backoff_ms": 2000}
+    )
+    await receiver.wait_for(4)
+    attempts = [int(r.headers["brokergate-attempt"]) for r in receiver.received]
+    assert attempts == [1, 2, 3, 4]
+    assert len({r.headers["webhook-id"] for r in receiver.received}) == 1  # the same delivery each time
+    gaps = [b.at - a.at for a, b in zip(receiver.received, receiver.received[1:], strict=False)]
+    assert gaps[0] >= 0.05 and gaps[2] >= 0.2  # 100 ms, then 200, then 400 (jitter: half to all)
+    await asyncio.sleep(0.5)
+    assert len(receiver.received) == 4  # settled: not sent again
+    status = (await describe(client, name))["status"]
+    assert status["failures"] == 3 and status["delivered"] == 1 and status["last_error"] == "HTTP 503"
+
+
+async def test_retry_after_is_waited_for(client: httpx.AsyncClient, name: str, receiver: Receiver) -> None:
+    def answer(n: int, r: Received) -> Answer:
+        return (429, {"retry-after": "1"}, 0.0) if n == 1 else (200, {}, 0.0)
+
+    receiver.answer = answer
+    await create_topic(client, name, 1)
+    await produce(client, name, [{"value": "x"}])
+    await subscribe(client, name, receiver.url, topics=[name], retry={"min_backoff_ms": 10})
+    await receiver.wait_for(2)
+    assert receiver.received[1].at - receiver.received[0].at >= 0.95
+
+
+async def test_a_400_sends_the_record_to_the_dead_letter_topic_at_once(
+    client: httpx.AsyncClient, name: str, receiver: Receiver
+) -> None:
+    receiver.answer = lambda n, r: (400, {}, 0.0)
+    await create_topic(client, name, 1)
+    await create_topic(client, f"{name}.dlq", 1)
+    await produce(
+        client, name, [{"key": "k", "value": "refused", "headers": [{"name": "h", "value": "aGk="}]}]
+    )
+    started = int(time.time() * 1000)
+    await subscribe(client, name, receiver.url, topics=[name], dead_letter_topic=f"{name}.dlq")
+    [copy] = await dead_letters(client, f"{name}.dlq", 1)
+    assert len(receiver.received) == 1  # not retried
+    assert copy["key"] == "k" and copy["value"] == "refused"
+    why = headers_of(copy)
+    assert why["h"] == "hi"
+    assert why["push.subscription"] == name and why["push.status"] == "400"
+    assert why["push.attempts"] == "1" and why["push.error"] == "HTTP 400"
+    assert started <= int(why["push.first_attempt"]) <= int(why["push.last_attempt"])
+    assert why["dlq.topic"] == name and why["dlq.offset"] == "0"
+    assert (await describe(client, name))["status"]["dead_lettered"] == 1
+
+
+async def test_a_receiver_that_never_answers_meets_the_deadline_then_the_dead_letter_topic(
+    client: httpx.AsyncClient, name: str, receiver: Receiver
+) -> None:
+    receiver.answer = lambda n, r: (200, {}, None)
+    await create_topic(client, name, 1)
+    await create_topic(client, f"{name}.dlq", 1)
+    await produce(client, name, [{"value": "late"}])
+    await subscribe(
+        client,
+        name,
+        receiver.url,
+        topics=[name],
+        ack_deadline_ms=300,
+        retry={"min_backoff_ms": 50, "max_attempts": 2},
+        dead_letter_topic=f"{name}.dlq",
+    )
+    [copy] = await dead_letters(client, f"{name}.dlq", 1)
+    assert len(receiver.received) == 2
+    assert headers_of(copy)["push.error"] == "no answer within 300 ms"
+    assert "push.status" not in headers_of(copy)
+
+
+async def test_requests_are_signed_as_standard_webhooks_says_and_a_rotated_secret_verifies_too(
+    client: httpx.AsyncClient, name: str, receiver: Receiver
+) -> None:
+    await create_topic(client, name, 1)
+    created = await subscribe(client, name, receiver.url, topics=[name])
+    secret = created["secret"]
+    assert secret.startswith("whsec_")
+    await produce(client, name, [{"value": "one"}])
+    await receiver.wait_for(1)
+    first = receiver.received[0]
+    Webhook(secret).verify(first.body, first.headers)
+    with pytest.raises(WebhookVerificationError):
+        Webhook(base64.b64encode(b"x" * 32).decode()).verify(first.body, first.headers)
+    cid = await cluster_id(client)
+    r = await client.post(f"/v3/clusters/{cid}/push-subscriptions/{name}/rotate-secret")
+    assert r.status_code == 200, r.text
+    new = r.json()["secret"]
+    assert new != secret
+    assert r.json()["status"] is not None
+    await asyncio.sleep(0.3)  # the runner gives the deliverer the new secrets
+    await produce(client, name, [{"value": "two"}])
+    await receiver.wait_for(2)
+    second = receiver.received[-1]
+    assert len(second.headers["webhook-signature"].split(" ")) == 2
+    Webhook(new).verify(second.body, second.headers)
+    Webhook(secret).verify(second.body, second.headers)  # the previous one, still during the rotation
+    shown = await describe(client, name)
+    assert "secret" not in shown or shown["secret"] is None
+
+
+async def test_a_bearer_token_is_sent_and_never_shown(
+    client: httpx.AsyncClient, name: str, receiver: Receiver
+) -> None:
+    await create_topic(client, name, 1)
+    created = await subscribe(
+        client, name, receiver.url, topics=[name], authentication={"type": "bearer", "token": "s3cret"}
+    )
+    assert created["authentication"]["token"] is None and created["secret"] is None
+    await produce(client, name, [{"value": "one"}])
+    await receiver.wait_for(1)
+    got = receiver.received[0].headers
+    assert got["authorization"] == "Bearer s3cret"
+    assert "webhook-signature" not in got
+
+
+async def test_pause_resume_and_delete(client: httpx.AsyncClient, name: str, receiver: Receiver) -> None:
+    await create_topic(client, name, 1)
+    await subscribe(client, name, receiver.url, topics=[name])
+    cid = await cluster_id(client)
+    base = f"/v3/clusters/{cid}/push-subscriptions/{name}"
+    assert (await client.post(f"{base}/pause")).json()["paused"] is True
+    await asyncio.sleep(0.3)
+    await produce(client, name, [{"value": "while paused"}])
+    await asyncio.sleep(0.5)
+    assert receiver.received == []
+    assert (await describe(client, name))["status"]["backlog"] == 1
+    assert (await client.post(f"{base}/resume")).json()["paused"] is False
+    await receiver.wait_for(1)
+    assert (await client.delete(base)).status_code == 204
+    assert (await client.get(base)).status_code == 404
+    listed = (await client.get(f"/v3/clusters/{cid}/push-subscriptions")).json()["data"]
+    assert listed == []
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "why"),
+    [
+        ("http://127.0.0.2:8080/h", "not in the gateway's allowed destinations"),
+        ("https://127.0.0.1/h", "not in the gateway's allowed destinations"),  # https needs its own entry
+        ("ftp://127.0.0.1/h", "scheme is http or https"),
+        ("http://user:pw@127.0.0.1/h", "no user or password"),
+        ("http://169.254.169.254/latest/meta-data", "not in the gateway's allowed destinations"),
+        ("not a url", "absolute http or https URL"),
+    ],
+)
+async def test_forbidden_destinations_are_refused_at_creation(
+    client: httpx.AsyncClient, name: str, endpoint: str, why: str
+) -> None:
+    await create_topic(client, name, 1)
+    cid = await cluster_id(client)
+    r = await client.put(
+        f"/v3/clusters/{cid}/push-subscriptions/{name}", json={"endpoint": endpoint, "topics": [name]}
+    )
+    assert r.status_code == 422, r.text
+    assert why in r.json()["message"]
+    assert r.json()["error_code"] == 42206
+
+
+_HOOK = "http://127.0.0.1/h"
+
+
+@pytest.mark.parametrize(
+    ("name", "body"),
+    [
+        ("n", {"topics": ["t"]}),  # no endpoint
+        ("a b", {"endpoint": _HOOK, "topics": ["t"]}),
+        (".", {"endpoint": _HOOK, "topics": ["t"]}),
+        ("n" * 201, {"endpoint": _HOOK, "topics": ["t"]}),
+        ("n", {"endpoint": _HOOK}),  # neither topics nor a pattern
+        ("n", {"endpoint": _HOOK, "topics": ["t"], "topic_pattern": "t.*"}),
+        ("n", {"endpoint": _HOOK, "topics": ["t"], "topic_pattern": "(unclosed"}),
+        ("n", {"endpoint": _HOOK, "topics": ["t"], "surprise": 1}),
+        ("n", {"endpoint": _HOOK, "topics": ["t"], "max_in_flight": 10_000}),
+        ("n", {"endpoint": _HOOK, "topics": ["t"], "batching": {"max_records": 0}}),
+        ("n", {"endpoint": _HOOK, "topics": ["bad topic"]}),
+        ("n", {"endpoint": _HOOK, "topics": ["t"], "dead_letter_topic": "t"}),
+        ("n", {"endpoint": _HOOK, "topics": ["t"], "authentication": {"type": "bearer"}}),
+        ("n", {"endpoint": _HOOK, "topics": ["t"], "authentication": {"type": "bearer", "token": "a\nb"}}),
+        ("n", {"endpoint": _HOOK, "topics": ["t"], "retry": {"min_backoff_ms": 10, "max_backoff_ms": 5}}),
+        ("n", {"endpoint": _HOOK, "topics": ["t"], "format": "xml"}),
+        ("n", [1, 2]),
+    ],
+)
+async def test_malformed_subscriptions_are_refused(client: httpx.AsyncClient, name: str, body: Any) -> None:
+    cid = await cluster_id(client)
+    r = await client.put(f"/v3/clusters/{cid}/push-subscriptions/{name}", json=body)
+    assert 400 <= r.status_code < 500, r.text
+    assert set(r.json()) == {"error_code", "message"}
+    listed = (await client.get(f"/v3/clusters/{cid}/push-subscriptions")).json()["data"]
+    assert listed == []
+
+
+async def test_a_push_group_cannot_be_joined_by_a_share_consumer(
+    client: httpx.AsyncClient, name: str
+) -> None:
+    r = await client.post(
+        f"/share-groups/push.{name}/consumers",
+        json={},
+        headers={"Content-Type": "application/vnd.kafka.v2+json"},
+    )
+    assert r.status_code == 409, r.text
+    assert "push subscription" in r.json()["message"]
