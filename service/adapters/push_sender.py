@@ -84,6 +84,15 @@ class HttpPushSender:
             spent = int((time.monotonic() - started) * 1000)
             return Outcome(None, f"{type(exc).__name__} after {spent} ms: {_reason(exc)}")
 
+    async def check(self, target: Target, destinations: Destinations) -> None:
+        try:
+            async with asyncio.timeout(5):
+                await self._address(target, destinations)
+        except TimeoutError:
+            raise DestinationRefused(f"{target.host} did not resolve within 5 s.") from None
+        except OSError as exc:
+            raise DestinationRefused(f"{target.host} did not resolve: {exc.strerror or exc}.") from None
+
     async def _address(self, target: Target, destinations: Destinations) -> IpAddress:
         if target.literal is not None:
             addresses = [target.literal]

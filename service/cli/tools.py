@@ -1,8 +1,8 @@
 """Command-line tools in the spirit of Kafka's console tools, against any brokergate endpoint.
 
-``brokergate topics|produce|consume|groups|share-groups|acls|schemas`` — built on
+``brokergate topics|produce|consume|groups|share-groups|push|acls|schemas`` — built on
 ``service.client``; each tool is a module of its own (``service.cli.topics``, ``produce``,
-``consume``, ``groups``, ``shares``, ``acls`` and ``schemas``; ``service.cli.records`` reads and
+``consume``, ``groups``, ``shares``, ``push``, ``acls`` and ``schemas``; ``service.cli.records`` reads and
 prints the records of ``produce`` and ``consume``), and the options they all share (URL, output,
 credentials, TLS) are ``service.cli.common``'s. This module puts their parsers together
 (``add_commands``) and runs the command given (``run``). Human output is aligned tables,
@@ -28,6 +28,7 @@ from service.cli import acls as acl_tool
 from service.cli import consume as consume_tool
 from service.cli import groups as groups_tool
 from service.cli import produce as produce_tool
+from service.cli import push as push_tool
 from service.cli import schemas as schema_tool
 from service.cli import shares as share_tool
 from service.cli import topics as topics_tool
@@ -61,6 +62,7 @@ def add_commands(
     consume_tool.add_parser(sub, common)
     groups_tool.add_parser(sub, common)
     share_tool.add_parser(sub, common)
+    push_tool.add_parser(sub, common)
     acl_tool.add_parser(sub, common)
     schema_tool.add_parser(sub, common)
 

@@ -107,7 +107,11 @@ def create_app(settings: Settings, ports: tuple[Log, Coordinator, Sessions] | No
                 await port.start()
                 stack.push_async_callback(port.stop)
             quotas = await _open_quotas(settings, metrics, stack)
-            gateway = build_gateway(settings, log_port, coordinator, sessions, quotas=quotas, metrics=metrics)
+            sender = HttpPushSender()
+            stack.push_async_callback(sender.stop)  # after the push worker stopped: it goes first
+            gateway = build_gateway(
+                settings, log_port, coordinator, sessions, quotas=quotas, metrics=metrics, push_sender=sender
+            )
             # the gateway's own schema registry, or its client of an external one (which starts
             # whether or not that registry answers now)
             registry = gateway.registry if gateway.registry is not None else gateway.schemas
@@ -122,8 +126,6 @@ def create_app(settings: Settings, ports: tuple[Log, Coordinator, Sessions] | No
                 retention(log_port, metrics, settings.retention_check_ms),
                 metadata_watcher(gateway.groups, settings.metadata_refresh_ms, wake=gateway.metadata_changed),
             ]
-            sender = HttpPushSender()
-            stack.push_async_callback(sender.stop)  # after the push worker stopped: it goes first
             workers.append(push_worker(gateway, settings, sender))
             for worker in workers:
                 if worker is not None:
@@ -212,6 +214,7 @@ def build_gateway(
     *,
     quotas: Quotas | None = None,
     metrics: Metrics | None = None,
+    push_sender: HttpPushSender | None = None,
 ) -> Gateway:
     """The core services over the ports, as the settings ask, gathered for the routers."""
     quotas = quotas or Quotas.off()
@@ -280,7 +283,7 @@ def build_gateway(
         consumers=consumers,
         share_consumers=share_consumers,
         share_admin=ShareAdmin(sessions, shares, log),
-        push=push_service(settings, log, coordinator, shares),
+        push=push_service(settings, log, coordinator, shares, push_sender or HttpPushSender()),
         push_changed=asyncio.Event(),
         streams=StreamService(
             consumers,

@@ -18,8 +18,11 @@ import httpx
 import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
+from service.core.acl import Operation, ResourceType
 from tests.conftest import RunningGateway, backend_settings, start_gateway
 from tests.helpers import STRING, cluster_id, create_topic, produce
+from tests.integration.conftest import USERS
+from tests.integration.test_authorization import Acls, acl_gateway
 from tests.push_receiver import Answer, Received, Receiver
 
 V3 = "application/json"
@@ -339,3 +342,70 @@ async def test_a_push_group_cannot_be_joined_by_a_share_consumer(
     )
     assert r.status_code == 409, r.text
     assert "push subscription" in r.json()["message"]
+
+
+async def test_a_name_that_resolves_to_an_address_nobody_named_is_refused_at_creation(tmp_path: Path) -> None:
+    gw = await start_gateway(tmp_path / "data", push_allowed_destinations="http://localhost")
+    try:
+        await create_topic(gw.client, "t", 1)
+        cid = await cluster_id(gw.client)
+        r = await gw.client.put(
+            f"/v3/clusters/{cid}/push-subscriptions/p",
+            json={"endpoint": "http://localhost:9/h", "topics": ["t"]},
+        )
+        assert r.status_code == 422, r.text
+        assert "loopback, private, link-local or reserved" in r.json()["message"]
+    finally:
+        await gw.client.aclose()
+        await gw.stop()
+
+
+async def test_a_subscription_is_its_owners_alone(tmp_path: Path, acl_users: Path) -> None:
+    async with acl_gateway(tmp_path, acl_users) as gw:
+        await create_topic(gw.client, "t", 1)
+        cid = await cluster_id(gw.client)
+        acls = Acls(gw.client, cid)
+        base = f"/v3/clusters/{cid}/push-subscriptions"
+        spec = {"endpoint": "http://127.0.0.1:9/h", "topics": ["t"]}
+        for user in ("alice", "bob"):
+            await acls.grant(f"User:{user}", ResourceType.TOPIC, "t", Operation.READ)
+            for op in (Operation.READ, Operation.DESCRIBE):
+                await acls.grant(f"User:{user}", ResourceType.GROUP, "push.p", op)
+        async with (
+            httpx.AsyncClient(base_url=gw.url, auth=httpx.BasicAuth("alice", USERS["alice"])) as alice,
+            httpx.AsyncClient(base_url=gw.url, auth=httpx.BasicAuth("bob", USERS["bob"])) as bob,
+        ):
+            assert (await alice.put(f"{base}/p", json=spec)).status_code == 201
+            for method, path in (
+                ("GET", "/p"),
+                ("DELETE", "/p"),
+                ("POST", "/p/pause"),
+                ("POST", "/p/rotate-secret"),
+            ):
+                r = await bob.request(method, base + path)
+                assert r.status_code == 404, (method, path, r.text)
+            assert (
+                await bob.put(f"{base}/p", json=spec)
+            ).status_code == 409  # taken, and not bob's to change
+            assert (await bob.get(base)).json()["data"] == []
+            assert [s["name"] for s in (await alice.get(base)).json()["data"]] == ["p"]
+            assert [s["owner"] for s in (await gw.client.get(base)).json()["data"]] == [
+                "User:alice"
+            ]  # a super user
+            await acls.revoke_all("User:alice")
+            r = await alice.put(f"{base}/q", json=spec)
+            assert r.status_code == 403, r.text  # READ on push.q and on the topic are needed
+
+
+async def test_metrics_show_each_subscription_delivered_here(
+    client: httpx.AsyncClient, name: str, receiver: Receiver
+) -> None:
+    await create_topic(client, name, 1)
+    await subscribe(client, name, receiver.url, topics=[name])
+    await produce(client, name, [{"value": f"v{i}"} for i in range(3)])
+    await receiver.wait_for(3)
+    await asyncio.sleep(0.2)
+    text = (await client.get("/metrics")).text
+    assert f'brokergate_push_delivered_records_total{{subscription="{name}"}} 3.0' in text
+    assert f'brokergate_push_requests_total{{subscription="{name}"}} 3.0' in text
+    assert f'brokergate_push_in_flight_requests{{subscription="{name}"}} 0.0' in text

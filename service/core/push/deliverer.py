@@ -75,6 +75,7 @@ class PushStats:
     dead_lettered: int = 0
     in_flight: int = 0
     held: int = 0
+    backlog: int = 0  # records of the topics not yet settled, as of the last look (every 5 s)
     last_status: int | None = None
     last_error: str | None = None
     last_error_ms: int | None = None
@@ -145,6 +146,8 @@ class Deliverer:
                 now = time.monotonic()
                 if now >= refresh_at:
                     self._tps = await self._partitions()
+                    reports = await self._shares.describe(self.sub.group)
+                    self.stats.backlog = sum(r.lag for r in reports)
                     refresh_at = now + _REFRESH_S
                 if now >= renew_at:
                     await self._renew()

@@ -107,9 +107,7 @@ class Destinations:
 
     def check_address(self, target: Target, address: IpAddress) -> None:
         """``DestinationRefused`` unless ``address`` may be connected to for ``target``."""
-        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-            address = address.ipv4_mapped
-        if address.is_global and not address.is_multicast:
+        if all(a.is_global and not a.is_multicast for a in _as_reached(address)):
             return
         if any(entry.names_address(address, target.port) for entry in self._entries):
             return
@@ -129,6 +127,26 @@ class Destinations:
                 continue
             return address
         raise refusal or DestinationRefused(f"{target.host} resolved to no address.")
+
+
+_NAT64: Final = ipaddress.IPv6Network("64:ff9b::/96")
+
+
+def _as_reached(address: IpAddress) -> list[IpAddress]:
+    """``address``, and the IPv4 address it reaches when it carries one (mapped, NAT64, 6to4,
+    Teredo): a private one reached through a translator is refused as the private one is."""
+    if isinstance(address, ipaddress.IPv4Address):
+        return [address]
+    carried: list[IpAddress] = [address]
+    if address.ipv4_mapped is not None:
+        carried.append(address.ipv4_mapped)
+    if address in _NAT64:
+        carried.append(ipaddress.IPv4Address(int(address) & 0xFFFFFFFF))
+    if address.sixtofour is not None:
+        carried.append(address.sixtofour)
+    if address.teredo is not None:
+        carried += address.teredo
+    return carried
 
 
 def parse_url(url: str) -> Target:

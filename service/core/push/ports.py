@@ -68,6 +68,11 @@ class Outcome:
 class PushSender(Protocol):
     """Sends push requests; resolves the name and checks the address against ``Destinations``."""
 
+    async def check(self, target: Target, destinations: Destinations) -> None:
+        """``DestinationRefused`` unless ``target``'s host resolves, now, to an address
+        ``destinations`` allows (what a subscription's creation and change ask)."""
+        ...
+
     async def send(self, request: PushRequest, destinations: Destinations) -> Outcome:
         """POST the request to the first address of its host that ``destinations`` allows (no
         redirect followed, the answer's body read only up to a bound); an ``Outcome`` whatever

@@ -28,7 +28,7 @@ from ..ports import Log
 from ..shares.service import PartitionReport, ShareGroups
 from .deliverer import PushStats
 from .destinations import Destinations
-from .ports import PushStore
+from .ports import PushSender, PushStore
 from .spec import Bounds, PushSpec, PushSubscription, check_name, new_secret, new_uid
 from .stored import from_stored, to_stored
 
@@ -69,6 +69,7 @@ class PushService:
         shares: ShareGroups,
         log: Log,
         destinations: Destinations,
+        sender: PushSender,
         *,
         limits: PushLimits | None = None,
         stats: dict[str, PushStats] | None = None,
@@ -78,6 +79,7 @@ class PushService:
         self._shares = shares
         self._log = log
         self.destinations = destinations
+        self.sender = sender
         self.limits = limits or PushLimits()
         self.stats = stats if stats is not None else {}  # the deliverers' of this replica, by name
         self._clock = clock
@@ -88,7 +90,7 @@ class PushService:
     async def create(self, name: str, spec: PushSpec, *, who: Decision) -> PushSubscription:
         """A new subscription of ``who``'s, its first secret in it (shown once: at creation)."""
         check_name(name)
-        self._check(spec, name, who)
+        await self._check(spec, name, who)
         stored = await self._store.push_subscriptions()
         if name in stored:
             raise IllegalState(f"Push subscription {name!r} exists.")
@@ -141,7 +143,7 @@ class PushService:
     async def change(self, name: str, spec: PushSpec, *, who: Decision) -> PushSubscription:
         """The subscription with ``spec`` instead of its own (where it reads from is kept)."""
         sub = await self.get(name, who=who)
-        self._check(spec, name, who)
+        await self._check(spec, name, who)
         return await self._put(replace(sub, spec=spec))
 
     async def set_paused(self, name: str, paused: bool, *, who: Decision) -> PushSubscription:
@@ -168,14 +170,15 @@ class PushService:
 
     # --- internals --------------------------------------------------------------------------
 
-    def _check(self, spec: PushSpec, name: str, who: Decision) -> None:
+    async def _check(self, spec: PushSpec, name: str, who: Decision) -> None:
         spec.check(self.limits.bounds)
-        self.destinations.check_url(spec.endpoint)
+        target = self.destinations.check_url(spec.endpoint)
         if spec.topics:
             who.check(ResourceType.TOPIC, spec.topics, Operation.READ)
         who.check(ResourceType.GROUP, [PushSubscription.group_of(name)], Operation.READ)
         if spec.dead_letter_topic is not None:
             who.check(ResourceType.TOPIC, [spec.dead_letter_topic], Operation.WRITE)
+        await self.sender.check(target, self.destinations)  # where the name leads now
 
     async def _put(self, sub: PushSubscription) -> PushSubscription:
         version = await self._store.put_push_subscription(
