@@ -361,3 +361,53 @@ def test_share_groups_walkthrough(tmp_path):
         raise AssertionError(f"{failed}\n{gw.output()}") from None
     finally:
         gw.stop()
+
+
+def test_push_walkthrough(tmp_path):
+    """A subscription made as the page says delivers the order to a real endpoint, signed with the
+    secret its creation answered; describing it shows it delivered; it rotates, pauses and goes."""
+    import http.server
+
+    from standardwebhooks.webhooks import Webhook
+
+    got: queue.Queue[tuple[dict[str, str], bytes]] = queue.Queue()
+
+    class Hook(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["content-length"]))
+            got.put(({k.lower(): v for k, v in self.headers.items()}, body))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    gw = GatewayProcess(
+        tmp_path / "data", env={"BROKERGATE_PUSH_ALLOWED_DESTINATIONS": "http://127.0.0.1"}
+    ).start()
+    try:
+        cluster = httpx.get(f"{gw.url}/v3/clusters").json()["data"][0]["cluster_id"]
+        hook = f"http://127.0.0.1:{server.server_address[1]}/hooks/orders"
+        env = {**os.environ, "CLUSTER": cluster, "HOOK": hook}
+        with claim("docs/push.md", "A walk-through: orders to a webhook") as section:
+            first, then = section.texts()
+            out = run("set -euo pipefail\n" + at(first, gw.url), env=env)
+            headers, body = got.get(timeout=20)
+            out += run("set -euo pipefail\n" + at(then, gw.url), env=env)
+        secret = re.search(r'"secret":"(whsec_[^"]+)"', out)
+        assert secret is not None, out
+        Webhook(secret.group(1)).verify(body, headers)
+        delivered = json.loads(body)
+        assert delivered["subscription"] == "orders-to-hook"
+        assert delivered["records"][0]["value"] == {"order": 1} and delivered["records"][0]["key"] == "o-1"
+        assert '"delivering":true,"delivered":1,' in out  # the backlog: 0 once the settlement is stored
+        assert '"paused":true' in out
+        gone = httpx.get(f"{gw.url}/v3/clusters/{cluster}/push-subscriptions/orders-to-hook")
+        assert gone.status_code == 404
+    except AssertionError as failed:
+        raise AssertionError(f"{failed}\n{gw.output()}") from None
+    finally:
+        gw.stop()
+        server.shutdown()

@@ -409,3 +409,98 @@ async def test_metrics_show_each_subscription_delivered_here(
     assert f'brokergate_push_delivered_records_total{{subscription="{name}"}} 3.0' in text
     assert f'brokergate_push_requests_total{{subscription="{name}"}} 3.0' in text
     assert f'brokergate_push_in_flight_requests{{subscription="{name}"}} 0.0' in text
+
+
+async def test_a_slow_endpoint_never_holds_up_another_subscription(
+    client: httpx.AsyncClient, name: str, receiver: Receiver
+) -> None:
+    slow = await Receiver(lambda n, r: (200, {}, 3.0)).start()
+    try:
+        await create_topic(client, f"{name}-slow", 1)
+        await create_topic(client, f"{name}-fast", 1)
+        await subscribe(client, f"{name}-slow", slow.url, topics=[f"{name}-slow"], ack_deadline_ms=5000)
+        await subscribe(client, f"{name}-fast", receiver.url, topics=[f"{name}-fast"])
+        await produce(client, f"{name}-slow", [{"value": f"s{i}"} for i in range(50)])
+        await produce(client, f"{name}-fast", [{"value": f"f{i}"} for i in range(50)])
+        await receiver.wait_for(50, timeout=10)
+        assert len(slow.received) <= 1  # its first request still waits for its answer
+    finally:
+        await slow.stop()
+
+
+async def test_ordering_by_key_keeps_each_keys_order_while_a_failing_key_waits(
+    client: httpx.AsyncClient, name: str, receiver: Receiver
+) -> None:
+    def answer(n: int, r: Received) -> Answer:
+        first = r.records[0]
+        if first["offset"] == 1 and int(r.headers["brokergate-attempt"]) < 3:
+            return 503, {}, 0.0
+        return 200, {}, 0.0
+
+    receiver.answer = answer
+    await create_topic(client, name, 1)
+    records = [{"key": "bad" if i % 2 else "good", "value": f"v{i}"} for i in range(10)]
+    await produce(client, name, records)
+    await subscribe(
+        client, name, receiver.url, topics=[name], ordering="key", max_in_flight=4,
+        retry={"min_backoff_ms": 100},
+    )  # fmt: skip
+    got = await receiver.wait_for(10 + 2)  # the first bad one was sent three times
+    goods = [r["offset"] for r in got if r["key"] == "good"]
+    assert goods == [0, 2, 4, 6, 8]
+    bads = [r["offset"] for r in got if r["key"] == "bad"]
+    assert bads == [1, 1, 1, 3, 5, 7, 9]  # the next waits for the one before it to be settled
+
+
+async def test_a_pattern_delivers_every_matching_topic_and_a_start_time_starts_there(
+    client: httpx.AsyncClient, name: str, receiver: Receiver
+) -> None:
+    await create_topic(client, f"{name}.a", 1)
+    await create_topic(client, f"{name}.b", 1)
+    await produce(
+        client, f"{name}.a", [{"value": "old", "timestamp": 1000}, {"value": "new", "timestamp": 5000}]
+    )
+    await produce(client, f"{name}.b", [{"value": "b"}])
+    await subscribe(client, f"{name}-p", receiver.url, topic_pattern=f"{name}\\..*")
+    await subscribe(client, f"{name}-t", receiver.url, topics=[f"{name}.a"], start_timestamp_ms=3000)
+    got = await receiver.wait_for(3 + 1)
+    by_sub: dict[str, list[str]] = {}
+    for req in receiver.received:
+        by_sub.setdefault(req.json["subscription"], []).extend(r["value"] for r in req.records)
+    assert sorted(by_sub[f"{name}-p"]) == ["b", "new", "old"]
+    assert by_sub[f"{name}-t"] == ["new"]
+    assert len(got) == 4
+
+
+async def test_json_values_are_delivered_as_json(
+    client: httpx.AsyncClient, name: str, receiver: Receiver
+) -> None:
+    await create_topic(client, name, 1)
+    await produce(client, name, [{"value": {"n": 1}}], fmt="application/vnd.kafka.json.v2+json")
+    await produce(client, name, [{"value": "bm90IGpzb24="}], fmt="application/vnd.kafka.binary.v2+json")
+    await create_topic(client, f"{name}.dlq", 1)
+    await subscribe(client, name, receiver.url, topics=[name], format="json", dead_letter_topic=f"{name}.dlq")
+    [record] = await receiver.wait_for(1)
+    assert record["value"] == {"n": 1}
+    [copy] = await dead_letters(client, f"{name}.dlq", 1)  # "not json" cannot be shown as JSON
+    assert headers_of(copy)["push.error"].startswith("cannot be shown as json")
+
+
+async def test_subscriptions_are_bounded_per_principal(tmp_path: Path) -> None:
+    gw = await start_gateway(
+        tmp_path / "data", push_allowed_destinations=LOOPBACK, push_max_subscriptions_per_principal=2
+    )
+    try:
+        await create_topic(gw.client, "t", 1)
+        for i in range(2):
+            await subscribe(gw.client, f"s{i}", "http://127.0.0.1:9/h", topics=["t"])
+        cid = await cluster_id(gw.client)
+        r = await gw.client.put(
+            f"/v3/clusters/{cid}/push-subscriptions/s2",
+            json={"endpoint": "http://127.0.0.1:9/h", "topics": ["t"]},
+        )
+        assert r.status_code == 409, r.text
+        assert "push_max_subscriptions_per_principal" in r.json()["message"]
+    finally:
+        await gw.client.aclose()
+        await gw.stop()
