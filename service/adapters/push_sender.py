@@ -7,8 +7,8 @@ against the name. Redirects are not followed. Of the answer, the status and ``Re
 kept, and at most ``max_response_bytes`` of the body are read (the first few hundred characters
 of a failure's body go into its outcome); the whole request is bounded by its deadline.
 
-A client (connection pool) is kept per endpoint host, port and scheme, so a pooled connection
-is never reused for another name that happens to share the address.
+Connections are kept per endpoint host, port and scheme, so one is never reused for another name
+that happens to share the address.
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ from service.core.push.ports import Outcome, PushRequest
 Resolver = Callable[[str, int], Awaitable[list[IpAddress]]]
 
 MAX_RESPONSE_BYTES: Final = 64 * 1024
+_IDLE_PER_HOST: Final = 64  # connections kept open to one endpoint between requests
+_ONE_CONNECTION: Final = httpx.Limits(max_connections=1, max_keepalive_connections=1, keepalive_expiry=30)
 _ERROR_CHARS: Final = 200  # of a failure's body kept in its outcome
 
 
@@ -50,19 +52,20 @@ class HttpPushSender:
         resolver: Resolver = resolve,
         verify: bool | ssl.SSLContext = True,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
-        connections_per_host: int = 16,
     ) -> None:
         self._resolve = resolver
         self._verify = verify
         self._max_bytes = max_response_bytes
-        self._limits = httpx.Limits(max_connections=connections_per_host, keepalive_expiry=30)
-        self._clients: dict[tuple[str, str, int], httpx.AsyncClient] = {}
+        # Clients of one connection each, kept idle per endpoint host, port and scheme: a request
+        # takes one and gives it back. (One client of many connections costs each request a scan
+        # of them all, which under load took more time than the request.)
+        self._idle: dict[tuple[str, str, int], list[httpx.AsyncClient]] = {}
 
     async def stop(self) -> None:
-        clients, self._clients = list(self._clients.values()), {}
-        for client in clients:
-            with contextlib.suppress(Exception):
-                await client.aclose()
+        idle, self._idle = self._idle, {}
+        for clients in idle.values():
+            for client in clients:
+                await _close(client)
 
     async def send(self, request: PushRequest, destinations: Destinations) -> Outcome:
         target = request.target
@@ -107,33 +110,39 @@ class HttpPushSender:
         extensions = (
             {"sni_hostname": target.host} if target.scheme == "https" and target.literal is None else {}
         )
-        client = self._client(target)
-        async with client.stream(
-            "POST", url, content=request.body, headers=headers, extensions=extensions
-        ) as response:
-            head = bytearray()
-            async for chunk in response.aiter_raw():
-                if len(head) < self._max_bytes:
-                    head += chunk[: self._max_bytes - len(head)]
-                if len(head) >= self._max_bytes:
-                    break
-            status = response.status_code
-            retry_after = _retry_after_ms(response.headers.get("retry-after"))
+        key = (target.scheme, target.host, target.port)
+        idle = self._idle.setdefault(key, [])
+        client = idle.pop() if idle else self._client()
+        try:
+            async with client.stream(
+                "POST", url, content=request.body, headers=headers, extensions=extensions
+            ) as response:
+                head = bytearray()
+                async for chunk in response.aiter_raw():
+                    if len(head) < self._max_bytes:
+                        head += chunk[: self._max_bytes - len(head)]
+                    if len(head) >= self._max_bytes:
+                        break
+                status = response.status_code
+                retry_after = _retry_after_ms(response.headers.get("retry-after"))
+        except BaseException:
+            await _close(client)
+            raise
+        if len(idle) < _IDLE_PER_HOST:
+            idle.append(client)
+        else:
+            await _close(client)
         error = None if 200 <= status < 300 else _text(bytes(head[: _ERROR_CHARS * 4]))
         return Outcome(status, error or None, retry_after)
 
-    def _client(self, target: Target) -> httpx.AsyncClient:
-        key = (target.scheme, target.host, target.port)
-        client = self._clients.get(key)
-        if client is None:
-            client = self._clients[key] = httpx.AsyncClient(
-                verify=self._verify,
-                follow_redirects=False,
-                limits=self._limits,
-                timeout=None,  # the request's deadline bounds it all
-                trust_env=False,  # no proxy from the environment: the checked address is the one used
-            )
-        return client
+    def _client(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(
+            verify=self._verify,
+            follow_redirects=False,
+            limits=_ONE_CONNECTION,
+            timeout=None,  # the request's deadline bounds it all
+            trust_env=False,  # no proxy from the environment: the checked address is the one used
+        )
 
 
 def _retry_after_ms(value: str | None) -> int | None:
@@ -159,3 +168,8 @@ def _text(raw: bytes) -> str:
 def _reason(exc: Exception) -> str:
     text = str(exc) or type(exc).__name__
     return text[:_ERROR_CHARS]
+
+
+async def _close(client: httpx.AsyncClient) -> None:
+    with contextlib.suppress(Exception):
+        await client.aclose()

@@ -83,5 +83,7 @@ async def test_a_killed_delivering_replica_loses_nothing_and_the_other_takes_ove
     seen = Counter((r["partition"], r["offset"]) for r in receiver.records())
     assert set(seen) == {(p, o) for p in (0, 1) for o in range(RECORDS // 2)}  # every one, at least once
     duplicates = sum(n - 1 for n in seen.values())
-    # what was in flight when it died, and what it had settled but not yet stored
-    assert duplicates <= 2 * IN_FLIGHT, (duplicates, killed_at)
+    print(f"records delivered twice after the kill: {duplicates} (received {killed_at} before it)")
+    # a request holds its slot until its settlement is stored: at most IN_FLIGHT requests of one
+    # record each were answered, or not, without the coordinator knowing
+    assert duplicates <= IN_FLIGHT, (duplicates, killed_at)

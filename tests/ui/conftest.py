@@ -56,7 +56,8 @@ def no_page_errors(request: pytest.FixtureRequest) -> Iterator[None]:
 @pytest.fixture(scope="module")
 def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
     """A gateway serving the console, as ``brokergate serve`` does, for the tests of a module."""
-    gateway = GatewayProcess(tmp_path_factory.mktemp("console") / "data").start()
+    env = {"BROKERGATE_PUSH_ALLOWED_DESTINATIONS": "http://127.0.0.1", "BROKERGATE_PUSH_REFRESH_MS": "200"}
+    gateway = GatewayProcess(tmp_path_factory.mktemp("console") / "data", env=env).start()
     try:
         yield gateway
     finally:

@@ -16,7 +16,7 @@ from selenium.webdriver.support.expected_conditions import alert_is_present
 
 from tests.e2e.gateway_process import GatewayProcess
 
-from .api import V2, accept, acquire, commit, create_topic, fetch, join, produce, share_consumer
+from .api import V2, accept, acquire, cluster_id, commit, create_topic, fetch, join, produce, share_consumer
 from .browser import Browser
 
 ITEMS = ["lamp", "desk", "chair", "shelf", "rug", "mirror"]
@@ -217,6 +217,37 @@ def test_a_share_groups_records_in_flight_and_lag(
     browser.click('a[data-nav="share-groups"]')
     row_element = browser.find(f'#share-groups-page tr[data-group="{group}"]')
     assert "Stable" in row_element.text and "w1" not in row_element.text, row_element.text
+
+
+def test_a_push_subscription_shows_its_status_and_pauses(
+    browser: Browser, console: GatewayProcess, api: httpx.Client
+):
+    name = "to-nowhere"
+    create_topic(api, "pushed")
+    cid = cluster_id(api)
+    spec = {
+        "endpoint": "http://127.0.0.1:9/hook",  # nothing listens: every attempt is refused
+        "topics": ["pushed"],
+        "start": "earliest",
+        "retry": {"min_backoff_ms": 100, "max_backoff_ms": 200, "max_attempts": 100},
+    }
+    r = api.put(f"/v3/clusters/{cid}/push-subscriptions/{name}", json=spec)
+    assert r.status_code == 201, r.text
+    produce(api, "pushed", [{"value": {"n": 1}}])
+
+    browser.open(f"{console.url}/ui#/push/{name}")
+    browser.wait_text("#push-about", "Active, delivered from this replica")
+    browser.wait(lambda: "connection failed" in browser.text("#push-status"), "the last error to show")
+    assert "http://127.0.0.1:9/hook" in browser.text("#push-spec")
+    assert "object" not in browser.text("#push-status")  # every figure shown as a number or a text
+    browser.screenshot("push-subscription")
+    browser.click("button[name=toggle]")
+    browser.wait_text("#push-about", "Paused")
+    assert api.get(f"/v3/clusters/{cid}/push-subscriptions/{name}").json()["paused"] is True
+
+    browser.click('a[data-nav="push"]')
+    row = browser.find(f'#push-page tr[data-subscription="{name}"]')
+    assert "paused" in row.text and "pushed" in row.text, row.text
 
 
 def test_the_bar_says_who_the_console_acts_as(browser: Browser, console: GatewayProcess):

@@ -62,6 +62,7 @@ Render = Callable[[EmbeddedFormat, Polled], bytes]
 _REFRESH_S: Final = 5.0  # how often the topics (a pattern's, new partitions) are looked at again
 _ACQUIRE_WAIT_MS: Final = 1000
 _RATE_WINDOW_S: Final = 10.0
+_FAILED_ACQUIRE_S: Final = 1.0  # after a failed acquisition (a backend down), the next one waits this long
 HEADER_PREFIX: Final = "push."
 
 
@@ -128,8 +129,12 @@ class Deliverer:
         self._member = f"push-{uuid.uuid4().hex[:12]}"
         self._holding = Holding(sub.spec)
         self._acks: list[Acknowledgement] = []
+        # Requests answered whose settlements are not stored yet: they hold their slot until they
+        # are, so what a crash can deliver twice is bounded by max_in_flight requests.
+        self._unstored = 0
         self._tps: list[TopicPartition] = []
         self._room = max(2, 2 * self._spec.max_in_flight * self._spec.max_records)
+        self._quiet_until = 0.0  # monotonic: no acquisition before it
 
     def now_ms(self) -> int:
         return int(self._clock() * 1000)
@@ -154,14 +159,21 @@ class Deliverer:
                     await self._shares.sweep([self.sub.group])  # copies a crashed writer left unwritten
                     renew_at = now + self._spec.lock_ms / 3000
                 await self._dispatch(sends)
-                if acquiring is None and self._tps and len(self._holding) < self._room:
-                    acquiring = asyncio.ensure_future(self._acquire())
+                if (
+                    acquiring is None
+                    and self._tps
+                    and len(self._holding) < self._room
+                    and now >= self._quiet_until
+                ):
+                    # the settlements waiting go with it, in one store, unless a store of them runs
+                    acquiring = asyncio.ensure_future(self._acquire(settling is None))
                 if settling is None and self._acks:
                     settling = asyncio.ensure_future(self._settle())
                 waits: set[asyncio.Future[Any]] = {stopping, *sends}
                 waits.update(t for t in (acquiring, settling) if t is not None)
+                free = len(sends) + self._unstored < self._spec.max_in_flight
                 await asyncio.wait(
-                    waits, timeout=self._idle_s(renew_at, refresh_at), return_when="FIRST_COMPLETED"
+                    waits, timeout=self._idle_s(renew_at, refresh_at, free), return_when="FIRST_COMPLETED"
                 )
                 for task in [t for t in sends if t.done()]:
                     await self._settled(sends.pop(task), _outcome(task))
@@ -199,20 +211,36 @@ class Deliverer:
             tps += [TopicPartition(name, n) for n in range(count)]
         return tps
 
-    async def _acquire(self) -> tuple[list[Delivered], list[tuple[TopicPartition, Exhausted]]]:
-        return await self._shares.acquire(
-            self.sub.group,
-            self._member,
-            self._tps,
-            max_records=max(1, self._room - len(self._holding)),
-            max_bytes=max(self._spec.max_bytes, 1024 * 1024),
-            wait_ms=_ACQUIRE_WAIT_MS,
-            start_at=self._spec.start,
-        )
+    async def _acquire(self, settle: bool) -> tuple[list[Delivered], list[tuple[TopicPartition, Exhausted]]]:
+        """Records to hold, and (``settle``) the settlements waiting stored in the same write; a
+        poll with settlements answers at once, one without waits a while for records."""
+        acks, slots = self._take_acks() if settle else ([], 0)
+        try:
+            delivered, exhausted, _ = await self._shares.poll(
+                self.sub.group,
+                self._member,
+                self._tps,
+                max_records=max(1, self._room - len(self._holding)),
+                max_bytes=max(self._spec.max_bytes, 1024 * 1024),
+                wait_ms=0 if acks else _ACQUIRE_WAIT_MS,
+                start_at=self._spec.start,
+                acks=acks,
+            )
+        except BaseException:
+            self._acks = acks + self._acks  # stored with the next write (one already stored is refused)
+            raise
+        self._unstored -= slots
+        return delivered, exhausted
+
+    def _take_acks(self) -> tuple[list[Acknowledgement], int]:
+        """The settlements waiting, and the requests' slots they hold, taken for one store."""
+        acks, self._acks = self._acks, []
+        return acks, (self._unstored if acks else 0)
 
     def _acquired(self, task: asyncio.Task[Any]) -> None:
         if task.cancelled() or task.exception() is not None:
             _report(task, "acquiring records")
+            self._quiet_until = time.monotonic() + _FAILED_ACQUIRE_S  # not again at once
             return
         delivered, exhausted = task.result()
         self._holding.add(delivered, self.now_ms())
@@ -220,7 +248,7 @@ class Deliverer:
         self.stats.held = len(self._holding)
 
     async def _dispatch(self, sends: dict[asyncio.Task[Outcome], list[Held]]) -> None:
-        while len(sends) < self._spec.max_in_flight:
+        while len(sends) + self._unstored < self._spec.max_in_flight:
             batch = self._holding.next_batch(self.now_ms())
             if not batch:
                 break
@@ -354,23 +382,27 @@ class Deliverer:
         return out
 
     def _settle_later(self, items: Sequence[Held], kind: AckType) -> None:
-        """Stop holding ``items`` and queue their settlement for the next store."""
+        """Stop holding ``items`` and queue their settlement (one request's slot) for the next store."""
+        if not items:
+            return
         by_tp: dict[TopicPartition, list[int]] = {}
         for held in items:
             by_tp.setdefault(held.tp, []).append(held.record.offset)
         self._acks += [Acknowledgement(tp, tuple(offsets), kind) for tp, offsets in by_tp.items()]
+        self._unstored += 1
         self._holding.remove(items)
         self.stats.held = len(self._holding)
 
     async def _settle(self) -> None:
         """Store the settlements queued; should the store fail, they wait for the next one."""
-        acks, self._acks = self._acks, []
+        acks, slots = self._take_acks()
         try:
             await self._shares.acknowledge(self.sub.group, self._member, acks)
         except GatewayError:
             self._acks = acks + self._acks
             await asyncio.sleep(0.5)  # not again at once: the coordinator is failing
             raise
+        self._unstored -= slots
 
     async def _renew(self) -> None:
         """Renew the locks of everything held, so that none goes elsewhere while it waits here."""
@@ -388,9 +420,14 @@ class Deliverer:
             log.warning("push %s: %d held records were lost to lock expiry", self.sub.name, len(lost))
             self._holding.remove([h for h in self._holding if h.coordinate in lost and not h.sending])
 
-    def _idle_s(self, renew_at: float, refresh_at: float) -> float:
-        due = self._holding.next_due()
-        until = min(renew_at, refresh_at) - time.monotonic()
+    def _idle_s(self, renew_at: float, refresh_at: float, free: bool) -> float:
+        """How long the loop may wait for nothing but its tasks: until the next renewal or look at
+        the topics, the end of a quiet spell, or (with a request's slot free) a record's back-off."""
+        due = self._holding.next_due() if free else None
+        now = time.monotonic()
+        until = min(renew_at, refresh_at) - now
+        if self._quiet_until > now:
+            until = min(until, self._quiet_until - now)
         if due is not None:
             until = min(until, (due - self.now_ms()) / 1000)
         return max(until, 0.001)

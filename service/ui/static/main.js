@@ -1,11 +1,12 @@
 // The console's pages by the URL's fragment: #/topics, #/topics/<t>/<tab>, #/groups, #/groups/<g>,
-// #/share-groups, #/share-groups/<g>.
+// #/share-groups, #/share-groups/<g>, #/push, #/push/<subscription>.
 // A page is ``{key, update(route), close()}``: moving within a page (a topic's tabs) updates it,
 // so a live tail keeps running; leaving it closes it (its streams and timers end).
 
 import { get } from "./api.js";
 import { clear, viewer } from "./dom.js";
 import { groupPage, groupsPage } from "./groups.js";
+import { pushPage, pushSubscriptionPage } from "./push.js";
 import { shareGroupPage, shareGroupsPage } from "./shares.js";
 import { topicPage, topicsPage } from "./topics.js";
 
@@ -24,6 +25,8 @@ function pageFor(route) {
   if (section === "groups") return { key: "groups", open: () => groupsPage() };
   if (section === "share-groups" && name !== undefined) return { key: `share-group:${name}`, open: () => shareGroupPage(name) };
   if (section === "share-groups") return { key: "share-groups", open: () => shareGroupsPage() };
+  if (section === "push" && name !== undefined) return { key: `push:${name}`, open: () => pushSubscriptionPage(name) };
+  if (section === "push") return { key: "push", open: () => pushPage() };
   if (section === "topics" && name !== undefined) return { key: `topic:${name}`, open: () => topicPage(name) };
   return { key: "topics", open: () => topicsPage() };
 }
