@@ -58,6 +58,7 @@ class Endpoint:
         self.arrived: dict[bytes, float] = {}
         self.changed = asyncio.Event()
         self._server: uvicorn.Server | None = None
+        self._serving: asyncio.Future[None] | None = None
 
     @property
     def url(self) -> str:
@@ -83,13 +84,15 @@ class Endpoint:
     async def start(self) -> None:
         config = uvicorn.Config(self, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off")
         self._server = uvicorn.Server(config)
-        asyncio.ensure_future(self._server.serve())
-        while not self._server.started:
+        self._serving = asyncio.ensure_future(self._server.serve())
+        while not self._server.started:  # noqa: ASYNC110 (uvicorn says it started by a flag only)
             await asyncio.sleep(0.01)
 
     async def stop(self) -> None:
         if self._server is not None:
             self._server.should_exit = True
+            if self._serving is not None:
+                await self._serving
 
     async def until(self, name: str, count: int, timeout: float = 300) -> None:
         deadline = time.perf_counter() + timeout
@@ -146,14 +149,21 @@ class Bench:
         r = await self.http.post(f"/share-groups/{group}/consumers", json=body, headers={"Content-Type": V2})
         assert r.status_code == 200, r.text
         base = f"/share-groups/{group}/consumers/c"
-        r = await self.http.post(f"{base}/subscription", json={"topics": [topic]}, headers={"Content-Type": V2})
+        r = await self.http.post(
+            f"{base}/subscription", json={"topics": [topic]}, headers={"Content-Type": V2}
+        )
         assert r.status_code == 204, r.text
         return base
 
-    async def poll(self, base: str, acks: list[dict[str, Any]], timeout_ms: int = 1000) -> list[dict[str, Any]]:
+    async def poll(
+        self, base: str, acks: list[dict[str, Any]], timeout_ms: int = 1000
+    ) -> list[dict[str, Any]]:
         headers = {"Content-Type": V2, "Accept": content_type_for("string")}
         r = await self.http.post(
-            f"{base}/records", params={"timeout": timeout_ms}, json={"acknowledgements": acks}, headers=headers
+            f"{base}/records",
+            params={"timeout": timeout_ms},
+            json={"acknowledgements": acks},
+            headers=headers,
         )
         assert r.status_code == 200, r.text
         return list(json.loads(r.content))
@@ -210,7 +220,9 @@ class Bench:
         return out
 
     async def produce_one(self, topic: str, value: bytes) -> None:
-        r = await self.http.post(f"/topics/{topic}", content=produce_body(value, 1), headers={"Content-Type": BINARY})
+        r = await self.http.post(
+            f"/topics/{topic}", content=produce_body(value, 1), headers={"Content-Type": BINARY}
+        )
         assert r.status_code == 200, r.text
 
 
@@ -234,7 +246,9 @@ async def measure(args: argparse.Namespace, port: int, endpoint: Endpoint) -> No
         await create_topic(http, topic, 4)
         value = b"x" * args.size
         for _ in range(args.records // 500):
-            r = await http.post(f"/topics/{topic}", content=produce_body(value, 500), headers={"Content-Type": BINARY})
+            r = await http.post(
+                f"/topics/{topic}", content=produce_body(value, 500), headers={"Content-Type": BINARY}
+            )
             assert r.status_code == 200, r.text
         ways = {
             "push, batched": lambda: bench.pushed(topic, args.records, 500, 4),
@@ -260,11 +274,14 @@ async def measure(args: argparse.Namespace, port: int, endpoint: Endpoint) -> No
         pulled = await bench.pull_latency(args.samples)
         print(f"\nlatency: {args.samples} records produced one at a time, produce start to arrival")
         for way, got in (("push, single", pushed), ("share consumer", pulled)):
-            print(f"  {way:<16} p50 {_pct(got, 0.5):6.2f} ms   p99 {_pct(got, 0.99):6.2f} ms   max {max(got):6.2f} ms")
+            p50, p99 = _pct(got, 0.5), _pct(got, 0.99)
+            print(f"  {way:<16} p50 {p50:6.2f} ms   p99 {p99:6.2f} ms   max {max(got):6.2f} ms")
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--records", type=int, default=20_000)
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=3)
@@ -278,7 +295,8 @@ async def main() -> None:
         extra = () if args.bootstrap is None else ("--log", f"kafka://{args.bootstrap}")
         gateway, port = start_gateway(Path(tmp), *extra, env=env)
         try:
-            print(f"brokergate on the {'embedded' if args.bootstrap is None else 'kafka://' + args.bootstrap} log")
+            where = "embedded" if args.bootstrap is None else f"kafka://{args.bootstrap}"
+            print(f"brokergate on the {where} log")
             await measure(args, port, endpoint)
         finally:
             gateway.terminate()
