@@ -32,6 +32,7 @@ from service.api.gateway import begin_drain
 from service.core.ports import Coordinator, Log, Sessions
 from service.server.app import create_app, server_config
 from service.settings import Settings
+from tests.push_receiver import Receiver
 
 # Property tests judge answers, never speed: a busy machine must not fail one for taking long.
 hypothesis_settings.register_profile("brokergate", deadline=None, print_blob=True)
@@ -239,3 +240,13 @@ def client(gateway: RunningGateway) -> httpx.AsyncClient:
 def name() -> str:
     """A unique topic/group name for this test."""
     return f"t-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    """A real HTTP endpoint on loopback that push subscriptions deliver to (``tests.push_receiver``)."""
+    r = await Receiver().start()
+    try:
+        yield r
+    finally:
+        await r.stop()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 
 import pytest
 from standardwebhooks.webhooks import Webhook
@@ -21,15 +21,6 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess
     gw = GatewayProcess(tmp_path_factory.mktemp("push") / "data", env=env).start()
     yield gw
     gw.stop()
-
-
-@pytest.fixture
-async def receiver() -> AsyncIterator[Receiver]:
-    r = await Receiver().start()
-    try:
-        yield r
-    finally:
-        await r.stop()
 
 
 async def run(gw: GatewayProcess, *args: str, stdin: str = "", env: dict[str, str] | None = None) -> str:

@@ -49,15 +49,6 @@ async def gateway(
         await gw.stop()
 
 
-@pytest.fixture
-async def receiver() -> AsyncIterator[Receiver]:
-    r = await Receiver().start()
-    try:
-        yield r
-    finally:
-        await r.stop()
-
-
 async def subscribe(client: httpx.AsyncClient, name: str, endpoint: str, **spec: Any) -> dict[str, Any]:
     cid = await cluster_id(client)
     body = {"endpoint": endpoint, "format": "string", "start": "earliest", **spec}

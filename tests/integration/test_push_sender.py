@@ -4,7 +4,6 @@ that resolves elsewhere later is refused then, no redirect is followed, an answe
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -12,15 +11,6 @@ from service.adapters.push_sender import HttpPushSender
 from service.core.push.destinations import DestinationRefused, Destinations, IpAddress, parse_url
 from service.core.push.ports import PushRequest
 from tests.push_receiver import Answer, Received, Receiver
-
-
-@pytest.fixture
-async def receiver() -> AsyncIterator[Receiver]:
-    r = await Receiver().start()
-    try:
-        yield r
-    finally:
-        await r.stop()
 
 
 class Rebinding:
