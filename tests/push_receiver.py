@@ -88,9 +88,12 @@ class Receiver:
         )
         await send({"type": "http.response.body", "body": b""})
 
-    async def start(self) -> Receiver:
+    async def start(self, certfile: str | None = None) -> Receiver:
+        """Serve on a free port; over HTTPS with ``certfile`` (its key and chain, PEM)."""
         self.port = free_port()
-        config = uvicorn.Config(self, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off")
+        config = uvicorn.Config(
+            self, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off", ssl_certfile=certfile
+        )
         self._server = uvicorn.Server(config)
         self._task = asyncio.create_task(self._server.serve())
         while not self._server.started:

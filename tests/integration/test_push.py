@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -495,3 +496,31 @@ async def test_subscriptions_are_bounded_per_principal(tmp_path: Path) -> None:
     finally:
         await gw.client.aclose()
         await gw.stop()
+
+
+async def test_avro_records_are_delivered_decoded_and_one_that_is_not_avro_dead_lettered(
+    client: httpx.AsyncClient, name: str, receiver: Receiver
+) -> None:
+    avro = "application/vnd.kafka.avro.v2+json"
+    await create_topic(client, name, 1)
+    await create_topic(client, f"{name}.dlq", 1)
+    schema = json.dumps({"type": "record", "name": "Order", "fields": [{"name": "n", "type": "int"}]})
+    for body in ({"value_schema": schema, "records": [{"value": {"n": 1}}]}, None):
+        if body is None:
+            await produce(client, name, [{"value": "not avro"}])
+            continue
+        r = await client.post(f"/topics/{name}", json=body, headers={"Content-Type": avro})
+        assert r.status_code == 200, r.text
+    r = await client.post(
+        f"/topics/{name}",
+        json={"value_schema": schema, "records": [{"value": {"n": 3}}]},
+        headers={"Content-Type": avro},
+    )
+    assert r.status_code == 200, r.text
+    await subscribe(client, name, receiver.url, topics=[name], format="avro", dead_letter_topic=f"{name}.dlq")
+    records = await receiver.wait_for(2)
+    assert [(r["offset"], r["value"]) for r in records] == [(0, {"n": 1}), (2, {"n": 3})]
+    [copy] = await dead_letters(client, f"{name}.dlq", 1)
+    assert copy["value"] == "not avro" and headers_of(copy)["push.error"].startswith(
+        "cannot be shown as avro"
+    )

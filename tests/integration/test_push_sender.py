@@ -4,8 +4,11 @@ that resolves elsewhere later is refused then, no redirect is followed, an answe
 from __future__ import annotations
 
 import ipaddress
+import ssl
+from pathlib import Path
 
 import pytest
+import trustme
 
 from service.adapters.push_sender import HttpPushSender
 from service.core.push.destinations import DestinationRefused, Destinations, IpAddress, parse_url
@@ -86,3 +89,27 @@ async def test_a_refused_connection_and_a_timeout_are_outcomes_not_errors(receiv
         await sender.stop()
     assert late.status is None and late.error == "no answer within 300 ms"
     assert refused.status is None and (refused.error or "").startswith("connection failed")
+
+
+async def test_an_https_endpoint_is_verified_against_its_name_not_its_address(tmp_path: Path) -> None:
+    ca = trustme.CA()
+    pem = tmp_path / "hooks.pem"
+    ca.issue_cert("hooks.test").private_key_and_cert_chain_pem.write_to_path(str(pem))
+    trust = ssl.create_default_context()
+    ca.configure_trust(trust)
+    receiver = await Receiver().start(certfile=str(pem))
+    sender = HttpPushSender(resolver=Rebinding("127.0.0.1"), verify=trust)
+    rules = Destinations([f"hooks.test:{receiver.port}", f"other.test:{receiver.port}", "127.0.0.1"])
+    try:
+        good = await sender.send(request(f"https://hooks.test:{receiver.port}/hook"), rules)
+        wrong = await sender.send(request(f"https://other.test:{receiver.port}/hook"), rules)  # same address
+        untrusted = await HttpPushSender(resolver=Rebinding("127.0.0.1")).send(
+            request(f"https://hooks.test:{receiver.port}/hook"), rules
+        )
+    finally:
+        await sender.stop()
+        await receiver.stop()
+    assert good.status == 204
+    assert wrong.status is None and "certificate" in (wrong.error or "").lower()
+    assert untrusted.status is None and "certificate" in (untrusted.error or "").lower()
+    assert len(receiver.received) == 1
