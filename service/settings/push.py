@@ -38,6 +38,11 @@ class PushSettings(SettingsGroup):
         le=256,
         description="Most requests one push subscription may have in flight (max_in_flight).",
     )
+    push_max_in_flight_total: int = Field(
+        1024,
+        ge=1,
+        description="Most requests all push subscriptions together may ask to have in flight (409 beyond).",
+    )
     push_max_request_bytes: int = Field(
         1024 * 1024,
         ge=1024,
@@ -67,6 +72,7 @@ class PushSettings(SettingsGroup):
         return PushLimits(
             subscriptions=self.push_max_subscriptions,
             per_owner=self.push_max_subscriptions_per_principal,
+            in_flight=self.push_max_in_flight_total,
             bounds=Bounds(
                 max_records=self.push_max_request_records,
                 max_bytes=self.push_max_request_bytes,

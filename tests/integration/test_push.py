@@ -524,3 +524,25 @@ async def test_avro_records_are_delivered_decoded_and_one_that_is_not_avro_dead_
     assert copy["value"] == "not avro" and headers_of(copy)["push.error"].startswith(
         "cannot be shown as avro"
     )
+
+
+async def test_requests_in_flight_are_bounded_in_all(tmp_path: Path) -> None:
+    gw = await start_gateway(
+        tmp_path / "data", push_allowed_destinations=LOOPBACK, push_max_in_flight_total=10
+    )
+    try:
+        await create_topic(gw.client, "t", 1)
+        await subscribe(gw.client, "a", "http://127.0.0.1:9/h", topics=["t"], max_in_flight=6)
+        cid = await cluster_id(gw.client)
+        spec = {"endpoint": "http://127.0.0.1:9/h", "topics": ["t"], "max_in_flight": 5}
+        r = await gw.client.put(f"/v3/clusters/{cid}/push-subscriptions/b", json=spec)
+        assert r.status_code == 409 and "push_max_in_flight_total" in r.json()["message"], r.text
+        r = await gw.client.put(f"/v3/clusters/{cid}/push-subscriptions/b", json={**spec, "max_in_flight": 4})
+        assert r.status_code == 201, r.text
+        r = await gw.client.put(f"/v3/clusters/{cid}/push-subscriptions/a", json={**spec, "max_in_flight": 7})
+        assert r.status_code == 409, r.text  # a change counts what the subscription asks instead
+        r = await gw.client.put(f"/v3/clusters/{cid}/push-subscriptions/a", json={**spec, "max_in_flight": 6})
+        assert r.status_code == 200, r.text
+    finally:
+        await gw.client.aclose()
+        await gw.stop()

@@ -30,18 +30,19 @@ from .deliverer import PushStats
 from .destinations import Destinations
 from .ports import PushSender, PushStore
 from .spec import Bounds, PushSpec, PushSubscription, check_name, new_secret, new_uid
-from .stored import from_stored, to_stored
+from .stored import StoredPush, from_stored, to_stored
 
 _DAY_MS = 24 * 3600 * 1000
 
 
 @dataclass(frozen=True, slots=True)
 class PushLimits:
-    """How many subscriptions there may be, in all and per owner; what a spec may ask; how long a
-    rotated-out secret is still sent."""
+    """How many subscriptions there may be, in all and per owner; how many requests they may have in
+    flight together; what a spec may ask; how long a rotated-out secret is still sent."""
 
     subscriptions: int = 1000
     per_owner: int = 100
+    in_flight: int = 1024  # requests all subscriptions together may ask to have in flight
     bounds: Bounds = field(default_factory=Bounds)
     keep_previous_secret_ms: int = _DAY_MS
 
@@ -105,6 +106,7 @@ class PushService:
                 f"{owner} holds {self.limits.per_owner} push subscriptions, the limit per principal "
                 "(push_max_subscriptions_per_principal)."
             )
+        self._check_in_flight(stored, name, spec)
         sub = PushSubscription(name, new_uid(), owner, spec, self.now_ms(), secrets=(new_secret(),))
         await self._shares.delete(sub.group)  # what a deleted namesake left, should its deletion have failed
         await self._start_at_time(sub)
@@ -144,6 +146,7 @@ class PushService:
         """The subscription with ``spec`` instead of its own (where it reads from is kept)."""
         sub = await self.get(name, who=who)
         await self._check(spec, name, who)
+        self._check_in_flight(await self._store.push_subscriptions(), name, spec)
         return await self._put(replace(sub, spec=spec))
 
     async def set_paused(self, name: str, paused: bool, *, who: Decision) -> PushSubscription:
@@ -179,6 +182,16 @@ class PushService:
         if spec.dead_letter_topic is not None:
             who.check(ResourceType.TOPIC, [spec.dead_letter_topic], Operation.WRITE)
         await self.sender.check(target, self.destinations)  # where the name leads now
+
+    def _check_in_flight(self, stored: dict[str, tuple[StoredPush, int]], name: str, spec: PushSpec) -> None:
+        """``IllegalState`` if ``spec`` would take the requests in flight of every subscription past
+        the limit (what the others ask, and this one instead of what it asked before)."""
+        others = sum(data["spec"]["max_in_flight"] for n, (data, _) in stored.items() if n != name)
+        if others + spec.max_in_flight > self.limits.in_flight:
+            raise IllegalState(
+                f"The push subscriptions would have {others + spec.max_in_flight} requests in flight, "
+                f"more than the gateway's {self.limits.in_flight} (push_max_in_flight_total)."
+            )
 
     async def _put(self, sub: PushSubscription) -> PushSubscription:
         version = await self._store.put_push_subscription(
