@@ -72,8 +72,12 @@ def push_worker(gateway: Gateway, settings: Settings, sender: PushSender) -> Pus
         )
 
     runner = PushRunner(coordinator, coordinator, deliverer, gateway.push.stats)
-    gateway.metrics.registry.register(PushMetrics(gateway.push.stats))
-    return PushWorker(runner, settings.push_refresh_ms, gateway.push_changed)
+    collector = PushMetrics(gateway.push.stats)
+    registry = gateway.metrics.registry
+    registry.register(collector)  # until the worker stops: an app started again registers its own
+    return PushWorker(
+        runner, settings.push_refresh_ms, gateway.push_changed, on_stop=lambda: registry.unregister(collector)
+    )
 
 
 class PushMetrics(Collector):
