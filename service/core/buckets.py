@@ -67,6 +67,9 @@ def retry_after_s(level: float, limit: Limit) -> int:
     # by the very arithmetic ``refill`` will use.
     while not admits([refill(level, 0, limit, seconds * 1000)]):
         seconds += 1
+    # ... or a hair long, a whole second too many: the promise is also that it is no longer.
+    while seconds > 1 and admits([refill(level, 0, limit, (seconds - 1) * 1000)]):
+        seconds -= 1
     return seconds
 
 

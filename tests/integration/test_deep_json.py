@@ -93,6 +93,7 @@ def _path(template: str, cluster: str) -> str:
         version=1,
         id=1,
         asset="main.js",
+        name="p",  # a push subscription's
     )
 
 
