@@ -613,6 +613,8 @@ async def test_a_topic_without_a_replication_factor_takes_the_controllers_defaul
         r = await gw.client.post(f"/v3/clusters/{cid}/topics", json=body)
         assert r.status_code == 201, r.text
         assert r.json()["replication_factor"] == 3, r.text
+        # the broker asked may learn of the new topic from the controller a moment later
+        await until(lambda: in_sync(cluster, topic, 2), f"{topic} in every broker's metadata", 10)
         states = [await cluster.partition(topic, p) for p in range(2)]
     assert all(len(state.replicas) == 3 for state in states), states
 
