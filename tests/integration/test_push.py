@@ -546,3 +546,24 @@ async def test_requests_in_flight_are_bounded_in_all(tmp_path: Path) -> None:
     finally:
         await gw.client.aclose()
         await gw.stop()
+
+
+async def test_a_record_the_format_cannot_show_leaves_its_batch_for_the_dead_letter_topic(
+    client: httpx.AsyncClient, name: str, receiver: Receiver
+) -> None:
+    await create_topic(client, name, 1)
+    await create_topic(client, f"{name}.dlq", 1)
+    await produce(client, name, [{"value": {"n": 1}}], fmt="application/vnd.kafka.json.v2+json")
+    await produce(client, name, [{"value": "bm90IGpzb24="}], fmt="application/vnd.kafka.binary.v2+json")
+    await produce(client, name, [{"value": {"n": 3}}], fmt="application/vnd.kafka.json.v2+json")
+    await subscribe(
+        client, name, receiver.url, topics=[name], format="json", batching={"max_records": 10},
+        dead_letter_topic=f"{name}.dlq",
+    )  # fmt: skip
+    records = await receiver.wait_for(2)
+    assert [(r["offset"], r["value"]) for r in records] == [(0, {"n": 1}), (2, {"n": 3})]
+    [copy] = await dead_letters(client, f"{name}.dlq", 1)
+    assert headers_of(copy)["dlq.offset"] == "1"
+    await asyncio.sleep(0.3)
+    status = (await describe(client, name))["status"]
+    assert status["held"] == 0 and status["dead_lettered"] == 1

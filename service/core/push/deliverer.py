@@ -262,38 +262,35 @@ class Deliverer:
     async def _content(self, batch: list[Held]) -> tuple[list[Held], bytes | None]:
         """The batch and its records rendered; a record that cannot be shown in the format is
         dead-lettered at once (it never will be) and the rest rendered without it."""
-        fmt = self._spec.format
-        bad: list[tuple[Held, str]] = []
+        bad: list[Held] = []
+        content: bytes | None = None
         while batch:
-            polled = by_partition_run([Delivered(h.tp, h.record, h.deliveries) for h in batch])
             try:
-                if fmt in SCHEMA_TYPES:
-                    polled = [
-                        (tp, (await decode_in(self._serde, fmt, tp, rs)).leading()) for tp, rs in polled
-                    ]
-                return batch, self._render(fmt, polled)
+                content = await self._rendered(batch)
+                break
             except ConversionError as exc:
                 culprit = await self._first_unshowable(batch)
-                bad.append((culprit, exc.message))
+                culprit.error = f"cannot be shown as {self._spec.format}: {exc.message}"
+                bad.append(culprit)
                 batch = [h for h in batch if h is not culprit]
             except GatewayError as exc:  # no registry now: try again later
                 self._retry(batch, Outcome(None, exc.message))
-                return [], None
-        for held, why in bad:
-            held.error = f"cannot be shown as {fmt}: {why}"
-        await self._give_up([h for h, _ in bad])
-        return [], None
+                batch = []
+        await self._give_up(bad)
+        return batch, content
+
+    async def _rendered(self, items: Sequence[Held]) -> bytes:
+        """``items`` as the records array of a request body; ``ConversionError`` if one cannot be shown."""
+        fmt = self._spec.format
+        polled = by_partition_run([Delivered(h.tp, h.record, h.deliveries) for h in items])
+        if fmt in SCHEMA_TYPES:
+            polled = [(tp, (await decode_in(self._serde, fmt, tp, rs)).leading()) for tp, rs in polled]
+        return self._render(fmt, polled)
 
     async def _first_unshowable(self, batch: list[Held]) -> Held:
-        fmt = self._spec.format
         for held in batch:
-            polled = by_partition_run([Delivered(held.tp, held.record, held.deliveries)])
             try:
-                if fmt in SCHEMA_TYPES:
-                    polled = [
-                        (tp, (await decode_in(self._serde, fmt, tp, rs)).leading()) for tp, rs in polled
-                    ]
-                self._render(fmt, polled)
+                await self._rendered([held])
             except ConversionError:
                 return held
         return batch[0]
