@@ -1,7 +1,7 @@
 """Benchmark push subscriptions against a share consumer pulling the same records, in one run.
 
-    .venv/bin/python bench/push.py [--records 20000] [--size 100] [--rounds 3] [--samples 300]
-                                   [--bootstrap host:port]
+    .venv/bin/python bench/push.py [--records 100000] [--single 5000] [--size 100] [--rounds 5]
+                                   [--samples 300] [--bootstrap host:port]
 
 It starts ``brokergate serve`` (the embedded log, or Kafka at ``--bootstrap``) allowed to push to
 loopback, and an HTTP endpoint here (uvicorn, the standard ``json`` module parsing each body), then:
@@ -10,7 +10,8 @@ loopback, and an HTTP endpoint here (uvicorn, the standard ``json`` module parsi
             a new subscription and by a new share group, the order turned every other round:
               push, batched     a subscription of up to 500 records a request (as many as a
                                 share consumer polls), 4 in flight;
-              push, single      one record a request, 16 in flight;
+              push, single      one record a request, 16 in flight (the first ``--single``
+                                records only: it is two orders of magnitude slower);
               share consumer    the reference: one share consumer long-polling with
                                 ``POST …/records`` (what the previous poll got accepted in the
                                 body), the answer parsed with ``json.loads`` (httpx);
@@ -252,7 +253,7 @@ async def measure(args: argparse.Namespace, port: int, endpoint: Endpoint) -> No
             assert r.status_code == 200, r.text
         ways = {
             "push, batched": lambda: bench.pushed(topic, args.records, 500, 4),
-            "push, single": lambda: bench.pushed(topic, args.records, 1, 16),
+            "push, single": lambda: bench.pushed(topic, args.single, 1, 16),
             "share consumer": lambda: bench.pulled(topic, args.records),
         }
         rates: dict[str, list[float]] = {way: [] for way in ways}
@@ -261,7 +262,10 @@ async def measure(args: argparse.Namespace, port: int, endpoint: Endpoint) -> No
             for way in order:
                 rates[way].append(await ways[way]())
             print(f"  round {n + 1} of {args.rounds} done", flush=True)
-        print(f"\nrate: {args.records:,} records of {args.size} B from the start, {args.rounds} rounds")
+        print(
+            f"\nrate: {args.records:,} records of {args.size} B from the start ({args.single:,} one a"
+            f" request), {args.rounds} rounds"
+        )
         ref = rates["share consumer"]
         for way, got in rates.items():
             ratio = statistics.median(g / r for g, r in zip(got, ref, strict=True))
@@ -282,9 +286,10 @@ async def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--records", type=int, default=20_000)
+    parser.add_argument("--records", type=int, default=100_000)  # a round of a second or more
+    parser.add_argument("--single", type=int, default=5_000)
     parser.add_argument("--size", type=int, default=100)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--samples", type=int, default=300)
     parser.add_argument("--bootstrap", help="a Kafka log at host:port instead of the embedded one")
     args = parser.parse_args()

@@ -67,6 +67,8 @@ class Receiver:
         body = b""
         while True:
             message = await receive()
+            if message["type"] == "http.disconnect":
+                return  # the sender went mid-request (a killed replica): nothing was delivered
             body += message.get("body", b"")
             if not message.get("more_body"):
                 break

@@ -55,17 +55,19 @@ class HttpPushSender:
     ) -> None:
         self._resolve = resolver
         self._verify = verify
+        self._tls: ssl.SSLContext | None = None  # made once, on the first connection: it loads the CAs
         self._max_bytes = max_response_bytes
-        # Clients of one connection each, kept idle per endpoint host, port and scheme: a request
-        # takes one and gives it back. (One client of many connections costs each request a scan
-        # of them all, which under load took more time than the request.)
-        self._idle: dict[tuple[str, str, int], list[httpx.AsyncClient]] = {}
+        # httpx transports of one connection each, kept idle per endpoint host, port and scheme: a
+        # request takes one and gives it back. (One pool of many connections costs each request a
+        # scan of them all, which under load took more time than the request; and the transport,
+        # below the client, has no cookies, proxies or redirects to spend a request's time on.)
+        self._idle: dict[tuple[str, str, int], list[httpx.AsyncHTTPTransport]] = {}
 
     async def stop(self) -> None:
         idle, self._idle = self._idle, {}
-        for clients in idle.values():
-            for client in clients:
-                await _close(client)
+        for transports in idle.values():
+            for transport in transports:
+                await _close(transport)
 
     async def send(self, request: PushRequest, destinations: Destinations) -> Outcome:
         target = request.target
@@ -112,11 +114,12 @@ class HttpPushSender:
         )
         key = (target.scheme, target.host, target.port)
         idle = self._idle.setdefault(key, [])
-        client = idle.pop() if idle else self._client()
+        transport = idle.pop() if idle else self._transport()
         try:
-            async with client.stream(
-                "POST", url, content=request.body, headers=headers, extensions=extensions
-            ) as response:
+            response = await transport.handle_async_request(
+                httpx.Request("POST", url, content=request.body, headers=headers, extensions=extensions)
+            )
+            try:
                 head = bytearray()
                 async for chunk in response.aiter_raw():
                     if len(head) < self._max_bytes:
@@ -125,24 +128,25 @@ class HttpPushSender:
                         break
                 status = response.status_code
                 retry_after = _retry_after_ms(response.headers.get("retry-after"))
+            finally:
+                await response.aclose()
         except BaseException:
-            await _close(client)
+            await _close(transport)
             raise
         if len(idle) < _IDLE_PER_HOST:
-            idle.append(client)
+            idle.append(transport)
         else:
-            await _close(client)
+            await _close(transport)
         error = None if 200 <= status < 300 else _text(bytes(head[: _ERROR_CHARS * 4]))
         return Outcome(status, error or None, retry_after)
 
-    def _client(self) -> httpx.AsyncClient:
-        return httpx.AsyncClient(
-            verify=self._verify,
-            follow_redirects=False,
-            limits=_ONE_CONNECTION,
-            timeout=None,  # the request's deadline bounds it all
-            trust_env=False,  # no proxy from the environment: the checked address is the one used
-        )
+    def _transport(self) -> httpx.AsyncHTTPTransport:
+        # A transport follows no redirect and knows no proxy (those are the client's): the
+        # checked address is the one connected to; the request's deadline bounds it all.
+        if self._tls is None:
+            verify = self._verify
+            self._tls = verify if isinstance(verify, ssl.SSLContext) else httpx.create_ssl_context(verify)
+        return httpx.AsyncHTTPTransport(verify=self._tls, limits=_ONE_CONNECTION, trust_env=False)
 
 
 def _retry_after_ms(value: str | None) -> int | None:
@@ -170,6 +174,6 @@ def _reason(exc: Exception) -> str:
     return text[:_ERROR_CHARS]
 
 
-async def _close(client: httpx.AsyncClient) -> None:
+async def _close(transport: httpx.AsyncHTTPTransport) -> None:
     with contextlib.suppress(Exception):
-        await client.aclose()
+        await transport.aclose()

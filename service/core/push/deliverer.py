@@ -34,23 +34,24 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any, Final
 
 from service.errors import ConversionError, GatewayError
 
 from ..acl import Access, Caller, Operation, ResourceType
-from ..models import EmbeddedFormat, Header, Polled, TopicPartition
+from ..models import EmbeddedFormat, Header, Polled, RecordColumns, TopicPartition
 from ..patterns import matches
 from ..schemas.serde import SCHEMA_TYPES, Serde, decode_in
 from ..shares.acks import Acknowledgement
 from ..shares.dead_letters import DeadLetters
-from ..shares.delivered import Delivered, by_partition_run
+from ..shares.delivered import Delivered
 from ..shares.delivery import AckType, Exhausted
 from ..shares.service import ShareGroups
 from ..topics import TopicService
 from . import requests
 from .destinations import DestinationRefused, Destinations
-from .holding import Held, Holding, first_and_last
+from .holding import Held, Holding, by_partition, first_and_last
 from .ports import Outcome, PushRequest, PushSender
 from .requests import Verdict
 from .spec import PushSubscription
@@ -64,6 +65,7 @@ _ACQUIRE_WAIT_MS: Final = 1000
 _RATE_WINDOW_S: Final = 10.0
 _FAILED_ACQUIRE_S: Final = 1.0  # after a failed acquisition (a backend down), the next one waits this long
 HEADER_PREFIX: Final = "push."
+_ORDER: Final = attrgetter("order")
 
 
 @dataclass(slots=True)
@@ -252,7 +254,7 @@ class Deliverer:
             batch = self._holding.next_batch(self.now_ms())
             if not batch:
                 break
-            batch.sort(key=lambda h: h.coordinate)
+            batch.sort(key=_ORDER)
             batch, content = await self._content(batch)
             if content is None:
                 continue
@@ -282,7 +284,10 @@ class Deliverer:
     async def _rendered(self, items: Sequence[Held]) -> bytes:
         """``items`` as the records array of a request body; ``ConversionError`` if one cannot be shown."""
         fmt = self._spec.format
-        polled = by_partition_run([Delivered(h.tp, h.record, h.deliveries) for h in items])
+        polled: Polled = [
+            (tp, RecordColumns.of([h.record for h in run]).with_deliveries([h.deliveries for h in run]))
+            for tp, run in by_partition(items).items()
+        ]
         if fmt in SCHEMA_TYPES:
             polled = [(tp, (await decode_in(self._serde, fmt, tp, rs)).leading()) for tp, rs in polled]
         return self._render(fmt, polled)
@@ -317,10 +322,10 @@ class Deliverer:
 
     async def _settled(self, batch: list[Held], outcome: Outcome) -> None:
         """Settle, retry or dead-letter ``batch`` by what its request met."""
+        summary = outcome.summary
         for held in batch:
-            held.sending = False
             held.attempts += 1
-            held.status, held.error = outcome.status, outcome.summary
+            held.status, held.error = outcome.status, summary
         self.stats.last_status = outcome.status
         verdict = requests.verdict(outcome.status)
         if verdict is Verdict.SETTLE:
@@ -340,7 +345,7 @@ class Deliverer:
         for held in batch:
             wait = requests.backoff_ms(self._spec, held.attempts, outcome.retry_after_ms, self._jitter())
             held.due_ms = self.now_ms() + wait
-            held.sending = False
+        self._holding.back(batch)
 
     async def _give_up(self, items: Sequence[Held]) -> None:
         """Copy ``items`` to the dead-letter topic (if there is one), then reject them; a copy that
@@ -348,10 +353,7 @@ class Deliverer:
         if not items:
             return
         if self._dead_letters is not None:
-            by_tp: dict[TopicPartition, list[Held]] = {}
-            for held in items:
-                by_tp.setdefault(held.tp, []).append(held)
-            for tp, run in by_tp.items():
+            for tp, run in by_partition(items).items():
                 copies = [(h.record, Exhausted(h.record.offset, h.deliveries, h.error)) for h in run]
                 try:
                     await self._dead_letters.write(
@@ -382,10 +384,10 @@ class Deliverer:
         """Stop holding ``items`` and queue their settlement (one request's slot) for the next store."""
         if not items:
             return
-        by_tp: dict[TopicPartition, list[int]] = {}
-        for held in items:
-            by_tp.setdefault(held.tp, []).append(held.record.offset)
-        self._acks += [Acknowledgement(tp, tuple(offsets), kind) for tp, offsets in by_tp.items()]
+        self._acks += [
+            Acknowledgement(tp, tuple(h.record.offset for h in run), kind)
+            for tp, run in by_partition(items).items()
+        ]
         self._unstored += 1
         self._holding.remove(items)
         self.stats.held = len(self._holding)
