@@ -253,3 +253,6 @@ class SplitOffsetsCoordinator(Lifecycle):
     async def lock(self, name: str, *, timeout_s: float = 10.0) -> AsyncIterator[None]:
         async with self._coordinator.lock(name, timeout_s=timeout_s):
             yield
+
+    async def contended(self, name: str) -> bool:
+        return await self._coordinator.contended(name)

@@ -291,6 +291,11 @@ class Locks(Protocol):
         by a replica that is gone; the holder should then expect its block to overlap another's."""
         ...
 
+    async def contended(self, name: str) -> bool:
+        """Whether a holder, or a contender, has the lock ``name`` now: a hint (it may change at
+        once) that tells a caller with many locks to try which are worth waiting for, cheaply."""
+        ...
+
 
 @runtime_checkable
 class Coordinator(ConsumerGroups, ShareStates, AclStore, Locks, PushStore, Protocol):

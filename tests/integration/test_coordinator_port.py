@@ -428,6 +428,14 @@ async def test_a_lock_not_acquired_in_time_times_out_and_leaves_it_free(coord: C
         pass
 
 
+async def test_a_lock_says_whether_someone_holds_or_waits_for_it(coord: Coordinator) -> None:
+    assert not await coord.contended("never-taken")
+    async with coord.lock("taken"):
+        assert await coord.contended("taken")
+        assert not await coord.contended("never-taken")
+    assert not await coord.contended("taken")
+
+
 async def _enter(coord: Coordinator, name: str) -> None:
     async with coord.lock(name, timeout_s=30):
         pass

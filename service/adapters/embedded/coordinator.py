@@ -345,6 +345,10 @@ class EmbeddedCoordinator(Lifecycle):
         finally:
             held.release()
 
+    async def contended(self, name: str) -> bool:
+        held = self._named.get(name)
+        return held is not None and held.locked()
+
     def _check_open(self) -> None:
         if self._state != "started":
             raise BackendUnavailable("The coordinator is not running.")

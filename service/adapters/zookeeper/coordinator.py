@@ -361,6 +361,10 @@ class ZooKeeperCoordinator(Lifecycle):
         async with self._locks.hold(name, timeout_s):
             yield
 
+    async def contended(self, name: str) -> bool:
+        self._check_open()
+        return await self._locks.contended(name)
+
     def _check_open(self) -> None:
         if self._state != "started":
             raise BackendUnavailable("The ZooKeeper coordinator is not running.")

@@ -24,7 +24,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from kazoo.exceptions import CancelledError as KazooCancelled
-from kazoo.exceptions import KazooException, NoAuthError
+from kazoo.exceptions import KazooException, NoAuthError, NoNodeError
 from kazoo.exceptions import LockTimeout as KazooLockTimeout
 from kazoo.recipe.lock import Lock
 from kazoo.retry import RetryFailedError
@@ -36,6 +36,8 @@ from .paths import ZnodePaths
 from .session import ZooKeeperSession
 
 log = logging.getLogger(__name__)
+
+_CONTENDER = Lock._NODE_NAME  # in each contender's znode name (kazoo's, "__lock__")
 
 
 def _acquire(recipe: Lock, timeout_s: float) -> bool:
@@ -109,6 +111,18 @@ class NamedLocks:
             yield
         finally:
             await self._release(recipe)
+
+    async def contended(self, name: str) -> bool:
+        """Whether a contender's znode is under the lock ``name`` (a read: no thread, no write)."""
+        try:
+            children = await self._zk.call(
+                lambda c: c.get_children_async(self._paths.lock(name)),
+                what=f"list the contenders for the lock {name!r}",
+                expect=(NoNodeError,),
+            )
+        except NoNodeError:  # never contended
+            return False
+        return any(_CONTENDER in child for child in children)
 
     @staticmethod
     def _timeout(name: str, timeout_s: float) -> LockTimeout:

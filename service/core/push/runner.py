@@ -2,12 +2,14 @@
 
 Every replica runs a ``PushRunner``; each ``tick`` (the ``push`` worker's, and at once after a
 subscription changed through this replica) reads the subscriptions, stops the deliverers of
-those deleted, paused or changed, and, one subscription at a time, tries for a moment to take
-the lock ``push.<name>`` of each that is not delivered here. Whoever holds it delivers: one
-replica at a time. The lock is the coordinator's: a ZooKeeper lock is released when its
-holder's session ends, so when a replica dies another takes the subscription over within the
-session timeout and a tick; the records the dead one held come back as their locks expire
-(twice the deadline). A change of secrets only is given to the running deliverer.
+those deleted, paused or changed, asks which of the other subscriptions' locks ``push.<name>``
+someone holds (a read each, all at once), and tries for a moment, one at a time, to take each
+lock no one holds: subscriptions delivered by other replicas cost a tick a read, not a wait.
+Whoever holds the lock delivers: one replica at a time. The lock is the coordinator's: a
+ZooKeeper lock is released when its holder's session ends, so when a replica dies another takes
+the subscription over within the session timeout and a tick; the records the dead one held come
+back as their locks expire (twice the deadline). A change of secrets only is given to the
+running deliverer.
 
 Collaborators: ``PushStore``, ``Locks``, and a factory of ``Deliverer``s (the composition
 root's, which gives each its own share limits).
@@ -82,8 +84,13 @@ class PushRunner:
                 running.stop.set()
             elif d is not None and d.sub.version != sub.version:
                 d.sub = replace(sub)  # new secrets only: the deliverer signs with them from now on
-        for name, sub in sorted(subs.items()):
-            if not sub.paused and name not in self._running:
+        free = [sub for name, sub in sorted(subs.items()) if not sub.paused and name not in self._running]
+        # Held elsewhere, most of them, with many replicas: only those no one holds are waited for.
+        contended = await asyncio.gather(
+            *(self._locks.contended(_lock(sub)) for sub in free), return_exceptions=True
+        )
+        for sub, taken in zip(free, contended, strict=True):
+            if taken is not True:  # free, or not known (then the wait says)
                 await self._contend(sub)
 
     async def stop(self) -> None:
@@ -119,7 +126,7 @@ class PushRunner:
                 log.warning("push %s: not taken: %s", sub.name, exc)
 
     async def _deliver(self, sub: PushSubscription, running: _Running, held: asyncio.Event) -> None:
-        async with self._locks.lock(f"push.{sub.name}", timeout_s=CONTEND_S):
+        async with self._locks.lock(_lock(sub), timeout_s=CONTEND_S):
             stats = self.stats[sub.name] = PushStats()
             running.deliverer = self._make(sub, stats)
             held.set()
@@ -128,3 +135,7 @@ class PushRunner:
                 await running.deliverer.run(running.stop)
             except GatewayError as exc:
                 log.warning("push %s: delivery stopped: %s", sub.name, exc)
+
+
+def _lock(sub: PushSubscription) -> str:
+    return f"push.{sub.name}"

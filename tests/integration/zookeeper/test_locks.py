@@ -58,6 +58,19 @@ async def test_the_holder_is_a_znode_that_goes_with_its_session(
     assert raw.get_children("/brokergate/locks/registry") == []
 
 
+async def test_a_lock_held_by_one_replica_is_contended_for_the_other(
+    zk_url: str, make_coordinator: CoordinatorFactory, coord: ZooKeeperCoordinator
+) -> None:
+    other = make_coordinator(zk_url, node_id="replica-b")
+    await other.start()
+    assert not await other.contended("push.orders")
+    async with coord.lock("push.orders"):
+        assert await other.contended("push.orders")  # a read: the other replica waits for nothing
+    assert not await other.contended("push.orders")
+    await coord.stop()
+    assert await other.contended("push.orders") is False
+
+
 async def test_a_holder_whose_session_expires_loses_the_lock(
     zookeeper: ZooKeeperServer, zk_url: str, make_coordinator: CoordinatorFactory
 ) -> None:
