@@ -74,7 +74,11 @@ async def test_a_killed_delivering_replica_loses_nothing_and_the_other_takes_ove
                 assert r.status_code == 200, r.text
                 await receiver.wait_for(RECORDS // 4)
                 delivering.kill()  # kill -9, mid-delivery
-                killed_at = len(receiver.records())
+                killed, killed_at = time.monotonic(), len(receiver.records())
+                while not await _delivering(survivor, cid, name):
+                    assert time.monotonic() - killed < 30, "the other replica did not take over"
+                    await asyncio.sleep(0.05)
+                took_over = time.monotonic() - killed  # the session timeout (1.5 s) and a tick
                 await receiver.wait_for(RECORDS, timeout=60)
                 await asyncio.sleep(1.0)  # nothing more should come
                 assert await _delivering(survivor, cid, name)
@@ -83,7 +87,10 @@ async def test_a_killed_delivering_replica_loses_nothing_and_the_other_takes_ove
     seen = Counter((r["partition"], r["offset"]) for r in receiver.records())
     assert set(seen) == {(p, o) for p in (0, 1) for o in range(RECORDS // 2)}  # every one, at least once
     duplicates = sum(n - 1 for n in seen.values())
-    print(f"records delivered twice after the kill: {duplicates} (received {killed_at} before it)")
+    print(
+        f"taken over {took_over:.1f} s after the kill; records delivered twice after it: {duplicates} "
+        f"(received {killed_at} before it)"
+    )
     # a request holds its slot until its settlement is stored: at most IN_FLIGHT requests of one
     # record each were answered, or not, without the coordinator knowing
     assert duplicates <= IN_FLIGHT, (duplicates, killed_at)

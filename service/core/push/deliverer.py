@@ -152,13 +152,11 @@ class Deliverer:
             while not stop.is_set():
                 now = time.monotonic()
                 if now >= refresh_at:
-                    self._tps = await self._partitions()
-                    reports = await self._shares.describe(self.sub.group)
-                    self.stats.backlog = sum(r.lag for r in reports)
+                    await self._refresh()
                     refresh_at = now + _REFRESH_S
                 if now >= renew_at:
                     await self._renew()
-                    await self._shares.sweep([self.sub.group])  # copies a crashed writer left unwritten
+                    await self._sweep()
                     renew_at = now + self._spec.lock_ms / 3000
                 await self._dispatch(sends)
                 if (
@@ -190,6 +188,16 @@ class Deliverer:
             await self._let_go(sends, acquiring, settling)
 
     # --- the steps ----------------------------------------------------------------------------
+
+    async def _refresh(self) -> None:
+        """Look at the topics and the backlog again; a backend failing now (a broker gone) keeps
+        what was known until the next look, rather than stopping the delivery."""
+        try:
+            self._tps = await self._partitions()
+            reports = await self._shares.describe(self.sub.group)
+            self.stats.backlog = sum(r.lag for r in reports)
+        except GatewayError as exc:
+            log.warning("push %s: topics not looked at again (next time): %s", self.sub.name, exc)
 
     async def _partitions(self) -> list[TopicPartition]:
         spec = self._spec
@@ -402,6 +410,13 @@ class Deliverer:
             await asyncio.sleep(0.5)  # not again at once: the coordinator is failing
             raise
         self._unstored -= slots
+
+    async def _sweep(self) -> None:
+        """Write the dead-letter copies a crashed writer left unwritten (if the backends let it now)."""
+        try:
+            await self._shares.sweep([self.sub.group])
+        except GatewayError as exc:
+            log.warning("push %s: dead-letter copies not swept (next time): %s", self.sub.name, exc)
 
     async def _renew(self) -> None:
         """Renew the locks of everything held, so that none goes elsewhere while it waits here."""
