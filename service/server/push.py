@@ -16,11 +16,12 @@ from prometheus_client.registry import Collector
 from service.adapters.push_sender import HttpPushSender
 from service.api.gateway import Gateway
 from service.core.ports import Coordinator, Log
-from service.core.push.deliverer import Deliverer, PushStats
+from service.core.push.deliverer import Deliverer
 from service.core.push.ports import PushSender
 from service.core.push.runner import PushRunner
 from service.core.push.service import PushService
 from service.core.push.spec import PushSubscription
+from service.core.push.stats import PushStats
 from service.core.shares.dead_letters import DeadLetters
 from service.core.shares.delivery import ShareLimits
 from service.core.shares.service import ShareGroups

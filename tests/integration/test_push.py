@@ -180,6 +180,50 @@ async def test_a_400_sends_the_record_to_the_dead_letter_topic_at_once(
     assert (await describe(client, name))["status"]["dead_lettered"] == 1
 
 
+async def test_a_dead_letter_copy_not_written_is_written_later_and_the_record_never_sent_again(
+    tmp_path: Path, name: str, receiver: Receiver
+) -> None:
+    """The dead-letter topic cannot be written (it is missing, and topics are not created on
+    produce): the refused record stays held, is not sent to the endpoint again, and its copy is
+    written once the topic is there."""
+    receiver.answer = lambda n, r: (400, {}, 0.0)
+    gw = await start_gateway(
+        tmp_path / "data",
+        push_allowed_destinations=LOOPBACK,
+        push_refresh_ms=100,
+        auto_create_topics_enable=False,
+    )
+    try:
+        client = gw.client
+        await create_topic(client, name, 1)
+        await produce(client, name, [{"value": "refused"}, {"value": "too"}])
+        await subscribe(
+            client,
+            name,
+            receiver.url,
+            topics=[name],
+            dead_letter_topic=f"{name}.dlq",
+            batching={"max_records": 2},
+        )
+        await receiver.wait_for(2)
+        await asyncio.sleep(2.5)  # two more tries of the copy, and none of the delivery
+        assert len(receiver.received) == 1
+        status = (await describe(client, name))["status"]
+        assert status["held"] == 2 and status["dead_lettered"] == 0
+        await create_topic(client, f"{name}.dlq", 1)
+        copies = await dead_letters(client, f"{name}.dlq", 2)
+        assert [c["value"] for c in copies] == ["refused", "too"]
+        assert len(receiver.received) == 1
+        deadline = time.monotonic() + 10
+        while (status := (await describe(client, name))["status"])["held"] != 0:
+            assert time.monotonic() < deadline, status
+            await asyncio.sleep(0.1)
+        assert status["dead_lettered"] == 2
+    finally:
+        await gw.client.aclose()
+        await gw.stop()
+
+
 async def test_a_receiver_that_never_answers_meets_the_deadline_then_the_dead_letter_topic(
     client: httpx.AsyncClient, name: str, receiver: Receiver
 ) -> None:

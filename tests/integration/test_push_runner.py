@@ -13,9 +13,10 @@ from typing import cast
 import pytest
 
 from service.core.ports import Coordinator
-from service.core.push.deliverer import Deliverer, PushStats
+from service.core.push.deliverer import Deliverer
 from service.core.push.runner import PushRunner
 from service.core.push.spec import PushSpec, PushSubscription
+from service.core.push.stats import PushStats
 from service.core.push.stored import to_stored
 from tests.integration.test_coordinator_port import build
 

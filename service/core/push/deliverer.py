@@ -31,9 +31,7 @@ import logging
 import random
 import time
 import uuid
-from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, Final
 
@@ -55,6 +53,7 @@ from .holding import Held, Holding, by_partition, first_and_last
 from .ports import Outcome, PushRequest, PushSender
 from .requests import Verdict
 from .spec import PushSubscription
+from .stats import PushStats
 
 log = logging.getLogger(__name__)
 
@@ -62,38 +61,9 @@ Render = Callable[[EmbeddedFormat, Polled], bytes]
 
 _REFRESH_S: Final = 5.0  # how often the topics (a pattern's, new partitions) are looked at again
 _ACQUIRE_WAIT_MS: Final = 1000
-_RATE_WINDOW_S: Final = 10.0
-_FAILED_ACQUIRE_S: Final = 1.0  # after a failed acquisition (a backend down), the next one waits this long
+_BACKEND_RETRY_S: Final = 1.0  # after a backend failed an acquisition or a dead-letter write: the wait
 HEADER_PREFIX: Final = "push."
 _ORDER: Final = attrgetter("order")
-
-
-@dataclass(slots=True)
-class PushStats:
-    """What this replica saw of a subscription's deliveries, for describing it and for ``/metrics``."""
-
-    delivered: int = 0  # records settled by a 2xx
-    requests: int = 0
-    failures: int = 0  # requests that did not settle their records
-    dead_lettered: int = 0
-    in_flight: int = 0
-    held: int = 0
-    backlog: int = 0  # records of the topics not yet settled, as of the last look (every 5 s)
-    last_status: int | None = None
-    last_error: str | None = None
-    last_error_ms: int | None = None
-    _recent: deque[tuple[float, int]] = field(default_factory=deque)
-
-    def settled(self, count: int, now: float) -> None:
-        self.delivered += count
-        self._recent.append((now, count))
-
-    def rate(self, now: float) -> float:
-        """Records settled per second over the last ten seconds."""
-        recent = self._recent
-        while recent and recent[0][0] < now - _RATE_WINDOW_S:
-            recent.popleft()
-        return sum(n for _, n in recent) / _RATE_WINDOW_S
 
 
 class Deliverer:
@@ -137,6 +107,8 @@ class Deliverer:
         self._tps: list[TopicPartition] = []
         self._room = max(2, 2 * self._spec.max_in_flight * self._spec.max_records)
         self._quiet_until = 0.0  # monotonic: no acquisition before it
+        self._burying: list[Held] = []  # given up, their dead-letter copies not written yet
+        self._bury_at = 0.0  # monotonic: when those copies are tried again
 
     def now_ms(self) -> int:
         return int(self._clock() * 1000)
@@ -158,6 +130,9 @@ class Deliverer:
                     await self._renew()
                     await self._sweep()
                     renew_at = now + self._spec.lock_ms / 3000
+                if self._burying and now >= self._bury_at:
+                    burying, self._burying = self._burying, []
+                    await self._give_up(burying)
                 await self._dispatch(sends)
                 if (
                     acquiring is None
@@ -250,7 +225,7 @@ class Deliverer:
     def _acquired(self, task: asyncio.Task[Any]) -> None:
         if task.cancelled() or task.exception() is not None:
             _report(task, "acquiring records")
-            self._quiet_until = time.monotonic() + _FAILED_ACQUIRE_S  # not again at once
+            self._quiet_until = time.monotonic() + _BACKEND_RETRY_S  # not again at once
             return
         delivered, exhausted = task.result()
         self._holding.add(delivered, self.now_ms())
@@ -356,8 +331,9 @@ class Deliverer:
         self._holding.back(batch)
 
     async def _give_up(self, items: Sequence[Held]) -> None:
-        """Copy ``items`` to the dead-letter topic (if there is one), then reject them; a copy that
-        cannot be written now is tried again after a back-off, the records still held."""
+        """Copy ``items`` to the dead-letter topic (if there is one), then reject them. A copy that
+        cannot be written now (the log is failing) is written again a while later, its records
+        still held: they are never sent to the endpoint again, which refused them for good."""
         if not items:
             return
         if self._dead_letters is not None:
@@ -371,7 +347,8 @@ class Deliverer:
                     log.warning(
                         "push %s: dead-letter copies not written (tried again): %s", self.sub.name, exc
                     )
-                    self._retry(run, Outcome(None, exc.message))
+                    self._burying += run
+                    self._bury_at = time.monotonic() + _BACKEND_RETRY_S
                     items = [h for h in items if h.tp != tp]
         self.stats.dead_lettered += len(items)
         self._settle_later(items, AckType.REJECT)
@@ -442,6 +419,8 @@ class Deliverer:
         until = min(renew_at, refresh_at) - now
         if self._quiet_until > now:
             until = min(until, self._quiet_until - now)
+        if self._burying:
+            until = min(until, self._bury_at - now)
         if due is not None:
             until = min(until, (due - self.now_ms()) / 1000)
         return max(until, 0.001)
@@ -466,6 +445,8 @@ class Deliverer:
         if settling is not None:
             with contextlib.suppress(Exception):
                 await settling
+        burying, self._burying = self._burying, []
+        await self._give_up(burying)  # once more: what is still not written is let go with the rest
         try:
             if self._acks:
                 await self._settle()

@@ -27,9 +27,10 @@ from typing import Final
 from service.errors import GatewayError, LockTimeout
 
 from ..ports import Locks
-from .deliverer import Deliverer, PushStats
+from .deliverer import Deliverer
 from .ports import PushStore
 from .spec import PushSubscription
+from .stats import PushStats
 from .stored import from_stored
 
 log = logging.getLogger(__name__)

@@ -26,10 +26,10 @@ from ..acl import Decision, Operation, ResourceType
 from ..models import TopicPartition
 from ..ports import Log
 from ..shares.service import PartitionReport, ShareGroups
-from .deliverer import PushStats
 from .destinations import Destinations
 from .ports import PushSender, PushStore
 from .spec import Bounds, PushSpec, PushSubscription, check_name, new_secret, new_uid
+from .stats import PushStats
 from .stored import StoredPush, from_stored, to_stored
 
 _DAY_MS = 24 * 3600 * 1000
