@@ -31,6 +31,18 @@ class Metrics:
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
             registry=self.registry,
         )
+        self.coded_bodies = Counter(
+            "brokergate_http_coded_bodies",
+            "Request bodies decoded and answers coded (Content-Encoding), by coding",
+            ["direction", "coding"],
+            registry=self.registry,
+        )
+        self.coded_bytes = Counter(
+            "brokergate_http_coded_bytes",
+            "Bytes of those bodies on the wire (coded) and as read or written (plain)",
+            ["direction", "coding", "form"],
+            registry=self.registry,
+        )
         self.produced_records = Counter(
             "brokergate_produced_records", "Records appended", ["topic"], registry=self.registry
         )

@@ -54,6 +54,7 @@ _SINK: Final = (
     "gatewayCaFile",
     "gatewayCertFile",
     "gatewayKeyFile",
+    "gatewayCompression",
     "topic",
     "format",
     "keySchemaId",

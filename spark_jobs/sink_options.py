@@ -59,6 +59,7 @@ class GatewayAccess:
     cafile: str | None = None
     certfile: str | None = None
     keyfile: str | None = None
+    compression: str | None = None  # request bodies coded gzip or zstd
 
     def __repr__(self) -> str:
         signed = "basic" if self.username else "token" if self.token else "none"
@@ -75,6 +76,7 @@ class GatewayAccess:
             token=self.token,
             verify=self.cafile if self.cafile is not None else True,
             cert=cert,
+            compress=self.compression,
         )
 
 
@@ -174,6 +176,9 @@ class _Given:
         for option, path in files.items():
             if path is not None and not Path(path).is_file():
                 raise OptionError(f"{option}: {path!r} is not a readable file")
+        compression = (self._lowered.get("gatewaycompression") or "none").lower()
+        if compression not in ("none", "gzip", "zstd"):
+            raise OptionError(f"gatewayCompression: {compression!r} is not one of none, gzip, zstd")
         return GatewayAccess(
             url=url.rstrip("/"),
             username=username,
@@ -182,6 +187,7 @@ class _Given:
             cafile=files["gatewayCaFile"],
             certfile=files["gatewayCertFile"],
             keyfile=files["gatewayKeyFile"],
+            compression=None if compression == "none" else compression,
         )
 
 

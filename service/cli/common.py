@@ -33,6 +33,7 @@ TOKEN_ENV = "BROKERGATE_TOKEN"
 CACERT_ENV = "BROKERGATE_CACERT"
 CERT_ENV = "BROKERGATE_CERT"
 KEY_ENV = "BROKERGATE_KEY"
+COMPRESS_ENV = "BROKERGATE_COMPRESS"
 
 Prompt = Callable[[str], str]
 
@@ -72,6 +73,13 @@ def add_common_options(common: argparse.ArgumentParser, *, defaults: bool = True
         choices=["table", "json"],
         default=default("table"),
         help="table for people, json for scripts",
+    )
+    common.add_argument(
+        "--compress",
+        choices=["gzip", "zstd"],
+        default=default(None),
+        help=f"send request bodies coded so (default ${COMPRESS_ENV}, else plain): records produced travel "
+        "smaller; answers come coded whenever the gateway codes them",
     )
     auth = common.add_argument_group("credentials and TLS")
     auth.add_argument(
@@ -237,6 +245,9 @@ def connect(args: argparse.Namespace, creds: Credentials, env: Mapping[str, str]
     if cert is None and key is not None:
         raise ToolError(f"--key goes with --cert (or {CERT_ENV})", 2)
     url: str = args.url or env.get(URL_ENV) or DEFAULT_URL
+    compress: str | None = getattr(args, "compress", None) or env.get(COMPRESS_ENV) or None
+    if compress is not None and compress not in ("gzip", "zstd"):
+        raise ToolError(f"{COMPRESS_ENV} is gzip or zstd, not {compress!r}", 2)
     try:
         return GatewayClient(
             url,
@@ -244,6 +255,7 @@ def connect(args: argparse.Namespace, creds: Credentials, env: Mapping[str, str]
             token=creds.token,
             verify=cacert if cacert is not None else True,
             cert=None if cert is None else cert if key is None else (cert, key),
+            compress=compress,
         )
     except ValueError as exc:  # a TLS file that cannot be used
         raise ToolError(str(exc), 2) from exc

@@ -52,7 +52,17 @@ from service.client.consumers import (
     ShareRecord,
     acknowledgements,
 )
-from service.client.http import BearerAuth, ClientError, _json, _tls_failure, data_type, tls_context, url_path
+from service.client.http import (
+    BearerAuth,
+    ClientError,
+    _json,
+    _tls_failure,
+    body_coding,
+    coded_body,
+    data_type,
+    tls_context,
+    url_path,
+)
 from service.core.acl import AclBinding, AclFilter
 from service.core.rules import check_group, check_instance, check_subject, check_topic
 from service.core.schemas.model import Schema, SchemaType
@@ -114,8 +124,7 @@ class GatewayClient:
     """One gateway, addressed by its base URL; use as a context manager or call ``close()``.
 
     ``auth`` is an HTTP Basic ``(user, password)``, ``token`` a Bearer token (one or the other);
-    ``verify`` and ``cert`` are ``tls_context``'s.
-    """
+    ``verify`` and ``cert`` are ``tls_context``'s; ``compress`` (gzip, zstd) codes request bodies."""
 
     def __init__(
         self,
@@ -126,10 +135,12 @@ class GatewayClient:
         token: str | None = None,
         verify: str | bool = True,
         cert: str | tuple[str, str] | None = None,
+        compress: str | None = None,
     ) -> None:
         if auth is not None and token is not None:
             raise ValueError("auth and token are two ways to authenticate: give one")
         self.url = url.rstrip("/")
+        self._compress = body_coding(compress)
         self._http = httpx.Client(
             base_url=self.url,
             timeout=timeout,
@@ -154,6 +165,8 @@ class GatewayClient:
 
     def send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         """The answer to a request, its headers for the reading; ``ClientError`` if refused."""
+        if self._compress is not None:
+            kwargs = coded_body(kwargs, self._compress)
         try:
             response = self._http.request(method, path, **kwargs)
         except httpx.TransportError as exc:

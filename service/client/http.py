@@ -12,16 +12,40 @@ certificate, a client certificate required or refused).
 
 from __future__ import annotations
 
+import json
 import ssl
 from collections.abc import Generator
-from typing import Any
+from typing import Any, cast
 from urllib.parse import quote
 
 import httpx
 
+from service.wire.codings import CODINGS, Coding, encode
+
 
 def data_type(fmt: str) -> str:
     return f"application/vnd.kafka.{fmt}.v2+json"
+
+
+def body_coding(name: str | None) -> Coding | None:
+    """``name`` as a coding of request bodies (None: plain); ``ValueError`` if it is none of them."""
+    if name is not None and name not in CODINGS:
+        raise ValueError(f"compress is one of {', '.join(CODINGS)}, not {name!r}")
+    return cast("Coding | None", name)
+
+
+def coded_body(kwargs: dict[str, Any], coding: Coding) -> dict[str, Any]:
+    """httpx's request arguments with the body (``json`` or ``content`` bytes) coded ``coding``,
+    and ``Content-Encoding`` saying so; a request without a body is left as it is."""
+    if "json" in kwargs:
+        headers = {"Content-Type": "application/json", **(kwargs.get("headers") or {})}
+        raw = json.dumps(kwargs["json"], ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+        kwargs = {k: v for k, v in kwargs.items() if k != "json"} | {"headers": headers}
+    elif isinstance(kwargs.get("content"), bytes):
+        raw, headers = kwargs["content"], dict(kwargs.get("headers") or {})
+    else:
+        return kwargs
+    return kwargs | {"content": encode(coding, raw), "headers": headers | {"Content-Encoding": coding}}
 
 
 def url_path(*segments: str | int) -> str:

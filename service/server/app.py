@@ -64,6 +64,7 @@ from service.security.tls import server_context
 from service.security.tokens import KeySet, TokenRules, TokenVerifier
 from service.security.users import UsersFile, Verifier
 from service.server.backends import build_ports, build_quota_store, registry_client_options
+from service.server.codings import BodyCodings
 from service.server.connections import ConnectionLimits, Proxies
 from service.server.logs import audit_trail, bounded_logs
 from service.server.middleware import MetricsMiddleware, OneLineStartupErrors, RawPathGuard
@@ -172,6 +173,14 @@ def create_app(settings: Settings, ports: tuple[Log, Coordinator, Sessions] | No
     add_error_handlers(app)
     if settings.produce_fast_path:  # inside the metrics: counted the same
         app.add_middleware(ProduceFastPath, routes=fast_routes(app.routes), handlers=app.exception_handlers)
+    # inside the guards (a request they refuse is never decoded), around everything that reads a body
+    app.add_middleware(
+        BodyCodings,
+        limit=settings.max_request_bytes,
+        compress=settings.compression,
+        min_bytes=settings.compression_min_bytes,
+        metrics=metrics,
+    )
     opened = open_paths(docs=settings.docs_open, metrics=settings.metrics_open)
     if settings.docs_open:  # the pages' files with the pages
         opened |= docs_asset_paths()

@@ -49,6 +49,16 @@ class LimitSettings(SettingsGroup):
     max_headers_per_record: int = Field(
         100, ge=0, description="Most headers one record may carry (413 beyond)."
     )
+    compression: bool = Field(
+        True,
+        description="Answer record reads gzip- or zstd-coded when the client accepts it (Accept-Encoding) "
+        "and the answer is compression_min_bytes or more; request bodies are decoded whatever this says.",
+    )
+    compression_min_bytes: int = Field(
+        1024,
+        ge=0,
+        description="Smallest answer of a record read that is coded (smaller ones go as they are).",
+    )
     max_json_depth: int = Field(
         64,
         ge=4,

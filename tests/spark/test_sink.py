@@ -154,6 +154,16 @@ async def test_a_topic_column_routes_each_row_and_the_topic_option_wins(
     assert len(await values(setup, c, 10)) == 10
 
 
+async def test_a_write_with_gateway_compression_sends_coded_bodies(spark: SparkSession, setup: Setup) -> None:
+    topic = await new_topic(setup)
+    frame = spark.createDataFrame([(f"row {i} " + "x" * 50,) for i in range(200)], "value string")
+    await asyncio.to_thread(write, frame.coalesce(1), setup, topic=topic, gatewayCompression="zstd")
+    assert await values(setup, topic, 200) == [f"row {i} ".encode() + b"x" * 50 for i in range(200)]
+    metrics = (await setup.gateway.client.get("/metrics")).text
+    coded = [line for line in metrics.splitlines() if line.startswith("brokergate_http_coded_bodies_total")]
+    assert any('coding="zstd",direction="request"' in line for line in coded), coded
+
+
 async def test_a_batch_write_run_again_with_its_write_id_writes_nothing_twice(
     spark: SparkSession, setup: Setup
 ) -> None:
@@ -349,6 +359,7 @@ def test_the_gateways_access_falls_back_to_the_command_line_tools_variables(tmp_
         ),
         ({"gateway": "http://x", "format": "json", "valueSchemaId": "1"}, "schemas are for"),
         ({"gateway": "http://x", "format": "avro", "valueSchemaId": "x"}, "not a schema id"),
+        ({"gateway": "http://x", "gatewayCompression": "br"}, "gatewayCompression: 'br' is not one of"),
     ]:
         with pytest.raises(OptionError, match=said):
             SinkOptions.parse(options, {})
