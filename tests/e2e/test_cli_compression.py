@@ -3,26 +3,10 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import httpx
 
 from tests.e2e.gateway_process import GatewayProcess
-
-
-def tool(
-    gw: GatewayProcess, *args: str, stdin: str | None = None, **env: str
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "service", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "BROKERGATE_URL": gw.url, **env},
-    )
+from tests.e2e.tool_process import bg
 
 
 def coded_requests(gw: GatewayProcess, coding: str) -> float:
@@ -36,13 +20,13 @@ def test_the_tools_send_coded_bodies_when_told_to(tmp_path):
     gw = GatewayProcess(tmp_path / "data").start()
     try:
         lines = "".join(f"event {i}\n" for i in range(500))
-        made = tool(gw, "--compress", "zstd", "topics", "create", "--topic", "coded", "--partitions", "1")
+        made = bg(gw, "--compress", "zstd", "topics", "create", "--topic", "coded", "--partitions", "1")
         assert made.returncode == 0, made.stderr
         assert coded_requests(gw, "zstd") == 1  # the topic's creation: a control body
-        sent = tool(gw, "produce", "--topic", "coded", stdin=lines, BROKERGATE_COMPRESS="gzip")
+        sent = bg(gw, "produce", "--topic", "coded", stdin=lines, env={"BROKERGATE_COMPRESS": "gzip"})
         assert sent.returncode == 0, sent.stderr
         assert coded_requests(gw, "gzip") >= 1
-        got = tool(
+        got = bg(
             gw,
             "consume",
             "--topic",
@@ -55,9 +39,9 @@ def test_the_tools_send_coded_bodies_when_told_to(tmp_path):
         )
         assert got.returncode == 0, got.stderr
         assert got.stdout.splitlines()[:2] == ["event 0", "event 1"] and len(got.stdout.splitlines()) == 500
-        wrong = tool(gw, "topics", "list", BROKERGATE_COMPRESS="br")
+        wrong = bg(gw, "topics", "list", env={"BROKERGATE_COMPRESS": "br"})
         assert wrong.returncode == 2 and "BROKERGATE_COMPRESS is gzip or zstd, not 'br'" in wrong.stderr
-        refused = tool(gw, "--compress", "br", "topics", "list")
+        refused = bg(gw, "--compress", "br", "topics", "list")
         assert refused.returncode == 2 and "invalid choice: 'br'" in refused.stderr
     except AssertionError as failed:
         raise AssertionError(f"{failed}\n{gw.output()}") from None
