@@ -138,6 +138,7 @@ RULES: Final[dict[str, Rule]] = {
     f"GET {V3}/brokers": Rule(),
     # topics
     "GET /topics": Rule(shows=TOPIC),
+    "GET /asyncapi.json": Rule(shows=TOPIC),  # the topics the caller may describe, as channels
     f"GET {V3}/topics": Rule(shows=TOPIC),
     "GET /topics/{topic}": Rule(needs=(TOPIC_DESCRIBE,)),
     f"GET {V3}/topics/{{topic}}": Rule(needs=(TOPIC_DESCRIBE,)),

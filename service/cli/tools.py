@@ -1,6 +1,6 @@
 """Command-line tools in the spirit of Kafka's console tools, against any brokergate endpoint.
 
-``brokergate topics|produce|consume|groups|share-groups|push|acls|schemas`` — built on
+``brokergate topics|asyncapi|produce|consume|groups|share-groups|push|acls|schemas`` — built on
 ``service.client``; each tool is a module of its own (``service.cli.topics``, ``produce``,
 ``consume``, ``groups``, ``shares``, ``push``, ``acls`` and ``schemas``; ``service.cli.records`` reads and
 prints the records of ``produce`` and ``consume``), and the options they all share (URL, output,
@@ -58,6 +58,7 @@ def add_commands(
     if top is not None:
         add_common_options(top)
     topics_tool.add_parser(sub, common)
+    topics_tool.add_asyncapi_parser(sub, common)
     produce_tool.add_parser(sub, common)
     consume_tool.add_parser(sub, common)
     groups_tool.add_parser(sub, common)

@@ -1,5 +1,6 @@
 """``brokergate topics create|list|describe|alter|delete``: topic administration, in the manner of
-Kafka's ``kafka-topics``.
+Kafka's ``kafka-topics``; and ``brokergate asyncapi``: the topics as the gateway's AsyncAPI
+document (``GET /asyncapi.json``), to a file or stdout, for AsyncAPI's tools.
 
 Built on ``GatewayClient``'s topic methods; ``describe`` shows the topic, its configs and a row
 per partition. ``--config`` takes NAME=VALUE (read by ``service.cli.records``); what ``run``
@@ -10,9 +11,10 @@ per partition. ``--config`` takes NAME=VALUE (read by ``service.cli.records``); 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
-from service.cli.common import emit
+from service.cli.common import ToolError, emit
 from service.cli.records import _pairs
 from service.client.gateway_client import GatewayClient
 from service.core.rules import check_topic
@@ -75,3 +77,26 @@ def add_parser(
     topics.add_argument("--replication-factor", type=int)
     topics.add_argument("--config", action="append", metavar="NAME=VALUE")
     topics.set_defaults(run=cmd_topics)
+
+
+def cmd_asyncapi(args: argparse.Namespace, client: GatewayClient) -> int:
+    text = json.dumps(client.request("GET", "/asyncapi.json"), indent=2) + "\n"
+    if args.file == "-":
+        sys.stdout.write(text)
+        return 0
+    try:
+        with open(args.file, "w", encoding="utf-8") as out:
+            out.write(text)
+    except OSError as exc:
+        raise ToolError(f"cannot write {args.file}: {exc.strerror or exc}", 2) from exc
+    return 0
+
+
+def add_asyncapi_parser(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    doc = sub.add_parser(
+        "asyncapi", parents=[common], help="the topics you may describe as an AsyncAPI 3.0 document"
+    )
+    doc.add_argument("--file", default="-", help="where to write it (default: stdout)")
+    doc.set_defaults(run=cmd_asyncapi)

@@ -32,7 +32,7 @@ from fastapi import FastAPI
 
 from service.adapters.push_sender import HttpPushSender
 from service.adapters.registry import HttpSchemaRegistry
-from service.api import acls, consumers, ops, push, registry, share_groups, topics, v3
+from service.api import acls, asyncapi, consumers, ops, push, registry, share_groups, topics, v3
 from service.api.access import Authorize, RouteTable
 from service.api.auth import Authenticate, open_paths
 from service.api.crosssite import CrossSiteGuard
@@ -162,7 +162,7 @@ def create_app(settings: Settings, ports: tuple[Log, Coordinator, Sessions] | No
         redirect_slashes=False,  # no Location built from Host: TrailingSlash serves /topics/ as /topics
     )
     routers = [ops.router, topics.router, consumers.router, v3.router, acls.router, registry.router]
-    routers += [share_groups.router, share_groups.admin, push.admin]
+    routers += [share_groups.router, share_groups.admin, push.admin, asyncapi.router]
     routers.append(stream_socket.router)  # the WebSocket stream (no OpenAPI: it is no HTTP operation)
     routers.append(docs_router(title=app.title))
     if settings.ui:

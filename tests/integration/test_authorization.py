@@ -104,6 +104,7 @@ SAMPLES: dict[str, Sample] = {
     f"GET {V3}": Sample(),
     f"GET {V3}/brokers": Sample(),
     "GET /topics": Sample(),
+    "GET /asyncapi.json": Sample(),
     f"GET {V3}/topics": Sample(),
     "GET /topics/{topic}": Sample(),
     f"GET {V3}/topics/{{topic}}": Sample(),
@@ -240,6 +241,7 @@ OPEN_TO_ANY = {
     f"GET {V3}",
     f"GET {V3}/brokers",
     "GET /topics",
+    "GET /asyncapi.json",  # the topics the caller may describe, as channels
     f"GET {V3}/topics",
     f"GET {V3}/consumer-groups",
     f"GET {V3}/share-groups",

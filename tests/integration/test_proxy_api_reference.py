@@ -266,9 +266,10 @@ V3_INDEX: Final[tuple[Endpoint, ...]] = (
 )
 
 # The gateway's own routes, none of Confluent's (docs/api.md: native extensions; docs/streams.md;
-# docs/share-groups.md; docs/push.md; the documentation, health and metrics routes; the web console).
+# docs/share-groups.md; docs/push.md; the documentation, the AsyncAPI document, health and metrics
+# routes; the web console).
 EXTENSIONS: Final = re.compile(
-    r"(GET|POST|DELETE|WS) (/openapi\.json|/docs.*|/redoc|/healthz|/readyz|/metrics|/ui.*"
+    r"(GET|POST|DELETE|WS) (/openapi\.json|/asyncapi\.json|/docs.*|/redoc|/healthz|/readyz|/metrics|/ui.*"
     r"|/topics/\{topic\}/partitions/\{partition\}/records|/share-groups/.*"
     r"|/v3/clusters/\{cluster_id\}/share-groups.*)|WS /consumers/\{group\}/instances/\{instance\}/records"
     r"|(GET|PUT|POST|DELETE) /v3/clusters/\{cluster_id\}/push-subscriptions.*"
