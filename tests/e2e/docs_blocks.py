@@ -25,6 +25,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -165,3 +166,23 @@ def claims_in_tests() -> set[tuple[str, str, str]]:
 def shell_env(**more: str) -> dict[str, str]:
     """The environment with the venv's ``brokergate`` first on ``PATH``, as an installed one is."""
     return {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", **more}
+
+
+def run_sh(script: str, url: str, cwd: Path, env: dict[str, str] | None = None) -> str:
+    """A page's ``sh`` block run by bash (``set -euo pipefail``) in ``cwd``, its ``localhost:8082``
+    pointed at ``url``; what it printed. Fails the test, with what it said on stderr, if it fails."""
+    done = subprocess.run(
+        ["bash", "-c", "set -euo pipefail\n" + at(script, url)],
+        cwd=cwd,
+        env=env if env is not None else os.environ,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def said(script: str) -> list[str]:
+    """What a block's ``# `` comment lines say it prints, in order."""
+    return [line[2:] for line in script.splitlines() if line.startswith("# ")]

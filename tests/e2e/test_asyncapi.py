@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.docs_blocks import at, claim, shell_env
+from tests.e2e.docs_blocks import claim, run_sh, said, shell_env
 from tests.e2e.gateway_process import GatewayProcess
 from tests.e2e.test_typescript_client import ENV
 from tests.e2e.tool_process import bg, ok
@@ -123,17 +123,8 @@ def test_the_pages_asyncapi_commands_run_as_written(tmp_path: Path) -> None:
     try:
         with claim("docs/api.md", "The AsyncAPI document") as section:
             [script] = section.texts()
-            done = subprocess.run(
-                ["bash", "-c", "set -euo pipefail\n" + at(script, gw.url)],
-                cwd=tmp_path,
-                env=shell_env(BROKERGATE_URL=gw.url),
-                capture_output=True,
-                text=True,
-                timeout=120,
-            )
-        assert done.returncode == 0, done.stderr
-        expected = [line[2:] for line in script.splitlines() if line.startswith("# ")]
-        assert done.stdout.splitlines() == expected, done.stdout
+            printed = run_sh(script, gw.url, tmp_path, shell_env(BROKERGATE_URL=gw.url))
+        assert printed.splitlines() == said(script), printed
     except AssertionError as failed:
         raise AssertionError(f"{failed}\n{gw.output()}") from None
     finally:

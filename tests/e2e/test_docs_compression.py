@@ -4,10 +4,9 @@ the comments say is what it printed."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 
-from tests.e2e.docs_blocks import at, claim
+from tests.e2e.docs_blocks import claim, run_sh, said
 from tests.e2e.gateway_process import GatewayProcess
 
 
@@ -16,21 +15,12 @@ def test_the_compressed_bodies_walk_through_runs_with_curl(tmp_path):
     try:
         with claim("docs/api.md", "Compressed bodies") as section:
             [script] = section.texts()
-            done = subprocess.run(
-                ["bash", "-c", "set -euo pipefail\n" + at(script, gw.url)],
-                cwd=tmp_path,
-                env=os.environ,
-                capture_output=True,
-                text=True,
-                timeout=120,
-            )
-        assert done.returncode == 0, done.stderr
-        lines = done.stdout.splitlines()
-        expected = [line[2:] for line in script.splitlines() if line.startswith("# ")]
+            lines = run_sh(script, gw.url, tmp_path).splitlines()
+        expected = said(script)
         curl_codes = subprocess.run(["curl", "-V"], capture_output=True, text=True).stdout
         if "zstd" not in curl_codes:  # a curl built without zstd asks for gzip, and gets it
             expected[1] = "content-encoding: gzip"
-        assert [line.strip() for line in lines] == expected, done.stdout
+        assert [line.strip() for line in lines] == expected, lines
         assert (tmp_path / "records.json").stat().st_size > 10 * (tmp_path / "records.json.gz").stat().st_size
     except AssertionError as failed:
         raise AssertionError(f"{failed}\n{gw.output()}") from None
