@@ -2,8 +2,9 @@
 
     .venv/bin/python bench/compression.py [--records 1000] [--size 200] [--requests 200] [--rounds 5]
 
-It starts ``brokergate serve`` (the embedded log) and, with httpx and the standard ``json``
-module (what a user's program has), in rounds, the order of the codings turned each round:
+It starts ``brokergate serve`` (the embedded log, ``COMPRESSION=true``) and, with httpx and the
+standard ``json`` module (what a user's program has), in rounds, the order of the codings turned
+each round:
 
   produce   ``--requests`` requests of ``--records`` JSON records of about ``--size`` bytes each,
             one after the other on one connection, the body built with ``json.dumps`` and coded
@@ -134,7 +135,7 @@ async def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        gateway, port = start_gateway(Path(tmp))
+        gateway, port = start_gateway(Path(tmp), env={"BROKERGATE_COMPRESSION": "true"})
         try:
             print("brokergate on the embedded log")
             await measure(args, port)

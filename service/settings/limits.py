@@ -50,7 +50,7 @@ class LimitSettings(SettingsGroup):
         100, ge=0, description="Most headers one record may carry (413 beyond)."
     )
     compression: bool = Field(
-        True,
+        False,
         description="Answer record reads gzip- or zstd-coded when the client accepts it (Accept-Encoding) "
         "and the answer is compression_min_bytes or more; request bodies are decoded whatever this says.",
     )

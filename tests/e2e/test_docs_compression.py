@@ -11,7 +11,7 @@ from tests.e2e.gateway_process import GatewayProcess
 
 
 def test_the_compressed_bodies_walk_through_runs_with_curl(tmp_path):
-    gw = GatewayProcess(tmp_path / "data").start()
+    gw = GatewayProcess(tmp_path / "data", env={"BROKERGATE_COMPRESSION": "true"}).start()
     try:
         with claim("docs/api.md", "Compressed bodies") as section:
             [script] = section.texts()

@@ -1,7 +1,8 @@
 """Compressed bodies through a real gateway: request bodies coded gzip or zstd are taken as if
 sent plain, under the same limits on their decoded bytes; a bomb, a body that is not its coding,
 or a coding not decoded here get a clear 4xx; record reads answer coded by ``Accept-Encoding``
-(stateless reads, long-polls, share-group polls, Server-Sent Events), small answers plain."""
+(stateless reads, long-polls, share-group polls, Server-Sent Events) when ``COMPRESSION`` is on,
+small answers plain."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import gzip
 import json
 import time
 import zlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,13 @@ from tests.integration.test_share_groups_api import share_consumer, share_subscr
 from tests.stream_client import EVENT_STREAM
 
 CODINGS: list[Coding] = ["gzip", "zstd"]
+
+
+@pytest.fixture
+async def gateway(tmp_path: Path) -> AsyncIterator[RunningGateway]:
+    """A gateway that codes record reads' answers (``COMPRESSION``, off by default)."""
+    async with running_gateway(tmp_path / "data", compression=True) as gw:
+        yield gw
 
 
 def coded(coding: Coding, data: bytes) -> bytes:
@@ -266,8 +275,8 @@ async def test_a_stream_comes_coded_event_by_event(
     assert b"event: records" in text
 
 
-async def test_compression_off_answers_plain(tmp_path: Path, name: str) -> None:
-    async with running_gateway(tmp_path / "data", compression=False) as gw:
+async def test_compression_off_by_default_answers_plain(tmp_path: Path, name: str) -> None:
+    async with running_gateway(tmp_path / "data") as gw:  # COMPRESSION is off by default
         await produce(gw.client, name, [{"value": "z" * 100} for _ in range(100)])
         r = await _read_raw(
             gw.client,
